@@ -1,0 +1,197 @@
+// The CRI client: a CriRuntime over one grpc-js channel to a local unix socket.
+//
+// Invariants:
+// - Every call has a deadline (per-call `timeoutMs`, else the default for its kind of RPC) and
+//   settles exactly once, with the response or a CriError.
+// - Calls do not wait for the channel to become ready (waitForReady is false): while the
+//   runtime is down they fail at once with code "Unavailable", and the channel reconnects by
+//   itself (backoff 0.5 s to 5 s), so the same client works again when the runtime is back.
+// - Only the per-method serializers are kept after construction; the parsed descriptors are
+//   dropped.
+
+import { type ChannelOptions, Client, credentials, type ServiceError } from "@grpc/grpc-js";
+import type { MethodDefinition, ServiceDefinition } from "@grpc/proto-loader";
+import { parseCriEndpoint } from "./endpoint.ts";
+import { CriError, criErrorFromGrpc, GrpcStatus } from "./errors.ts";
+import { CRI_PACKAGE, loadCriPackageDefinition } from "./proto.ts";
+import type * as m from "./requests.ts";
+import { type CallOptions, CRI_RPCS, type CriMethod, type CriRuntime } from "./service.ts";
+
+export interface CriClientOptions {
+  /** "unix:///path/to/socket"; nothing else is accepted. */
+  endpoint: string;
+  /** Deadline of queries (version, status, list, status, stats, image status). Default 10 s. */
+  defaultTimeoutMs?: number;
+  /**
+   * Deadline of sandbox and container lifecycle calls (run, create, start, stop, remove, update),
+   * which may be slow on a busy device: RunPodSandbox may pull the pause image. Default 2 min,
+   * the kubelet's runtime request timeout. StopContainer adds its grace period to it.
+   */
+  lifecycleTimeoutMs?: number;
+  /** Deadline of PullImage. Default 10 min: edge links are slow. */
+  pullImageTimeoutMs?: number;
+  /** Largest response accepted. Default 16 MiB. */
+  maxReceiveMessageBytes?: number;
+  /** Extra grpc-js channel options, applied over ours. */
+  channelOptions?: ChannelOptions;
+}
+
+export interface CriClient extends CriRuntime {
+  /** The endpoint this client talks to. */
+  readonly endpoint: string;
+  /** Closes the channel; later calls reject. Idempotent. */
+  close(): void;
+}
+
+export const CRI_DEFAULT_TIMEOUT_MS = 10_000;
+export const CRI_LIFECYCLE_TIMEOUT_MS = 120_000;
+export const CRI_PULL_IMAGE_TIMEOUT_MS = 600_000;
+
+const LIFECYCLE: ReadonlySet<CriMethod> = new Set<CriMethod>([
+  "runPodSandbox",
+  "stopPodSandbox",
+  "removePodSandbox",
+  "createContainer",
+  "startContainer",
+  "stopContainer",
+  "removeContainer",
+  "updateContainerResources",
+  "removeImage",
+]);
+
+interface Rpc {
+  rpc: string;
+  path: string;
+  serialize: (value: unknown) => Buffer;
+  deserialize: (buf: Buffer) => unknown;
+}
+
+function loadRpcTable(): Record<CriMethod, Rpc> {
+  const pkg = loadCriPackageDefinition();
+  const table = {} as Record<CriMethod, Rpc>;
+  for (const [method, [service, rpc]] of Object.entries(CRI_RPCS) as [
+    CriMethod,
+    readonly [string, string],
+  ][]) {
+    const svc = pkg[`${CRI_PACKAGE}.${service}`] as ServiceDefinition | undefined;
+    const def = svc?.[rpc] as MethodDefinition<unknown, unknown> | undefined;
+    if (!def) throw new Error(`The embedded CRI proto has no RPC ${service}.${rpc}`);
+    table[method] = {
+      rpc,
+      path: def.path,
+      serialize: def.requestSerialize,
+      deserialize: def.responseDeserialize,
+    };
+  }
+  return table;
+}
+
+/** The deadline a call gets when the caller does not give one. */
+export function defaultTimeoutFor(
+  method: CriMethod,
+  req: unknown,
+  t: { defaultMs: number; lifecycleMs: number; pullMs: number },
+): number {
+  const seconds = (req as { timeout?: number } | null)?.timeout ?? 0;
+  if (method === "pullImage") return t.pullMs;
+  if (method === "stopContainer") return Math.max(0, seconds) * 1000 + t.lifecycleMs;
+  if (method === "execSync") return seconds > 0 ? seconds * 1000 + t.defaultMs : t.lifecycleMs;
+  return LIFECYCLE.has(method) ? t.lifecycleMs : t.defaultMs;
+}
+
+export function createCriClient(options: CriClientOptions): CriClient {
+  const { endpoint, target } = parseCriEndpoint(options.endpoint);
+  const timeouts = {
+    defaultMs: options.defaultTimeoutMs ?? CRI_DEFAULT_TIMEOUT_MS,
+    lifecycleMs: options.lifecycleTimeoutMs ?? CRI_LIFECYCLE_TIMEOUT_MS,
+    pullMs: options.pullImageTimeoutMs ?? CRI_PULL_IMAGE_TIMEOUT_MS,
+  };
+  const rpcs = loadRpcTable();
+  const grpc = new Client(target, credentials.createInsecure(), {
+    "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 16 * 1024 * 1024,
+    "grpc.max_send_message_length": 16 * 1024 * 1024,
+    "grpc.initial_reconnect_backoff_ms": 500,
+    "grpc.max_reconnect_backoff_ms": 5000,
+    "grpc.enable_http_proxy": 0,
+    ...options.channelOptions,
+  });
+  let closed = false;
+
+  function call<Res>(method: CriMethod, req: unknown, opts?: CallOptions): Promise<Res> {
+    const { rpc, path, serialize, deserialize } = rpcs[method];
+    const timeoutMs = opts?.timeoutMs ?? defaultTimeoutFor(method, req, timeouts);
+    const signal = opts?.signal;
+    return new Promise<Res>((resolve, reject) => {
+      if (closed) {
+        const runtimeMessage = `the CRI client for ${endpoint} is closed`;
+        return reject(new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage }));
+      }
+      if (signal?.aborted) {
+        const runtimeMessage = "cancelled by the caller before it was sent";
+        return reject(new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage }));
+      }
+      const onAbort = () => unary.cancel();
+      const unary = grpc.makeUnaryRequest<unknown, Res>(
+        path,
+        serialize,
+        deserialize as (buf: Buffer) => Res,
+        req ?? {},
+        { deadline: Date.now() + timeoutMs },
+        (err: ServiceError | null, res?: Res) => {
+          signal?.removeEventListener("abort", onAbort);
+          if (err) reject(criErrorFromGrpc(rpc, err, contextFor(err.code, endpoint, timeoutMs)));
+          else resolve(res as Res);
+        },
+      );
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  const runtime: CriClient = {
+    endpoint,
+    close() {
+      if (closed) return;
+      closed = true;
+      grpc.close();
+    },
+    version: (r: m.VersionRequest, o?: CallOptions) => call("version", r, o),
+    status: (r: m.StatusRequest, o?: CallOptions) => call("status", r, o),
+    runPodSandbox: (r, o) => call("runPodSandbox", r, o),
+    stopPodSandbox: (r, o) => call("stopPodSandbox", r, o),
+    removePodSandbox: (r, o) => call("removePodSandbox", r, o),
+    podSandboxStatus: (r, o) => call("podSandboxStatus", r, o),
+    listPodSandbox: (r, o) => call("listPodSandbox", r, o),
+    createContainer: (r, o) => call("createContainer", r, o),
+    startContainer: (r, o) => call("startContainer", r, o),
+    stopContainer: (r, o) => call("stopContainer", r, o),
+    removeContainer: (r, o) => call("removeContainer", r, o),
+    listContainers: (r, o) => call("listContainers", r, o),
+    containerStatus: (r, o) => call("containerStatus", r, o),
+    updateContainerResources: (r, o) => call("updateContainerResources", r, o),
+    reopenContainerLog: (r, o) => call("reopenContainerLog", r, o),
+    execSync: (r, o) => call("execSync", r, o),
+    containerStats: (r, o) => call("containerStats", r, o),
+    listContainerStats: (r, o) => call("listContainerStats", r, o),
+    podSandboxStats: (r, o) => call("podSandboxStats", r, o),
+    listPodSandboxStats: (r, o) => call("listPodSandboxStats", r, o),
+    listImages: (r, o) => call("listImages", r, o),
+    imageStatus: (r, o) => call("imageStatus", r, o),
+    pullImage: (r, o) => call("pullImage", r, o),
+    removeImage: (r, o) => call("removeImage", r, o),
+    imageFsInfo: (r, o) => call("imageFsInfo", r, o),
+  };
+  return runtime;
+}
+
+function contextFor(code: number, endpoint: string, timeoutMs: number): string | undefined {
+  switch (code) {
+    case GrpcStatus.UNAVAILABLE:
+      return `runtime at ${endpoint} unavailable`;
+    case GrpcStatus.DEADLINE_EXCEEDED:
+      return `no answer from ${endpoint} within ${timeoutMs} ms`;
+    case GrpcStatus.CANCELLED:
+      return "cancelled by the caller";
+    default:
+      return undefined;
+  }
+}

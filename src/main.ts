@@ -1,0 +1,49 @@
+#!/usr/bin/env bun
+// The fleetlet command line: one executable for the agent, the hub and the tools around them.
+import { CliError } from "./cli/errors.ts";
+import { runtimeInfoCommand } from "./cli/runtime-info.ts";
+import { versionCommand } from "./cli/version.ts";
+
+type Command = (argv: string[]) => Promise<number> | number;
+
+const commands: Record<string, { run: Command; help: string }> = {
+  version: { run: versionCommand, help: "print the version, the Bun version and the git commit" },
+  "runtime-info": {
+    run: runtimeInfoCommand,
+    help: "print the container runtime's name, version and conditions",
+  },
+};
+
+function usage(): string {
+  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(14)} ${c.help}`);
+  return `usage: fleetlet <command> [flags]\n\ncommands:\n${lines.join("\n")}\n`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+    process.stdout.write(usage());
+    return name === undefined ? 2 : 0;
+  }
+  if (name === "--version") return versionCommand([]);
+  const command = commands[name];
+  if (command === undefined) {
+    process.stderr.write(`fleetlet: unknown command "${name}"\n\n${usage()}`);
+    return 2;
+  }
+  return command.run(rest);
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (err) {
+  if (err instanceof CliError) {
+    process.stderr.write(`fleetlet: ${err.message}\n`);
+    process.exitCode = err.exitCode;
+  } else {
+    process.stderr.write(
+      `fleetlet: unexpected error: ${err instanceof Error ? err.stack : String(err)}\n`,
+    );
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * Injected time. Everything in the agent that waits or reads the time takes a Clock, so unit tests
+ * drive time with FakeClock.step() instead of waiting.
+ */
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** Resolves after `ms`; rejects with the signal's reason if aborted first. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /** Calls `fn` once after `ms`; returns a cancel function. */
+  setTimer(ms: number, fn: () => void): () => void;
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException("The operation was aborted", "AbortError");
+}
+
+export const realClock: Clock = {
+  now: () => Date.now(),
+  sleep(ms, signal) {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(abortReason(signal));
+      const onAbort = () => {
+        clearTimeout(timer);
+        reject(abortReason(signal as AbortSignal));
+      };
+      const timer = setTimeout(() => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      }, ms);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  },
+  setTimer(ms, fn) {
+    const timer = setTimeout(fn, ms);
+    return () => clearTimeout(timer);
+  },
+};
+
+interface PendingTimer {
+  id: number;
+  at: number;
+  fn: () => void;
+}
+
+/** A clock that moves only when step() or set() is called; timers fire in due order. */
+export class FakeClock implements Clock {
+  private current: number;
+  private timers: PendingTimer[] = [];
+  private nextId = 1;
+
+  constructor(start = Date.UTC(2026, 0, 1)) {
+    this.current = start;
+  }
+
+  now(): number {
+    return this.current;
+  }
+
+  setTimer(ms: number, fn: () => void): () => void {
+    const id = this.nextId++;
+    this.timers.push({ id, at: this.current + Math.max(0, ms), fn });
+    return () => {
+      this.timers = this.timers.filter((t) => t.id !== id);
+    };
+  }
+
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(abortReason(signal));
+      const cancel = this.setTimer(ms, () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      });
+      const onAbort = () => {
+        cancel();
+        reject(abortReason(signal as AbortSignal));
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** Timers still waiting. */
+  get pending(): number {
+    return this.timers.length;
+  }
+
+  /** Moves time forward by `ms`, firing every timer that falls due, in order. */
+  step(ms: number): void {
+    this.set(this.current + ms);
+  }
+
+  /** Moves time to `at` (never backwards), firing due timers in order. */
+  set(at: number): void {
+    for (;;) {
+      const due = this.timers
+        .filter((t) => t.at <= at)
+        .sort((a, b) => a.at - b.at || a.id - b.id)[0];
+      if (due === undefined) break;
+      this.timers = this.timers.filter((t) => t.id !== due.id);
+      this.current = Math.max(this.current, due.at);
+      due.fn();
+    }
+    this.current = Math.max(this.current, at);
+  }
+}

@@ -1,0 +1,79 @@
+// The runtime test bed for e2e tests: reads the env file that `scripts/testbed start` writes.
+// e2e tests need root and the test bed; `scripts/test` starts it before running them.
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+export const repoRoot = resolve(import.meta.dir, "../..");
+export const fleetletBin = join(repoRoot, "dist/fleetlet");
+
+export interface Testbed {
+  dir: string;
+  endpoint: string;
+  socket: string;
+  containerdPidFile: string;
+  containerdConfig: string;
+  registry: string;
+  sandboxImage: string;
+  busybox: string;
+  busyboxV2: string;
+  missingImage: string;
+}
+
+export function loadTestbed(): Testbed {
+  const dir = process.env.FLEETLET_TESTBED ?? join(repoRoot, ".testbed");
+  const file = join(dir, "env");
+  if (!existsSync(file)) {
+    throw new Error(`the test bed is not running (no ${file}): run scripts/testbed start as root`);
+  }
+  const env: Record<string, string> = {};
+  for (const line of readFileSync(file, "utf8").split("\n")) {
+    const eq = line.indexOf("=");
+    if (eq > 0) env[line.slice(0, eq)] = line.slice(eq + 1);
+  }
+  const get = (key: string): string => {
+    const v = env[key];
+    if (v === undefined) throw new Error(`${file} has no ${key}: restart the test bed`);
+    return v;
+  };
+  return {
+    dir,
+    endpoint: get("CONTAINERD_ENDPOINT"),
+    socket: get("CONTAINERD_SOCKET"),
+    containerdPidFile: get("CONTAINERD_PID_FILE"),
+    containerdConfig: get("CONTAINERD_CONFIG"),
+    registry: get("REGISTRY"),
+    sandboxImage: get("SANDBOX_IMAGE"),
+    busybox: get("IMAGE_BUSYBOX"),
+    busyboxV2: get("IMAGE_BUSYBOX_V2"),
+    missingImage: get("IMAGE_MISSING"),
+  };
+}
+
+/** Polls `fn` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+export async function eventually<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 20_000,
+  intervalMs = 100,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) {
+      const why = lastError instanceof Error ? `: last error: ${lastError.message}` : "";
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}`);
+    }
+    await Bun.sleep(intervalMs);
+  }
+}
+
+/** A unique, valid name for test objects. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
+}

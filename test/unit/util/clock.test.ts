@@ -1,0 +1,47 @@
+import { describe, expect, test } from "bun:test";
+import { FakeClock } from "../../../src/util/clock.ts";
+
+describe("FakeClock", () => {
+  test("step() fires due timers in time order and advances now()", () => {
+    const clock = new FakeClock(1000);
+    const fired: string[] = [];
+    clock.setTimer(300, () => fired.push(`b@${clock.now()}`));
+    clock.setTimer(100, () => fired.push(`a@${clock.now()}`));
+    clock.setTimer(900, () => fired.push("c"));
+    clock.step(500);
+    expect(fired).toEqual(["a@1100", "b@1300"]);
+    expect(clock.now()).toBe(1500);
+    expect(clock.pending).toBe(1);
+  });
+
+  test("sleep() resolves when time reaches it and rejects when aborted", async () => {
+    const clock = new FakeClock(0);
+    let done = false;
+    const p = clock.sleep(50).then(() => {
+      done = true;
+    });
+    clock.step(49);
+    await Promise.resolve();
+    expect(done).toBe(false);
+    clock.step(1);
+    await p;
+    expect(done).toBe(true);
+
+    const ac = new AbortController();
+    const q = clock.sleep(10, ac.signal);
+    ac.abort(new Error("stop"));
+    await expect(q).rejects.toThrow("stop");
+    expect(clock.pending).toBe(0);
+  });
+
+  test("a cancelled timer never fires", () => {
+    const clock = new FakeClock(0);
+    let fired = false;
+    const cancel = clock.setTimer(10, () => {
+      fired = true;
+    });
+    cancel();
+    clock.step(100);
+    expect(fired).toBe(false);
+  });
+});
