@@ -1,6 +1,8 @@
 #!/usr/bin/env bun
 // The fleetlet command line: one executable for the agent, the hub and the tools around them.
+import { describeCommand, execCommand, getCommand, logsCommand } from "./cli/commands.ts";
 import { CliError } from "./cli/errors.ts";
+import { processIO } from "./cli/io.ts";
 import { runtimeInfoCommand } from "./cli/runtime-info.ts";
 import { versionCommand } from "./cli/version.ts";
 
@@ -12,6 +14,13 @@ const commands: Record<string, { run: Command; help: string }> = {
     run: runtimeInfoCommand,
     help: "print the container runtime's name, version and conditions",
   },
+  get: { run: (argv) => getCommand(argv, processIO()), help: "list pods or events of the agent" },
+  describe: {
+    run: (argv) => describeCommand(argv, processIO()),
+    help: "show a pod in detail, with its events",
+  },
+  logs: { run: (argv) => logsCommand(argv, processIO()), help: "print a container's logs" },
+  exec: { run: (argv) => execCommand(argv, processIO()), help: "run a command in a container" },
 };
 
 function usage(): string {

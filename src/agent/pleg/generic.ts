@@ -1,0 +1,294 @@
+// The generic PLEG (pod lifecycle event generator), as kubelet's: every relist period it lists
+// all pods and containers in the runtime, compares each container's state with the previous
+// relist, sends one event per change to a bounded queue the sync loop reads, and refreshes the
+// pod cache for the pods that changed.
+//
+// Invariants: a pod's record advances only after its status was read, so a pod whose status
+// read failed produces the same events again at the next relist; ContainerChanged events (a
+// container in the created or unknown state) refresh the cache but are not sent, as in kubelet;
+// relist() and run() never throw.
+
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import type { ContainerState, PodStatus, SandboxState } from "../kubecontainer/types.ts";
+import { createPodCache, type PodCache } from "./cache.ts";
+import { type BoundedQueue, createBoundedQueue } from "./queue.ts";
+
+export type PodLifecycleEventType =
+  | "ContainerStarted"
+  | "ContainerDied"
+  | "ContainerRemoved"
+  | "ContainerChanged"
+  | "PodSync";
+
+export interface PodLifecycleEvent {
+  /** Pod UID. */
+  uid: string;
+  type: PodLifecycleEventType;
+  /** The container (or sandbox) ID the event is about; empty for PodSync. */
+  data: string;
+}
+
+/** One pod as listed by the runtime; kubecontainer.RunningPod fits, and sandbox states, when
+ * given, turn a sandbox's death into events too. */
+export interface RelistPod {
+  uid: string;
+  name: string;
+  namespace: string;
+  containers: { id: string; state: ContainerState }[];
+  sandboxes?: { id: string; state: SandboxState }[];
+}
+
+export interface PLEGDeps {
+  clock: Clock;
+  logger: Logger;
+  /** Time between the end of one relist and the start of the next (kubelet: 1s). */
+  relistPeriodMs: number;
+  /** healthy() is false when the last successful relist is older (kubelet: 3 minutes). */
+  relistThresholdMs?: number;
+  /** Events kept for the reader before new ones are dropped (kubelet: 1000). */
+  eventCapacity?: number;
+  /** All pods in the runtime, running or not. */
+  listPods: () => Promise<RelistPod[]>;
+  getPodStatus: (uid: string, name: string, namespace: string) => Promise<PodStatus>;
+  /** Defaults to a new cache. */
+  cache?: PodCache;
+}
+
+export interface PLEG {
+  /** One relist; resolves when done (concurrent calls share the relist in progress). */
+  relist(): Promise<void>;
+  /** Relists until `signal` aborts. */
+  run(signal: AbortSignal): Promise<void>;
+  /** The next event, waiting if there is none; rejects with the signal's reason on abort. */
+  next(signal?: AbortSignal): Promise<PodLifecycleEvent>;
+  /** Events until `signal` aborts. */
+  events(signal?: AbortSignal): AsyncIterableIterator<PodLifecycleEvent>;
+  readonly cache: PodCache;
+  /** Stores a status the caller just read (e.g. after starting containers), so that readers
+   * see it at once; ignored when the cache holds a newer one. Returns whether it was stored. */
+  updateCache(uid: string, status: PodStatus): boolean;
+  /** False before the first successful relist and when the last one is older than the
+   * threshold. */
+  healthy(): boolean;
+  /** Why healthy() is false, or undefined. */
+  healthMessage(): string | undefined;
+  /** Start of the last successful relist (epoch ms), if any. */
+  lastRelistTime(): number | undefined;
+  /** Events dropped because the reader fell behind. */
+  droppedEvents(): number;
+}
+
+export const DEFAULT_RELIST_THRESHOLD_MS = 3 * 60 * 1000;
+export const DEFAULT_EVENT_CAPACITY = 1000;
+
+type PlegState = "running" | "exited" | "unknown" | "non-existent";
+
+interface PodRecord {
+  old?: RelistPod;
+  current?: RelistPod;
+}
+
+export function createPLEG(deps: PLEGDeps): PLEG {
+  return new GenericPLEG(deps);
+}
+
+class GenericPLEG implements PLEG {
+  readonly cache: PodCache;
+  private readonly queue: BoundedQueue<PodLifecycleEvent>;
+  private readonly threshold: number;
+  /** Per pod: the listing its last emitted events were computed against, and the newest. */
+  private readonly records = new Map<string, PodRecord>();
+  /** Pods whose status read failed in the last relist. */
+  private toReinspect = new Set<string>();
+  private relistTime: number | undefined;
+  private inflight: Promise<void> | undefined;
+
+  constructor(private readonly deps: PLEGDeps) {
+    this.cache = deps.cache ?? createPodCache();
+    this.queue = createBoundedQueue(deps.eventCapacity ?? DEFAULT_EVENT_CAPACITY);
+    this.threshold = deps.relistThresholdMs ?? DEFAULT_RELIST_THRESHOLD_MS;
+  }
+
+  relist(): Promise<void> {
+    this.inflight ??= this.relistOnce()
+      .catch((error) => this.deps.logger.error("PLEG relist failed", { error }))
+      .finally(() => {
+        this.inflight = undefined;
+      });
+    return this.inflight;
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await this.relist();
+      try {
+        await this.deps.clock.sleep(this.deps.relistPeriodMs, signal);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  next(signal?: AbortSignal): Promise<PodLifecycleEvent> {
+    return this.queue.next(signal);
+  }
+
+  events(signal?: AbortSignal): AsyncIterableIterator<PodLifecycleEvent> {
+    return this.queue.iterate(signal);
+  }
+
+  updateCache(uid: string, status: PodStatus): boolean {
+    return this.cache.set(uid, status, status.timestamp || this.deps.clock.now());
+  }
+
+  healthy(): boolean {
+    return this.healthMessage() === undefined;
+  }
+
+  healthMessage(): string | undefined {
+    if (this.relistTime === undefined) return "PLEG has not relisted successfully yet";
+    const elapsed = this.deps.clock.now() - this.relistTime;
+    if (elapsed <= this.threshold) return undefined;
+    const secs = (ms: number) => `${Math.round(ms / 1000)}s`;
+    return `PLEG was last seen active ${secs(elapsed)} ago; threshold is ${secs(this.threshold)}`;
+  }
+
+  lastRelistTime(): number | undefined {
+    return this.relistTime;
+  }
+
+  droppedEvents(): number {
+    return this.queue.dropped;
+  }
+
+  private async relistOnce(): Promise<void> {
+    const timestamp = this.deps.clock.now();
+    let pods: RelistPod[];
+    try {
+      pods = await this.deps.listPods();
+    } catch (error) {
+      this.deps.logger.error("Cannot list pods from the runtime", { error });
+      return;
+    }
+    this.relistTime = timestamp;
+    setCurrent(this.records, pods);
+    const needsReinspection = new Set<string>();
+    for (const [uid, record] of [...this.records]) {
+      const events = computeEvents(uid, record.old, record.current);
+      if (events.length === 0 && !this.toReinspect.has(uid)) {
+        if (!record.current) this.records.delete(uid);
+        continue;
+      }
+      if (!(await this.inspect(uid, record.current))) {
+        needsReinspection.add(uid);
+        continue;
+      }
+      advance(this.records, uid, record);
+      this.emit(events);
+    }
+    this.cache.updateTime(timestamp);
+    this.toReinspect = needsReinspection;
+  }
+
+  /** Reads the pod's status into the cache; false when the read failed. */
+  private async inspect(uid: string, pod: RelistPod | undefined): Promise<boolean> {
+    if (!pod) {
+      this.cache.delete(uid);
+      return true;
+    }
+    const timestamp = this.deps.clock.now();
+    const previous = this.cache.get(uid)?.status;
+    try {
+      const status = await this.deps.getPodStatus(uid, pod.name, pod.namespace);
+      this.cache.set(uid, keepPodIPs(previous, status), timestamp);
+      return true;
+    } catch (error) {
+      const err = error instanceof Error ? error : new Error(String(error));
+      this.deps.logger.error("Cannot read the status of pod from the runtime", {
+        pod: `${pod.namespace}/${pod.name}`,
+        uid,
+        error: err,
+      });
+      this.cache.set(uid, previous, timestamp, err);
+      return false;
+    }
+  }
+
+  private emit(events: PodLifecycleEvent[]): void {
+    for (const event of events) {
+      if (event.type === "ContainerChanged") continue;
+      if (!this.queue.push(event)) {
+        this.deps.logger.warn("PLEG event queue is full; dropping event", { ...event });
+      }
+    }
+  }
+}
+
+function setCurrent(records: Map<string, PodRecord>, pods: RelistPod[]): void {
+  for (const record of records.values()) record.current = undefined;
+  for (const pod of pods) {
+    const record = records.get(pod.uid);
+    if (record) record.current = pod;
+    else records.set(pod.uid, { current: pod });
+  }
+}
+
+function advance(records: Map<string, PodRecord>, uid: string, record: PodRecord): void {
+  if (record.current) records.set(uid, { old: record.current });
+  else records.delete(uid);
+}
+
+/** Events for every container and sandbox of the pod whose state changed between relists. */
+export function computeEvents(
+  uid: string,
+  old: RelistPod | undefined,
+  current: RelistPod | undefined,
+): PodLifecycleEvent[] {
+  const ids = new Set<string>();
+  for (const pod of [old, current]) {
+    for (const c of pod?.containers ?? []) ids.add(c.id);
+    for (const s of pod?.sandboxes ?? []) ids.add(s.id);
+  }
+  const events: PodLifecycleEvent[] = [];
+  for (const id of ids) {
+    events.push(...eventsFor(uid, id, stateOf(old, id), stateOf(current, id)));
+  }
+  return events;
+}
+
+function stateOf(pod: RelistPod | undefined, id: string): PlegState {
+  const container = pod?.containers.find((c) => c.id === id);
+  if (container) {
+    if (container.state === "running" || container.state === "exited") return container.state;
+    return "unknown";
+  }
+  const sandbox = pod?.sandboxes?.find((s) => s.id === id);
+  if (sandbox) return sandbox.state === "ready" ? "running" : "exited";
+  return "non-existent";
+}
+
+function eventsFor(uid: string, id: string, from: PlegState, to: PlegState): PodLifecycleEvent[] {
+  if (from === to) return [];
+  const event = (type: PodLifecycleEventType) => ({ uid, type, data: id });
+  switch (to) {
+    case "running":
+      return [event("ContainerStarted")];
+    case "exited":
+      return [event("ContainerDied")];
+    case "unknown":
+      return [event("ContainerChanged")];
+    case "non-existent":
+      return from === "exited"
+        ? [event("ContainerRemoved")]
+        : [event("ContainerDied"), event("ContainerRemoved")];
+  }
+}
+
+/** A pod torn down after its network was removed still reports its last IPs, as the API
+ * expects of a finished pod. */
+function keepPodIPs(previous: PodStatus | undefined, status: PodStatus): PodStatus {
+  if (status.ips.length > 0 || !previous || previous.ips.length === 0) return status;
+  if (status.sandboxes.some((s) => s.state === "ready")) return status;
+  return { ...status, ips: previous.ips };
+}

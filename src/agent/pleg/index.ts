@@ -1,0 +1,16 @@
+// PLEG: turns changes of container states in the runtime into pod lifecycle events for the
+// sync loop, and keeps the pod cache that pod workers read.
+
+export { type CacheEntry, createPodCache, type PodCache } from "./cache.ts";
+export {
+  computeEvents,
+  createPLEG,
+  DEFAULT_EVENT_CAPACITY,
+  DEFAULT_RELIST_THRESHOLD_MS,
+  type PLEG,
+  type PLEGDeps,
+  type PodLifecycleEvent,
+  type PodLifecycleEventType,
+  type RelistPod,
+} from "./generic.ts";
+export { type BoundedQueue, createBoundedQueue } from "./queue.ts";

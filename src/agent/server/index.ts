@@ -1,0 +1,185 @@
+// The agent's local API: Kubernetes-shaped JSON over HTTP on a unix socket that only root can
+// open (the socket is 0600, its directory 0700 when we create it). Serves pods, logs, exec,
+// events, health and metrics. A request never crashes the server: failures become Status bodies.
+import { chmod, lstat, mkdir, rm } from "node:fs/promises";
+import { dirname } from "node:path";
+import type { Server } from "bun";
+import type { Clock } from "../../util/clock.ts";
+import { type Logger, nullLogger } from "../../util/log.ts";
+import { PROMETHEUS_CONTENT_TYPE } from "./metrics.ts";
+import { findPod, listEvents, listPods, podExec, podLog } from "./routes.ts";
+import { SelectorError } from "./selectors.ts";
+import { badRequest, StatusError, statusResponse } from "./status.ts";
+import type { ServerDeps } from "./types.ts";
+
+export type { Counter, Gauge, Labels, MetricsRegistry } from "./metrics.ts";
+export { createMetricsRegistry, PROMETHEUS_CONTENT_TYPE } from "./metrics.ts";
+export { isStatus, type Status } from "./status.ts";
+export type { ExecResult, Health, ServerDeps } from "./types.ts";
+
+export interface ServerOptions {
+  socketPath: string;
+  log?: Logger;
+  /** Drives polling of followed logs. */
+  clock?: Clock;
+  /** How often a followed log is polled; 250 ms by default. */
+  logPollIntervalMs?: number;
+}
+
+export interface AgentServer {
+  readonly socketPath: string;
+  /** Stops serving, ends open log streams and removes the socket file. */
+  stop(): Promise<void>;
+}
+
+/** Removes a socket file left by an agent that died; refuses to remove anything else. */
+async function removeStaleSocket(path: string): Promise<void> {
+  const st = await lstat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === "ENOENT") return undefined;
+    throw err;
+  });
+  if (st === undefined) return;
+  if (!st.isSocket()) {
+    throw new Error(`cannot listen on ${path}: the path exists and is not a socket`);
+  }
+  const alive = await fetch("http://localhost/healthz", {
+    unix: path,
+    signal: AbortSignal.timeout(1000),
+  }).then(
+    () => true,
+    () => false,
+  );
+  if (alive) throw new Error(`cannot listen on ${path}: another agent is serving on that socket`);
+  await rm(path, { force: true });
+}
+
+async function prepareSocketDir(path: string): Promise<void> {
+  const dir = dirname(path);
+  const exists = await lstat(dir).then(
+    () => true,
+    () => false,
+  );
+  if (!exists) await mkdir(dir, { recursive: true, mode: 0o700 });
+}
+
+type Route = (req: Request, url: URL, server: Server<undefined>) => Promise<Response> | Response;
+
+function segments(url: URL): string[] {
+  try {
+    return url.pathname
+      .split("/")
+      .filter((s) => s !== "")
+      .map(decodeURIComponent);
+  } catch {
+    throw badRequest(`malformed request path ${JSON.stringify(url.pathname)}`);
+  }
+}
+
+function healthz(deps: ServerDeps): Response {
+  const h = deps.healthy();
+  if (h.ok) return new Response("ok", { headers: { "content-type": "text/plain" } });
+  const lines = h.reasons.map((r) => `[-]${r}\n`).join("");
+  return new Response(`${lines}healthz check failed\n`, {
+    status: 503,
+    headers: { "content-type": "text/plain" },
+  });
+}
+
+/** Maps method and path to a handler; undefined for an unknown path. */
+function route(deps: ServerDeps, opts: ServerOptions, method: string, parts: string[]) {
+  const get = (h: Route) => (method === "GET" ? h : "GET");
+  const [a, b, c, ns, kind, name, sub, ...extra] = parts;
+  if (parts.length === 1 && a === "healthz") return get(() => healthz(deps));
+  if (parts.length === 1 && a === "metrics") {
+    return get(
+      () => new Response(deps.metrics(), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } }),
+    );
+  }
+  if (a !== "api" || b !== "v1") return undefined;
+  if (parts.length === 3 && c === "pods") return get((_r, u) => listPods(deps, u.searchParams));
+  if (parts.length === 3 && c === "events") return get((_r, u) => listEvents(deps, u.searchParams));
+  if (c !== "namespaces" || ns === undefined || extra.length > 0) return undefined;
+  if (kind === "events" && name === undefined) {
+    return get((_r, u) => listEvents(deps, u.searchParams, ns));
+  }
+  if (kind !== "pods") return undefined;
+  if (name === undefined) return get((_r, u) => listPods(deps, u.searchParams, ns));
+  if (sub === undefined) return get(() => Response.json(findPod(deps, ns, name)));
+  if (sub === "log") {
+    return get((req, u, server) => {
+      const follow = u.searchParams.get("follow");
+      if (follow === "true" || follow === "1") server.timeout(req, 0);
+      const pod = findPod(deps, ns, name);
+      return podLog(deps, pod, u.searchParams, {
+        signal: req.signal,
+        ...(opts.logPollIntervalMs !== undefined && { pollIntervalMs: opts.logPollIntervalMs }),
+        ...(opts.clock !== undefined && { clock: opts.clock }),
+      });
+    });
+  }
+  if (sub === "exec") {
+    if (method !== "POST") return "POST";
+    return (req: Request, _u: URL, server: Server<undefined>) => {
+      server.timeout(req, 0);
+      return podExec(deps, findPod(deps, ns, name), req);
+    };
+  }
+  return undefined;
+}
+
+async function handle(
+  deps: ServerDeps,
+  opts: ServerOptions,
+  req: Request,
+  server: Server<undefined>,
+): Promise<Response> {
+  const log = opts.log ?? nullLogger;
+  const url = new URL(req.url);
+  try {
+    const h = route(deps, opts, req.method, segments(url));
+    if (h === undefined) {
+      throw new StatusError("NotFound", "the server could not find the requested resource");
+    }
+    if (typeof h === "string") {
+      throw new StatusError(
+        "MethodNotAllowed",
+        `${req.method} is not supported on ${url.pathname}; use ${h}`,
+      );
+    }
+    return await h(req, url, server);
+  } catch (err) {
+    if (err instanceof StatusError) return statusResponse(err);
+    if (err instanceof SelectorError) return statusResponse(badRequest(err.message));
+    log.error("local API request failed", { method: req.method, path: url.pathname, error: err });
+    const message = `${req.method} ${url.pathname} failed: ${(err as Error)?.message ?? String(err)}`;
+    return statusResponse(new StatusError("InternalError", message));
+  }
+}
+
+/** Listens on opts.socketPath (replacing a stale socket) and serves the local API. */
+export async function startAgentServer(
+  deps: ServerDeps,
+  opts: ServerOptions,
+): Promise<AgentServer> {
+  const path = opts.socketPath;
+  await prepareSocketDir(path);
+  await removeStaleSocket(path);
+  const server = Bun.serve({
+    unix: path,
+    fetch: (req, srv) => handle(deps, opts, req, srv),
+  });
+  try {
+    await chmod(path, 0o600);
+  } catch (err) {
+    await server.stop(true);
+    throw new Error(`cannot restrict socket ${path} to mode 0600: ${(err as Error).message}`);
+  }
+  (opts.log ?? nullLogger).info("local API listening", { socket: path });
+  return {
+    socketPath: path,
+    async stop() {
+      await server.stop(true);
+      await rm(path, { force: true });
+    },
+  };
+}

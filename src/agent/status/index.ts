@@ -1,0 +1,32 @@
+// The status manager: kubelet's pod status rules as pure functions, kubectl's STATUS column,
+// and the store of the latest status of each pod.
+
+export {
+  containersReadyCondition,
+  initializedCondition,
+  KUBELET_CONDITIONS,
+  keepTransitionTimes,
+  readyToStartContainers,
+} from "./conditions.ts";
+export { convertContainerStatuses, RUNTIME_SCHEME, shouldRestart } from "./containers.ts";
+export { type DisplayOptions, type PodDisplay, podDisplayStatus } from "./display.ts";
+export { type GeneratePodStatusInput, generatePodStatus } from "./generate.ts";
+export {
+  createStatusManager,
+  type StatusChange,
+  type StatusListener,
+  type StatusManager,
+  type StatusManagerDeps,
+} from "./manager.ts";
+export { getPodPhase, type PhaseOptions } from "./phase.ts";
+export { applyProbeResults, type ProbeResults } from "./probes.ts";
+export {
+  ContainerCreating,
+  ContainerStatusUnknown,
+  CrashLoopBackOff,
+  crashLoopMessage,
+  formatGoDuration,
+  PodInitializing,
+  type SyncError,
+  toRFC3339,
+} from "./reasons.ts";

@@ -1,0 +1,204 @@
+// The client of the agent's local API (src/agent/server) over its unix socket. Server refusals
+// become ApiStatusError with kubectl's wording; an unreachable agent is one clear CliError.
+import type { Event, EventList, Pod, PodList } from "../api/types.ts";
+import { CliError } from "./errors.ts";
+
+export const DEFAULT_SOCKET = "/run/fleetlet/agent.sock";
+
+/** The socket to use: --socket, else $FLEETLET_SOCKET, else /run/fleetlet/agent.sock. */
+export function resolveSocketPath(
+  flag: string | undefined,
+  env: Record<string, string | undefined>,
+): string {
+  return flag || env.FLEETLET_SOCKET || DEFAULT_SOCKET;
+}
+
+/** A Status the server answered with, e.g. reason "NotFound", code 404. */
+export interface ApiStatus {
+  kind: "Status";
+  message: string;
+  reason?: string;
+  code?: number;
+}
+
+/** The server refused the request; the message is kubectl's "Error from server (...)". */
+export class ApiStatusError extends CliError {
+  constructor(readonly status: ApiStatus) {
+    super(`Error from server (${status.reason || "Unknown"}): ${status.message}`);
+    this.name = "ApiStatusError";
+  }
+}
+
+export interface PodQuery {
+  /** Omitted: all namespaces. */
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+}
+
+export interface EventQuery {
+  namespace?: string;
+  fieldSelector?: string;
+}
+
+export interface LogQuery {
+  container?: string;
+  follow?: boolean;
+  previous?: boolean;
+  tailLines?: number;
+  timestamps?: boolean;
+  /** Ends a followed stream. */
+  signal?: AbortSignal;
+}
+
+export interface ExecRequest {
+  container?: string;
+  command: string[];
+  timeoutSeconds?: number;
+}
+
+export interface ExecResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+}
+
+export interface AgentClient {
+  readonly socketPath: string;
+  listPods(q?: PodQuery): Promise<PodList>;
+  getPod(namespace: string, name: string): Promise<Pod>;
+  listEvents(q?: EventQuery): Promise<EventList>;
+  /** The events of one pod, oldest update first. */
+  podEvents(pod: Pod): Promise<Event[]>;
+  /** The log as text chunks, as the server sends them. */
+  logs(namespace: string, name: string, q?: LogQuery): AsyncGenerator<string>;
+  exec(namespace: string, name: string, req: ExecRequest): Promise<ExecResult>;
+  /** The /healthz answer: ok and the body (the failing checks when not ok). */
+  healthz(): Promise<{ ok: boolean; body: string }>;
+  metrics(): Promise<string>;
+}
+
+function query(params: Record<string, string | number | boolean | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== "" && v !== false) q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s === "" ? "" : `?${s}`;
+}
+
+const seg = encodeURIComponent;
+
+type Send = (path: string, init?: RequestInit) => Promise<Response>;
+
+/** fetch over the socket; a connection failure is one CliError naming the socket. */
+function transport(socketPath: string): Send {
+  return async (path, init = {}) => {
+    try {
+      return await fetch(`http://localhost${path}`, { ...init, unix: socketPath });
+    } catch (err) {
+      if ((err as Error).name === "AbortError") throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      const why =
+        code === "EACCES" || code === "EPERM"
+          ? "permission denied (the socket is root-only; try sudo)"
+          : "is `fleetlet agent` running?";
+      throw new CliError(`cannot reach the fleetlet agent at ${socketPath}: ${why}`);
+    }
+  };
+}
+
+/** The response when it is a success, else its Status (or body) as an ApiStatusError. */
+async function checked(res: Response, path: string): Promise<Response> {
+  if (res.ok) return res;
+  const text = await res.text();
+  let body: Partial<ApiStatus> | undefined;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (body?.kind === "Status" && typeof body.message === "string") {
+    throw new ApiStatusError(body as ApiStatus);
+  }
+  const message = `${path} answered ${res.status}: ${text.trim() || res.statusText}`;
+  throw new ApiStatusError({ kind: "Status", message, code: res.status });
+}
+
+/** The text chunks of a streamed body; ends quietly when `signal` aborted it. */
+async function* textChunks(
+  body: ReadableStream<Uint8Array>,
+  pod: string,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  try {
+    for await (const chunk of body) {
+      const text = decoder.decode(chunk, { stream: true });
+      if (text !== "") yield text;
+    }
+  } catch (err) {
+    if (signal?.aborted) return;
+    throw new CliError(`log stream of pod "${pod}" broke: ${(err as Error).message}`);
+  }
+  const last = decoder.decode();
+  if (last !== "") yield last;
+}
+
+export function createAgentClient(socketPath: string): AgentClient {
+  const send = transport(socketPath);
+  const request = async (path: string, init: RequestInit = {}) =>
+    checked(await send(path, init), path);
+  const getJson = async <T>(path: string): Promise<T> => (await request(path)).json() as T;
+  const podPath = (ns: string, name: string) => `/api/v1/namespaces/${seg(ns)}/pods/${seg(name)}`;
+
+  return {
+    socketPath,
+    listPods(q = {}) {
+      const base =
+        q.namespace === undefined ? "/api/v1/pods" : `/api/v1/namespaces/${seg(q.namespace)}/pods`;
+      return getJson(
+        base + query({ labelSelector: q.labelSelector, fieldSelector: q.fieldSelector }),
+      );
+    },
+    getPod: (ns, name) => getJson(podPath(ns, name)),
+    listEvents(q = {}) {
+      const base =
+        q.namespace === undefined
+          ? "/api/v1/events"
+          : `/api/v1/namespaces/${seg(q.namespace)}/events`;
+      return getJson(base + query({ fieldSelector: q.fieldSelector }));
+    },
+    async podEvents(pod) {
+      const ns = pod.metadata.namespace ?? "default";
+      const fieldSelector = `involvedObject.kind=Pod,involvedObject.name=${pod.metadata.name}`;
+      const list = await getJson<EventList>(
+        `/api/v1/namespaces/${seg(ns)}/events${query({ fieldSelector })}`,
+      );
+      const uid = pod.metadata.uid;
+      return list.items.filter(
+        (e) =>
+          uid === undefined || e.involvedObject.uid === undefined || e.involvedObject.uid === uid,
+      );
+    },
+    async *logs(ns, name, q = {}) {
+      const { signal, ...params } = q;
+      const init: RequestInit = signal === undefined ? {} : { signal };
+      const res = await request(`${podPath(ns, name)}/log${query({ ...params })}`, init);
+      if (res.body !== null) yield* textChunks(res.body, name, signal);
+    },
+    async exec(ns, name, req) {
+      const res = await request(`${podPath(ns, name)}/exec`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(req),
+      });
+      return (await res.json()) as ExecResult;
+    },
+    async healthz() {
+      const res = await send("/healthz");
+      return { ok: res.ok, body: await res.text() };
+    },
+    metrics: async () => (await request("/metrics")).text(),
+  };
+}

@@ -1,0 +1,173 @@
+// The kubectl-like commands against the local agent: get, describe, logs, exec. Each parses its
+// own flags (src/cli/args.ts), talks to the agent through src/cli/client.ts and prints what
+// kubectl would. They return the exit code; failures are thrown as CliError.
+import { type FlagSpecs, parseArgs } from "./args.ts";
+import { createAgentClient, resolveSocketPath } from "./client.ts";
+import { describePod } from "./describe.ts";
+import { UsageError } from "./errors.ts";
+import type { CliIO } from "./io.ts";
+import { parseOutputFormat, printEventTable, printObjects, printPodTable } from "./printers.ts";
+
+const common = {
+  socket: { type: "string" },
+  namespace: { type: "string", short: "n" },
+  help: { type: "boolean", short: "h" },
+} as const satisfies FlagSpecs;
+
+const getFlags = {
+  ...common,
+  "all-namespaces": { type: "boolean", short: "A" },
+  output: { type: "string", short: "o" },
+  selector: { type: "string", short: "l" },
+  "field-selector": { type: "string" },
+} as const satisfies FlagSpecs;
+
+export const GET_USAGE = `usage: fleetlet get pods [NAME] [-n NS | -A] [-o wide|json|yaml] [-l SELECTOR] [--field-selector SEL]
+       fleetlet get events [-n NS | -A] [-o json|yaml]
+flags: --socket PATH (default $FLEETLET_SOCKET or /run/fleetlet/agent.sock)
+`;
+
+function printHelp(io: CliIO, usage: string): number {
+  io.stdout(usage);
+  return 0;
+}
+
+const podWords = new Set(["pods", "pod", "po"]);
+const eventWords = new Set(["events", "event", "ev"]);
+
+/** `fleetlet get pods|events [NAME]`. */
+export async function getCommand(argv: string[], io: CliIO): Promise<number> {
+  const { flags, positionals } = parseArgs(argv, getFlags);
+  if (flags.help) return printHelp(io, GET_USAGE);
+  const [resource, name, ...extra] = positionals;
+  if (resource === undefined)
+    throw new UsageError(`get needs a resource type: pods or events\n${GET_USAGE}`);
+  if (extra.length > 0)
+    throw new UsageError(`get takes one name, got ${JSON.stringify([name, ...extra])}`);
+  const format = parseOutputFormat(flags.output);
+  const client = createAgentClient(resolveSocketPath(flags.socket, io.env));
+  const all = flags["all-namespaces"] === true && name === undefined;
+  const namespace = all ? undefined : (flags.namespace ?? "default");
+  const now = io.now();
+  if (podWords.has(resource)) {
+    if (name !== undefined) {
+      const pod = await client.getPod(namespace ?? "default", name);
+      if (format === "json" || format === "yaml") io.stdout(printObjects(pod, format));
+      else io.stdout(printPodTable([pod], now, { wide: format === "wide" }));
+      return 0;
+    }
+    const list = await client.listPods({
+      ...(namespace !== undefined && { namespace }),
+      ...(flags.selector !== undefined && { labelSelector: flags.selector }),
+      ...(flags["field-selector"] !== undefined && { fieldSelector: flags["field-selector"] }),
+    });
+    if (format === "json" || format === "yaml") io.stdout(printObjects(list.items, format));
+    else if (list.items.length === 0) io.stderr(noResources(namespace));
+    else io.stdout(printPodTable(list.items, now, { wide: format === "wide", withNamespace: all }));
+    return 0;
+  }
+  if (eventWords.has(resource)) {
+    if (name !== undefined) throw new UsageError("get events takes no name; use --field-selector");
+    const list = await client.listEvents({
+      ...(namespace !== undefined && { namespace }),
+      ...(flags["field-selector"] !== undefined && { fieldSelector: flags["field-selector"] }),
+    });
+    if (format === "json" || format === "yaml") io.stdout(printObjects(list.items, format));
+    else if (list.items.length === 0) io.stderr(noResources(namespace));
+    else io.stdout(printEventTable(list.items, now, { withNamespace: all }));
+    return 0;
+  }
+  throw new UsageError(
+    `the server doesn't have a resource type "${resource}" (fleetlet knows pods and events)`,
+  );
+}
+
+function noResources(namespace: string | undefined): string {
+  return namespace === undefined
+    ? "No resources found\n"
+    : `No resources found in ${namespace} namespace.\n`;
+}
+
+/** `fleetlet describe pod NAME`. */
+export async function describeCommand(argv: string[], io: CliIO): Promise<number> {
+  const { flags, positionals } = parseArgs(argv, common);
+  const usage = "usage: fleetlet describe pod NAME [-n NS]\n";
+  if (flags.help) return printHelp(io, usage);
+  const [resource, name, ...extra] = positionals;
+  if (resource === undefined || !podWords.has(resource)) {
+    throw new UsageError(
+      `describe knows pods only, got ${JSON.stringify(resource ?? "")}\n${usage}`,
+    );
+  }
+  if (name === undefined || extra.length > 0)
+    throw new UsageError(`describe pod takes one pod name\n${usage}`);
+  const client = createAgentClient(resolveSocketPath(flags.socket, io.env));
+  const pod = await client.getPod(flags.namespace ?? "default", name);
+  const events = await client.podEvents(pod);
+  io.stdout(describePod(pod, events, io.now()));
+  return 0;
+}
+
+const logFlags = {
+  ...common,
+  container: { type: "string", short: "c" },
+  follow: { type: "boolean", short: "f" },
+  previous: { type: "boolean", short: "p" },
+  tail: { type: "int" },
+  timestamps: { type: "boolean" },
+} as const satisfies FlagSpecs;
+
+/** `fleetlet logs POD [-c C] [-f] [-p] [--tail N] [--timestamps]`. */
+export async function logsCommand(argv: string[], io: CliIO): Promise<number> {
+  const { flags, positionals } = parseArgs(argv, logFlags);
+  const usage =
+    "usage: fleetlet logs POD [-c CONTAINER] [-n NS] [-f] [-p|--previous] [--tail N] [--timestamps]\n";
+  if (flags.help) return printHelp(io, usage);
+  const [pod, ...extra] = positionals;
+  if (pod === undefined || extra.length > 0)
+    throw new UsageError(`logs takes one pod name\n${usage}`);
+  const client = createAgentClient(resolveSocketPath(flags.socket, io.env));
+  const chunks = client.logs(flags.namespace ?? "default", pod, {
+    ...(flags.container !== undefined && { container: flags.container }),
+    ...(flags.follow !== undefined && { follow: flags.follow }),
+    ...(flags.previous !== undefined && { previous: flags.previous }),
+    ...(flags.tail !== undefined && flags.tail >= 0 && { tailLines: flags.tail }),
+    ...(flags.timestamps !== undefined && { timestamps: flags.timestamps }),
+    ...(io.signal !== undefined && { signal: io.signal }),
+  });
+  for await (const chunk of chunks) io.stdout(chunk);
+  return 0;
+}
+
+const execFlags = {
+  ...common,
+  container: { type: "string", short: "c" },
+  timeout: { type: "int" },
+} as const satisfies FlagSpecs;
+
+/** `fleetlet exec POD [-c C] -- CMD...`: prints the output, exits with the command's code. */
+export async function execCommand(argv: string[], io: CliIO): Promise<number> {
+  const { flags, positionals, rest } = parseArgs(argv, execFlags);
+  const usage =
+    "usage: fleetlet exec POD [-c CONTAINER] [-n NS] [--timeout SECONDS] -- COMMAND [ARG...]\n";
+  if (flags.help) return printHelp(io, usage);
+  const [pod, ...extra] = positionals;
+  if (pod === undefined) throw new UsageError(`exec needs a pod name\n${usage}`);
+  if (extra.length > 0) {
+    throw new UsageError(
+      `exec [POD] [COMMAND] is not supported; use exec [POD] -- [COMMAND]\n${usage}`,
+    );
+  }
+  if (rest === undefined || rest.length === 0)
+    throw new UsageError(`exec needs a command after "--"\n${usage}`);
+  const client = createAgentClient(resolveSocketPath(flags.socket, io.env));
+  const result = await client.exec(flags.namespace ?? "default", pod, {
+    command: rest,
+    ...(flags.container !== undefined && { container: flags.container }),
+    ...(flags.timeout !== undefined && { timeoutSeconds: flags.timeout }),
+  });
+  io.stdout(result.stdout);
+  io.stderr(result.stderr);
+  if (result.exitCode !== 0) io.stderr(`command terminated with exit code ${result.exitCode}\n`);
+  return result.exitCode;
+}
