@@ -1,0 +1,180 @@
+// The zod schema of the agent's config file (and of its flags, which set the same fields).
+// Every field is optional here; defaults are applied after the file and the flags are merged.
+// Durations are written as Go durations ("20s") and come out in milliseconds.
+
+import { z } from "zod";
+import {
+  isDNS1123Subdomain,
+  isQualifiedName,
+  isValidLabelValue,
+  parseDuration,
+} from "../../api/index.ts";
+import { parseCriEndpoint } from "../../cri/endpoint.ts";
+import { closestName } from "./suggest.ts";
+
+const DURATION_HINT = 'is not a duration (e.g. "20s", "5m")';
+
+function toMs(value: string): number | undefined {
+  try {
+    return parseDuration(value);
+  } catch {
+    return undefined;
+  }
+}
+
+const duration = z
+  .string({ error: `must be a duration string (e.g. "20s", "5m")` })
+  .refine((v) => toMs(v) !== undefined, { error: DURATION_HINT })
+  .transform((v) => toMs(v) ?? 0)
+  .refine((ms) => ms > 0, { error: "must be greater than 0" });
+
+const path = z.string({ error: "must be a string" }).min(1, { error: "must not be empty" });
+
+const endpoint = z.string({ error: "must be a string" }).superRefine((v, ctx) => {
+  try {
+    parseCriEndpoint(v);
+  } catch {
+    ctx.addIssue({
+      code: "custom",
+      message:
+        'must be "unix:///absolute/path/to/socket", e.g. "unix:///run/containerd/containerd.sock"',
+    });
+  }
+});
+
+const nodeName = z.string({ error: "must be a string" }).superRefine((v, ctx) => {
+  const errs = isDNS1123Subdomain(v);
+  if (errs.length > 0)
+    ctx.addIssue({ code: "custom", message: `is not a valid node name: ${errs.join("; ")}` });
+});
+
+const hubUrl = z.string({ error: "must be a string" }).superRefine((v, ctx) => {
+  let ok = false;
+  try {
+    ok = ["ws:", "wss:", "http:", "https:"].includes(new URL(v).protocol);
+  } catch {
+    ok = false;
+  }
+  if (!ok)
+    ctx.addIssue({ code: "custom", message: "must be a ws://, wss://, http:// or https:// URL" });
+});
+
+const labels = z
+  .record(z.string(), z.string({ error: "must be a string" }), {
+    error: "must be a map of strings",
+  })
+  .superRefine((m, ctx) => {
+    for (const [k, v] of Object.entries(m)) {
+      const errs = [...isQualifiedName(k), ...isValidLabelValue(v)];
+      if (errs.length > 0) {
+        ctx.addIssue({
+          code: "custom",
+          path: [k],
+          message: `is not a valid label: ${errs.join("; ")}`,
+        });
+      }
+    }
+  });
+
+const count = z
+  .number({ error: "must be an integer" })
+  .int({ error: "must be an integer" })
+  .min(1, { error: "must be at least 1" });
+
+/** The fields an agent config file may hold; unknown fields are errors, to catch typos. */
+export const agentConfigFileSchema = z.strictObject(
+  {
+    staticPodPath: path.optional(),
+    rootDir: path.optional(),
+    containerRuntimeEndpoint: endpoint.optional(),
+    nodeName: nodeName.optional(),
+    fileCheckFrequency: duration.optional(),
+    syncFrequency: duration.optional(),
+    housekeepingInterval: duration.optional(),
+    maxPods: count.optional(),
+    podLogsDir: path.optional(),
+    apiSocket: path.optional(),
+    runtimeRequestTimeout: duration.optional(),
+    imagePullCredentialsFile: path.optional(),
+    logLevel: z
+      .enum(["debug", "info", "warn", "error"], {
+        error: 'must be one of "debug", "info", "warn", "error"',
+      })
+      .optional(),
+    logFormat: z.enum(["text", "json"], { error: 'must be "text" or "json"' }).optional(),
+    plegRelistPeriod: duration.optional(),
+    crashLoopBackOffBase: duration.optional(),
+    crashLoopBackOffMax: duration.optional(),
+    imagePullBackOffBase: duration.optional(),
+    imagePullBackOffMax: duration.optional(),
+    nodeLabels: labels.optional(),
+    hub: z
+      .strictObject(
+        {
+          url: hubUrl.optional(),
+          joinToken: z.string({ error: "must be a string" }).optional(),
+          caFile: path.optional(),
+        },
+        { error: "must be a mapping with url, joinToken and caFile" },
+      )
+      .optional(),
+  },
+  { error: "must be a mapping of fields" },
+);
+
+/** What the file (or the flags) set: durations in milliseconds, nothing defaulted. */
+export type AgentConfigInput = z.output<typeof agentConfigFileSchema>;
+
+/** The names of the file's top-level fields, for "did you mean" hints. */
+export const agentConfigFields: readonly string[] = Object.keys(agentConfigFileSchema.shape);
+
+/** A problem in one field: `field` is its dotted path ("" for the whole file). */
+export interface FieldProblem {
+  field: string;
+  message: string;
+}
+
+/**
+ * Checks `raw` (the parsed YAML, or the object built from flags) against the schema. On failure
+ * the single most useful problem is returned: an unknown field first (a typo usually explains
+ * the rest), then the first other problem, phrased `<value> <what is wrong>`.
+ */
+export function checkAgentConfigInput(
+  raw: unknown,
+): { ok: true; value: AgentConfigInput } | { ok: false; problem: FieldProblem } {
+  const result = agentConfigFileSchema.safeParse(raw);
+  if (result.success) return { ok: true, value: result.data };
+  const issues = result.error.issues;
+  const issue = issues.find((i) => i.code === "unrecognized_keys") ?? issues[0];
+  if (issue === undefined) return { ok: false, problem: { field: "", message: "is invalid" } };
+  return { ok: false, problem: describeIssue(issue, raw) };
+}
+
+function describeIssue(issue: z.core.$ZodIssue, raw: unknown): FieldProblem {
+  const parent = issue.path.map(String).join(".");
+  if (issue.code === "unrecognized_keys") {
+    const key = issue.keys[0] ?? "";
+    const known = parent === "hub" ? ["url", "joinToken", "caFile"] : agentConfigFields;
+    const guess = closestName(key, known);
+    const hint =
+      guess === undefined ? "" : ` (did you mean "${parent ? `${parent}.` : ""}${guess}"?)`;
+    return { field: parent ? `${parent}.${key}` : key, message: `unknown field${hint}` };
+  }
+  const value = valueAt(raw, issue.path);
+  return { field: parent, message: `${showValue(value)} ${issue.message}` };
+}
+
+function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
+  let cur = root;
+  for (const seg of path) {
+    if (cur === null || typeof cur !== "object") return undefined;
+    cur = (cur as Record<PropertyKey, unknown>)[seg];
+  }
+  return cur;
+}
+
+/** A value as it appears in an error: strings quoted, long values cut. */
+export function showValue(v: unknown): string {
+  const text = v === undefined ? "undefined" : (JSON.stringify(v) ?? String(v));
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}

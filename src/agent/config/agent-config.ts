@@ -1,0 +1,223 @@
+// The agent's configuration: a YAML file (--config, or $FLEETLET_CONFIG) and flags for the same
+// fields, flags winning, then defaults. Field names follow KubeletConfiguration. Relative paths
+// in the file are relative to the file's folder (as kubelet does); in flags, to the working dir.
+
+import { readFile as fsReadFile } from "node:fs/promises";
+import { hostname as osHostname } from "node:os";
+import { dirname, resolve } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { isDNS1123Subdomain } from "../../api/index.ts";
+import type { LogLevel } from "../../util/log.ts";
+import { type AgentConfigInput, checkAgentConfigInput, showValue } from "./agent-config-schema.ts";
+import { ConfigError, flagForField, parseAgentFlags } from "./agent-flags.ts";
+
+export { ConfigError } from "./agent-flags.ts";
+
+/** The resolved configuration. Every duration is in milliseconds; every path is absolute. */
+export interface AgentConfig {
+  /** The config file that was read, if any. */
+  configFile?: string;
+  /** The folder of static pod manifests. */
+  staticPodPath: string;
+  rootDir: string;
+  /** A CRI endpoint, "unix:///path". */
+  containerRuntimeEndpoint: string;
+  /** Lowercase DNS-1123 subdomain; static pod names end with `-<nodeName>`. */
+  nodeName: string;
+  /** Full re-list period of the manifest folder (ms). */
+  fileCheckFrequency: number;
+  /** Period of the sync loop's resync of every pod (ms). */
+  syncFrequency: number;
+  /** Period of housekeeping: cleanups of orphaned pods, volumes, dirs (ms). */
+  housekeepingInterval: number;
+  maxPods: number;
+  podLogsDir: string;
+  /** The unix socket of the agent's local API. */
+  apiSocket: string;
+  /** Deadline of each CRI call, except pulls and exec streams (ms). */
+  runtimeRequestTimeout: number;
+  /** A docker config.json with registry credentials. */
+  imagePullCredentialsFile?: string;
+  logLevel: LogLevel;
+  logFormat: "text" | "json";
+  /** PLEG relist period (ms). */
+  plegRelistPeriod: number;
+  crashLoopBackOffBase: number;
+  crashLoopBackOffMax: number;
+  imagePullBackOffBase: number;
+  imagePullBackOffMax: number;
+  nodeLabels: Record<string, string>;
+  /** The fleet hub to join; absent when the agent runs alone. */
+  hub?: { url: string; joinToken?: string; caFile?: string };
+}
+
+/** What loadAgentConfig reads from outside; each defaults to the real one. */
+export interface AgentConfigDeps {
+  hostname?: () => string;
+  readFile?: (path: string) => Promise<string>;
+  cwd?: string;
+}
+
+type Defaults = Omit<AgentConfig, "configFile" | "imagePullCredentialsFile" | "hub" | "nodeName">;
+
+/** The defaults, as kubelet's where kubelet has the same setting. */
+export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
+  staticPodPath: "/etc/fleetlet/manifests",
+  rootDir: "/var/lib/fleetlet",
+  containerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
+  fileCheckFrequency: 20_000,
+  syncFrequency: 60_000,
+  housekeepingInterval: 2_000,
+  maxPods: 110,
+  podLogsDir: "/var/log/pods",
+  apiSocket: "/run/fleetlet/agent.sock",
+  runtimeRequestTimeout: 120_000,
+  logLevel: "info",
+  logFormat: "text",
+  plegRelistPeriod: 1_000,
+  crashLoopBackOffBase: 10_000,
+  crashLoopBackOffMax: 300_000,
+  imagePullBackOffBase: 10_000,
+  imagePullBackOffMax: 300_000,
+  nodeLabels: {},
+});
+
+const pathFields = [
+  "staticPodPath",
+  "rootDir",
+  "podLogsDir",
+  "apiSocket",
+  "imagePullCredentialsFile",
+] as const;
+
+/**
+ * Reads the config file named by --config (else $FLEETLET_CONFIG; else none), applies the
+ * flags over it and the defaults under both. Throws ConfigError, with a one-line message naming
+ * the file or flag, the field and the value, for anything unusable.
+ */
+export async function loadAgentConfig(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  deps: AgentConfigDeps = {},
+): Promise<AgentConfig> {
+  const cwd = deps.cwd ?? process.cwd();
+  const flags = parseAgentFlags(argv);
+  const fromFlags = checkFlags(flags.fields, cwd);
+  const configFile = flags.configFile ?? (env.FLEETLET_CONFIG || undefined);
+  let fromFile: AgentConfigInput = {};
+  let absFile: string | undefined;
+  if (configFile !== undefined) {
+    absFile = resolve(cwd, configFile);
+    fromFile = await readConfigFile(absFile, deps.readFile ?? ((p) => fsReadFile(p, "utf8")));
+  }
+  const where = absFile === undefined ? "invalid agent config" : `invalid agent config ${absFile}`;
+  const config = merge(fromFile, fromFlags, deps.hostname ?? osHostname, where);
+  if (absFile !== undefined) config.configFile = absFile;
+  checkRelations(config, where);
+  return config;
+}
+
+async function readConfigFile(
+  file: string,
+  readFile: (path: string) => Promise<string>,
+): Promise<AgentConfigInput> {
+  let text: string;
+  try {
+    text = await readFile(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === "ENOENT" ? "no such file" : (err as Error).message;
+    throw new ConfigError(`cannot read agent config ${file}: ${why}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text, { maxAliasCount: 100 }) ?? {};
+  } catch (err) {
+    const first = (err as Error).message.split("\n")[0];
+    throw new ConfigError(`invalid agent config ${file}: invalid YAML: ${first}`);
+  }
+  if (typeof raw !== "object" || Array.isArray(raw)) {
+    throw new ConfigError(
+      `invalid agent config ${file}: must be a YAML mapping of fields, got ${showValue(raw)}`,
+    );
+  }
+  const checked = checkAgentConfigInput(raw);
+  if (!checked.ok) {
+    const { field, message } = checked.problem;
+    throw new ConfigError(`invalid agent config ${file}: ${field ? `${field}: ` : ""}${message}`);
+  }
+  return resolvePaths(checked.value, dirname(file));
+}
+
+function checkFlags(fields: Record<string, unknown>, cwd: string): AgentConfigInput {
+  const checked = checkAgentConfigInput(fields);
+  if (!checked.ok) {
+    const { field, message } = checked.problem;
+    const top = field.split(".")[0] ?? field;
+    const flag = flagForField(field) ?? flagForField(top) ?? field;
+    throw new ConfigError(`invalid flag ${flag}: ${message}`);
+  }
+  return resolvePaths(checked.value, cwd);
+}
+
+function resolvePaths(input: AgentConfigInput, base: string): AgentConfigInput {
+  const out: AgentConfigInput = { ...input };
+  for (const f of pathFields) {
+    const v = out[f];
+    if (v !== undefined) out[f] = resolve(base, v);
+  }
+  if (out.hub?.caFile !== undefined)
+    out.hub = { ...out.hub, caFile: resolve(base, out.hub.caFile) };
+  return out;
+}
+
+function merge(
+  file: AgentConfigInput,
+  flags: AgentConfigInput,
+  hostname: () => string,
+  where: string,
+): AgentConfig {
+  const { hub: fileHub, ...fileRest } = file;
+  const { hub: flagHub, ...flagRest } = flags;
+  const config: AgentConfig = {
+    ...AGENT_CONFIG_DEFAULTS,
+    nodeLabels: {},
+    nodeName: "",
+    ...dropUndefined(fileRest),
+    ...dropUndefined(flagRest),
+  };
+  if (config.nodeName === "") config.nodeName = hostname().toLowerCase();
+  const hub = { ...dropUndefined(fileHub ?? {}), ...dropUndefined(flagHub ?? {}) };
+  if (Object.keys(hub).length > 0) {
+    if (hub.url === undefined) {
+      throw new ConfigError(
+        `${where}: hub.url (--hub) is required when hub.joinToken or hub.caFile is set`,
+      );
+    }
+    config.hub = { ...hub, url: hub.url };
+  }
+  return config;
+}
+
+function dropUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/** Checks between fields, once file, flags and defaults are merged. */
+function checkRelations(config: AgentConfig, where: string): void {
+  for (const kind of ["crashLoopBackOff", "imagePullBackOff"] as const) {
+    const base = config[`${kind}Base`];
+    const max = config[`${kind}Max`];
+    if (base > max) {
+      throw new ConfigError(
+        `${where}: ${kind}Base (${base}ms) must not be greater than ${kind}Max (${max}ms)`,
+      );
+    }
+  }
+  const nameErrors = isDNS1123Subdomain(config.nodeName);
+  if (nameErrors.length > 0) {
+    throw new ConfigError(
+      `${where}: nodeName: ${showValue(config.nodeName)} is not a valid node name (set nodeName or --node-name): ${nameErrors.join("; ")}`,
+    );
+  }
+}

@@ -1,0 +1,125 @@
+// Command-line flags of `fleetlet agent`: `--config FILE`, and one kebab-case flag per scalar
+// config field (`--file-check-frequency 20s` or `--file-check-frequency=20s`) setting the same
+// field as the file. The hub fields have short flags: --hub, --join-token, --hub-ca-file.
+
+import { closestName } from "./suggest.ts";
+
+/** Raised for any unusable config or flag; its message is one line naming the field and value. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+const scalarFields = [
+  "staticPodPath",
+  "rootDir",
+  "containerRuntimeEndpoint",
+  "nodeName",
+  "fileCheckFrequency",
+  "syncFrequency",
+  "housekeepingInterval",
+  "maxPods",
+  "podLogsDir",
+  "apiSocket",
+  "runtimeRequestTimeout",
+  "imagePullCredentialsFile",
+  "logLevel",
+  "logFormat",
+  "plegRelistPeriod",
+  "crashLoopBackOffBase",
+  "crashLoopBackOffMax",
+  "imagePullBackOffBase",
+  "imagePullBackOffMax",
+] as const;
+
+const integerFields = new Set<string>(["maxPods"]);
+
+function kebab(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+/** Flag name (without "--") → dotted field path it sets. */
+const flagToField = new Map<string, string>([
+  ...scalarFields.map((f): [string, string] => [kebab(f), f]),
+  ["node-labels", "nodeLabels"],
+  ["hub", "hub.url"],
+  ["join-token", "hub.joinToken"],
+  ["hub-ca-file", "hub.caFile"],
+]);
+
+/** The flag that sets a dotted field path, e.g. "hub.url" → "--hub". */
+export function flagForField(field: string): string | undefined {
+  for (const [flag, f] of flagToField) if (f === field) return `--${flag}`;
+  return undefined;
+}
+
+export interface ParsedFlags {
+  /** The value of --config, if given. */
+  configFile?: string;
+  /** The fields the flags set, shaped like the config file (not yet validated). */
+  fields: Record<string, unknown>;
+}
+
+/** Splits argv into --config and the config fields; throws ConfigError on unknown flags. */
+export function parseAgentFlags(argv: readonly string[]): ParsedFlags {
+  const out: ParsedFlags = { fields: {} };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? "";
+    if (!arg.startsWith("--") || arg === "--") {
+      throw new ConfigError(
+        `unexpected argument ${JSON.stringify(arg)}: fleetlet agent takes only flags`,
+      );
+    }
+    const eq = arg.indexOf("=");
+    const name = eq < 0 ? arg.slice(2) : arg.slice(2, eq);
+    let value: string | undefined = eq < 0 ? undefined : arg.slice(eq + 1);
+    if (name !== "config" && !flagToField.has(name)) throw unknownFlag(name);
+    if (value === undefined) {
+      value = argv[i + 1];
+      if (value === undefined || value.startsWith("--"))
+        throw new ConfigError(`flag --${name} needs a value`);
+      i++;
+    }
+    if (name === "config") out.configFile = value;
+    else setField(out.fields, flagToField.get(name) ?? name, flagValue(name, value));
+  }
+  return out;
+}
+
+function unknownFlag(name: string): ConfigError {
+  const guess = closestName(name, [...flagToField.keys(), "config"]);
+  return new ConfigError(`unknown flag --${name}${guess ? ` (did you mean --${guess}?)` : ""}`);
+}
+
+function flagValue(name: string, value: string): unknown {
+  const field = flagToField.get(name) ?? "";
+  if (integerFields.has(field) && /^-?\d+$/.test(value)) return Number(value);
+  if (field === "nodeLabels") return parseLabels(value);
+  return value;
+}
+
+/** "a=1,b=2" → {a: "1", b: "2"}, as kubelet's --node-labels. */
+function parseLabels(value: string): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const pair of value.split(",")) {
+    if (pair.trim() === "") continue;
+    const eq = pair.indexOf("=");
+    if (eq < 0)
+      throw new ConfigError(`invalid flag --node-labels: ${JSON.stringify(pair)} is not key=value`);
+    labels[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
+  }
+  return labels;
+}
+
+function setField(target: Record<string, unknown>, field: string, value: unknown): void {
+  const [head = "", tail] = field.split(".", 2);
+  if (tail === undefined) {
+    target[head] = value;
+    return;
+  }
+  const nested = (target[head] ?? {}) as Record<string, unknown>;
+  nested[tail] = value;
+  target[head] = nested;
+}

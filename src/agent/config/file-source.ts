@@ -1,0 +1,276 @@
+// The static pod source: the manifest folder, read whole on every relist, which runs on a
+// change seen by fs.watch (debounced) and every checkFrequencyMs so that a missed event heals.
+// Every relist hands the complete set of this source's pods to onSnapshot (SET semantics).
+//
+// Invariants: a file's problem is reported once per distinct content and message; a file
+// whose edit is invalid keeps contributing its last valid pods until it is valid again or
+// deleted; a pod's config.seen time stays the same for as long as its uid is present.
+
+import { createHash } from "node:crypto";
+import { watch as fsWatch, type Stats } from "node:fs";
+import { readdir, readFile, stat } from "node:fs/promises";
+import { join } from "node:path";
+import type { Pod } from "../../api/index.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import { type FileVersion, selectFilePods } from "./file-select.ts";
+import { CONFIG_SEEN_ANNOTATION, parseManifestFile, rfc3339Nano } from "./parse.ts";
+import { FolderWatcher, type WatchDir } from "./watch.ts";
+
+export const MAX_MANIFEST_BYTES = 10 * 1024 * 1024;
+
+/** A manifest that cannot be used, reported through FileSourceDeps.onError. */
+export interface ManifestProblem {
+  /** The file's path. */
+  path: string;
+  /** One line naming the file, and the pod and field where known. */
+  message: string;
+}
+
+export interface FileSourceDeps {
+  /** The manifest folder (staticPodPath); it may not exist yet. */
+  path: string;
+  nodeName: string;
+  /** Period of the full relist (fileCheckFrequency). */
+  checkFrequencyMs: number;
+  clock: Clock;
+  log: Logger;
+  /** Receives the complete set of pods of this source after every relist. */
+  onSnapshot(pods: Pod[]): void;
+  /** Receives each unusable manifest, once per distinct content. */
+  onError(problem: ManifestProblem): void;
+  /** Quiet time after a watch event before relisting (default 100ms). */
+  debounceMs?: number;
+  /** Larger files are rejected (default 10 MiB). */
+  maxFileBytes?: number;
+  /** Watches a folder; defaults to fs.watch. */
+  watchDir?: WatchDir;
+}
+
+export interface FileSource {
+  /** Relists now and on every change or period until `signal` aborts; never throws. */
+  run(signal: AbortSignal): Promise<void>;
+  /** One relist: reads the folder, reports problems, calls onSnapshot and returns the pods.
+   * Leaves the last snapshot in place (and returns it) when the folder cannot be read. */
+  relist(): Promise<Pod[]>;
+}
+
+interface FileRecord {
+  /** md5 of the content last read and the version parsed from it. */
+  contentKey: string;
+  version: FileVersion;
+  lastValid?: Pod[];
+  /** contentKey + message of the last problem reported for this file. */
+  reported?: string;
+}
+
+/** Names that are never manifests: hidden files, editor backups, swap and temp files. */
+export function isIgnoredManifestName(name: string): boolean {
+  return (
+    name.startsWith(".") ||
+    name.endsWith("~") ||
+    (name.startsWith("#") && name.endsWith("#")) ||
+    /\.(swp|swo|swx|tmp)$/.test(name)
+  );
+}
+
+export function createFileSource(deps: FileSourceDeps): FileSource {
+  return new ManifestFolderSource(deps);
+}
+
+class ManifestFolderSource implements FileSource {
+  private readonly files = new Map<string, FileRecord>();
+  /** uid → when first seen (ms). */
+  private readonly seen = new Map<string, number>();
+  private last: Pod[] = [];
+  private missingLogged = false;
+  /** Serializes relists (run() and direct calls). */
+  private chain: Promise<unknown> = Promise.resolve();
+  private readonly maxBytes: number;
+
+  constructor(private readonly deps: FileSourceDeps) {
+    this.maxBytes = deps.maxFileBytes ?? MAX_MANIFEST_BYTES;
+  }
+
+  relist(): Promise<Pod[]> {
+    const next = this.chain.then(() => this.relistOnce());
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    const watcher = new FolderWatcher({
+      path: this.deps.path,
+      clock: this.deps.clock,
+      log: this.deps.log,
+      debounceMs: this.deps.debounceMs ?? 100,
+      watchDir: this.deps.watchDir ?? defaultWatchDir,
+    });
+    this.deps.log.info("watching static pod folder", { path: this.deps.path });
+    try {
+      while (!signal.aborted) {
+        await watcher.sync();
+        try {
+          await this.relist();
+        } catch (err) {
+          this.deps.log.error("static pod folder relist failed", {
+            path: this.deps.path,
+            error: err,
+          });
+        }
+        await watcher.waitForChange(this.deps.checkFrequencyMs, signal);
+      }
+    } finally {
+      watcher.close();
+    }
+  }
+
+  private async relistOnce(): Promise<Pod[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.deps.path);
+    } catch (err) {
+      return this.folderUnreadable(err as NodeJS.ErrnoException);
+    }
+    if (this.missingLogged) this.deps.log.info("static pod folder found", { path: this.deps.path });
+    this.missingLogged = false;
+    const present = new Set<string>();
+    for (const name of names.sort()) {
+      if (isIgnoredManifestName(name)) continue;
+      const path = join(this.deps.path, name);
+      if (await this.readFile(path)) present.add(path);
+    }
+    for (const path of this.files.keys()) if (!present.has(path)) this.files.delete(path);
+    return this.publish();
+  }
+
+  private folderUnreadable(err: NodeJS.ErrnoException): Pod[] {
+    if (err.code !== "ENOENT") {
+      this.deps.log.warn("cannot read static pod folder", { path: this.deps.path, error: err });
+      return this.last;
+    }
+    if (!this.missingLogged) {
+      this.deps.log.info("static pod folder does not exist; checking again periodically", {
+        path: this.deps.path,
+      });
+      this.missingLogged = true;
+    }
+    this.files.clear();
+    return this.publish();
+  }
+
+  /** Reads one folder entry into this.files; false when it is not a manifest file. */
+  private async readFile(path: string): Promise<boolean> {
+    let info: Stats;
+    try {
+      info = await stat(path);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
+        this.deps.log.warn("cannot stat manifest", { path, error: err });
+      }
+      return false;
+    }
+    if (!info.isFile()) {
+      if (info.isDirectory()) this.deps.log.debug("not recursing into folder", { path });
+      return false;
+    }
+    const prev = this.files.get(path);
+    if (info.size > this.maxBytes) {
+      const message = `manifest ${path}: file is too large (${info.size} bytes, at most ${this.maxBytes})`;
+      this.record(path, `size:${info.size}`, { ok: false, message }, prev);
+      return true;
+    }
+    let content: Buffer;
+    try {
+      content = await readFile(path);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
+      const message = `manifest ${path}: cannot read: ${(err as Error).message}`;
+      this.record(path, `error:${message}`, { ok: false, message }, prev);
+      return true;
+    }
+    const key = createHash("md5").update(content).digest("hex");
+    if (prev?.contentKey === key) return true;
+    const version = parseManifestFile(content.toString("utf8"), {
+      path,
+      nodeName: this.deps.nodeName,
+    });
+    this.record(path, key, version, prev);
+    return true;
+  }
+
+  private record(
+    path: string,
+    contentKey: string,
+    version: FileVersion,
+    prev: FileRecord | undefined,
+  ) {
+    const rec: FileRecord = { contentKey, version };
+    if (prev?.lastValid) rec.lastValid = prev.lastValid;
+    if (prev?.reported) rec.reported = prev.reported;
+    this.files.set(path, rec);
+  }
+
+  /** Selects the pods to run, reports new problems, stamps config.seen and hands them on. */
+  private publish(): Pod[] {
+    const inputs = [...this.files].map(([path, rec]) => ({
+      path,
+      current: rec.version,
+      ...(rec.lastValid ? { lastValid: rec.lastValid } : {}),
+    }));
+    const pods: Pod[] = [];
+    for (const outcome of selectFilePods(inputs)) {
+      const rec = this.files.get(outcome.path);
+      if (rec === undefined) continue;
+      if (outcome.current) rec.lastValid = outcome.pods;
+      this.report(outcome.path, rec, outcome.error);
+      pods.push(...outcome.pods);
+    }
+    this.last = this.stampSeen(pods);
+    this.deps.onSnapshot(this.last);
+    return this.last;
+  }
+
+  private report(path: string, rec: FileRecord, error: string | undefined): void {
+    if (error === undefined) {
+      rec.reported = undefined;
+      return;
+    }
+    const key = `${rec.contentKey}\n${error}`;
+    if (rec.reported === key) return;
+    rec.reported = key;
+    this.deps.log.warn("invalid static pod manifest", { path, error });
+    this.deps.onError({ path, message: error });
+  }
+
+  private stampSeen(pods: Pod[]): Pod[] {
+    const now = this.deps.clock.now();
+    const live = new Set<string>();
+    const out = pods.map((pod) => {
+      const uid = pod.metadata.uid ?? "";
+      live.add(uid);
+      const at = this.seen.get(uid) ?? now;
+      this.seen.set(uid, at);
+      const annotations = {
+        ...pod.metadata.annotations,
+        [CONFIG_SEEN_ANNOTATION]: rfc3339Nano(at),
+      };
+      const creationTimestamp = new Date(Math.floor(at / 1000) * 1000)
+        .toISOString()
+        .replace(".000Z", "Z");
+      return { ...pod, metadata: { ...pod.metadata, annotations, creationTimestamp } };
+    });
+    for (const uid of this.seen.keys()) if (!live.has(uid)) this.seen.delete(uid);
+    return out;
+  }
+}
+
+const defaultWatchDir: WatchDir = (dir, onChange) => {
+  const watcher = fsWatch(dir, { persistent: false }, () => onChange());
+  return {
+    close: () => watcher.close(),
+    onError: (fn) => {
+      watcher.on("error", fn);
+    },
+  };
+};

@@ -1,0 +1,40 @@
+// The agent's configuration and its pod sources: the agent config (file + flags), the static
+// pod folder, and PodConfig, which merges the sources into ADD/UPDATE/REMOVE/... updates.
+
+export {
+  AGENT_CONFIG_DEFAULTS,
+  type AgentConfig,
+  type AgentConfigDeps,
+  ConfigError,
+  loadAgentConfig,
+} from "./agent-config.ts";
+export {
+  createFileSource,
+  type FileSource,
+  type FileSourceDeps,
+  isIgnoredManifestName,
+  MAX_MANIFEST_BYTES,
+  type ManifestProblem,
+} from "./file-source.ts";
+export {
+  CONFIG_HASH_ANNOTATION,
+  CONFIG_MIRROR_ANNOTATION,
+  CONFIG_SEEN_ANNOTATION,
+  CONFIG_SOURCE_ANNOTATION,
+  type ManifestContext,
+  type ParseManifestResult,
+  parseManifestFile,
+  staticPodUID,
+} from "./parse.ts";
+export {
+  createPodConfig,
+  differSemantically,
+  type PodConfig,
+  type PodConfigDeps,
+  type PodConflict,
+  type PodOperation,
+  type PodSourceName,
+  type PodUpdate,
+} from "./pod-config.ts";
+export { PodUpdateQueue } from "./update-queue.ts";
+export type { DirWatch, WatchDir } from "./watch.ts";

@@ -1,0 +1,141 @@
+// Turning the text of one manifest file into static pods, as the kubelet's file source does:
+// decode (YAML; JSON is YAML), validate, give the pod its static identity, apply defaults.
+// A file is all or nothing: one bad document makes the whole file invalid.
+
+import { createHash } from "node:crypto";
+import { parseAllDocuments } from "yaml";
+import {
+  applyPodDefaults,
+  DEFAULT_NAMESPACE,
+  formatFieldError,
+  isDNS1123Subdomain,
+  type Pod,
+  validatePod,
+} from "../../api/index.ts";
+import { canonicalJSON } from "./canonical.ts";
+
+export const CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash";
+export const CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source";
+export const CONFIG_SEEN_ANNOTATION = "kubernetes.io/config.seen";
+export const CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror";
+
+/** Go's time.RFC3339Nano in UTC: trailing zeros of the fraction dropped, and the dot too. */
+export function rfc3339Nano(ms: number): string {
+  const iso = new Date(ms).toISOString();
+  return iso.replace(/\.(\d*?)0*Z$/, (_, frac: string) => (frac ? `.${frac}Z` : "Z"));
+}
+
+export interface ManifestContext {
+  /** The file's path, as listed (it is part of each pod's identity). */
+  path: string;
+  nodeName: string;
+}
+
+export type ParseManifestResult = { ok: true; pods: Pod[] } | { ok: false; message: string };
+
+/**
+ * Parses every document of a manifest file into a static pod (empty documents are skipped).
+ * The pods have their static identity (uid, name, namespace, node name, config.hash and
+ * config.source annotations) and defaults; config.seen is left to the caller. On failure the
+ * message is one line naming the file, the document (when the file has several), the pod and
+ * the field.
+ */
+export function parseManifestFile(text: string, ctx: ManifestContext): ParseManifestResult {
+  const docs = parseAllDocuments(text);
+  const many = docs.length > 1;
+  const pods: Pod[] = [];
+  const names = new Map<string, number>();
+  for (const [i, doc] of docs.entries()) {
+    const where = `manifest ${ctx.path}${many ? ` (document ${i + 1})` : ""}`;
+    const firstError = doc.errors[0];
+    if (firstError !== undefined) return fail(where, `invalid YAML: ${yamlMessage(firstError)}`);
+    let obj: unknown;
+    try {
+      obj = doc.toJS({ maxAliasCount: 100 });
+    } catch (err) {
+      return fail(where, `invalid YAML: ${(err as Error).message}`);
+    }
+    if (obj === null || obj === undefined) continue;
+    const decoded = decodePod(obj, ctx);
+    if (!decoded.ok) return fail(where, decoded.message);
+    const key = `${decoded.pod.metadata.namespace}/${decoded.pod.metadata.name}`;
+    const earlier = names.get(key);
+    if (earlier !== undefined) {
+      return fail(where, `pod ${JSON.stringify(key)} is also defined in document ${earlier + 1}`);
+    }
+    names.set(key, i);
+    pods.push(decoded.pod);
+  }
+  return { ok: true, pods };
+}
+
+function fail(where: string, message: string): ParseManifestResult {
+  return { ok: false, message: `${where}: ${message}` };
+}
+
+function yamlMessage(err: Error): string {
+  return (err.message.split("\n")[0] ?? "").replace(/:$/, "");
+}
+
+function describeKind(obj: unknown): string {
+  if (Array.isArray(obj)) return "a list";
+  if (typeof obj !== "object" || obj === null) return `a ${typeof obj}`;
+  return "an object";
+}
+
+/** Validates one decoded document and makes it a static pod of this node. */
+export function decodePod(
+  obj: unknown,
+  ctx: ManifestContext,
+): { ok: true; pod: Pod } | { ok: false; message: string } {
+  if (typeof obj !== "object" || obj === null || Array.isArray(obj)) {
+    return { ok: false, message: `expected a Pod object, got ${describeKind(obj)}` };
+  }
+  const result = validatePod(obj);
+  const rawName = (obj as { metadata?: { name?: unknown } }).metadata?.name;
+  const podLabel = typeof rawName === "string" ? `pod ${JSON.stringify(rawName)}: ` : "";
+  if (!result.ok) {
+    return { ok: false, message: podLabel + result.errors.map(formatFieldError).join("; ") };
+  }
+  const pod = makeStaticPod(result.pod, ctx);
+  const nameErrors = isDNS1123Subdomain(pod.metadata.name);
+  if (nameErrors.length > 0) {
+    const detail = `with the node name appended: ${nameErrors.join("; ")}`;
+    return {
+      ok: false,
+      message: `${podLabel}metadata.name: Invalid value: ${JSON.stringify(pod.metadata.name)}: ${detail}`,
+    };
+  }
+  return { ok: true, pod };
+}
+
+/**
+ * The uid of a static pod: md5 (hex) over the node name, the file path and the canonical JSON
+ * of the decoded manifest before defaults, so it changes with any edit of the pod, with the
+ * node and with the file, but not with an agent upgrade that changes defaults.
+ */
+export function staticPodUID(decoded: Pod, ctx: ManifestContext): string {
+  const hash = createHash("md5");
+  hash.update(`host:${ctx.nodeName}\n`);
+  hash.update(`file:${ctx.path}\n`);
+  hash.update(canonicalJSON(decoded));
+  return hash.digest("hex");
+}
+
+/** The static pod for a decoded manifest: identity as the kubelet gives it, then defaults. */
+export function makeStaticPod(decoded: Pod, ctx: ManifestContext): Pod {
+  const uid = decoded.metadata.uid || staticPodUID(decoded, ctx);
+  const pod = applyPodDefaults(decoded);
+  const metadata = {
+    ...pod.metadata,
+    uid,
+    name: `${decoded.metadata.name}-${ctx.nodeName.toLowerCase()}`,
+    namespace: decoded.metadata.namespace || DEFAULT_NAMESPACE,
+    annotations: {
+      ...pod.metadata.annotations,
+      [CONFIG_HASH_ANNOTATION]: uid,
+      [CONFIG_SOURCE_ANNOTATION]: "file",
+    },
+  };
+  return { ...pod, metadata, spec: { ...pod.spec, nodeName: ctx.nodeName } };
+}

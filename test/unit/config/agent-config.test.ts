@@ -1,0 +1,213 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConfigError, loadAgentConfig } from "../../../src/agent/config/index.ts";
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "fleetlet-config-"));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const deps = { hostname: () => "Pi-Kitchen", cwd: "/work" };
+
+async function writeConfig(text: string): Promise<string> {
+  const file = join(dir, "config.yaml");
+  await writeFile(file, text);
+  return file;
+}
+
+async function loadError(argv: string[], env: Record<string, string> = {}): Promise<string> {
+  try {
+    await loadAgentConfig(argv, env, deps);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    const message = (err as Error).message;
+    expect(message).not.toContain("\n");
+    return message;
+  }
+  throw new Error("expected loadAgentConfig() to throw");
+}
+
+describe("loadAgentConfig()", () => {
+  test("uses kubelet's defaults and the lowercased hostname when nothing is given", async () => {
+    const config = await loadAgentConfig([], {}, deps);
+    expect(config).toEqual({
+      staticPodPath: "/etc/fleetlet/manifests",
+      rootDir: "/var/lib/fleetlet",
+      containerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
+      nodeName: "pi-kitchen",
+      fileCheckFrequency: 20_000,
+      syncFrequency: 60_000,
+      housekeepingInterval: 2_000,
+      maxPods: 110,
+      podLogsDir: "/var/log/pods",
+      apiSocket: "/run/fleetlet/agent.sock",
+      runtimeRequestTimeout: 120_000,
+      logLevel: "info",
+      logFormat: "text",
+      plegRelistPeriod: 1_000,
+      crashLoopBackOffBase: 10_000,
+      crashLoopBackOffMax: 300_000,
+      imagePullBackOffBase: 10_000,
+      imagePullBackOffMax: 300_000,
+      nodeLabels: {},
+    });
+  });
+
+  test("reads the file, converts durations to ms and lets flags win over it", async () => {
+    const file = await writeConfig(
+      [
+        "staticPodPath: /srv/manifests",
+        "fileCheckFrequency: 5s",
+        "syncFrequency: 1m30s",
+        "maxPods: 20",
+        "logLevel: debug",
+        "nodeLabels: {site: kitchen}",
+        "hub: {url: 'wss://hub.example.com', joinToken: abc}",
+      ].join("\n"),
+    );
+    const config = await loadAgentConfig(
+      ["--config", file, "--max-pods=30", "--file-check-frequency", "500ms", "--node-name", "dev1"],
+      {},
+      deps,
+    );
+    expect(config.configFile).toBe(file);
+    expect(config.staticPodPath).toBe("/srv/manifests");
+    expect(config.fileCheckFrequency).toBe(500);
+    expect(config.syncFrequency).toBe(90_000);
+    expect(config.maxPods).toBe(30);
+    expect(config.nodeName).toBe("dev1");
+    expect(config.logLevel).toBe("debug");
+    expect(config.nodeLabels).toEqual({ site: "kitchen" });
+    expect(config.hub).toEqual({ url: "wss://hub.example.com", joinToken: "abc" });
+  });
+
+  test("merges hub flags into the file's hub settings", async () => {
+    const file = await writeConfig("hub:\n  url: https://hub.local\n  joinToken: old\n");
+    const config = await loadAgentConfig(["--config", file, "--join-token", "new"], {}, deps);
+    expect(config.hub).toEqual({ url: "https://hub.local", joinToken: "new" });
+  });
+
+  test("reads the file named by $FLEETLET_CONFIG when --config is absent", async () => {
+    const file = await writeConfig("maxPods: 7\n");
+    const config = await loadAgentConfig([], { FLEETLET_CONFIG: file }, deps);
+    expect(config.maxPods).toBe(7);
+  });
+
+  test("resolves relative paths in the file against its folder, and in flags against cwd", async () => {
+    const file = await writeConfig("staticPodPath: manifests\nrootDir: ../state\n");
+    const config = await loadAgentConfig(["--config", file, "--pod-logs-dir", "logs"], {}, deps);
+    expect(config.staticPodPath).toBe(join(dir, "manifests"));
+    expect(config.rootDir).toBe(join(dir, "..", "state"));
+    expect(config.podLogsDir).toBe("/work/logs");
+  });
+
+  test("accepts an empty file", async () => {
+    const file = await writeConfig("# nothing yet\n");
+    expect((await loadAgentConfig(["--config", file], {}, deps)).maxPods).toBe(110);
+  });
+
+  test("parses --node-labels as comma-separated key=value pairs", async () => {
+    const config = await loadAgentConfig(["--node-labels", "a=1, zone=b"], {}, deps);
+    expect(config.nodeLabels).toEqual({ a: "1", zone: "b" });
+  });
+});
+
+describe("loadAgentConfig() errors", () => {
+  const fileCases: [string, string, string][] = [
+    [
+      "a bad duration",
+      "fileCheckFrequency: 20x",
+      'fileCheckFrequency: "20x" is not a duration (e.g. "20s", "5m")',
+    ],
+    ["a duration as a number", "syncFrequency: 60", "syncFrequency: 60 must be a duration string"],
+    ["a zero duration", "plegRelistPeriod: 0s", 'plegRelistPeriod: "0s" must be greater than 0'],
+    ["a string for an integer", "maxPods: lots", 'maxPods: "lots" must be an integer'],
+    ["a fractional integer", "maxPods: 1.5", "maxPods: 1.5 must be an integer"],
+    ["a zero count", "maxPods: 0", "maxPods: 0 must be at least 1"],
+    ["a number for a path", "rootDir: 5", "rootDir: 5 must be a string"],
+    ["an empty path", 'rootDir: ""', 'rootDir: "" must not be empty'],
+    ["an unknown log level", "logLevel: loud", 'logLevel: "loud" must be one of "debug"'],
+    [
+      "a tcp CRI endpoint",
+      "containerRuntimeEndpoint: tcp://x:1",
+      'containerRuntimeEndpoint: "tcp://x:1" must be "unix:///',
+    ],
+    ["an invalid node name", "nodeName: Dev_1", 'nodeName: "Dev_1" is not a valid node name'],
+    ["an invalid hub url", "hub: {url: ftp://x}", 'hub.url: "ftp://x" must be a ws://, wss://'],
+    ["a list for labels", "nodeLabels: [a]", 'nodeLabels: ["a"] must be a map of strings'],
+    [
+      "an invalid label value",
+      "nodeLabels: {a: 'b c'}",
+      'nodeLabels.a: "b c" is not a valid label',
+    ],
+    ["a list for the whole file", "- a", 'must be a YAML mapping of fields, got ["a"]'],
+    ["invalid YAML", "a: [1", "invalid YAML: "],
+    [
+      "an unknown field",
+      "staticPodPth: /x",
+      'staticPodPth: unknown field (did you mean "staticPodPath"?)',
+    ],
+    [
+      "an unknown hub field",
+      "hub: {urll: 'wss://h'}",
+      'hub.urll: unknown field (did you mean "hub.url"?)',
+    ],
+    ["a hub without url", "hub: {joinToken: t}", "hub.url (--hub) is required"],
+    [
+      "a back-off base above its max",
+      "crashLoopBackOffBase: 10m",
+      "crashLoopBackOffBase (600000ms) must not be greater than crashLoopBackOffMax (300000ms)",
+    ],
+  ];
+  for (const [what, yaml, expected] of fileCases) {
+    test(`names the file, field and value for ${what}`, async () => {
+      const file = await writeConfig(yaml);
+      const message = await loadError(["--config", file]);
+      expect(message).toStartWith(`invalid agent config`);
+      expect(message).toContain(file);
+      expect(message).toContain(expected);
+    });
+  }
+
+  test("reports an unknown field before other problems in the file", async () => {
+    const file = await writeConfig("maxPods: x\nsyncFrequncy: 1m\n");
+    expect(await loadError(["--config", file])).toContain(
+      'syncFrequncy: unknown field (did you mean "syncFrequency"?)',
+    );
+  });
+
+  test("says the config file is missing", async () => {
+    expect(await loadError(["--config", join(dir, "nope.yaml")])).toBe(
+      `cannot read agent config ${join(dir, "nope.yaml")}: no such file`,
+    );
+  });
+
+  const flagCases: [string[], string][] = [
+    [
+      ["--file-check-frequency", "20x"],
+      'invalid flag --file-check-frequency: "20x" is not a duration (e.g. "20s", "5m")',
+    ],
+    [["--max-pods", "many"], 'invalid flag --max-pods: "many" must be an integer'],
+    [["--hub=ftp://x"], 'invalid flag --hub: "ftp://x" must be a ws://'],
+    [["--static-pod-pth", "/x"], "unknown flag --static-pod-pth (did you mean --static-pod-path?)"],
+    [["--node-name"], "flag --node-name needs a value"],
+    [["extra"], 'unexpected argument "extra"'],
+    [["--node-labels", "novalue"], 'invalid flag --node-labels: "novalue" is not key=value'],
+  ];
+  for (const [argv, expected] of flagCases) {
+    test(`names the flag and value for ${argv.join(" ")}`, async () => {
+      expect(await loadError(argv)).toContain(expected);
+    });
+  }
+
+  test("rejects a hostname that is not a valid node name, asking for --node-name", async () => {
+    await expect(loadAgentConfig([], {}, { hostname: () => "my_host" })).rejects.toThrow(
+      'nodeName: "my_host" is not a valid node name (set nodeName or --node-name)',
+    );
+  });
+});
