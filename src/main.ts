@@ -1,5 +1,6 @@
 #!/usr/bin/env bun
 // The fleetlet command line: one executable for the agent, the hub and the tools around them.
+import { agentCommand } from "./cli/agent.ts";
 import { describeCommand, execCommand, getCommand, logsCommand } from "./cli/commands.ts";
 import { CliError } from "./cli/errors.ts";
 import { processIO } from "./cli/io.ts";
@@ -9,6 +10,10 @@ import { versionCommand } from "./cli/version.ts";
 type Command = (argv: string[]) => Promise<number> | number;
 
 const commands: Record<string, { run: Command; help: string }> = {
+  agent: {
+    run: agentCommand,
+    help: "run the agent: the pods of the manifest folder, on this device",
+  },
   version: { run: versionCommand, help: "print the version, the Bun version and the git commit" },
   "runtime-info": {
     run: runtimeInfoCommand,

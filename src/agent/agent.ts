@@ -1,0 +1,146 @@
+// `fleetlet agent`: wires the managers together and runs them until stopped. Stopping the agent
+// never stops pods: containers keep running under containerd, and a restarted agent recovers
+// them from the runtime's labels without restarting anything.
+import { networkInterfaces } from "node:os";
+import type { Pod } from "../api/types.ts";
+import { type CriClient, createCriClient } from "../cri/index.ts";
+import { type Clock, realClock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import { buildInfo } from "../util/version.ts";
+import { type AgentConfig, createFileSource, createPodConfig } from "./config/index.ts";
+import { createEventRecorder, manifestRef } from "./events/index.ts";
+import { createPLEG } from "./pleg/index.ts";
+import { createPodSync } from "./pod-sync.ts";
+import { createPodWorkers } from "./podworkers/index.ts";
+import { createAgentRuntime } from "./runtime.ts";
+import { createRuntimeHealth } from "./runtime-health.ts";
+import { startAgentServer } from "./server/index.ts";
+import { createServerDeps } from "./server-deps.ts";
+import { createStatusManager } from "./status/index.ts";
+import { createSyncLoop } from "./sync-loop.ts";
+
+export interface AgentDeps {
+  clock?: Clock;
+  logger: Logger;
+}
+
+/** The first non-internal IPv4 address of the host (status.hostIP), else 127.0.0.1. */
+export function detectHostIP(): string {
+  for (const addrs of Object.values(networkInterfaces())) {
+    for (const a of addrs ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
+  }
+  return "127.0.0.1";
+}
+
+export async function runAgent(
+  config: AgentConfig,
+  deps: AgentDeps,
+  signal: AbortSignal,
+): Promise<void> {
+  const clock = deps.clock ?? realClock;
+  const log = deps.logger;
+  const hostIP = detectHostIP();
+  const info = buildInfo();
+  log.info("starting fleetlet agent", {
+    version: info.version,
+    commit: info.commit,
+    node: config.nodeName,
+    manifests: config.staticPodPath,
+    runtime: config.containerRuntimeEndpoint,
+  });
+
+  const cri: CriClient = createCriClient({
+    endpoint: config.containerRuntimeEndpoint,
+    lifecycleTimeoutMs: config.runtimeRequestTimeout,
+  });
+  const recorder = createEventRecorder({ clock, nodeName: config.nodeName, log });
+  const runtime = createAgentRuntime({ cri, clock, logger: log, recorder, config, hostIP });
+  const statusManager = createStatusManager({ clock, logger: log });
+  const pleg = createPLEG({
+    clock,
+    logger: log.with({ component: "pleg" }),
+    relistPeriodMs: config.plegRelistPeriod,
+    listPods: () => runtime.getPods(),
+    getPodStatus: (uid, name, ns) => runtime.getPodStatus(uid, name, ns),
+  });
+  const health = createRuntimeHealth({
+    cri,
+    clock,
+    logger: log,
+    plegHealthy: () => pleg.healthy(),
+  });
+  const podConfig = createPodConfig({
+    sources: ["file"],
+    clock,
+    onError: (c) => {
+      log.warn("pod refused", { pod: c.pod, source: c.source, reason: c.message });
+      const [namespace = "default", name = c.pod] = c.pod.split("/");
+      recorder.event({ kind: "Pod", namespace, name }, "Warning", "Refused", c.message);
+    },
+  });
+  let loop: ReturnType<typeof createSyncLoop> | undefined;
+  const podSync = createPodSync({
+    runtime,
+    statusManager,
+    clock,
+    logger: log,
+    rootDir: config.rootDir,
+    hostIP: () => hostIP,
+    updateCache: (uid, status) => pleg.updateCache(uid, status),
+    isDesired: (uid) => loop?.pods().has(uid) ?? false,
+  });
+  const workers = createPodWorkers({
+    ...podSync,
+    clock,
+    logger: log.with({ component: "podworkers" }),
+    requeue: (uid, ms) => loop?.requeue(uid, ms),
+    resyncIntervalMs: config.syncFrequency,
+    errorBackoffMs: 2000,
+  });
+  loop = createSyncLoop({
+    clock,
+    logger: log,
+    podConfig,
+    workers,
+    podSync,
+    runtime,
+    statusManager,
+    recorder,
+    rootDir: config.rootDir,
+    maxPods: config.maxPods,
+    runtimeHealthy: () => health.healthy(),
+    nextPLEGEvent: (s) => pleg.next(s),
+    forgetCache: (uid) => pleg.cache.delete(uid),
+    housekeepingIntervalMs: config.housekeepingInterval,
+  });
+  const fileSource = createFileSource({
+    path: config.staticPodPath,
+    nodeName: config.nodeName,
+    checkFrequencyMs: config.fileCheckFrequency,
+    clock,
+    log: log.with({ component: "manifests" }),
+    onSnapshot: (pods: Pod[]) => podConfig.set("file", pods),
+    onError: (p) => {
+      log.warn("invalid manifest", { file: p.path, error: p.message });
+      recorder.event(manifestRef(p.path), "Warning", "InvalidManifest", p.message);
+    },
+  });
+
+  const server = await startAgentServer(
+    createServerDeps({ config, loop, statusManager, recorder, cri, health }),
+    { socketPath: config.apiSocket, log, clock },
+  );
+
+  // One relist before the first health check, so a healthy runtime is never reported down.
+  await pleg.relist();
+  await health.check();
+  await Promise.all([
+    health.run(signal),
+    pleg.run(signal),
+    fileSource.run(signal),
+    loop.run(signal),
+  ]);
+  log.info("stopping: pods keep running");
+  await server.stop();
+  cri.close();
+}

@@ -1,0 +1,113 @@
+// The runtime manager's dependencies and the state shared by its parts (kill.ts, start.ts,
+// sandbox.ts, executor.ts). Created once per manager by createRuntimeManager().
+
+import type { Pod } from "../../api/types.ts";
+import type { CallOptions, CriRuntime } from "../../cri/index.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import type { ImageManager, PodEventRecorder } from "../images/index.ts";
+import type { ContainerStatus, PodStatus } from "../kubecontainer/types.ts";
+import type { CrashLoopBackoff } from "./crashloop.ts";
+import type { SyncStepKind } from "./steps.ts";
+
+export interface BackoffSettings {
+  initialMs: number;
+  maxMs: number;
+}
+
+export interface RuntimeManagerDeps {
+  cri: CriRuntime;
+  clock: Clock;
+  logger: Logger;
+  /** Records a Kubernetes event about `pod` (fieldPath names a container). */
+  recorder: PodEventRecorder;
+  /** Container logs go under <podLogsDir>/<namespace>_<name>_<uid>/ (default /var/log/pods). */
+  podLogsDir: string;
+  /** The agent's root dir: pod folders, emptyDir volumes, hosts and termination files. */
+  rootDir: string;
+  nodeName: string;
+  /** The node's IP: status.hostIP in env, the pod IP of host-network pods. */
+  nodeIP?: () => string;
+  /** Node memory capacity in bytes, for the oom_score_adj of Burstable containers. */
+  nodeMemoryBytes: number;
+  /** kubelet: 10 s doubling to 300 s. */
+  crashLoopBackOff: BackoffSettings;
+  /** kubelet: 10 s doubling to 300 s. */
+  imagePullBackOff: BackoffSettings;
+  /** A docker config.json with registry credentials. */
+  credentials?: string;
+  /** Deadline of sandbox and container lifecycle calls (kubelet: 2 min). */
+  runtimeRequestTimeoutMs: number;
+  /** The host's resolv.conf (default /etc/resolv.conf); "" for none. */
+  resolvConfPath?: string;
+  /** The host's hosts file, copied for host-network pods (default /etc/hosts). */
+  hostsPath?: string;
+  /** Longest run of a postStart hook (default: runtimeRequestTimeoutMs). */
+  postStartTimeoutMs?: number;
+  /** Random 8-hex-digit names (termination message files); injected for tests. */
+  random?: () => string;
+  /** Replaces the image manager built from the deps (tests). */
+  images?: ImageManager;
+}
+
+/** A failure of one step of a sync; the pod worker logs these and retries later. */
+export interface SyncError {
+  action: SyncStepKind;
+  /** The container name, or the pod's name for pod-level steps. */
+  target: string;
+  /** kubelet's reason, e.g. "ErrImagePull", "CrashLoopBackOff", "CreatePodSandboxError". */
+  reason: string;
+  /** What failed and the value, e.g. `Cannot start container "web" of pod "cam-dev1": ...`. */
+  message: string;
+}
+
+/** Why a container that should run does not (shown as its waiting state). */
+export interface WaitingReason {
+  reason: string;
+  message: string;
+}
+
+export interface Core {
+  deps: RuntimeManagerDeps;
+  images: ImageManager;
+  crashLoop: CrashLoopBackoff;
+  /** Options of a lifecycle call (deadline, optionally extended by `extraMs`). */
+  lifecycle(extraMs?: number, signal?: AbortSignal): CallOptions;
+  event(
+    pod: Pod,
+    type: "Normal" | "Warning",
+    reason: string,
+    message: string,
+    fieldPath?: string,
+  ): void;
+  nodeIP(): string;
+  random(): string;
+}
+
+/** The state of one syncPod call, threaded through its steps. */
+export interface SyncRun {
+  pod: Pod;
+  status: PodStatus | undefined;
+  sandboxId: string;
+  attempt: number;
+  podIPs: string[];
+  errors: SyncError[];
+  waiting: Map<string, WaitingReason>;
+  signal?: AbortSignal;
+}
+
+/** The newest instance of the named container in `status`. */
+export function newestInstance(
+  status: PodStatus | undefined,
+  name: string,
+): ContainerStatus | undefined {
+  let best: ContainerStatus | undefined;
+  for (const c of status?.containers ?? []) {
+    if (c.name === name && (best === undefined || c.createdAt > best.createdAt)) best = c;
+  }
+  return best;
+}
+
+export function podName(pod: Pod): string {
+  return pod.metadata.name;
+}

@@ -1,0 +1,216 @@
+// The runtime manager: reads pods from the runtime and carries out computePodActions' plan.
+// syncPod runs the plan's steps in order through a table typed over the step kinds; a step
+// returns false to end the sync (kubelet's order: a failed kill, sandbox or init container
+// stops it; a failed app container does not stop the others).
+//
+// Invariants:
+// - syncPod, getPods and getPodStatus never start more than the plan says; they never throw
+//   for a failure of one container: failures are returned as SyncErrors and waiting reasons.
+// - Every CRI call has a deadline: lifecycle calls `runtimeRequestTimeoutMs` (+ the grace period
+//   for StopContainer), queries the client's default, pulls the client's pull deadline.
+
+import { randomBytes } from "node:crypto";
+import type { Pod } from "../../api/types.ts";
+import type { CallOptions, PodSandboxConfig } from "../../cri/index.ts";
+import { createImageManager } from "../images/index.ts";
+import type { PodStatus, RunningPod } from "../kubecontainer/types.ts";
+import type { Core, RuntimeManagerDeps, SyncError, SyncRun, WaitingReason } from "./core.ts";
+import { CrashLoopBackoff } from "./crashloop.ts";
+import { errorMessage } from "./format.ts";
+import { killContainer, killPod, pruneDeadContainers, removePod, runningPodOf } from "./kill.ts";
+import { computePodActions } from "./plan.ts";
+import { createSandbox, sandboxConfigFor } from "./sandbox.ts";
+import { startContainer } from "./start.ts";
+import { listRunningPods, readPodStatus } from "./status.ts";
+import { planSteps, type SyncStep, type SyncStepKind } from "./steps.ts";
+
+export interface SyncPodOptions {
+  /** Ids of containers failing their liveness probe (from the prober). */
+  livenessFailed?: ReadonlySet<string>;
+  /** Ids of containers failing their startup probe. */
+  startupFailed?: ReadonlySet<string>;
+  /** Aborts pulls and lifecycle calls in flight. */
+  signal?: AbortSignal;
+}
+
+export interface SyncPodResult {
+  errors: SyncError[];
+  /** Why containers that should run do not, by container name (for the status manager). */
+  waiting: Map<string, WaitingReason>;
+}
+
+export interface RuntimeManager {
+  /** Every pod fleetlet has objects of in the runtime (io.fleetlet.managed=true), by UID. */
+  getPods(): Promise<RunningPod[]>;
+  /** Everything the runtime has of one pod, rebuilt from labels and annotations. */
+  getPodStatus(uid: string, name: string, namespace: string): Promise<PodStatus>;
+  /** Computes the pod's actions from `status` and carries them out. Never throws. */
+  syncPod(pod: Pod, status: PodStatus | undefined, opts?: SyncPodOptions): Promise<SyncPodResult>;
+  /** Runs preStop hooks and stops the pod's containers (in parallel), then its sandboxes.
+   * `pod` undefined: an orphan, stopped from what its annotations recorded. Throws naming what
+   * could not be stopped. */
+  killPod(
+    pod: Pod | undefined,
+    running: RunningPod,
+    gracePeriodOverrideSeconds?: number,
+  ): Promise<void>;
+  /** Removes the (stopped) pod's containers, sandboxes and log folder. */
+  removePod(running: RunningPod): Promise<void>;
+  /** Forgets back-off entries that expired. */
+  gc(): void;
+}
+
+type StepHandler<K extends SyncStepKind> = (
+  step: Extract<SyncStep, { kind: K }>,
+  run: SyncRun,
+  sandboxConfig: () => Promise<PodSandboxConfig>,
+) => Promise<boolean>;
+
+async function killPodStep(core: Core, step: { createSandboxAfter: boolean }, run: SyncRun) {
+  if (step.createSandboxAfter && run.sandboxId) {
+    const message = "Pod sandbox changed, it will be killed and re-created.";
+    core.event(run.pod, "Normal", "SandboxChanged", message);
+  }
+  if (!run.status) return true;
+  try {
+    await killPod(core, run.pod, runningPodOf(run.status), undefined, run.podIPs);
+    return true;
+  } catch (err) {
+    const target = run.pod.metadata.name;
+    run.errors.push({
+      action: "killPod",
+      target,
+      reason: "KillPodError",
+      message: errorMessage(err),
+    });
+    return false;
+  }
+}
+
+function stepTable(core: Core): { [K in SyncStepKind]: StepHandler<K> } {
+  return {
+    killPod: (step, run) => killPodStep(core, step, run),
+    killContainer: async (step, run) => {
+      try {
+        await killContainer(core, run.pod, step, { podIPs: run.podIPs });
+        return true;
+      } catch (err) {
+        const message = errorMessage(err);
+        run.errors.push({
+          action: "killContainer",
+          target: step.name,
+          reason: "KillContainerError",
+          message,
+        });
+        return false;
+      }
+    },
+    createSandbox: (step, run) => createSandbox(core, run, step.attempt),
+    startInitContainer: async (step, run, sandboxConfig) => {
+      const container = run.pod.spec.initContainers?.[step.index];
+      if (!container) return false;
+      const spec = { container, isInit: true, sandboxConfig: await sandboxConfig() };
+      const ok = await startContainer(core, run, spec);
+      return ok || container.restartPolicy === "Always";
+    },
+    startContainer: async (step, run, sandboxConfig) => {
+      const container = run.pod.spec.containers[step.index];
+      if (!container) return true;
+      await startContainer(core, run, {
+        container,
+        isInit: false,
+        sandboxConfig: await sandboxConfig(),
+      });
+      return true;
+    },
+  };
+}
+
+function makeCore(deps: RuntimeManagerDeps): Core {
+  const core: Core = {
+    deps,
+    images:
+      deps.images ??
+      createImageManager({
+        cri: deps.cri,
+        clock: deps.clock,
+        logger: deps.logger,
+        recorder: deps.recorder,
+        backoff: deps.imagePullBackOff,
+        ...(deps.credentials ? { credentialsPath: deps.credentials } : {}),
+      }),
+    crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff),
+    lifecycle(extraMs = 0, signal?: AbortSignal): CallOptions {
+      const opts: CallOptions = { timeoutMs: deps.runtimeRequestTimeoutMs + extraMs };
+      if (signal) opts.signal = signal;
+      return opts;
+    },
+    event(pod, type, reason, message, fieldPath) {
+      try {
+        deps.recorder(pod, type, reason, message, fieldPath);
+      } catch (err) {
+        deps.logger.warn("event recorder failed", { reason, error: errorMessage(err) });
+      }
+    },
+    nodeIP: () => deps.nodeIP?.() ?? "",
+    random: deps.random ?? (() => randomBytes(4).toString("hex")),
+  };
+  return core;
+}
+
+export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
+  const core = makeCore(deps);
+  const table = stepTable(core);
+  const runStep = (step: SyncStep, run: SyncRun, cfg: () => Promise<PodSandboxConfig>) =>
+    (table[step.kind] as StepHandler<SyncStepKind>)(step as never, run, cfg);
+
+  async function syncPod(
+    pod: Pod,
+    status: PodStatus | undefined,
+    opts: SyncPodOptions = {},
+  ): Promise<SyncPodResult> {
+    const actions = computePodActions(pod, status, opts);
+    const run: SyncRun = {
+      pod,
+      status,
+      sandboxId: actions.sandboxId,
+      attempt: actions.attempt,
+      podIPs: status?.ips ?? [],
+      errors: [],
+      waiting: new Map(),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    };
+    let config: PodSandboxConfig | undefined;
+    const sandboxConfig = async () => {
+      config ??= await sandboxConfigFor(core, pod, run.attempt);
+      return config;
+    };
+    try {
+      if (!actions.createSandbox) await pruneDeadContainers(core, pod, status);
+      for (const step of planSteps(actions)) {
+        if (!(await runStep(step, run, sandboxConfig))) break;
+      }
+    } catch (err) {
+      run.errors.push({
+        action: "startContainer",
+        target: pod.metadata.name,
+        reason: "SyncError",
+        message: `Cannot sync pod ${JSON.stringify(pod.metadata.name)}: ${errorMessage(err)}`,
+      });
+    }
+    return { errors: run.errors, waiting: run.waiting };
+  }
+
+  return {
+    getPods: () => listRunningPods(deps.cri),
+    getPodStatus: (uid, name, namespace) =>
+      readPodStatus(deps.cri, { uid, name, namespace }, deps.clock.now()),
+    syncPod,
+    killPod: (pod, running, grace) => killPod(core, pod, running, grace),
+    removePod: (running) => removePod(core, running),
+    gc() {
+      core.crashLoop.gc(deps.clock.now());
+      core.images.gc();
+    },
+  };
+}

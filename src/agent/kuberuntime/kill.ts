@@ -1,0 +1,273 @@
+// Stopping and removing: killContainer (preStop hook within the grace period, then
+// StopContainer with what is left, at least 2 s), killPod (containers in parallel, then every
+// sandbox), removePod (everything of a pod, and its log folder) and pruneDeadContainers (keeps
+// the newest dead instance of each container, for `logs --previous` and lastState).
+//
+// Grace period, as kubelet: the pod's deletionGracePeriodSeconds, else the probe's
+// terminationGracePeriodSeconds when killed for a failed liveness/startup probe, else
+// spec.terminationGracePeriodSeconds; for an orphan (no pod), the grace period recorded in the
+// container's annotations; an override (hard eviction) replaces all of these.
+
+import { rm } from "node:fs/promises";
+import type { Container, LifecycleHandler, Pod } from "../../api/types.ts";
+import { isNotFound } from "../../cri/index.ts";
+import type { PodStatus, RunningPod } from "../kubecontainer/types.ts";
+import { type Core, podName } from "./core.ts";
+import { errorMessage, fieldPathOf, findContainerSpec } from "./format.ts";
+import { runHook } from "./hooks.ts";
+import {
+  LABEL_CONTAINER_NAME,
+  LABEL_POD_NAME,
+  LABEL_POD_NAMESPACE,
+  LABEL_POD_UID,
+  readContainerAnnotations,
+} from "./labels.ts";
+import type { KillReason } from "./plan.ts";
+import { podLogDirectory } from "./sandbox-config.ts";
+
+export const MIN_GRACE_PERIOD_SECONDS = 2;
+
+export interface KillTarget {
+  containerId: string;
+  name: string;
+  reason: KillReason;
+  /** The Killing event's message; "Stopping container <name>" when empty. */
+  message: string;
+}
+
+interface KillSpec {
+  pod: Pod;
+  container: Container;
+  isInit: boolean;
+  graceSeconds: number;
+}
+
+function graceFor(pod: Pod, c: Container, reason: KillReason): number {
+  if (pod.metadata.deletionGracePeriodSeconds !== undefined)
+    return pod.metadata.deletionGracePeriodSeconds;
+  const probe =
+    reason === "LivenessProbe"
+      ? c.livenessProbe
+      : reason === "StartupProbe"
+        ? c.startupProbe
+        : undefined;
+  if (probe?.terminationGracePeriodSeconds !== undefined)
+    return probe.terminationGracePeriodSeconds;
+  return pod.spec.terminationGracePeriodSeconds ?? MIN_GRACE_PERIOD_SECONDS;
+}
+
+/** Pod and container rebuilt from a container's labels and annotations (orphans). */
+async function restoreSpec(core: Core, containerId: string): Promise<KillSpec> {
+  const res = await core.deps.cri.containerStatus({ containerId });
+  const s = res.status;
+  if (!s) throw new Error(`container ${containerId} has no status`);
+  const info = readContainerAnnotations(s.annotations);
+  const pod: Pod = {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: s.labels[LABEL_POD_NAME] ?? "",
+      namespace: s.labels[LABEL_POD_NAMESPACE] ?? "",
+      uid: s.labels[LABEL_POD_UID] ?? "",
+    },
+    spec: { containers: [], terminationGracePeriodSeconds: info.terminationGracePeriodSeconds },
+  };
+  const container: Container = { name: s.labels[LABEL_CONTAINER_NAME] ?? "", image: "" };
+  if (info.preStop) container.lifecycle = { preStop: info.preStop };
+  if (info.ports) container.ports = info.ports;
+  return {
+    pod,
+    container,
+    isInit: false,
+    graceSeconds: info.terminationGracePeriodSeconds ?? MIN_GRACE_PERIOD_SECONDS,
+  };
+}
+
+async function runPreStop(
+  core: Core,
+  spec: KillSpec,
+  handler: LifecycleHandler,
+  id: string,
+  podIPs: string[],
+): Promise<number> {
+  const started = core.deps.clock.now();
+  const result = await runHook(handler, {
+    cri: core.deps.cri,
+    clock: core.deps.clock,
+    containerId: id,
+    pod: spec.pod,
+    container: spec.container,
+    defaultHost: spec.pod.spec.hostNetwork ? "127.0.0.1" : (podIPs[0] ?? ""),
+    timeoutMs: spec.graceSeconds * 1000,
+  });
+  if (!result.ok) {
+    core.event(
+      spec.pod,
+      "Warning",
+      "FailedPreStopHook",
+      result.message,
+      fieldPathOf(spec.container.name, spec.isInit),
+    );
+  }
+  return Math.floor((core.deps.clock.now() - started) / 1000);
+}
+
+/** Stops one container; resolves when it stopped (or was already gone). */
+export async function killContainer(
+  core: Core,
+  pod: Pod | undefined,
+  target: KillTarget,
+  opts: { graceOverrideSeconds?: number; podIPs?: string[]; running?: boolean } = {},
+): Promise<void> {
+  let spec: KillSpec;
+  const ref = pod ? findContainerSpec(pod, target.name) : undefined;
+  if (pod && ref) {
+    spec = {
+      pod,
+      container: ref.container,
+      isInit: ref.isInit,
+      graceSeconds: graceFor(pod, ref.container, target.reason),
+    };
+  } else {
+    try {
+      spec = await restoreSpec(core, target.containerId);
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw err;
+    }
+  }
+  const fieldPath = fieldPathOf(spec.container.name, spec.isInit);
+  core.event(
+    spec.pod,
+    "Normal",
+    "Killing",
+    target.message || `Stopping container ${target.name}`,
+    fieldPath,
+  );
+  let grace = spec.graceSeconds;
+  const preStop = spec.container.lifecycle?.preStop;
+  if (preStop && grace > 0 && opts.running !== false) {
+    grace -= await runPreStop(core, spec, preStop, target.containerId, opts.podIPs ?? []);
+  }
+  grace = Math.max(grace, MIN_GRACE_PERIOD_SECONDS);
+  if (opts.graceOverrideSeconds !== undefined) grace = opts.graceOverrideSeconds;
+  try {
+    await core.deps.cri.stopContainer(
+      { containerId: target.containerId, timeout: grace },
+      core.lifecycle(grace * 1000),
+    );
+  } catch (err) {
+    if (isNotFound(err)) return;
+    throw new Error(
+      `Cannot stop container "${target.name}" of pod "${spec.pod.metadata.name}": ${errorMessage(err)}`,
+    );
+  }
+}
+
+/** The running part of a status: non-exited containers and every sandbox. */
+export function runningPodOf(status: PodStatus): RunningPod {
+  return {
+    uid: status.uid,
+    name: status.name,
+    namespace: status.namespace,
+    sandboxIds: status.sandboxes.map((s) => s.id),
+    containers: status.containers
+      .filter((c) => c.state !== "exited")
+      .map((c) => ({ id: c.id, name: c.name, state: c.state })),
+  };
+}
+
+/** Stops the pod's containers (in parallel), then its sandboxes; throws naming what failed. */
+export async function killPod(
+  core: Core,
+  pod: Pod | undefined,
+  running: RunningPod,
+  graceOverrideSeconds?: number,
+  podIPs: string[] = [],
+): Promise<void> {
+  const live = running.containers.filter((c) => c.state !== "exited");
+  const results = await Promise.allSettled(
+    live.map((c) =>
+      killContainer(
+        core,
+        pod,
+        { containerId: c.id, name: c.name, reason: "", message: "" },
+        {
+          podIPs,
+          running: c.state === "running",
+          ...(graceOverrideSeconds !== undefined ? { graceOverrideSeconds } : {}),
+        },
+      ),
+    ),
+  );
+  const failures = results.flatMap((r) =>
+    r.status === "rejected" ? [errorMessage(r.reason)] : [],
+  );
+  for (const id of running.sandboxIds) {
+    try {
+      await core.deps.cri.stopPodSandbox({ podSandboxId: id }, core.lifecycle());
+    } catch (err) {
+      if (!isNotFound(err))
+        failures.push(`Cannot stop sandbox ${id} of pod "${running.name}": ${errorMessage(err)}`);
+    }
+  }
+  if (failures.length > 0) throw new Error(failures.join("; "));
+}
+
+/** Removes a container and its log file. */
+export async function removeContainer(core: Core, containerId: string): Promise<void> {
+  let logPath = "";
+  try {
+    const res = await core.deps.cri.containerStatus({ containerId });
+    logPath = res.status?.logPath ?? "";
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+  await core.deps.cri.removeContainer({ containerId }, core.lifecycle());
+  if (logPath) await rm(logPath, { force: true });
+}
+
+/** Removes every container and sandbox of a stopped pod, and the pod's log folder. */
+export async function removePod(core: Core, running: RunningPod): Promise<void> {
+  for (const c of running.containers) await removeContainer(core, c.id);
+  for (const id of running.sandboxIds) {
+    await core.deps.cri.stopPodSandbox({ podSandboxId: id }, core.lifecycle()).catch((err) => {
+      if (!isNotFound(err)) throw err;
+    });
+    await core.deps.cri.removePodSandbox({ podSandboxId: id }, core.lifecycle());
+  }
+  const stub: Pod = {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: running.name, namespace: running.namespace, uid: running.uid },
+    spec: { containers: [] },
+  };
+  await rm(podLogDirectory(core.deps.podLogsDir, stub), { recursive: true, force: true });
+}
+
+/** Removes all but the newest dead (not running) instance of each container of the pod. */
+export async function pruneDeadContainers(
+  core: Core,
+  pod: Pod,
+  status: PodStatus | undefined,
+): Promise<void> {
+  const seen = new Set<string>();
+  const sorted = [...(status?.containers ?? [])].sort((a, b) => b.createdAt - a.createdAt);
+  for (const c of sorted) {
+    if (c.state === "running") continue;
+    if (!seen.has(c.name)) {
+      seen.add(c.name);
+      continue;
+    }
+    try {
+      await removeContainer(core, c.id);
+    } catch (err) {
+      core.deps.logger.warn("cannot remove dead container", {
+        pod: podName(pod),
+        container: c.name,
+        id: c.id,
+        error: errorMessage(err),
+      });
+    }
+  }
+}

@@ -1,0 +1,44 @@
+// Creating a pod's sandbox: the log folder first (the runtime writes container logs into it),
+// then RunPodSandbox, then its status for the pod IP.
+
+import { mkdir } from "node:fs/promises";
+import type { Pod } from "../../api/types.ts";
+import type { PodSandboxConfig } from "../../cri/index.ts";
+import type { Core, SyncRun } from "./core.ts";
+import { errorMessage } from "./format.ts";
+import { generateSandboxConfig, readResolvConf } from "./sandbox-config.ts";
+import { toSandboxStatus } from "./status.ts";
+
+export async function sandboxConfigFor(
+  core: Core,
+  pod: Pod,
+  attempt: number,
+): Promise<PodSandboxConfig> {
+  const hostResolvConf = await readResolvConf(core.deps.resolvConfPath ?? "/etc/resolv.conf");
+  return generateSandboxConfig(pod, attempt, { podLogsDir: core.deps.podLogsDir, hostResolvConf });
+}
+
+/** Runs a new sandbox for `run.pod`; on success sets run.sandboxId and run.podIPs. */
+export async function createSandbox(core: Core, run: SyncRun, attempt: number): Promise<boolean> {
+  const { pod } = run;
+  try {
+    const config = await sandboxConfigFor(core, pod, attempt);
+    await mkdir(config.logDirectory ?? "", { recursive: true, mode: 0o755 });
+    const res = await core.deps.cri.runPodSandbox({ config }, core.lifecycle(0, run.signal));
+    run.sandboxId = res.podSandboxId;
+    run.attempt = attempt;
+    const status = await core.deps.cri.podSandboxStatus({ podSandboxId: res.podSandboxId });
+    run.podIPs = status.status && !pod.spec.hostNetwork ? toSandboxStatus(status.status).ips : [];
+    return true;
+  } catch (err) {
+    const detail = errorMessage(err);
+    core.event(pod, "Warning", "FailedCreatePodSandBox", `Failed to create pod sandbox: ${detail}`);
+    run.errors.push({
+      action: "createSandbox",
+      target: pod.metadata.name,
+      reason: "CreatePodSandboxError",
+      message: `Cannot create the sandbox of pod ${JSON.stringify(pod.metadata.name)}: ${detail}`,
+    });
+    return false;
+  }
+}

@@ -1,0 +1,247 @@
+// The runtime's view of pods, rebuilt from CRI calls and the labels/annotations fleetlet wrote
+// (docs/runtime-contract.md): listRunningPods() for PLEG and housekeeping, readPodStatus() for
+// one pod (sandboxes newest first, containers newest first, the termination message read from
+// the file the container wrote, or from its log under FallbackToLogsOnError).
+
+import { open } from "node:fs/promises";
+import type {
+  ContainerStatus as CriContainerStatus,
+  CriRuntime,
+  ContainerState as CriState,
+  PodSandboxStatus,
+} from "../../cri/index.ts";
+import { isNotFound } from "../../cri/index.ts";
+import type {
+  ContainerState,
+  ContainerStatus,
+  PodStatus,
+  RunningPod,
+  SandboxStatus,
+} from "../kubecontainer/types.ts";
+import {
+  LABEL_CONTAINER_NAME,
+  LABEL_POD_NAME,
+  LABEL_POD_NAMESPACE,
+  LABEL_POD_UID,
+  MANAGED_SELECTOR,
+  readContainerAnnotations,
+} from "./labels.ts";
+
+/** kubelet's limits on a termination message. */
+export const MAX_TERMINATION_MESSAGE_BYTES = 4096;
+export const MAX_FALLBACK_LOG_BYTES = 2048;
+export const MAX_FALLBACK_LOG_LINES = 80;
+
+const nsToMs = (ns: number): number => (ns > 0 ? Math.floor(ns / 1e6) : 0);
+
+export function toContainerState(s: CriState): ContainerState {
+  switch (s) {
+    case "CONTAINER_CREATED":
+      return "created";
+    case "CONTAINER_RUNNING":
+      return "running";
+    case "CONTAINER_EXITED":
+      return "exited";
+    default:
+      return "unknown";
+  }
+}
+
+/** All pods fleetlet has sandboxes or containers of, grouped by pod UID. */
+export async function listRunningPods(cri: CriRuntime, timeoutMs?: number): Promise<RunningPod[]> {
+  const opts = timeoutMs ? { timeoutMs } : {};
+  const [sandboxes, containers] = await Promise.all([
+    cri.listPodSandbox({ filter: { labelSelector: MANAGED_SELECTOR } }, opts),
+    cri.listContainers({ filter: { labelSelector: MANAGED_SELECTOR } }, opts),
+  ]);
+  const pods = new Map<string, RunningPod>();
+  const get = (labels: Record<string, string>): RunningPod | undefined => {
+    const uid = labels[LABEL_POD_UID];
+    if (!uid) return undefined;
+    let pod = pods.get(uid);
+    if (!pod) {
+      pod = {
+        uid,
+        name: labels[LABEL_POD_NAME] ?? "",
+        namespace: labels[LABEL_POD_NAMESPACE] ?? "",
+        sandboxIds: [],
+        containers: [],
+      };
+      pods.set(uid, pod);
+    }
+    return pod;
+  };
+  for (const sb of [...sandboxes.items].sort((a, b) => b.createdAt - a.createdAt)) {
+    get(sb.labels)?.sandboxIds.push(sb.id);
+  }
+  for (const c of [...containers.containers].sort((a, b) => b.createdAt - a.createdAt)) {
+    const name = c.labels[LABEL_CONTAINER_NAME] ?? c.metadata?.name ?? "";
+    get(c.labels)?.containers.push({ id: c.id, name, state: toContainerState(c.state) });
+  }
+  return [...pods.values()];
+}
+
+export function toSandboxStatus(s: PodSandboxStatus): SandboxStatus {
+  const ips = s.network?.ip ? [s.network.ip, ...s.network.additionalIps.map((a) => a.ip)] : [];
+  return {
+    id: s.id,
+    state: s.state === "SANDBOX_READY" ? "ready" : "notready",
+    createdAt: nsToMs(s.createdAt),
+    attempt: s.metadata?.attempt ?? 0,
+    ips,
+    hostNetwork: s.linux?.namespaces?.options?.network === "NODE",
+  };
+}
+
+export function toContainerStatus(s: CriContainerStatus, sandboxId: string): ContainerStatus {
+  const info = readContainerAnnotations(s.annotations);
+  const out: ContainerStatus = {
+    id: s.id,
+    name: s.labels[LABEL_CONTAINER_NAME] ?? s.metadata?.name ?? "",
+    state: toContainerState(s.state),
+    createdAt: nsToMs(s.createdAt),
+    startedAt: nsToMs(s.startedAt),
+    finishedAt: nsToMs(s.finishedAt),
+    exitCode: s.exitCode,
+    reason: s.reason,
+    message: s.message,
+    image: s.image?.userSpecifiedImage || s.image?.image || "",
+    imageRef: s.imageRef,
+    hash: info.hash,
+    restartCount: info.restartCount,
+    sandboxId,
+  };
+  if (info.terminationGracePeriodSeconds !== undefined) {
+    out.terminationGracePeriodSeconds = info.terminationGracePeriodSeconds;
+  }
+  return out;
+}
+
+async function readTail(path: string, maxBytes: number): Promise<{ text: string; cut: boolean }> {
+  const fh = await open(path, "r");
+  try {
+    const size = (await fh.stat()).size;
+    const length = Math.min(size, maxBytes);
+    const buf = Buffer.alloc(length);
+    await fh.read(buf, 0, length, size - length);
+    return { text: buf.toString("utf8"), cut: size > length };
+  } finally {
+    await fh.close();
+  }
+}
+
+async function readHead(path: string, maxBytes: number): Promise<string> {
+  const fh = await open(path, "r");
+  try {
+    const buf = Buffer.alloc(maxBytes);
+    const { bytesRead } = await fh.read(buf, 0, maxBytes, 0);
+    return buf.subarray(0, bytesRead).toString("utf8");
+  } finally {
+    await fh.close();
+  }
+}
+
+/** The messages of CRI-format log lines ("<time> <stream> <P|F> <text>"), the last `maxLines`
+ * kept; a first line cut by a tail read is skipped when `cutFirst`. */
+export function criLogMessages(text: string, maxLines: number, cutFirst = false): string {
+  const lines = text.split("\n");
+  let out = "";
+  for (const line of cutFirst ? lines.slice(1) : lines) {
+    const parts = line.split(" ");
+    if (parts.length < 4) continue;
+    out += parts.slice(3).join(" ") + (parts[2] === "P" ? "" : "\n");
+  }
+  const kept = out.endsWith("\n") ? out.slice(0, -1).split("\n") : out.split("\n");
+  return kept.slice(-maxLines).join("\n") + (out.endsWith("\n") ? "\n" : "");
+}
+
+/** The termination message kubelet reports for an exited container ("" when there is none). */
+export async function terminationMessage(s: CriContainerStatus): Promise<string> {
+  if (s.state !== "CONTAINER_EXITED") return "";
+  const info = readContainerAnnotations(s.annotations);
+  const mount = s.mounts.find((m) => m.containerPath === info.terminationMessagePath);
+  let message = "";
+  if (info.terminationMessagePath && mount) {
+    message = await readHead(mount.hostPath, MAX_TERMINATION_MESSAGE_BYTES).catch(
+      (err: Error) => `Error on reading termination message from logs: ${err.message}`,
+    );
+  }
+  if (
+    !message &&
+    info.terminationMessagePolicy === "FallbackToLogsOnError" &&
+    s.exitCode !== 0 &&
+    s.logPath
+  ) {
+    const tail = await readTail(s.logPath, MAX_FALLBACK_LOG_BYTES).catch(() => ({
+      text: "",
+      cut: false,
+    }));
+    message = criLogMessages(tail.text, MAX_FALLBACK_LOG_LINES, tail.cut);
+  }
+  return message;
+}
+
+async function sandboxStatuses(
+  cri: CriRuntime,
+  uid: string,
+  timeoutMs?: number,
+): Promise<SandboxStatus[]> {
+  const opts = timeoutMs ? { timeoutMs } : {};
+  const list = await cri.listPodSandbox(
+    { filter: { labelSelector: { [LABEL_POD_UID]: uid } } },
+    opts,
+  );
+  const ids = [...list.items].sort((a, b) => b.createdAt - a.createdAt).map((s) => s.id);
+  const out: SandboxStatus[] = [];
+  for (const id of ids) {
+    try {
+      const res = await cri.podSandboxStatus({ podSandboxId: id }, opts);
+      if (res.status) out.push(toSandboxStatus(res.status));
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+  return out;
+}
+
+async function containerStatuses(
+  cri: CriRuntime,
+  uid: string,
+  timeoutMs?: number,
+): Promise<ContainerStatus[]> {
+  const opts = timeoutMs ? { timeoutMs } : {};
+  const list = await cri.listContainers(
+    { filter: { labelSelector: { [LABEL_POD_UID]: uid } } },
+    opts,
+  );
+  const out: ContainerStatus[] = [];
+  for (const c of list.containers) {
+    try {
+      const res = await cri.containerStatus({ containerId: c.id }, opts);
+      if (!res.status) continue;
+      const status = toContainerStatus(res.status, c.podSandboxId);
+      const message = await terminationMessage(res.status);
+      if (message) status.message = message;
+      out.push(status);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+  return out.sort((a, b) => b.createdAt - a.createdAt);
+}
+
+/** Everything the runtime has of pod `uid`; objects removed while reading are skipped. */
+export async function readPodStatus(
+  cri: CriRuntime,
+  pod: { uid: string; name: string; namespace: string },
+  now: number,
+  timeoutMs?: number,
+): Promise<PodStatus> {
+  const [sandboxes, containers] = await Promise.all([
+    sandboxStatuses(cri, pod.uid, timeoutMs),
+    containerStatuses(cri, pod.uid, timeoutMs),
+  ]);
+  const latest = sandboxes[0];
+  const ips = latest?.state === "ready" ? latest.ips : [];
+  return { ...pod, ips, sandboxes, containers, timestamp: now };
+}

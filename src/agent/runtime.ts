@@ -1,0 +1,41 @@
+// The runtime manager as the agent configures it: CRI, events, timings from the agent config.
+import { totalmem } from "node:os";
+import type { CriRuntime } from "../cri/index.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import type { AgentConfig } from "./config/index.ts";
+import type { EventRecorder } from "./events/index.ts";
+import { podRef } from "./events/index.ts";
+import { createRuntimeManager, type RuntimeManager } from "./kuberuntime/index.ts";
+
+export interface AgentRuntimeDeps {
+  cri: CriRuntime;
+  clock: Clock;
+  logger: Logger;
+  recorder: EventRecorder;
+  config: AgentConfig;
+  hostIP: string;
+}
+
+export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
+  const { config } = deps;
+  return createRuntimeManager({
+    cri: deps.cri,
+    clock: deps.clock,
+    logger: deps.logger.with({ component: "runtime" }),
+    recorder: (pod, type, reason, message, fieldPath) => {
+      const ref = podRef(pod);
+      if (fieldPath !== undefined) ref.fieldPath = fieldPath;
+      deps.recorder.event(ref, type, reason, message);
+    },
+    podLogsDir: config.podLogsDir,
+    rootDir: config.rootDir,
+    nodeName: config.nodeName,
+    nodeIP: () => deps.hostIP,
+    nodeMemoryBytes: totalmem(),
+    crashLoopBackOff: { initialMs: config.crashLoopBackOffBase, maxMs: config.crashLoopBackOffMax },
+    imagePullBackOff: { initialMs: config.imagePullBackOffBase, maxMs: config.imagePullBackOffMax },
+    ...(config.imagePullCredentialsFile ? { credentials: config.imagePullCredentialsFile } : {}),
+    runtimeRequestTimeoutMs: config.runtimeRequestTimeout,
+  });
+}

@@ -1,0 +1,95 @@
+// The local API's view of the agent: pods from the sync loop with statuses from the status
+// manager, logs by kubelet's layout, exec through CRI, health and metrics.
+import type { Pod } from "../api/types.ts";
+import type { CriRuntime } from "../cri/index.ts";
+import type { AgentConfig } from "./config/index.ts";
+import type { EventRecorder } from "./events/index.ts";
+import { containerLogPath } from "./logs/index.ts";
+import type { RuntimeHealth } from "./runtime-health.ts";
+import { createMetricsRegistry, type ServerDeps } from "./server/index.ts";
+import type { StatusManager } from "./status/index.ts";
+import { podDisplayStatus } from "./status/index.ts";
+import type { SyncLoop } from "./sync-loop.ts";
+
+export interface ServerDepsInput {
+  config: AgentConfig;
+  loop: SyncLoop;
+  statusManager: StatusManager;
+  recorder: EventRecorder;
+  cri: Pick<CriRuntime, "execSync">;
+  health: RuntimeHealth;
+}
+
+function withStatus(pod: Pod, statusManager: StatusManager): Pod {
+  const status = statusManager.getPodStatus(pod.metadata.uid as string) ?? {
+    phase: "Pending" as const,
+  };
+  return { ...pod, apiVersion: "v1", kind: "Pod", status };
+}
+
+export function createServerDeps(input: ServerDepsInput): ServerDeps {
+  const { loop, statusManager, recorder, config, health } = input;
+  const metrics = createMetricsRegistry();
+  const podsGauge = metrics.gauge("fleetlet_pods", "Pods the agent knows, by phase.", ["phase"]);
+  const restarts = metrics.gauge("fleetlet_container_restarts", "Container restarts, by pod.", [
+    "namespace",
+    "pod",
+  ]);
+  const runtimeUp = metrics.gauge(
+    "fleetlet_runtime_healthy",
+    "1 when the container runtime is usable.",
+  );
+  const eventsDropped = metrics.gauge(
+    "fleetlet_events_dropped",
+    "Events dropped because the ring was full.",
+  );
+  const listPods = () => [...loop.pods().values()].map((p) => withStatus(p, statusManager));
+  metrics.onCollect(() => {
+    podsGauge.reset();
+    restarts.reset();
+    const byPhase = new Map<string, number>();
+    for (const pod of listPods()) {
+      const phase = pod.status?.phase ?? "Pending";
+      byPhase.set(phase, (byPhase.get(phase) ?? 0) + 1);
+      const labels = { namespace: pod.metadata.namespace ?? "default", pod: pod.metadata.name };
+      restarts.set(labels, podDisplayStatus(pod).restarts);
+    }
+    for (const [phase, n] of byPhase) podsGauge.set({ phase }, n);
+    runtimeUp.set({}, health.healthy() ? 1 : 0);
+    eventsDropped.set({}, recorder.dropped);
+  });
+
+  return {
+    listPods,
+    getPod: (namespace, name) =>
+      listPods().find(
+        (p) => p.metadata.name === name && (p.metadata.namespace ?? "default") === namespace,
+      ),
+    logPath: (pod, container, previous) =>
+      containerLogPath(config.podLogsDir, pod, container, previous),
+    async exec(pod, container, cmd, timeoutSec) {
+      const statuses = [
+        ...(pod.status?.containerStatuses ?? []),
+        ...(pod.status?.initContainerStatuses ?? []),
+      ];
+      const status = statuses.find((s) => s.name === container);
+      if (status?.containerID === undefined || status.state?.running === undefined) {
+        throw new Error(`container ${container} of pod ${pod.metadata.name} is not running`);
+      }
+      const containerId = status.containerID.replace(/^[a-z]+:\/\//, "");
+      const res = await input.cri.execSync({ containerId, cmd, timeout: timeoutSec });
+      const text = new TextDecoder();
+      return {
+        stdout: text.decode(res.stdout),
+        stderr: text.decode(res.stderr),
+        exitCode: res.exitCode,
+      };
+    },
+    events: () => recorder.list(),
+    healthy: () => {
+      const reasons = health.reasons();
+      return { ok: reasons.length === 0, reasons };
+    },
+    metrics: () => metrics.render(),
+  };
+}

@@ -1,0 +1,171 @@
+// Runs the compiled `fleetlet agent` the way a user does, against the test bed's containerd, with
+// its own manifest folder, root dir, log dir and socket, and the fast timing knobs.
+import { mkdirSync, mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Pod } from "../../src/api/types.ts";
+import { createCriClient } from "../../src/cri/index.ts";
+import { eventually, fleetletBin, loadTestbed, type Testbed } from "./testbed.ts";
+
+export interface AgentOptions {
+  nodeName?: string;
+  /** Extra `--flag value` arguments. */
+  args?: string[];
+}
+
+export class TestAgent {
+  readonly dir: string;
+  readonly manifests: string;
+  readonly rootDir: string;
+  readonly logsDir: string;
+  readonly socket: string;
+  readonly nodeName: string;
+  readonly tb: Testbed;
+  proc: ReturnType<typeof Bun.spawn> | undefined;
+  output = "";
+
+  constructor(private readonly opts: AgentOptions = {}) {
+    this.tb = loadTestbed();
+    this.dir = mkdtempSync(join(tmpdir(), "fleetlet-agent-e2e-"));
+    this.manifests = join(this.dir, "manifests");
+    this.rootDir = join(this.dir, "root");
+    this.logsDir = join(this.dir, "logs");
+    this.socket = join(this.dir, "run", "agent.sock");
+    this.nodeName = opts.nodeName ?? `e2e${Math.random().toString(36).slice(2, 8)}`;
+    mkdirSync(this.manifests, { recursive: true });
+  }
+
+  /** The agent's command line. */
+  argv(): string[] {
+    return [
+      fleetletBin,
+      "agent",
+      "--static-pod-path",
+      this.manifests,
+      "--root-dir",
+      this.rootDir,
+      "--pod-logs-dir",
+      this.logsDir,
+      "--api-socket",
+      this.socket,
+      "--container-runtime-endpoint",
+      this.tb.endpoint,
+      "--node-name",
+      this.nodeName,
+      "--file-check-frequency",
+      "2s",
+      "--sync-frequency",
+      "10s",
+      "--pleg-relist-period",
+      "500ms",
+      "--housekeeping-interval",
+      "1s",
+      "--crash-loop-back-off-base",
+      "1s",
+      "--crash-loop-back-off-max",
+      "8s",
+      "--image-pull-back-off-base",
+      "1s",
+      "--image-pull-back-off-max",
+      "4s",
+      ...(this.opts.args ?? []),
+    ];
+  }
+
+  async start(): Promise<void> {
+    this.output = "";
+    const proc = Bun.spawn(this.argv(), { stdout: "pipe", stderr: "pipe" });
+    this.proc = proc;
+    for (const stream of [proc.stdout, proc.stderr]) {
+      void (async () => {
+        const decoder = new TextDecoder();
+        for await (const chunk of stream as ReadableStream<Uint8Array>)
+          this.output += decoder.decode(chunk);
+      })();
+    }
+    await eventually(
+      "the agent's API to answer",
+      () => this.request("/healthz").then((r) => r.status > 0),
+      15_000,
+    );
+  }
+
+  /** Stops the agent with `signal` and waits for it to exit. */
+  async stop(signal: "SIGTERM" | "SIGKILL" = "SIGTERM"): Promise<number | null> {
+    const proc = this.proc;
+    if (proc === undefined) return null;
+    proc.kill(signal);
+    const code = await proc.exited;
+    this.proc = undefined;
+    return code;
+  }
+
+  request(path: string, init: RequestInit = {}): Promise<Response> {
+    return fetch(`http://localhost${path}`, { ...init, unix: this.socket } as RequestInit);
+  }
+
+  async pods(): Promise<Pod[]> {
+    const res = await this.request("/api/v1/pods");
+    return ((await res.json()) as { items: Pod[] }).items;
+  }
+
+  async pod(name: string, namespace = "default"): Promise<Pod | undefined> {
+    const res = await this.request(`/api/v1/namespaces/${namespace}/pods/${name}-${this.nodeName}`);
+    return res.status === 200 ? ((await res.json()) as Pod) : undefined;
+  }
+
+  /** Waits until the pod (by manifest name) satisfies `check`, and returns it. */
+  waitPod(
+    name: string,
+    what: string,
+    check: (pod: Pod) => boolean,
+    timeoutMs = 30_000,
+  ): Promise<Pod> {
+    return eventually(
+      `pod ${name} ${what}`,
+      async () => {
+        const pod = await this.pod(name);
+        return pod !== undefined && check(pod) ? pod : undefined;
+      },
+      timeoutMs,
+      200,
+    );
+  }
+
+  writeManifest(file: string, text: string): void {
+    const tmp = join(this.dir, `.${file}.tmp`);
+    writeFileSync(tmp, text);
+    // rename is atomic: the agent never reads half a file.
+    renameSync(tmp, join(this.manifests, file));
+  }
+
+  removeManifest(file: string): void {
+    unlinkSync(join(this.manifests, file));
+  }
+
+  /** Runs a fleetlet CLI command against this agent's socket. */
+  cli(args: string[]) {
+    const p = Bun.spawnSync([fleetletBin, ...args, "--socket", this.socket], {
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    return { code: p.exitCode, stdout: p.stdout.toString(), stderr: p.stderr.toString() };
+  }
+
+  /** Stops the agent and removes every sandbox of this node's pods, then the temp folder. */
+  async cleanup(): Promise<void> {
+    await this.stop("SIGKILL").catch(() => {});
+    const cri = createCriClient({ endpoint: this.tb.endpoint });
+    try {
+      const { items } = await cri.listPodSandbox({});
+      for (const sb of items) {
+        if (!sb.metadata?.name.endsWith(`-${this.nodeName}`)) continue;
+        await cri.stopPodSandbox({ podSandboxId: sb.id }).catch(() => {});
+        await cri.removePodSandbox({ podSandboxId: sb.id }).catch(() => {});
+      }
+    } finally {
+      cri.close();
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
