@@ -41,6 +41,7 @@ export function makePod(o: PodOverrides = {}): Pod {
   };
   if (o.labels) metadata.labels = o.labels;
   const spec: PodSpec = {
+    nodeName: "node1",
     ...o.spec,
     containers: o.containers ?? o.spec?.containers ?? [makeContainer()],
   };

@@ -202,7 +202,7 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
   }
 
   return {
-    getPods: () => listRunningPods(deps.cri),
+    getPods: () => listRunningPods(deps.cri, undefined, deps.nodeName),
     getPodStatus: (uid, name, namespace) =>
       readPodStatus(deps.cri, { uid, name, namespace }, deps.clock.now()),
     syncPod,

@@ -10,6 +10,8 @@ export const LABEL_POD_NAMESPACE = "io.kubernetes.pod.namespace";
 export const LABEL_POD_UID = "io.kubernetes.pod.uid";
 export const LABEL_CONTAINER_NAME = "io.kubernetes.container.name";
 export const LABEL_MANAGED = "io.fleetlet.managed";
+/** The node name of the agent that created the object: an agent only manages its own node's. */
+export const LABEL_NODE = "io.fleetlet.node";
 export const ANNOTATION_HASH = "io.kubernetes.container.hash";
 export const ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount";
 export const ANNOTATION_TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessagePath";
@@ -22,6 +24,15 @@ export const ANNOTATION_PORTS = "io.kubernetes.container.ports";
 /** The selector of everything fleetlet created. */
 export const MANAGED_SELECTOR: Labels = { [LABEL_MANAGED]: "true" };
 
+/** The selector of everything the agent of `nodeName` created. */
+export function nodeSelector(nodeName: string): Labels {
+  return { [LABEL_MANAGED]: "true", [LABEL_NODE]: nodeName };
+}
+
+function ours(pod: Pod): Labels {
+  return { [LABEL_MANAGED]: "true", [LABEL_NODE]: pod.spec.nodeName ?? "" };
+}
+
 function podIdentity(pod: Pod): Labels {
   return {
     [LABEL_POD_NAME]: pod.metadata.name,
@@ -32,7 +43,7 @@ function podIdentity(pod: Pod): Labels {
 
 /** The pod's own labels, then ours (ours win on a clash). */
 export function sandboxLabels(pod: Pod): Labels {
-  return { ...pod.metadata.labels, ...podIdentity(pod), [LABEL_MANAGED]: "true" };
+  return { ...pod.metadata.labels, ...podIdentity(pod), ...ours(pod) };
 }
 
 export function sandboxAnnotations(pod: Pod): Labels {
@@ -40,7 +51,7 @@ export function sandboxAnnotations(pod: Pod): Labels {
 }
 
 export function containerLabels(pod: Pod, container: Container): Labels {
-  return { ...podIdentity(pod), [LABEL_CONTAINER_NAME]: container.name, [LABEL_MANAGED]: "true" };
+  return { ...podIdentity(pod), [LABEL_CONTAINER_NAME]: container.name, ...ours(pod) };
 }
 
 export function containerAnnotations(pod: Pod, container: Container, restartCount: number): Labels {

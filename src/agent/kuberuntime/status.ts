@@ -24,6 +24,7 @@ import {
   LABEL_POD_NAMESPACE,
   LABEL_POD_UID,
   MANAGED_SELECTOR,
+  nodeSelector,
   readContainerAnnotations,
 } from "./labels.ts";
 
@@ -47,12 +48,18 @@ export function toContainerState(s: CriState): ContainerState {
   }
 }
 
-/** All pods fleetlet has sandboxes or containers of, grouped by pod UID. */
-export async function listRunningPods(cri: CriRuntime, timeoutMs?: number): Promise<RunningPod[]> {
+/** All pods fleetlet has sandboxes or containers of (those of `nodeName` only, when given),
+ * grouped by pod UID. */
+export async function listRunningPods(
+  cri: CriRuntime,
+  timeoutMs?: number,
+  nodeName?: string,
+): Promise<RunningPod[]> {
   const opts = timeoutMs ? { timeoutMs } : {};
+  const labelSelector = nodeName === undefined ? MANAGED_SELECTOR : nodeSelector(nodeName);
   const [sandboxes, containers] = await Promise.all([
-    cri.listPodSandbox({ filter: { labelSelector: MANAGED_SELECTOR } }, opts),
-    cri.listContainers({ filter: { labelSelector: MANAGED_SELECTOR } }, opts),
+    cri.listPodSandbox({ filter: { labelSelector } }, opts),
+    cri.listContainers({ filter: { labelSelector } }, opts),
   ]);
   const pods = new Map<string, RunningPod>();
   const get = (labels: Record<string, string>): RunningPod | undefined => {

@@ -239,6 +239,7 @@ describe("generateSandboxConfig()", () => {
       "io.kubernetes.pod.namespace": "default",
       "io.kubernetes.pod.uid": "uid-default-cam",
       "io.fleetlet.managed": "true",
+      "io.fleetlet.node": "node1",
     });
     expect(cfg.portMappings).toEqual([{ protocol: "TCP", containerPort: 80, hostPort: 8080 }]);
     expect(cfg.linux?.securityContext?.namespaceOptions).toEqual({
@@ -292,6 +293,7 @@ describe("labels and hash", () => {
       "io.kubernetes.pod.uid": "uid-default-web",
       "io.kubernetes.container.name": "web",
       "io.fleetlet.managed": "true",
+      "io.fleetlet.node": "node1",
     });
     const a = containerAnnotations(pod, c, 4);
     expect(a[ANNOTATION_HASH]).toBe(hashContainer(c));
