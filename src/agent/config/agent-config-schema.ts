@@ -10,6 +10,7 @@ import {
   parseDuration,
 } from "../../api/index.ts";
 import { parseCriEndpoint } from "../../cri/endpoint.ts";
+import { resourceConfigFields } from "./resources-schema.ts";
 import { closestName } from "./suggest.ts";
 
 const DURATION_HINT = 'is not a duration (e.g. "20s", "5m")';
@@ -107,7 +108,12 @@ export const agentConfigFileSchema = z.strictObject(
     crashLoopBackOffMax: duration.optional(),
     imagePullBackOffBase: duration.optional(),
     imagePullBackOffMax: duration.optional(),
+    nodeStatusUpdateFrequency: duration.optional(),
+    hubOutboxMaxEvents: count.optional(),
+    hubReconnectBackOffBase: duration.optional(),
+    hubReconnectBackOffMax: duration.optional(),
     nodeLabels: labels.optional(),
+    ...resourceConfigFields,
     hub: z
       .strictObject(
         {

@@ -4,7 +4,7 @@
 
 import { readFile as fsReadFile } from "node:fs/promises";
 import { hostname as osHostname } from "node:os";
-import { dirname, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { isDNS1123Subdomain } from "../../api/index.ts";
 import type { LogLevel } from "../../util/log.ts";
@@ -46,7 +46,33 @@ export interface AgentConfig {
   crashLoopBackOffMax: number;
   imagePullBackOffBase: number;
   imagePullBackOffMax: number;
+  /** How often the node status is rebuilt (ms); kubelet's nodeStatusUpdateFrequency. */
+  nodeStatusUpdateFrequency: number;
+  /** Events the hub outbox keeps while disconnected; the oldest are dropped beyond it. */
+  hubOutboxMaxEvents: number;
+  /** Reconnect backoff to the hub: full jitter over min(max, base × 2^attempt) (ms). */
+  hubReconnectBackOffBase: number;
+  hubReconnectBackOffMax: number;
   nodeLabels: Record<string, string>;
+  /** The cgroup under which "kubepods" is made (cgroupfs path; kubelet's default "/"). */
+  cgroupRoot: string;
+  /** Pods get QoS and pod cgroups; false leaves cgroups to the runtime. */
+  cgroupsPerQOS: boolean;
+  /** Only "cgroupfs" is supported; "systemd" is refused at load. */
+  cgroupDriver: "cgroupfs" | "systemd";
+  /** Resources kept for the OS (cpu, memory, ephemeral-storage, pid), as quantities. */
+  systemReserved: Record<string, string>;
+  /** Resources kept for the agent and the runtime. */
+  kubeReserved: Record<string, string>;
+  /** Hard eviction thresholds by signal ("memory.available": "100Mi", "nodefs.available": "10%"). */
+  evictionHard: Record<string, string>;
+  /** Most processes of one pod; -1 for no limit. */
+  podPidsLimit: number;
+  cpuManagerPolicy: "none" | "static";
+  /** CPUs kept for the system under the static policy ("" = derived from reservations). */
+  reservedSystemCPUs: string;
+  /** The CPU manager's checkpoint (default <rootDir>/cpu_manager_state). */
+  cpuManagerStateFile: string;
   /** The fleet hub to join; absent when the agent runs alone. */
   hub?: { url: string; joinToken?: string; caFile?: string };
 }
@@ -58,7 +84,10 @@ export interface AgentConfigDeps {
   cwd?: string;
 }
 
-type Defaults = Omit<AgentConfig, "configFile" | "imagePullCredentialsFile" | "hub" | "nodeName">;
+type Defaults = Omit<
+  AgentConfig,
+  "configFile" | "imagePullCredentialsFile" | "hub" | "nodeName" | "cpuManagerStateFile"
+>;
 
 /** The defaults, as kubelet's where kubelet has the same setting. */
 export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
@@ -79,7 +108,25 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   crashLoopBackOffMax: 300_000,
   imagePullBackOffBase: 10_000,
   imagePullBackOffMax: 300_000,
+  nodeStatusUpdateFrequency: 10_000,
+  hubOutboxMaxEvents: 1000,
+  hubReconnectBackOffBase: 1_000,
+  hubReconnectBackOffMax: 60_000,
   nodeLabels: {},
+  cgroupRoot: "/",
+  cgroupsPerQOS: true,
+  cgroupDriver: "cgroupfs",
+  systemReserved: {},
+  kubeReserved: {},
+  evictionHard: {
+    "memory.available": "100Mi",
+    "nodefs.available": "10%",
+    "nodefs.inodesFree": "5%",
+    "imagefs.available": "15%",
+  },
+  podPidsLimit: -1,
+  cpuManagerPolicy: "none",
+  reservedSystemCPUs: "",
 });
 
 const pathFields = [
@@ -88,6 +135,7 @@ const pathFields = [
   "podLogsDir",
   "apiSocket",
   "imagePullCredentialsFile",
+  "cpuManagerStateFile",
 ] as const;
 
 /**
@@ -183,9 +231,12 @@ function merge(
     ...AGENT_CONFIG_DEFAULTS,
     nodeLabels: {},
     nodeName: "",
+    cpuManagerStateFile: "",
     ...dropUndefined(fileRest),
     ...dropUndefined(flagRest),
   };
+  if (config.cpuManagerStateFile === "")
+    config.cpuManagerStateFile = join(config.rootDir, "cpu_manager_state");
   if (config.nodeName === "") config.nodeName = hostname().toLowerCase();
   const hub = { ...dropUndefined(fileHub ?? {}), ...dropUndefined(flagHub ?? {}) };
   if (Object.keys(hub).length > 0) {
@@ -205,7 +256,7 @@ function dropUndefined<T extends object>(o: T): Partial<T> {
 
 /** Checks between fields, once file, flags and defaults are merged. */
 function checkRelations(config: AgentConfig, where: string): void {
-  for (const kind of ["crashLoopBackOff", "imagePullBackOff"] as const) {
+  for (const kind of ["crashLoopBackOff", "imagePullBackOff", "hubReconnectBackOff"] as const) {
     const base = config[`${kind}Base`];
     const max = config[`${kind}Max`];
     if (base > max) {
@@ -213,6 +264,11 @@ function checkRelations(config: AgentConfig, where: string): void {
         `${where}: ${kind}Base (${base}ms) must not be greater than ${kind}Max (${max}ms)`,
       );
     }
+  }
+  if (config.cgroupDriver === "systemd") {
+    throw new ConfigError(
+      `${where}: cgroupDriver: "systemd" is not supported yet: use "cgroupfs" (with SystemdCgroup = false in the runtime's runc options)`,
+    );
   }
   const nameErrors = isDNS1123Subdomain(config.nodeName);
   if (nameErrors.length > 0) {

@@ -2,6 +2,7 @@
 // config field (`--file-check-frequency 20s` or `--file-check-frequency=20s`) setting the same
 // field as the file. The hub fields have short flags: --hub, --join-token, --hub-ca-file.
 
+import { resourceFlags, resourceFlagValue } from "./resources-schema.ts";
 import { closestName } from "./suggest.ts";
 
 /** Raised for any unusable config or flag; its message is one line naming the field and value. */
@@ -32,9 +33,13 @@ const scalarFields = [
   "crashLoopBackOffMax",
   "imagePullBackOffBase",
   "imagePullBackOffMax",
+  "nodeStatusUpdateFrequency",
+  "hubOutboxMaxEvents",
+  "hubReconnectBackOffBase",
+  "hubReconnectBackOffMax",
 ] as const;
 
-const integerFields = new Set<string>(["maxPods"]);
+const integerFields = new Set<string>(["maxPods", "hubOutboxMaxEvents"]);
 
 function kebab(name: string): string {
   return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -47,7 +52,13 @@ const flagToField = new Map<string, string>([
   ["hub", "hub.url"],
   ["join-token", "hub.joinToken"],
   ["hub-ca-file", "hub.caFile"],
+  ...resourceFlags,
 ]);
+
+/** Every flag of `fleetlet agent` with the config field it sets, for --help. */
+export function agentFlagList(): { flag: string; field: string }[] {
+  return [...flagToField].map(([flag, field]) => ({ flag: `--${flag}`, field }));
+}
 
 /** The flag that sets a dotted field path, e.g. "hub.url" → "--hub". */
 export function flagForField(field: string): string | undefined {
@@ -97,6 +108,7 @@ function flagValue(name: string, value: string): unknown {
   const field = flagToField.get(name) ?? "";
   if (integerFields.has(field) && /^-?\d+$/.test(value)) return Number(value);
   if (field === "nodeLabels") return parseLabels(value);
+  if (resourceFlags.some(([, f]) => f === field)) return resourceFlagValue(field, value);
   return value;
 }
 

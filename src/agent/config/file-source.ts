@@ -39,7 +39,8 @@ export interface FileSourceDeps {
   onSnapshot(pods: Pod[]): void;
   /** Receives each unusable manifest, once per distinct content. */
   onError(problem: ManifestProblem): void;
-  /** Quiet time after a watch event before relisting (default 100ms). */
+  /** Time after a watch event before relisting, so that the events of one save make one relist
+   * (default 20ms; it adds to the delay from a write to the pod starting). */
   debounceMs?: number;
   /** Larger files are rejected (default 10 MiB). */
   maxFileBytes?: number;
@@ -103,7 +104,7 @@ class ManifestFolderSource implements FileSource {
       path: this.deps.path,
       clock: this.deps.clock,
       log: this.deps.log,
-      debounceMs: this.deps.debounceMs ?? 100,
+      debounceMs: this.deps.debounceMs ?? 20,
       watchDir: this.deps.watchDir ?? defaultWatchDir,
     });
     this.deps.log.info("watching static pod folder", { path: this.deps.path });

@@ -8,6 +8,7 @@ export {
   ConfigError,
   loadAgentConfig,
 } from "./agent-config.ts";
+export { agentFlagList } from "./agent-flags.ts";
 export {
   createFileSource,
   type FileSource,

@@ -54,7 +54,26 @@ describe("loadAgentConfig()", () => {
       crashLoopBackOffMax: 300_000,
       imagePullBackOffBase: 10_000,
       imagePullBackOffMax: 300_000,
+      nodeStatusUpdateFrequency: 10_000,
+      hubOutboxMaxEvents: 1000,
+      hubReconnectBackOffBase: 1_000,
+      hubReconnectBackOffMax: 60_000,
       nodeLabels: {},
+      cgroupRoot: "/",
+      cgroupsPerQOS: true,
+      cgroupDriver: "cgroupfs",
+      systemReserved: {},
+      kubeReserved: {},
+      evictionHard: {
+        "memory.available": "100Mi",
+        "nodefs.available": "10%",
+        "nodefs.inodesFree": "5%",
+        "imagefs.available": "15%",
+      },
+      podPidsLimit: -1,
+      cpuManagerPolicy: "none",
+      reservedSystemCPUs: "",
+      cpuManagerStateFile: "/var/lib/fleetlet/cpu_manager_state",
     });
   });
 

@@ -1,0 +1,120 @@
+// Node capacity and allocatable, as kubelet computes them: allocatable = capacity −
+// systemReserved − kubeReserved − the hard eviction threshold (memory.available for memory,
+// nodefs.available for ephemeral-storage), never below 0. Pods are not reduced by eviction.
+import { cpuToMilli, memoryToBytes } from "../../api/index.ts";
+import type { ResourceList } from "../../api/types.ts";
+import type { Amounts } from "./pod-resources.ts";
+
+export interface NodeResources extends Amounts {
+  pods: number;
+}
+
+/** kubelet's default hard eviction thresholds. */
+export const DEFAULT_EVICTION_HARD: Readonly<Record<string, string>> = Object.freeze({
+  "memory.available": "100Mi",
+  "nodefs.available": "10%",
+  "nodefs.inodesFree": "5%",
+  "imagefs.available": "15%",
+});
+
+export const EVICTION_SIGNALS = [
+  "memory.available",
+  "nodefs.available",
+  "nodefs.inodesFree",
+  "imagefs.available",
+  "imagefs.inodesFree",
+  "pid.available",
+] as const;
+
+/** Parses a reservation (systemReserved, kubeReserved); throws naming the field and value. */
+export function parseReservation(list: ResourceList | undefined, field: string): Amounts {
+  const out: Amounts = { cpu: 0, memory: 0, ephemeralStorage: 0 };
+  for (const [name, value] of Object.entries(list ?? {})) {
+    const at = `${field}.${name}`;
+    const n = parseAmount(String(value), name === "cpu" ? cpuToMilli : memoryToBytes, at);
+    if (name === "cpu") out.cpu = n;
+    else if (name === "memory") out.memory = n;
+    else if (name === "ephemeral-storage") out.ephemeralStorage = n;
+    else if (name !== "pid") throw new Error(`${at}: unknown resource ${JSON.stringify(name)}`);
+  }
+  return out;
+}
+
+function parseAmount(text: string, convert: (q: string) => number, at: string): number {
+  let n: number;
+  try {
+    n = convert(text);
+  } catch {
+    throw new Error(`${at}: ${JSON.stringify(text)} is not a quantity`);
+  }
+  if (n < 0) throw new Error(`${at}: ${JSON.stringify(text)} must not be negative`);
+  return n;
+}
+
+/** A threshold ("100Mi" or "10%") in bytes of `capacity`; throws naming the signal. */
+export function thresholdBytes(signal: string, value: string, capacity: number): number {
+  const pct = /^(\d+(?:\.\d+)?)%$/.exec(value.trim());
+  if (pct) {
+    const p = Number(pct[1]);
+    if (p > 100) throw new Error(`evictionHard.${signal}: ${JSON.stringify(value)} is over 100%`);
+    return Math.trunc((capacity * p) / 100);
+  }
+  return parseAmount(value, memoryToBytes, `evictionHard.${signal}`);
+}
+
+export interface AllocatableInput {
+  capacity: NodeResources;
+  systemReserved: Amounts;
+  kubeReserved: Amounts;
+  evictionHard: Readonly<Record<string, string>>;
+}
+
+export function computeAllocatable(input: AllocatableInput): NodeResources {
+  const { capacity: cap, systemReserved: sys, kubeReserved: kube, evictionHard } = input;
+  const memEviction =
+    evictionHard["memory.available"] === undefined
+      ? 0
+      : thresholdBytes("memory.available", evictionHard["memory.available"], cap.memory);
+  const fsEviction =
+    evictionHard["nodefs.available"] === undefined
+      ? 0
+      : thresholdBytes("nodefs.available", evictionHard["nodefs.available"], cap.ephemeralStorage);
+  const minus = (...xs: number[]) =>
+    Math.max(
+      0,
+      xs.reduce((a, b) => a - b),
+    );
+  return {
+    cpu: minus(cap.cpu, sys.cpu, kube.cpu),
+    memory: minus(cap.memory, sys.memory, kube.memory, memEviction),
+    ephemeralStorage: minus(
+      cap.ephemeralStorage,
+      sys.ephemeralStorage,
+      kube.ephemeralStorage,
+      fsEviction,
+    ),
+    pods: cap.pods,
+  };
+}
+
+/**
+ * What the pods' top cgroup (kubepods) gets, as kubelet enforces allocatable for pods:
+ * capacity minus the reservations (not the eviction threshold), as shares and memory limit.
+ */
+export function podsCgroupLimits(input: AllocatableInput): { cpuMilli: number; memory: number } {
+  const { capacity: cap, systemReserved: sys, kubeReserved: kube } = input;
+  return {
+    cpuMilli: Math.max(0, cap.cpu - sys.cpu - kube.cpu),
+    memory: Math.max(0, cap.memory - sys.memory - kube.memory),
+  };
+}
+
+/** As a node's status shows it: cpu in millicores, memory in Ki, storage in bytes, pods. */
+export function toResourceList(r: NodeResources): Record<string, string> {
+  return {
+    cpu: r.cpu % 1000 === 0 ? String(r.cpu / 1000) : `${r.cpu}m`,
+    memory: `${Math.floor(r.memory / 1024)}Ki`,
+    "ephemeral-storage": String(r.ephemeralStorage),
+    pods: String(r.pods),
+  };
+}

@@ -1,0 +1,131 @@
+// The cgroup manager: one interface, a driver per cgroup version (cgroup-v1.ts, cgroup-v2.ts).
+// Cgroups are named by their cgroupfs path, e.g. "/kubepods/burstable/pod<uid>", the same name
+// the runtime is given as a sandbox's cgroup parent.
+import { readdir, readFile, rmdir } from "node:fs/promises";
+import { join } from "node:path";
+
+/** Resources of one cgroup; an absent field is left as it is. */
+export interface ResourceConfig {
+  /** v1 cpu.shares; converted to cpu.weight on v2. */
+  cpuShares?: number;
+  /** CFS quota in µs over cpuPeriod; ≤ 0 means no quota. */
+  cpuQuota?: number;
+  cpuPeriod?: number;
+  /** Memory limit in bytes; ≤ 0 means unlimited. */
+  memory?: number;
+  /** Most tasks; ≤ 0 means unlimited. */
+  pidsLimit?: number;
+  /** A cpuset list, e.g. "0-1". */
+  cpusetCpus?: string;
+}
+
+export interface CgroupStats {
+  memoryUsageBytes?: number;
+  cpuUsageNanos?: number;
+  nrPeriods?: number;
+  nrThrottled?: number;
+  throttledNanos?: number;
+  pids?: number;
+  /** PSI avg10 of "some" (v2 only, where the kernel has PSI). */
+  pressure?: { cpu?: number; memory?: number; io?: number };
+}
+
+export interface CgroupManager {
+  readonly version: 1 | 2;
+  /** Every directory that holds the cgroup (one per v1 hierarchy; one on v2). */
+  paths(name: string): string[];
+  exists(name: string): Promise<boolean>;
+  /** Creates the cgroup and its missing parents, then applies `config`. */
+  create(name: string, config: ResourceConfig): Promise<void>;
+  /** Applies `config` to an existing cgroup; throws naming the file and value on failure. */
+  update(name: string, config: ResourceConfig): Promise<void>;
+  stats(name: string): Promise<CgroupStats>;
+  /** The processes in the cgroup and its descendants. */
+  pids(name: string): Promise<number[]>;
+  /** SIGKILLs every process in the cgroup (v2: cgroup.kill where the kernel has it). */
+  kill(name: string): Promise<void>;
+  /** Removes the cgroup and its descendants (deepest first); a missing cgroup is no error. */
+  destroy(name: string): Promise<void>;
+  /** The names of the cgroup's direct children (empty if it does not exist). */
+  children(name: string): Promise<string[]>;
+}
+
+export interface CgroupFsDeps {
+  /** Sends a signal to a process (default process.kill); errors for gone processes are ignored. */
+  kill?: (pid: number, signal: NodeJS.Signals) => void;
+}
+
+/** "/a/b" → "a/b", refusing ".." so a name never escapes its hierarchy. */
+export function relativeName(name: string): string {
+  const parts = name.split("/").filter((p) => p !== "" && p !== ".");
+  if (parts.includes("..")) throw new Error(`invalid cgroup name ${JSON.stringify(name)}`);
+  return parts.join("/");
+}
+
+export async function readText(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
+export async function readNumber(path: string): Promise<number | undefined> {
+  const text = await readText(path);
+  if (text === undefined) return undefined;
+  const n = Number(text.trim());
+  return Number.isFinite(n) ? n : undefined;
+}
+
+/** The pids of cgroup.procs in `dir` and every directory below it. */
+export async function procsBelow(dir: string): Promise<number[]> {
+  const text = await readText(join(dir, "cgroup.procs"));
+  if (text === undefined) return [];
+  const pids = text
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n > 0);
+  for (const child of await subdirs(dir)) pids.push(...(await procsBelow(join(dir, child))));
+  return pids;
+}
+
+export async function subdirs(dir: string): Promise<string[]> {
+  try {
+    const entries = await readdir(dir, { withFileTypes: true });
+    return entries.filter((e) => e.isDirectory()).map((e) => e.name);
+  } catch {
+    return [];
+  }
+}
+
+/** rmdir of `dir` and its subdirectories, deepest first; ENOENT is fine. */
+export async function removeTree(dir: string): Promise<void> {
+  for (const child of await subdirs(dir)) await removeTree(join(dir, child));
+  try {
+    await rmdir(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return;
+    throw new Error(`Cannot remove cgroup ${dir}: ${(err as Error).message}`);
+  }
+}
+
+/** SIGKILLs the pids of `list()` until none is left (at most 5 rounds). */
+export async function killAll(
+  list: () => Promise<number[]>,
+  kill: (pid: number, signal: NodeJS.Signals) => void,
+): Promise<void> {
+  for (let round = 0; round < 5; round++) {
+    const pids = await list();
+    if (pids.length === 0) return;
+    for (const pid of pids) {
+      try {
+        kill(pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    await Bun.sleep(10 * (round + 1));
+  }
+}

@@ -1,0 +1,143 @@
+// Builds the container manager from the agent config and the machine: cgroup layout from
+// /proc/self/mountinfo, capacity from the CPUs, memory and the root dir's file system, the CPU
+// topology from sysfs. Every failure names what was read and the config field involved.
+import { readFile, statfs } from "node:fs/promises";
+import { totalmem } from "node:os";
+import { dirname } from "node:path";
+import type { Logger } from "../../util/log.ts";
+import type { AgentConfig } from "../config/index.ts";
+import { type NodeResources, parseReservation } from "./allocatable.ts";
+import type { CgroupManager } from "./cgroup.ts";
+import { createCgroupV1 } from "./cgroup-v1.ts";
+import { createCgroupV2 } from "./cgroup-v2.ts";
+import { type ContainerManager, createContainerManager } from "./container-manager.ts";
+import { createCpuManager } from "./cpu-manager.ts";
+import { reservedCpus } from "./cpu-static.ts";
+import { type CpuTopology, readCpuTopology } from "./cpu-topology.ts";
+import { formatCpuSet, isSubset, parseCpuSet } from "./cpuset.ts";
+import { detectCgroupLayout } from "./mountinfo.ts";
+
+export type ResourceSettings = Pick<
+  AgentConfig,
+  | "rootDir"
+  | "maxPods"
+  | "cgroupRoot"
+  | "cgroupsPerQOS"
+  | "systemReserved"
+  | "kubeReserved"
+  | "evictionHard"
+  | "podPidsLimit"
+  | "cpuManagerPolicy"
+  | "reservedSystemCPUs"
+  | "cpuManagerStateFile"
+>;
+
+export interface SetupDeps {
+  logger: Logger;
+  mountinfo?: () => Promise<string>;
+  topology?: () => Promise<CpuTopology>;
+  memoryBytes?: () => number;
+  storageBytes?: (path: string) => Promise<number>;
+  /** Replaces the cgroup driver detected from the mounts (tests, benchmarks). */
+  cgroups?: CgroupManager;
+}
+
+/** "/" + "kubepods" → "/kubepods"; "/fleetlet-x" → "/fleetlet-x/kubepods". */
+export function podsRootName(cgroupRoot: string): string {
+  return `${cgroupRoot.replace(/\/+$/, "")}/kubepods`;
+}
+
+/** The size of the file system holding `path` (its nearest existing ancestor); 0 if unknown. */
+async function rootFsBytes(path: string): Promise<number> {
+  for (let p = path; ; p = dirname(p)) {
+    try {
+      const s = await statfs(p);
+      return s.blocks * s.bsize;
+    } catch {
+      if (p === dirname(p)) return 0;
+    }
+  }
+}
+
+export async function detectCgroups(mountinfo: () => Promise<string>): Promise<CgroupManager> {
+  const layout = detectCgroupLayout(await mountinfo());
+  if (layout.version === 2) return createCgroupV2({ mountPoint: layout.mountPoint });
+  return createCgroupV1(
+    layout.unified === undefined
+      ? { controllers: layout.controllers }
+      : { controllers: layout.controllers, unified: layout.unified },
+  );
+}
+
+/** Creates the container manager and its cgroup hierarchy; throws a clear error when it cannot. */
+export async function setupContainerManager(
+  config: ResourceSettings,
+  deps: SetupDeps,
+): Promise<ContainerManager> {
+  const log = deps.logger.with({ component: "cm" });
+  const topology = await (deps.topology ?? (() => readCpuTopology()))();
+  const sys = parseReservation(config.systemReserved, "systemReserved");
+  const kube = parseReservation(config.kubeReserved, "kubeReserved");
+  const explicit = config.reservedSystemCPUs ? parseCpuSet(config.reservedSystemCPUs) : undefined;
+  const all = topology.cpus.map((c) => c.id);
+  if (explicit && !isSubset(explicit, all)) {
+    throw new Error(
+      `reservedSystemCPUs: ${JSON.stringify(config.reservedSystemCPUs)} is not within the online CPUs ${formatCpuSet(all)}`,
+    );
+  }
+  // As kubelet: explicit reserved CPUs replace the cpu of systemReserved and kubeReserved.
+  if (explicit && explicit.length > 0) {
+    sys.cpu = explicit.length * 1000;
+    kube.cpu = 0;
+  }
+  const reserved = reservedCpus(topology, explicit, sys.cpu + kube.cpu);
+  const capacity: NodeResources = {
+    cpu: topology.cpus.length * 1000,
+    memory: (deps.memoryBytes ?? totalmem)(),
+    ephemeralStorage: await (deps.storageBytes ?? rootFsBytes)(config.rootDir),
+    pods: config.maxPods,
+  };
+  const cpu = createCpuManager({
+    policy: config.cpuManagerPolicy,
+    topology,
+    reserved,
+    stateFile: config.cpuManagerStateFile,
+    logger: log,
+  });
+  cpu.start();
+  let cgroups: CgroupManager | undefined;
+  if (config.cgroupsPerQOS) {
+    cgroups =
+      deps.cgroups ??
+      (await detectCgroups(deps.mountinfo ?? (() => readFile("/proc/self/mountinfo", "utf8"))));
+  }
+  const podsRoot = podsRootName(config.cgroupRoot);
+  const cm = createContainerManager(
+    {
+      podsRoot,
+      podPidsLimit: config.podPidsLimit,
+      allocatable: {
+        capacity,
+        systemReserved: sys,
+        kubeReserved: kube,
+        evictionHard: config.evictionHard,
+      },
+    },
+    { cgroups, cpu, logger: log },
+  );
+  try {
+    await cm.start();
+  } catch (err) {
+    throw new Error(
+      `Cannot set up the pod cgroups under ${podsRoot} (cgroupRoot ${JSON.stringify(config.cgroupRoot)}): ${(err as Error).message}; set cgroupsPerQOS: false to run pods without them`,
+    );
+  }
+  log.info("container manager started", {
+    cgroups: cgroups === undefined ? "off" : `v${cgroups.version}`,
+    root: podsRoot,
+    allocatable: cm.allocatable(),
+    cpuManagerPolicy: config.cpuManagerPolicy,
+    reservedCPUs: formatCpuSet(reserved),
+  });
+  return cm;
+}
