@@ -1,0 +1,125 @@
+// The grpc probe handler: one call of grpc.health.v1.Health/Check on a new connection, closed
+// after the call. The two messages are encoded by hand from their public definitions:
+//   message HealthCheckRequest { string service = 1; }
+//   message HealthCheckResponse { ServingStatus status = 1; }  // UNKNOWN 0, SERVING 1,
+//                                                              // NOT_SERVING 2, SERVICE_UNKNOWN 3
+
+import { Client, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
+import type { ProbeOutcome } from "./types.ts";
+
+export const HEALTH_CHECK_PATH = "/grpc.health.v1.Health/Check";
+export const SERVING_STATUS = ["UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"] as const;
+
+function varint(n: number): number[] {
+  const out: number[] = [];
+  let v = n;
+  while (v > 0x7f) {
+    out.push((v & 0x7f) | 0x80);
+    v >>>= 7;
+  }
+  out.push(v);
+  return out;
+}
+
+export function encodeHealthCheckRequest(service: string): Buffer {
+  if (service === "") return Buffer.alloc(0);
+  const bytes = Buffer.from(service, "utf8");
+  return Buffer.concat([Buffer.from([0x0a, ...varint(bytes.length)]), bytes]);
+}
+
+/** Reads field 1 (varint) of a HealthCheckResponse; skips other fields. */
+export function decodeHealthCheckResponse(buf: Buffer): number {
+  let at = 0;
+  let result = 0;
+  const readVarint = () => {
+    let v = 0;
+    let shift = 0;
+    for (;;) {
+      const b = buf[at++];
+      if (b === undefined) throw new Error("truncated HealthCheckResponse");
+      v += (b & 0x7f) * 2 ** shift;
+      if ((b & 0x80) === 0) return v;
+      shift += 7;
+    }
+  };
+  while (at < buf.length) {
+    const tag = readVarint();
+    const wire = tag & 7;
+    if (wire === 0) {
+      const v = readVarint();
+      if (tag >> 3 === 1) result = v;
+    } else if (wire === 2) at += readVarint();
+    else if (wire === 1) at += 8;
+    else if (wire === 5) at += 4;
+    else throw new Error(`unexpected wire type ${wire} in HealthCheckResponse`);
+  }
+  return result;
+}
+
+export function encodeHealthCheckResponse(code: number): Buffer {
+  return code === 0 ? Buffer.alloc(0) : Buffer.from([0x08, ...varint(code)]);
+}
+
+/** Decodes a HealthCheckRequest's service (field 1). */
+export function decodeHealthCheckRequest(buf: Buffer): string {
+  if (buf.length === 0 || buf[0] !== 0x0a) return "";
+  let len = 0;
+  let shift = 0;
+  let at = 1;
+  for (;;) {
+    const b = buf[at++] ?? 0;
+    len += (b & 0x7f) * 2 ** shift;
+    if ((b & 0x80) === 0) break;
+    shift += 7;
+  }
+  return buf.subarray(at, at + len).toString("utf8");
+}
+
+function failureText(err: ServiceError, addr: string, timeoutMs: number): string {
+  if (err.code === status.UNIMPLEMENTED) {
+    return `this server does not implement the grpc health protocol (grpc.health.v1.Health): ${err.details}`;
+  }
+  if (err.code === status.DEADLINE_EXCEEDED) {
+    return `timeout: health rpc to ${addr} did not complete within ${timeoutMs / 1000}s`;
+  }
+  if (err.code === status.UNAVAILABLE) {
+    return `failed to connect service ${JSON.stringify(addr)} within ${timeoutMs / 1000}s: ${err.details}`;
+  }
+  return `error: health rpc probe failed: ${err.details || err.message}`;
+}
+
+export function probeGRPC(
+  host: string,
+  port: number,
+  service: string,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<ProbeOutcome> {
+  const addr = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  const client = new Client(addr, credentials.createInsecure(), {
+    "grpc.enable_http_proxy": 0,
+    "grpc.max_receive_message_length": 64 * 1024,
+  });
+  return new Promise<ProbeOutcome>((resolve) => {
+    const call = client.makeUnaryRequest(
+      HEALTH_CHECK_PATH,
+      (s: string) => encodeHealthCheckRequest(s),
+      (b: Buffer) => decodeHealthCheckResponse(b),
+      service,
+      new Metadata(),
+      { deadline: Date.now() + timeoutMs },
+      (err, code) => {
+        signal.removeEventListener("abort", onAbort);
+        if (err) return resolve({ result: "failure", output: failureText(err, addr, timeoutMs) });
+        const name = SERVING_STATUS[code ?? 0] ?? String(code);
+        if (code === 1) return resolve({ result: "success", output: "" });
+        resolve({
+          result: "failure",
+          output: `service unhealthy (responded with ${JSON.stringify(name)})`,
+        });
+      },
+    );
+    const onAbort = () => call.cancel();
+    signal.addEventListener("abort", onAbort, { once: true });
+  }).finally(() => client.close());
+}

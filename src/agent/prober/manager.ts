@@ -1,0 +1,237 @@
+// The prober manager (kubelet's prober_manager): one worker per (pod, container, probe kind),
+// for the running instance of the container. It is driven by the statuses the agent publishes:
+// updatePod() starts a worker when a container with a probe is seen running under a new ID and
+// stops it when the container stops, is replaced, or the pod ends; removePod() stops them all.
+// Settled results go to the results manager; every change is passed to `onResult`, which the
+// agent wires to a pod sync (a probe never restarts a container itself).
+//
+// Invariants: at most one worker per key; a stopped worker's results are removed; while a pod
+// terminates only readiness workers run.
+
+import type {
+  PodStatus as ApiPodStatus,
+  Container,
+  ContainerStatus,
+  Pod,
+} from "../../api/types.ts";
+import type { Clock } from "../../util/clock.ts";
+import { type Logger, nullLogger } from "../../util/log.ts";
+import type { ProbeResults } from "../status/index.ts";
+import { runProbe } from "./prober.ts";
+import { createResultsManager, type ResultChange, type ResultsManager } from "./results.ts";
+import { createDelayStats, type DelayStats, type ProbeStats } from "./stats.ts";
+import {
+  type ContainerEventFn,
+  PROBE_KINDS,
+  type ProbeHandlerFn,
+  type ProbeKind,
+  probeSpec,
+} from "./types.ts";
+import { ProbeWorker, type WorkerDeps } from "./worker.ts";
+
+export interface ProberManagerDeps {
+  clock: Clock;
+  logger?: Logger;
+  handler: ProbeHandlerFn;
+  event: ContainerEventFn;
+  /** Is termination of the pod requested? */
+  isTerminating(uid: string): boolean;
+  /** Called for every settled change of a result (not for removals). */
+  onResult(change: ResultChange): void;
+  /** In [0, 1); Math.random by default. */
+  random?: () => number;
+  /** See runProbe's hard limit. */
+  hardLimitMs?: number;
+}
+
+export interface ProberManager {
+  /** Starts and stops the pod's workers to match the containers running in `status`. */
+  updatePod(pod: Pod, status: ApiPodStatus): void;
+  /** Stops every worker of the pod (it is gone). */
+  removePod(uid: string): void;
+  /** Readiness results for the status generator (true: ready). */
+  readiness: ProbeResults;
+  /** Startup results for the status generator (true: started). */
+  startup: ProbeResults;
+  /** IDs of the pod's containers whose liveness (or startup) probe settled on failure. */
+  failed(kind: "liveness" | "startup", uid: string): ReadonlySet<string>;
+  /** The worker for a key, if running (tests drive its doProbe()). */
+  worker(uid: string, container: string, kind: ProbeKind): ProbeWorker | undefined;
+  /** How many workers run. */
+  size(): number;
+  stats(): ProbeStats;
+  /** Lets workers loop until `signal` aborts, then stops them all. Before run(), workers are
+   * created but do not loop (tests call doProbe()). */
+  run(signal: AbortSignal): Promise<void>;
+}
+
+const keyOf = (uid: string, name: string, kind: ProbeKind) => `${uid}/${name}/${kind}`;
+
+/** Containers that can be probed: app containers and sidecars (restartable init containers). */
+function probedContainers(pod: Pod, status: ApiPodStatus) {
+  const out: { container: Container; status: ContainerStatus | undefined }[] = [];
+  for (const c of pod.spec.containers) {
+    out.push({ container: c, status: status.containerStatuses?.find((s) => s.name === c.name) });
+  }
+  for (const c of pod.spec.initContainers ?? []) {
+    if (c.restartPolicy !== "Always") continue;
+    const s = status.initContainerStatuses?.find((x) => x.name === c.name);
+    out.push({ container: c, status: s });
+  }
+  return out;
+}
+
+const rawId = (id: string) => id.slice(id.indexOf("://") + 3);
+
+export function createProberManager(deps: ProberManagerDeps): ProberManager {
+  const log = deps.logger ?? nullLogger;
+  const workers = new Map<string, ProbeWorker>();
+  const byPod = new Map<string, Set<string>>();
+  const delays: DelayStats = createDelayStats();
+  const startedAt = deps.clock.now();
+  let running = false;
+
+  const results: ResultsManager = createResultsManager((change) => {
+    if (change.kind === "startup" && change.result === "success") {
+      for (const key of byPod.get(change.podUid) ?? []) {
+        const w = workers.get(key);
+        if (w && w.kind !== "startup" && w.containerId === change.containerId) w.trigger();
+      }
+    }
+    deps.onResult(change);
+  });
+
+  const proberDeps = {
+    clock: deps.clock,
+    handler: deps.handler,
+    event: deps.event,
+    ...(deps.hardLimitMs !== undefined ? { hardLimitMs: deps.hardLimitMs } : {}),
+  };
+  const probe: WorkerDeps["probe"] = async (kind, p, target) => {
+    const outcome = await runProbe(proberDeps, kind, p, target);
+    delays.count(kind, outcome.result);
+    return outcome;
+  };
+
+  function start(key: string, w: ProbeWorker): void {
+    workers.set(key, w);
+    let keys = byPod.get(w.spec.podUid);
+    if (keys === undefined) {
+      keys = new Set();
+      byPod.set(w.spec.podUid, keys);
+    }
+    keys.add(key);
+    if (running) loop(key, w);
+  }
+
+  /** Drops the worker from the tables (its results stay). */
+  function forget(key: string, w: ProbeWorker): void {
+    if (workers.get(key) !== w) return;
+    workers.delete(key);
+    const uid = w.spec.podUid;
+    byPod.get(uid)?.delete(key);
+    if (byPod.get(uid)?.size === 0) byPod.delete(uid);
+  }
+
+  /** A worker whose loop ended by itself (pod terminating) keeps its last result. */
+  function loop(key: string, w: ProbeWorker): void {
+    void w.run().finally(() => forget(key, w));
+  }
+
+  function stop(key: string): void {
+    const w = workers.get(key);
+    if (w === undefined) return;
+    w.stop();
+    forget(key, w);
+  }
+
+  function newWorker(
+    pod: Pod,
+    c: Container,
+    s: ContainerStatus,
+    kind: ProbeKind,
+    host: string,
+  ): ProbeWorker {
+    const uid = pod.metadata.uid as string;
+    const containerId = rawId(s.containerID as string);
+    const started = Date.parse(s.state.running?.startedAt ?? "");
+    return new ProbeWorker(
+      {
+        clock: deps.clock,
+        random: deps.random ?? Math.random,
+        results,
+        probe,
+        isStarted: (id) => !c.startupProbe || results.get("startup", id) === "success",
+        isTerminating: () => deps.isTerminating(uid),
+        managerStartedAt: startedAt,
+        recordDelay: (ms) => delays.add(ms),
+      },
+      {
+        kind,
+        probe: probeSpec(c, kind) as NonNullable<ReturnType<typeof probeSpec>>,
+        podUid: uid,
+        startedAt: Number.isNaN(started) ? deps.clock.now() : started,
+        target: { pod, container: c, containerId, host },
+      },
+    );
+  }
+
+  return {
+    updatePod(pod, status) {
+      const uid = pod.metadata.uid as string;
+      const ended = status.phase === "Succeeded" || status.phase === "Failed";
+      const terminating = deps.isTerminating(uid);
+      for (const { container, status: s } of probedContainers(pod, status)) {
+        for (const kind of PROBE_KINDS) {
+          if (probeSpec(container, kind) === undefined) continue;
+          const key = keyOf(uid, container.name, kind);
+          const current = workers.get(key);
+          const live = !ended && s?.state.running !== undefined && s.containerID;
+          if (!live || (terminating && kind !== "readiness")) {
+            if (current && terminating && kind !== "readiness") {
+              stop(key);
+              results.set(kind, current.containerId, uid, "success");
+            } else stop(key);
+            continue;
+          }
+          const id = rawId(s.containerID as string);
+          if (current?.containerId === id) continue;
+          stop(key);
+          const host = pod.spec.hostNetwork ? "127.0.0.1" : (status.podIP ?? "");
+          start(key, newWorker(pod, container, s, kind, host));
+          log.debug("probe worker started", {
+            pod: pod.metadata.name,
+            container: container.name,
+            kind,
+            id,
+          });
+        }
+      }
+    },
+    removePod(uid) {
+      for (const key of [...(byPod.get(uid) ?? [])]) stop(key);
+    },
+    readiness: (id) => {
+      const r = results.get("readiness", id);
+      return r === undefined ? undefined : r === "success";
+    },
+    startup: (id) => {
+      const r = results.get("startup", id);
+      return r === undefined ? undefined : r === "success";
+    },
+    failed: (kind, uid) => results.matching(kind, uid, "failure"),
+    worker: (uid, name, kind) => workers.get(keyOf(uid, name, kind)),
+    size: () => workers.size,
+    stats: () => delays.snapshot(),
+    async run(signal) {
+      running = true;
+      for (const [key, w] of workers) loop(key, w);
+      await new Promise<void>((resolve) => {
+        if (signal.aborted) return resolve();
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+      running = false;
+      for (const key of [...workers.keys()]) stop(key);
+    },
+  };
+}
