@@ -1,0 +1,65 @@
+// Kubernetes core/v1 Node, the subset fleetlet reports: capacity, allocatable, conditions,
+// addresses and nodeInfo. Field names and spelling follow the upstream JSON.
+import type { ConditionStatus, ObjectMeta, ResourceList, Time } from "./types.ts";
+
+export type NodeConditionType = "Ready" | "MemoryPressure" | "DiskPressure" | "PIDPressure";
+
+export interface NodeCondition {
+  type: NodeConditionType;
+  status: ConditionStatus;
+  /** When the agent last posted this condition. */
+  lastHeartbeatTime?: Time;
+  /** When `status` last changed. */
+  lastTransitionTime?: Time;
+  reason?: string;
+  message?: string;
+}
+
+export type NodeAddressType = "InternalIP" | "ExternalIP" | "Hostname";
+
+export interface NodeAddress {
+  type: NodeAddressType;
+  address: string;
+}
+
+export interface NodeSystemInfo {
+  machineID: string;
+  systemUUID: string;
+  bootID: string;
+  kernelVersion: string;
+  osImage: string;
+  /** e.g. "containerd://1.6.20"; empty until the runtime has answered. */
+  containerRuntimeVersion: string;
+  /** "fleetlet/<version>". */
+  kubeletVersion: string;
+  kubeProxyVersion: string;
+  operatingSystem: string;
+  architecture: string;
+}
+
+export interface NodeStatus {
+  capacity?: ResourceList;
+  allocatable?: ResourceList;
+  conditions?: NodeCondition[];
+  addresses?: NodeAddress[];
+  nodeInfo?: NodeSystemInfo;
+}
+
+export interface NodeSpec {
+  unschedulable?: boolean;
+}
+
+export interface Node {
+  apiVersion: "v1";
+  kind: "Node";
+  metadata: ObjectMeta;
+  spec: NodeSpec;
+  status: NodeStatus;
+}
+
+export interface NodeList {
+  apiVersion: "v1";
+  kind: "NodeList";
+  metadata: { resourceVersion?: string };
+  items: Node[];
+}

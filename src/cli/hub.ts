@@ -1,0 +1,261 @@
+// `fleetlet hub` (serve), `fleetlet hub token create`, `fleetlet hub node revoke`, and
+// `fleetlet get nodes|pods|events --hub URL`: the operator's side of the hub.
+import { parseDuration } from "../api/duration.ts";
+import type { Node } from "../api/node.ts";
+import { startHub } from "../hub/hub.ts";
+import { HUB_ANNOTATIONS, type JoinTokenResponse } from "../protocol/index.ts";
+import { realClock } from "../util/clock.ts";
+import { createLogger, type LogLevel } from "../util/log.ts";
+import { type FlagSpecs, parseArgs } from "./args.ts";
+import { CliError, UsageError } from "./errors.ts";
+import type { CliIO } from "./io.ts";
+import {
+  age,
+  parseOutputFormat,
+  printEventTable,
+  printObjects,
+  printPodTable,
+} from "./printers.ts";
+import { alignTabs, TABLE } from "./tabwriter.ts";
+
+export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tls-cert FILE --tls-key FILE]
+                    [--heartbeat-interval 10s] [--rate-limit 50] [--rate-burst 500]
+                    [--max-message-bytes 1048576] [--log-level info]
+       fleetlet hub token create --hub URL [--token T] [--ttl 24h] [--labels k=v,...]
+       fleetlet hub node revoke NAME --hub URL [--token T]
+`;
+
+const serveFlags = {
+  listen: { type: "string" },
+  data: { type: "string" },
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  "heartbeat-interval": { type: "string" },
+  "rate-limit": { type: "int" },
+  "rate-burst": { type: "int" },
+  "max-message-bytes": { type: "int" },
+  "log-level": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const satisfies FlagSpecs;
+
+const clientFlags = {
+  hub: { type: "string" },
+  token: { type: "string" },
+  ttl: { type: "string" },
+  labels: { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const satisfies FlagSpecs;
+
+/** "127.0.0.1:7443", "[::1]:7443", ":7443" → hostname and port. */
+export function parseListen(listen: string): { hostname: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(listen);
+  const port = Number(m?.[3]);
+  if (m === null || !Number.isInteger(port) || port > 65535)
+    throw new UsageError(`invalid --listen ${JSON.stringify(listen)}: want HOST:PORT`);
+  return { hostname: m[1] ?? (m[2] === "" ? "0.0.0.0" : (m[2] ?? "0.0.0.0")), port };
+}
+
+function durationFlag(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return parseDuration(value);
+  } catch (err) {
+    throw new UsageError(`invalid --${flag} ${JSON.stringify(value)}: ${(err as Error).message}`);
+  }
+}
+
+async function serve(argv: string[], io: CliIO): Promise<number> {
+  const { flags } = parseArgs(argv, serveFlags);
+  if (flags.help) {
+    io.stdout(HUB_USAGE);
+    return 0;
+  }
+  const { hostname, port } = parseListen(flags.listen ?? "127.0.0.1:7443");
+  if ((flags["tls-cert"] === undefined) !== (flags["tls-key"] === undefined))
+    throw new UsageError("--tls-cert and --tls-key go together");
+  const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
+  const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
+  const hub = startHub({
+    dataDir: flags.data ?? "/var/lib/fleetlet/hub",
+    hostname,
+    port,
+    ...(flags["tls-cert"] !== undefined &&
+      flags["tls-key"] !== undefined && {
+        tls: { certFile: flags["tls-cert"], keyFile: flags["tls-key"] },
+      }),
+    clock: realClock,
+    log,
+    ...(heartbeatIntervalMs !== undefined && { heartbeatIntervalMs }),
+    ...(flags["max-message-bytes"] !== undefined && {
+      maxMessageBytes: flags["max-message-bytes"],
+    }),
+    ...(flags["rate-limit"] !== undefined && {
+      rateLimit: {
+        messagesPerSecond: flags["rate-limit"],
+        burst: flags["rate-burst"] ?? flags["rate-limit"] * 10,
+      },
+    }),
+  });
+  if (hub.createdOperatorToken !== undefined)
+    io.stdout(
+      `operator token (saved in ${flags.data ?? "/var/lib/fleetlet/hub"}/operator-token):\n${hub.createdOperatorToken}\n`,
+    );
+  log.info("hub listening", { url: hub.url, nodes: hub.fleet.nodes.size });
+  await new Promise<void>((resolve) => {
+    process.once("SIGTERM", () => resolve());
+    process.once("SIGINT", () => resolve());
+  });
+  log.info("hub stopping");
+  await hub.stop();
+  return 0;
+}
+
+/** The hub URL and operator token from flags or FLEETLET_HUB_TOKEN. */
+export function hubTarget(
+  flags: { hub?: string; token?: string },
+  io: CliIO,
+): { url: string; token: string } {
+  if (flags.hub === undefined) throw new UsageError("--hub URL is required");
+  const token = flags.token ?? io.env.FLEETLET_HUB_TOKEN;
+  if (token === undefined || token === "")
+    throw new UsageError("an operator token is required: --token T or FLEETLET_HUB_TOKEN");
+  return { url: flags.hub.replace(/\/+$/, ""), token };
+}
+
+/** Calls the hub's API; a refusal becomes a CliError with the hub's message. */
+export async function hubRequest<T>(
+  target: { url: string; token: string },
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(target.url + path, {
+      method,
+      headers: { authorization: `Bearer ${target.token}`, "content-type": "application/json" },
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(30_000),
+    });
+  } catch (err) {
+    throw new CliError(`Cannot reach the hub at ${target.url}: ${(err as Error).message}`);
+  }
+  const text = await res.text();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new CliError(
+      `${method} ${path} on ${target.url}: HTTP ${res.status}: ${text.slice(0, 200)}`,
+    );
+  }
+  if (!res.ok) {
+    const message = (parsed as { message?: unknown }).message;
+    throw new CliError(
+      `hub refused ${method} ${path}: ${typeof message === "string" ? message : `HTTP ${res.status}`}`,
+    );
+  }
+  return parsed as T;
+}
+
+function parseLabels(s: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of (s ?? "").split(",").filter((p) => p !== "")) {
+    const i = part.indexOf("=");
+    if (i <= 0) throw new UsageError(`invalid --labels entry ${JSON.stringify(part)}: want k=v`);
+    out[part.slice(0, i)] = part.slice(i + 1);
+  }
+  return out;
+}
+
+async function tokenCreate(argv: string[], io: CliIO): Promise<number> {
+  const { flags } = parseArgs(argv, clientFlags);
+  const target = hubTarget(flags, io);
+  const res = await hubRequest<JoinTokenResponse>(target, "POST", "/api/v1/join-tokens", {
+    ttl: flags.ttl ?? "24h",
+    labels: parseLabels(flags.labels),
+  });
+  io.stdout(`${res.token}\n`);
+  io.stderr(`join token ${res.id} expires at ${res.expiresAt}\n`);
+  return 0;
+}
+
+async function nodeRevoke(argv: string[], io: CliIO): Promise<number> {
+  const { flags, positionals } = parseArgs(argv, clientFlags);
+  const [name, ...extra] = positionals;
+  if (name === undefined || extra.length > 0)
+    throw new UsageError(`hub node revoke takes one node name\n${HUB_USAGE}`);
+  await hubRequest(
+    hubTarget(flags, io),
+    "POST",
+    `/api/v1/nodes/${encodeURIComponent(name)}/revoke`,
+  );
+  io.stdout(`node/${name} revoked\n`);
+  return 0;
+}
+
+/** `fleetlet hub ...`. */
+export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
+  const [a, b, ...rest] = argv;
+  if (a === "token" && b === "create") return tokenCreate(rest, io);
+  if (a === "node" && b === "revoke") return nodeRevoke(rest, io);
+  if (a === "token" || a === "node")
+    throw new UsageError(
+      `unknown hub command ${JSON.stringify(`${a} ${b ?? ""}`.trim())}\n${HUB_USAGE}`,
+    );
+  return serve(argv, io);
+}
+
+/** `fleetlet get nodes` output: NAME STATUS ONLINE LAST-SEEN PODS VERSION AGE (+ wide). */
+export function printNodeTable(nodes: Node[], now: number, wide = false): string {
+  const header = ["NAME", "STATUS", "ONLINE", "LAST-SEEN", "PODS", "VERSION", "AGE"];
+  if (wide) header.push("INTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME");
+  const rows = nodes.map((n) => {
+    const ann = n.metadata.annotations ?? {};
+    const ready = n.status.conditions?.find((c) => c.type === "Ready");
+    const status =
+      ready?.status === "True" ? "Ready" : ready === undefined ? "Unknown" : "NotReady";
+    const lastSeen = ann[HUB_ANNOTATIONS.lastSeen];
+    const row = [
+      n.metadata.name,
+      ann[HUB_ANNOTATIONS.revoked] !== undefined ? `${status},Revoked` : status,
+      ann[HUB_ANNOTATIONS.online] === "true" ? "yes" : "no",
+      lastSeen === undefined ? "<never>" : `${age(lastSeen, now)} ago`,
+      ann[HUB_ANNOTATIONS.pods] ?? "0",
+      n.status.nodeInfo?.kubeletVersion ?? "<unknown>",
+      age(n.metadata.creationTimestamp, now),
+    ];
+    if (wide) {
+      const info = n.status.nodeInfo;
+      const ip = n.status.addresses?.find((a) => a.type === "InternalIP")?.address;
+      row.push(ip ?? "<none>", info?.osImage ?? "<unknown>", info?.kernelVersion ?? "<unknown>");
+      row.push(info?.containerRuntimeVersion || "<unknown>");
+    }
+    return row;
+  });
+  return alignTabs([header, ...rows].map((r) => `${r.join("\t")}\n`).join(""), TABLE);
+}
+
+/** `fleetlet get nodes|pods|events --hub URL`: returns the exit code. */
+export async function getFromHub(
+  resource: "nodes" | "pods" | "events",
+  flags: { hub?: string; token?: string; output?: string; namespace?: string; selector?: string },
+  io: CliIO,
+): Promise<number> {
+  const target = hubTarget(flags, io);
+  const format = parseOutputFormat(flags.output);
+  const q = new URLSearchParams();
+  if (flags.namespace !== undefined && resource !== "nodes") q.set("namespace", flags.namespace);
+  if (flags.selector !== undefined) q.set("labelSelector", flags.selector);
+  const qs = q.size > 0 ? `?${q}` : "";
+  const list = await hubRequest<{ items: unknown[] }>(target, "GET", `/api/v1/${resource}${qs}`);
+  const now = io.now();
+  if (format === "json" || format === "yaml") io.stdout(printObjects(list.items, format));
+  else if (list.items.length === 0) io.stderr("No resources found\n");
+  else if (resource === "nodes")
+    io.stdout(printNodeTable(list.items as Node[], now, format === "wide"));
+  else if (resource === "pods")
+    io.stdout(printPodTable(list.items as never, now, { wide: true, withNamespace: true }));
+  else io.stdout(printEventTable(list.items as never, now, { withNamespace: true }));
+  return 0;
+}

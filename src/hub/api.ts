@@ -1,0 +1,205 @@
+// The hub's HTTP API (docs/protocol.md, "What the hub serves"): the join exchange for agents and
+// the operator API. Every operator route needs the operator token; refusals are v1 Status bodies.
+import { parseLabelSelector } from "../agent/server/selectors.ts";
+import { parseDuration } from "../api/duration.ts";
+import type { Event, Pod } from "../api/types.ts";
+import {
+  describeZodError,
+  JOIN_PATH,
+  JOIN_TOKENS_PATH,
+  joinRequestSchema,
+  joinTokenRequestSchema,
+} from "../protocol/index.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Fleet } from "./fleet.ts";
+import type { Identity } from "./identity.ts";
+import { HubStatusError, json } from "./status.ts";
+import { bearerToken } from "./tokens.ts";
+import { eventList, nodeList, podList } from "./views.ts";
+
+export interface ApiDeps {
+  fleet: Fleet;
+  identity: Identity;
+  clock: Clock;
+  /** Closes the live connection of a node just revoked. */
+  revoked(name: string): void;
+  /** Limit on a request body, in bytes. */
+  maxBodyBytes: number;
+}
+
+const DEFAULT_JOIN_TTL_MS = 24 * 3_600_000;
+
+async function readJson(req: Request, maxBytes: number): Promise<unknown> {
+  const text = await req.text();
+  if (Buffer.byteLength(text) > maxBytes)
+    throw new HubStatusError("BadRequest", `request body over the limit of ${maxBytes} bytes`);
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new HubStatusError("BadRequest", `request body is not JSON: ${(err as Error).message}`);
+  }
+}
+
+function parseWith<T>(
+  schema: {
+    safeParse(
+      v: unknown,
+    ): { success: true; data: T } | { success: false; error: import("zod").ZodError };
+  },
+  body: unknown,
+  what: string,
+): T {
+  const r = schema.safeParse(body);
+  if (!r.success)
+    throw new HubStatusError("BadRequest", `bad ${what}: ${describeZodError(r.error)}`);
+  return r.data;
+}
+
+function selector(q: URLSearchParams): (labels: Record<string, string> | undefined) => boolean {
+  const raw = q.get("labelSelector");
+  if (raw === null || raw === "") return () => true;
+  try {
+    return parseLabelSelector(raw);
+  } catch (err) {
+    throw new HubStatusError(
+      "BadRequest",
+      `invalid labelSelector ${JSON.stringify(raw)}: ${(err as Error).message}`,
+    );
+  }
+}
+
+function listPods(fleet: Fleet, q: URLSearchParams): Pod[] {
+  const node = q.get("nodeName");
+  const ns = q.get("namespace");
+  const sel = selector(q);
+  return fleet
+    .allPods()
+    .filter(
+      (p) =>
+        (node === null || p.node === node) &&
+        (ns === null || (p.pod.metadata.namespace ?? "default") === ns),
+    )
+    .map((p) => p.pod)
+    .filter((p) => sel(p.metadata.labels));
+}
+
+function listEvents(fleet: Fleet, q: URLSearchParams): Event[] {
+  const node = q.get("nodeName");
+  const ns = q.get("namespace");
+  return fleet
+    .allEvents()
+    .filter(
+      (e) =>
+        (node === null || e.node === node) && (ns === null || e.event.metadata.namespace === ns),
+    )
+    .map((e) => e.event)
+    .sort((a, b) => a.lastTimestamp.localeCompare(b.lastTimestamp));
+}
+
+async function join(deps: ApiDeps, req: Request): Promise<Response> {
+  if (req.method !== "POST")
+    throw new HubStatusError(
+      "MethodNotAllowed",
+      `${req.method} ${JOIN_PATH} is not allowed; use POST`,
+    );
+  const body = parseWith(joinRequestSchema, await readJson(req, deps.maxBodyBytes), "join request");
+  return json(deps.identity.join(body, deps.clock.now()));
+}
+
+async function createJoinToken(deps: ApiDeps, req: Request): Promise<Response> {
+  const body = parseWith(
+    joinTokenRequestSchema,
+    await readJson(req, deps.maxBodyBytes),
+    "join token request",
+  );
+  let ttlMs = DEFAULT_JOIN_TTL_MS;
+  if (body.ttl !== undefined) {
+    try {
+      ttlMs = parseDuration(body.ttl);
+    } catch (err) {
+      throw new HubStatusError(
+        "BadRequest",
+        `invalid ttl ${JSON.stringify(body.ttl)}: ${(err as Error).message}`,
+      );
+    }
+    if (ttlMs <= 0)
+      throw new HubStatusError(
+        "BadRequest",
+        `invalid ttl ${JSON.stringify(body.ttl)}: must be positive`,
+      );
+  }
+  return json(deps.identity.createJoinToken(ttlMs, body.labels ?? {}, deps.clock.now()), 201);
+}
+
+function nodeRoute(
+  deps: ApiDeps,
+  req: Request,
+  name: string,
+  action: string | undefined,
+): Response {
+  const revoke =
+    (req.method === "DELETE" && action === undefined) ||
+    (req.method === "POST" && action === "revoke");
+  if (revoke) {
+    deps.identity.revokeNode(name, deps.clock.now());
+    deps.revoked(name);
+    return json(deps.fleet.view(name));
+  }
+  if (req.method !== "GET" || action !== undefined)
+    throw new HubStatusError(
+      "MethodNotAllowed",
+      `${req.method} ${new URL(req.url).pathname} is not allowed`,
+    );
+  const node = deps.fleet.view(name);
+  if (node === undefined) throw new HubStatusError("NotFound", `nodes "${name}" not found`);
+  return json(node);
+}
+
+/** Operator routes; the caller has checked the operator token. */
+async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Response> {
+  const path = url.pathname.replace(/\/+$/, "");
+  const q = url.searchParams;
+  if (path === JOIN_TOKENS_PATH && req.method === "POST") return createJoinToken(deps, req);
+  const tok = /^\/api\/v1\/join-tokens\/([^/]+)$/.exec(path);
+  if (tok !== null && req.method === "DELETE") {
+    const id = decodeURIComponent(tok[1] ?? "");
+    if (!deps.identity.revokeJoinToken(id))
+      throw new HubStatusError("NotFound", `join token "${id}" not found`);
+    return json({ id, revoked: true });
+  }
+  const node = /^\/api\/v1\/nodes\/([^/]+)(?:\/([^/]+))?$/.exec(path);
+  if (node !== null) return nodeRoute(deps, req, decodeURIComponent(node[1] ?? ""), node[2]);
+  if (req.method !== "GET")
+    throw new HubStatusError("MethodNotAllowed", `${req.method} ${path} is not allowed`);
+  if (path === "/api/v1/nodes") {
+    const sel = selector(q);
+    const items = [...deps.fleet.nodes.keys()]
+      .sort()
+      .map((n) => deps.fleet.view(n))
+      .filter((n) => n !== undefined && sel(n.metadata.labels));
+    return json(nodeList(items as NonNullable<(typeof items)[number]>[]));
+  }
+  if (path === "/api/v1/pods") return json(podList(listPods(deps.fleet, q)));
+  if (path === "/api/v1/events") return json(eventList(listEvents(deps.fleet, q)));
+  throw new HubStatusError("NotFound", `the hub serves no ${path}`);
+}
+
+/** Handles an HTTP request that is not a WebSocket upgrade. */
+export async function handleApi(deps: ApiDeps, req: Request): Promise<Response> {
+  const url = new URL(req.url);
+  try {
+    if (url.pathname === JOIN_PATH) return await join(deps, req);
+    if (!deps.identity.isOperator(bearerToken(req.headers.get("authorization"))))
+      throw new HubStatusError(
+        "Unauthorized",
+        "a valid operator token is required (Authorization: Bearer)",
+      );
+    return await operatorRoute(deps, req, url);
+  } catch (err) {
+    if (err instanceof HubStatusError) return err.toResponse();
+    return new HubStatusError(
+      "InternalError",
+      `${req.method} ${url.pathname} failed: ${(err as Error).message}`,
+    ).toResponse();
+  }
+}

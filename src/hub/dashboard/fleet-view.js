@@ -1,0 +1,254 @@
+// @ts-check
+// The fleet at a glance: totals, every device with its readiness, connection, pods and restarts,
+// and what needs attention (failing pods, recent warnings).
+import { ago, badge, h, link, table } from "./dom.js";
+import {
+  ANNOTATION,
+  connState,
+  fleetSummary,
+  formatQuantity,
+  newestFirst,
+  nodeState,
+  podCounts,
+  podState,
+  pressures,
+  restarts,
+} from "./model.js";
+
+/** Device rows drawn at most (a fleet of thousands is searched with the filter). */
+const MAX_ROWS = 500;
+
+/** @typedef {import("./live.js").FleetState} FleetState */
+/** @typedef {import("./model.js").KObject} KObject */
+
+/**
+ * A total with a caption; `tone` colours its edge.
+ * @param {string} title
+ * @param {string} value
+ * @param {string} caption
+ * @param {import("./dom.js").Tone} tone
+ * @param {string} id
+ */
+function card(title, value, caption, tone, id) {
+  return h(
+    "div",
+    { cls: `card card-${tone}`, id },
+    h("div", { cls: "card-title" }, title),
+    h("div", { cls: "card-value" }, value),
+    h("div", { cls: "card-caption" }, caption),
+  );
+}
+
+/** @param {ReturnType<typeof fleetSummary>} s */
+function cards(s) {
+  const offline = s.nodes - s.online;
+  const p = s.pods;
+  return h(
+    "div",
+    { cls: "cards" },
+    card(
+      "Devices",
+      String(s.nodes),
+      offline === 0 ? `all ${s.online} online` : `${s.online} online · ${offline} offline`,
+      offline > 0 ? "bad" : s.nodes ? "ok" : "none",
+      "sum-devices",
+    ),
+    card(
+      "Ready",
+      `${s.ready} / ${s.nodes}`,
+      s.ready === s.nodes ? "every device ready" : `${s.nodes - s.ready} not ready`,
+      s.ready < s.nodes ? "warn" : s.nodes ? "ok" : "none",
+      "sum-ready",
+    ),
+    card(
+      "Pods running",
+      `${p.running} / ${p.total}`,
+      `${p.pending} pending · ${p.failing} failing`,
+      p.failing > 0 ? "bad" : p.pending > 0 ? "warn" : p.total ? "ok" : "none",
+      "sum-pods",
+    ),
+    card(
+      "Restarts",
+      String(p.restarts),
+      "all containers, since created",
+      p.restarts > 0 ? "warn" : "none",
+      "sum-restarts",
+    ),
+  );
+}
+
+/**
+ * @param {KObject} n
+ * @param {KObject[]} pods
+ * @param {number} now
+ */
+function nodeRow(n, pods, now) {
+  const name = n.metadata.name;
+  const ready = nodeState(n);
+  const conn = connState(n);
+  const c = podCounts(pods);
+  const info = n.status?.nodeInfo ?? {};
+  const cap = n.status?.capacity ?? {};
+  return [
+    h("span", { cls: "strong" }, link(["nodes", name], name)),
+    [badge(ready.label, ready.tone, ready.message), ...pressures(n).map((p) => badge(p, "warn"))],
+    [
+      badge(conn.label, conn.tone),
+      conn.tone === "ok"
+        ? null
+        : h(
+            "span",
+            { cls: "muted small" },
+            " seen ",
+            ago(n.metadata.annotations?.[ANNOTATION.lastSeen], now),
+          ),
+    ],
+    [
+      h("span", { cls: "num" }, `${c.running}/${c.total}`),
+      c.failing ? [" ", badge(`${c.failing} failing`, "bad")] : null,
+    ],
+    h("span", { cls: c.restarts ? "num warn-text" : "num" }, String(c.restarts)),
+    h(
+      "span",
+      { cls: "muted" },
+      [
+        info.architecture,
+        cap.cpu && formatQuantity("cpu", cap.cpu),
+        cap.memory && formatQuantity("memory", cap.memory),
+      ]
+        .filter(Boolean)
+        .join(" · "),
+    ),
+    h("span", { cls: "muted" }, (info.kubeletVersion ?? "").replace(/^fleetlet\//, "") || "—"),
+  ];
+}
+
+/**
+ * @param {FleetState} state
+ * @param {string} filter
+ */
+function matching(state, filter) {
+  const f = filter.trim().toLowerCase();
+  const nodes = [...state.nodes.values()].sort((a, b) =>
+    a.metadata.name.localeCompare(b.metadata.name),
+  );
+  if (!f) return nodes;
+  return nodes.filter((n) => {
+    const labels = Object.entries(n.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`);
+    return [n.metadata.name, ...labels].some((s) => s.toLowerCase().includes(f));
+  });
+}
+
+/**
+ * @param {FleetState} state
+ * @param {number} now
+ */
+function attention(state, now) {
+  const failing = [...state.pods.values()]
+    .map((p) => ({ p, s: podState(p) }))
+    .filter(({ s }) => s.tone === "bad")
+    .sort(
+      (a, b) =>
+        a.p._node.localeCompare(b.p._node) || a.p.metadata.name.localeCompare(b.p.metadata.name),
+    );
+  const warnings = newestFirst(
+    [...state.events.values()].filter((e) => e.type === "Warning"),
+  ).slice(0, 8);
+  return h(
+    "div",
+    { cls: "grid-2" },
+    h(
+      "section",
+      { cls: "panel" },
+      h("h2", null, failing.length ? `Failing pods (${failing.length})` : "Failing pods"),
+      table(
+        ["Pod", "Device", "Status", "Restarts"],
+        failing
+          .slice(0, 50)
+          .map(({ p, s }) => [
+            link(
+              ["nodes", p._node, "pods", p.metadata.namespace ?? "default", p.metadata.name],
+              p.metadata.name,
+            ),
+            link(["nodes", p._node], p._node),
+            badge(s.label, s.tone),
+            h("span", { cls: "num" }, String(restarts(p))),
+          ]),
+        "No failing pods.",
+      ),
+      failing.length > 50
+        ? h("p", { cls: "muted small" }, `and ${failing.length - 50} more`)
+        : null,
+    ),
+    h(
+      "section",
+      { cls: "panel" },
+      h("h2", null, "Recent warnings"),
+      table(
+        ["When", "Device", "Object", "Reason"],
+        warnings.map((e) => [
+          ago(e.lastTimestamp, now),
+          link(["nodes", e.source?.host ?? ""], e.source?.host ?? ""),
+          e.involvedObject?.name ?? "",
+          h("span", { title: e.message }, e.reason),
+        ]),
+        "No warnings.",
+      ),
+    ),
+  );
+}
+
+/**
+ * Mounts the fleet page in `root`; `update` redraws what changed.
+ * @param {HTMLElement} root
+ * @param {FleetState} state
+ */
+export function mountFleet(root, state) {
+  const summary = h("div");
+  const filter = h("input", {
+    type: "search",
+    id: "filter",
+    attrs: { placeholder: "Filter devices by name or label", "aria-label": "Filter devices" },
+  });
+  const list = h("div");
+  const more = h("div");
+  root.replaceChildren(
+    h("div", { cls: "page-head" }, h("h1", null, "Fleet")),
+    summary,
+    h(
+      "section",
+      { cls: "panel" },
+      h("div", { cls: "panel-head" }, h("h2", null, "Devices"), filter),
+      list,
+    ),
+    more,
+  );
+  const update = (now = Date.now()) => {
+    summary.replaceChildren(
+      cards(fleetSummary([...state.nodes.values()], [...state.pods.values()])),
+    );
+    const nodes = matching(state, filter.value);
+    const empty =
+      state.nodes.size === 0
+        ? "No device has joined yet. Create a join token with `fleetlet hub token create` and start an agent with --hub and --join-token."
+        : "No device matches the filter.";
+    list.replaceChildren(
+      table(
+        ["Device", "Status", "Connection", "Pods", "Restarts", "Hardware", "Version"],
+        nodes.slice(0, MAX_ROWS).map((n) => nodeRow(n, state.podsOf(n.metadata.name), now)),
+        empty,
+        "devices",
+      ),
+      nodes.length > MAX_ROWS
+        ? h(
+            "p",
+            { cls: "muted small" },
+            `Showing ${MAX_ROWS} of ${nodes.length} devices; filter to narrow.`,
+          )
+        : "",
+    );
+    more.replaceChildren(attention(state, now));
+  };
+  filter.addEventListener("input", () => update());
+  return { update, title: "Fleet" };
+}

@@ -1,0 +1,275 @@
+// @ts-check
+// What the dashboard shows, computed from the Kubernetes-shaped objects of the watch stream:
+// a pod's status as `get pods` prints it, a node's readiness and connection, fleet totals and
+// resource quantities in human units. Pure functions; no DOM.
+
+/** @typedef {"ok" | "warn" | "bad" | "none"} Tone */
+/** @typedef {{ label: string, tone: Tone }} State */
+/** @typedef {{ metadata: { name: string, namespace?: string, uid?: string, labels?: Record<string, string>, annotations?: Record<string, string>, creationTimestamp?: string, deletionTimestamp?: string }, spec: any, status?: any }} KObject */
+/** @typedef {{ metadata: { name: string, namespace?: string }, involvedObject: { kind?: string, name?: string, namespace?: string, fieldPath?: string }, reason: string, message: string, type: string, source: { component?: string, host?: string }, count: number, firstTimestamp: string, lastTimestamp: string }} KEvent */
+
+export const ANNOTATION = {
+  online: "hub.fleetlet.io/online",
+  lastSeen: "hub.fleetlet.io/last-seen",
+  revoked: "hub.fleetlet.io/revoked",
+};
+
+const PENDING_REASONS = new Set(["ContainerCreating", "PodInitializing", "Pending", "Terminating"]);
+
+/**
+ * The STATUS column of `get pods` for `pod`, with a tone.
+ * @param {KObject} pod
+ * @returns {State}
+ */
+export function podState(pod) {
+  const st = pod.status ?? {};
+  let reason = st.reason || st.phase || "Unknown";
+  let initializing = false;
+  const inits = st.initContainerStatuses ?? [];
+  for (let i = 0; i < inits.length; i++) {
+    const s = inits[i].state ?? {};
+    if (s.terminated && s.terminated.exitCode === 0) continue;
+    initializing = true;
+    if (s.terminated) reason = `Init:${s.terminated.reason || `ExitCode:${s.terminated.exitCode}`}`;
+    else if (s.waiting?.reason && s.waiting.reason !== "PodInitializing")
+      reason = `Init:${s.waiting.reason}`;
+    else reason = `Init:${i}/${(pod.spec?.initContainers ?? inits).length}`;
+    break;
+  }
+  let running = false;
+  if (!initializing) {
+    for (const c of [...(st.containerStatuses ?? [])].reverse()) {
+      const s = c.state ?? {};
+      if (s.waiting?.reason) reason = s.waiting.reason;
+      else if (s.terminated)
+        reason =
+          s.terminated.reason ||
+          (s.terminated.signal
+            ? `Signal:${s.terminated.signal}`
+            : `ExitCode:${s.terminated.exitCode}`);
+      else if (s.running && c.ready) running = true;
+    }
+    if (reason === "Completed" && running) reason = "Running";
+  }
+  if (pod.metadata.deletionTimestamp) reason = "Terminating";
+  return { label: reason, tone: podTone(reason, st.phase, ready(pod)) };
+}
+
+/**
+ * @param {string} reason
+ * @param {string | undefined} phase
+ * @param {{ ready: number, total: number }} r
+ * @returns {Tone}
+ */
+function podTone(reason, phase, r) {
+  if (reason === "Running") return r.ready === r.total ? "ok" : "warn";
+  if (reason === "Completed" || reason === "Succeeded") return "ok";
+  if (PENDING_REASONS.has(reason) || /^Init:\d+\/\d+$/.test(reason)) return "warn";
+  if (reason === "Unknown" || (phase === "Pending" && reason === "Pending")) return "warn";
+  return "bad";
+}
+
+/**
+ * Ready containers of `pod` out of all its containers.
+ * @param {KObject} pod
+ */
+export function ready(pod) {
+  const statuses = pod.status?.containerStatuses ?? [];
+  const total = Math.max(pod.spec?.containers?.length ?? 0, statuses.length);
+  return { ready: statuses.filter((/** @type {any} */ c) => c.ready).length, total };
+}
+
+/**
+ * Restarts of all containers of `pod`.
+ * @param {KObject} pod
+ */
+export function restarts(pod) {
+  const all = [
+    ...(pod.status?.initContainerStatuses ?? []),
+    ...(pod.status?.containerStatuses ?? []),
+  ];
+  return all.reduce((n, c) => n + (c.restartCount ?? 0), 0);
+}
+
+/**
+ * Whether the hub currently hears from `node`.
+ * @param {KObject} node
+ */
+export function isOnline(node) {
+  return node.metadata.annotations?.[ANNOTATION.online] === "true";
+}
+
+/**
+ * The node's Ready condition as a state: Ready, NotReady, Unknown; Revoked when cut off.
+ * @param {KObject} node
+ * @returns {State & { reason?: string, message?: string }}
+ */
+export function nodeState(node) {
+  if (node.metadata.annotations?.[ANNOTATION.revoked]) return { label: "Revoked", tone: "bad" };
+  const c = (node.status?.conditions ?? []).find((/** @type {any} */ x) => x.type === "Ready");
+  if (!c)
+    return {
+      label: "Unknown",
+      tone: "warn",
+      message: "the device has not reported its status yet",
+    };
+  const base = { reason: c.reason, message: c.message };
+  if (c.status === "True") return { label: "Ready", tone: "ok", ...base };
+  if (c.status === "False") return { label: "NotReady", tone: "bad", ...base };
+  return { label: "Unknown", tone: "warn", ...base };
+}
+
+/**
+ * The node's connection to the hub as a state.
+ * @param {KObject} node
+ * @returns {State}
+ */
+export function connState(node) {
+  return isOnline(node) ? { label: "Online", tone: "ok" } : { label: "Offline", tone: "bad" };
+}
+
+/**
+ * Pressure conditions that are True (MemoryPressure, DiskPressure, PIDPressure).
+ * @param {KObject} node
+ * @returns {string[]}
+ */
+export function pressures(node) {
+  return (node.status?.conditions ?? [])
+    .filter((/** @type {any} */ c) => c.type !== "Ready" && c.status === "True")
+    .map((/** @type {any} */ c) => c.type);
+}
+
+/**
+ * Counts over a set of pods.
+ * @param {KObject[]} pods
+ */
+export function podCounts(pods) {
+  let running = 0;
+  let pending = 0;
+  let failing = 0;
+  let restartTotal = 0;
+  for (const p of pods) {
+    const s = podState(p);
+    if (s.tone === "bad") failing++;
+    else if (p.status?.phase === "Running") running++;
+    else if (s.tone === "warn") pending++;
+    restartTotal += restarts(p);
+  }
+  return { total: pods.length, running, pending, failing, restarts: restartTotal };
+}
+
+/**
+ * Fleet totals for the overview.
+ * @param {KObject[]} nodes
+ * @param {KObject[]} pods
+ */
+export function fleetSummary(nodes, pods) {
+  return {
+    nodes: nodes.length,
+    online: nodes.filter(isOnline).length,
+    ready: nodes.filter((n) => nodeState(n).label === "Ready").length,
+    pods: podCounts(pods),
+  };
+}
+
+/** @type {Record<string, number>} */
+const BINARY = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+/** @type {Record<string, number>} */
+const DECIMAL = {
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  "": 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+};
+
+/**
+ * A Kubernetes quantity ("512Mi", "250m", "1e3") as a number, or NaN.
+ * @param {string | undefined} q
+ */
+export function parseQuantity(q) {
+  const m = /^([+-]?[0-9.]+)(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$/.exec(
+    String(q ?? "").trim(),
+  );
+  if (!m) return Number.NaN;
+  const n = Number(m[1]);
+  if (m[2]) return n * 10 ** Number(m[2].slice(1));
+  const unit = m[3] ?? "";
+  return n * (BINARY[unit] ?? DECIMAL[unit] ?? 1);
+}
+
+/**
+ * A quantity of `resource` for people: "1.5 cores", "7.7 GiB", "110".
+ * @param {string} resource
+ * @param {string | undefined} q
+ */
+export function formatQuantity(resource, q) {
+  if (q === undefined) return "—";
+  const n = parseQuantity(q);
+  if (Number.isNaN(n)) return q;
+  if (resource === "cpu") return `${round(n)} ${n === 1 ? "core" : "cores"}`;
+  if (resource === "memory" || resource.endsWith("storage") || resource.startsWith("hugepages-"))
+    return bytes(n);
+  return String(round(n));
+}
+
+/** @param {number} n */
+function round(n) {
+  return Math.round(n * 100) / 100;
+}
+
+/** @param {number} n */
+export function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${n >= 10 || i === 0 ? Math.round(n) : n.toFixed(1)} ${units[i]}`;
+}
+
+/**
+ * A probe of a container spec in one line: "HTTP GET :8080/healthz every 10s".
+ * @param {any} p
+ */
+export function describeProbe(p) {
+  if (!p) return "";
+  let how = "unknown handler";
+  if (p.httpGet) how = `HTTP GET :${p.httpGet.port}${p.httpGet.path ?? "/"}`;
+  else if (p.tcpSocket) how = `TCP :${p.tcpSocket.port}`;
+  else if (p.grpc) how = `gRPC :${p.grpc.port}`;
+  else if (p.exec) how = `exec ${(p.exec.command ?? []).join(" ")}`;
+  const every = `every ${p.periodSeconds ?? 10}s`;
+  const delay = p.initialDelaySeconds ? `, after ${p.initialDelaySeconds}s` : "";
+  return `${how} ${every}${delay}, timeout ${p.timeoutSeconds ?? 1}s, fails after ${p.failureThreshold ?? 3}`;
+}
+
+/**
+ * Whether `e` is about `pod` on `node`.
+ * @param {KEvent} e
+ * @param {string} node
+ * @param {KObject} pod
+ */
+export function eventIsFor(e, node, pod) {
+  const o = e.involvedObject ?? {};
+  return (
+    (e.source?.host ?? node) === node &&
+    o.kind === "Pod" &&
+    o.name === pod.metadata.name &&
+    (o.namespace ?? "default") === (pod.metadata.namespace ?? "default")
+  );
+}
+
+/**
+ * Events newest first.
+ * @param {KEvent[]} events
+ */
+export function newestFirst(events) {
+  return [...events].sort((a, b) => (b.lastTimestamp ?? "").localeCompare(a.lastTimestamp ?? ""));
+}

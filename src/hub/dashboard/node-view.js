@@ -1,0 +1,221 @@
+// @ts-check
+// One device: its readiness and connection, conditions, capacity, system facts, pods and events.
+import { ago, badge, chips, code, facts, h, link, panel, table } from "./dom.js";
+import {
+  ANNOTATION,
+  connState,
+  formatQuantity,
+  newestFirst,
+  nodeState,
+  podState,
+  ready,
+  restarts,
+} from "./model.js";
+
+/** @typedef {import("./live.js").FleetState} FleetState */
+/** @typedef {import("./model.js").KObject} KObject */
+/** @typedef {import("./model.js").KEvent} KEvent */
+
+const RESOURCES = ["cpu", "memory", "ephemeral-storage", "pods"];
+
+/** @param {string} status @param {string} type */
+function conditionTone(type, status) {
+  const good = type === "Ready" ? "True" : "False";
+  if (status === good) return "ok";
+  return status === "Unknown" ? "warn" : "bad";
+}
+
+/**
+ * @param {KObject} n
+ * @param {number} now
+ */
+function conditions(n, now) {
+  const cs = /** @type {any[]} */ (n.status?.conditions ?? []);
+  return panel(
+    "Conditions",
+    table(
+      ["Type", "Status", "Reason", "Message", "Changed"],
+      cs.map((c) => [
+        h("span", { cls: "strong" }, c.type),
+        badge(c.status, conditionTone(c.type, c.status)),
+        c.reason ?? "",
+        h("span", { cls: "muted" }, c.message ?? ""),
+        ago(c.lastTransitionTime, now),
+      ]),
+      "The device has not reported conditions yet.",
+    ),
+  );
+}
+
+/** @param {KObject} n */
+function capacity(n) {
+  const cap = n.status?.capacity ?? {};
+  const alloc = n.status?.allocatable ?? {};
+  const names = [...new Set([...RESOURCES, ...Object.keys(cap)])].filter(
+    (r) => cap[r] !== undefined || alloc[r] !== undefined,
+  );
+  return panel(
+    "Capacity",
+    table(
+      ["Resource", "Capacity", "Allocatable"],
+      names.map((r) => [
+        h("span", { cls: "strong" }, r),
+        formatQuantity(r, cap[r]),
+        formatQuantity(r, alloc[r]),
+      ]),
+      "No capacity reported yet.",
+    ),
+  );
+}
+
+/** @param {KObject} n */
+function system(n) {
+  const i = n.status?.nodeInfo ?? {};
+  const addresses = /** @type {any[]} */ (n.status?.addresses ?? [])
+    .map((a) => `${a.address} (${a.type})`)
+    .join(", ");
+  return panel(
+    "System",
+    facts([
+      ["OS", i.osImage],
+      ["Kernel", i.kernelVersion],
+      ["Architecture", i.architecture],
+      ["Runtime", i.containerRuntimeVersion],
+      ["Agent", i.kubeletVersion],
+      ["Addresses", addresses],
+      ["Machine ID", i.machineID && code(i.machineID)],
+      ["Boot ID", i.bootID && code(i.bootID)],
+    ]),
+    chips(n.metadata.labels),
+  );
+}
+
+/**
+ * @param {string} node
+ * @param {KObject[]} pods
+ * @param {number} now
+ */
+function podTable(node, pods, now) {
+  const sorted = [...pods].sort((a, b) =>
+    `${a.metadata.namespace}/${a.metadata.name}`.localeCompare(
+      `${b.metadata.namespace}/${b.metadata.name}`,
+    ),
+  );
+  return panel(
+    `Pods (${pods.length})`,
+    table(
+      ["Pod", "Namespace", "Ready", "Status", "Restarts", "IP", "Age"],
+      sorted.map((p) => {
+        const s = podState(p);
+        const r = ready(p);
+        const ns = p.metadata.namespace ?? "default";
+        return [
+          h(
+            "span",
+            { cls: "strong" },
+            link(["nodes", node, "pods", ns, p.metadata.name], p.metadata.name),
+          ),
+          h("span", { cls: "muted" }, ns),
+          h(
+            "span",
+            { cls: r.ready === r.total ? "num" : "num warn-text" },
+            `${r.ready}/${r.total}`,
+          ),
+          badge(s.label, s.tone),
+          h("span", { cls: "num" }, String(restarts(p))),
+          p.status?.podIP ? code(p.status.podIP) : "—",
+          ago(p.status?.startTime ?? p.metadata.creationTimestamp, now, ""),
+        ];
+      }),
+      "No pods on this device.",
+      "pods",
+    ),
+  );
+}
+
+/**
+ * Events as a table, newest first.
+ * @param {KEvent[]} events
+ * @param {number} now
+ * @param {boolean} withObject
+ */
+export function eventTable(events, now, withObject) {
+  const head = [
+    "Last seen",
+    "Type",
+    "Reason",
+    ...(withObject ? ["Object"] : []),
+    "Message",
+    "Count",
+  ];
+  return table(
+    head,
+    newestFirst(events)
+      .slice(0, 50)
+      .map((e) => [
+        ago(e.lastTimestamp, now),
+        badge(e.type, e.type === "Warning" ? "warn" : "none"),
+        h("span", { cls: "strong" }, e.reason),
+        ...(withObject
+          ? [`${(e.involvedObject?.kind ?? "").toLowerCase()}/${e.involvedObject?.name ?? ""}`]
+          : []),
+        h("span", { cls: "message" }, e.message),
+        h("span", { cls: "num" }, String(e.count ?? 1)),
+      ]),
+    "No events.",
+    "events",
+  );
+}
+
+/**
+ * Mounts the page of device `name` in `root`.
+ * @param {HTMLElement} root
+ * @param {FleetState} state
+ * @param {string} name
+ */
+export function mountNode(root, state, name) {
+  const update = (now = Date.now()) => {
+    const n = state.nodes.get(name);
+    const crumbs = h(
+      "nav",
+      { cls: "crumbs", attrs: { "aria-label": "breadcrumb" } },
+      link([""], "Fleet"),
+      " / ",
+      name,
+    );
+    if (!n) {
+      root.replaceChildren(crumbs, h("p", { cls: "notice" }, `No device named "${name}" (yet).`));
+      return;
+    }
+    const st = nodeState(n);
+    const conn = connState(n);
+    root.replaceChildren(
+      crumbs,
+      h(
+        "div",
+        { cls: "page-head" },
+        h("h1", null, name),
+        h(
+          "div",
+          { cls: "head-badges" },
+          badge(st.label, st.tone, st.message),
+          badge(conn.label, conn.tone),
+        ),
+        h(
+          "p",
+          { cls: "muted" },
+          "Last seen ",
+          ago(n.metadata.annotations?.[ANNOTATION.lastSeen], now),
+          " · joined ",
+          ago(n.metadata.creationTimestamp, now),
+          st.tone !== "ok" && st.message ? ` · ${st.message}` : "",
+        ),
+      ),
+      podTable(name, state.podsOf(name), now),
+      conditions(n, now),
+      h("div", { cls: "grid-2" }, capacity(n), system(n)),
+      panel("Events", eventTable(state.eventsOf(name), now, true)),
+    );
+  };
+  return { update, title: name };
+}

@@ -1,0 +1,283 @@
+// The hub's live view of the fleet: every node, its pods and recent events, kept in memory and
+// mirrored to the store. Agent messages are applied here (after the session checked who sent
+// them); each visible change is passed to `onChange` for the watch streams.
+// Invariants: a node's received seq ≥ its stored (acked) seq; a pod or event is only ever stored
+// under the node whose credential sent it.
+import type { Node } from "../api/node.ts";
+import type { Event, Pod } from "../api/types.ts";
+import type { Hello, SequencedMessage } from "../protocol/index.ts";
+import type { HubStore, LoadedState, NodeRecord } from "./store.ts";
+import { eventView, nodeView, podView } from "./views.ts";
+
+export type WatchKind = "nodes" | "pods" | "events";
+export interface Change {
+  type: "ADDED" | "MODIFIED" | "DELETED";
+  kind: WatchKind;
+  object: Node | Pod | Event;
+}
+
+export interface FleetOptions {
+  store: HubStore;
+  /** The most recent events kept per node. */
+  maxEventsPerNode: number;
+  /** A node with no message for this long is offline. */
+  offlineAfterMs: number;
+  onChange: (change: Change) => void;
+}
+
+export type IngestResult = { ok: true } | { ok: false; reason: string };
+
+export class Fleet {
+  readonly nodes = new Map<string, NodeRecord>();
+  private readonly pods = new Map<string, Map<string, Pod>>();
+  private readonly events = new Map<string, Map<string, Event>>();
+  /** Online nodes and since when they are offline (absent: online or never seen). */
+  private readonly online = new Set<string>();
+  private readonly offlineSince = new Map<string, number>();
+  /** The highest seq received per node (not yet necessarily stored). */
+  private readonly received = new Map<string, number>();
+
+  constructor(
+    private readonly opts: FleetOptions,
+    loaded: LoadedState,
+  ) {
+    for (const n of loaded.nodes) {
+      this.nodes.set(n.name, n);
+      this.received.set(n.name, n.ackedSeq);
+    }
+    for (const p of loaded.pods) this.podsOf(p.node).set(p.pod.metadata.uid ?? "", p.pod);
+    for (const e of loaded.events) this.eventsOf(e.node).set(e.event.metadata.name, e.event);
+  }
+
+  podsOf(node: string): Map<string, Pod> {
+    let m = this.pods.get(node);
+    if (m === undefined) {
+      m = new Map();
+      this.pods.set(node, m);
+    }
+    return m;
+  }
+
+  eventsOf(node: string): Map<string, Event> {
+    let m = this.events.get(node);
+    if (m === undefined) {
+      m = new Map();
+      this.events.set(node, m);
+    }
+    return m;
+  }
+
+  isOnline(name: string): boolean {
+    return this.online.has(name);
+  }
+
+  /** The Node served for `name`, or undefined when no such node joined. */
+  view(name: string): Node | undefined {
+    const rec = this.nodes.get(name);
+    if (rec === undefined) return undefined;
+    const offlineSince = this.offlineSince.get(name);
+    return nodeView(rec, {
+      online: this.online.has(name),
+      ...(offlineSince !== undefined && { offlineSince }),
+      podCount: this.pods.get(name)?.size ?? 0,
+    });
+  }
+
+  allPods(): { node: string; pod: Pod }[] {
+    const out: { node: string; pod: Pod }[] = [];
+    for (const [node, pods] of this.pods)
+      for (const pod of pods.values()) out.push({ node, pod: podView(node, pod) });
+    return out;
+  }
+
+  allEvents(): { node: string; event: Event }[] {
+    const out: { node: string; event: Event }[] = [];
+    for (const [node, events] of this.events)
+      for (const event of events.values()) out.push({ node, event: eventView(node, event) });
+    return out;
+  }
+
+  /** The highest seq received from `name`. */
+  receivedSeq(name: string): number {
+    return this.received.get(name) ?? 0;
+  }
+
+  private progress(rec: NodeRecord): void {
+    const { node: _node, ...progress } = rec;
+    this.opts.store.queueProgress(progress);
+  }
+
+  private emitNode(name: string, type: Change["type"] = "MODIFIED"): void {
+    const object = this.view(name);
+    if (object !== undefined) this.opts.onChange({ type, kind: "nodes", object });
+  }
+
+  /**
+   * A session of `name` said hello: starts or resumes its stream and marks it online. Returns
+   * the stored seq to put in `welcome`. A new stream forgets the node's pods.
+   */
+  connect(name: string, hello: Hello, now: number): number {
+    const rec = this.nodes.get(name);
+    if (rec === undefined) throw new Error(`Cannot connect node "${name}": it has not joined`);
+    if (rec.streamId !== hello.streamId) {
+      for (const pod of this.podsOf(name).values())
+        this.opts.onChange({ type: "DELETED", kind: "pods", object: podView(name, pod) });
+      this.pods.delete(name);
+      this.opts.store.queueClearPods(name);
+      rec.streamId = hello.streamId;
+      rec.ackedSeq = 0;
+      this.received.set(name, 0);
+    }
+    rec.connected = true;
+    rec.lastSeen = now;
+    if (hello.desiredGeneration !== undefined) rec.ackedGeneration = hello.desiredGeneration;
+    this.online.add(name);
+    this.offlineSince.delete(name);
+    this.progress(rec);
+    this.emitNode(name);
+    return rec.ackedSeq;
+  }
+
+  /** Any message from `name` at `now`: it is alive. */
+  touch(name: string, now: number): void {
+    const rec = this.nodes.get(name);
+    if (rec === undefined) return;
+    rec.lastSeen = now;
+    if (!this.online.has(name)) {
+      this.online.add(name);
+      this.offlineSince.delete(name);
+      this.emitNode(name);
+    }
+  }
+
+  /** Marks `name` offline at `now` (its connection closed or it missed heartbeats). */
+  setOffline(name: string, now: number): void {
+    if (!this.online.delete(name)) return;
+    this.offlineSince.set(name, now);
+    const rec = this.nodes.get(name);
+    if (rec !== undefined) this.progress(rec);
+    this.emitNode(name);
+  }
+
+  /** One pass of offline detection: every online node silent for too long goes offline. */
+  checkLiveness(now: number): string[] {
+    const gone: string[] = [];
+    for (const name of this.online) {
+      const seen = this.nodes.get(name)?.lastSeen ?? 0;
+      if (now - seen > this.opts.offlineAfterMs) gone.push(name);
+    }
+    for (const name of gone) this.setOffline(name, now);
+    return gone;
+  }
+
+  /** Records that everything of `name` up to `seq` is stored. */
+  stored(name: string, seq: number): void {
+    const rec = this.nodes.get(name);
+    if (rec !== undefined && seq > rec.ackedSeq) rec.ackedSeq = seq;
+  }
+
+  /** The progress to store with the seq received so far (called just before a flush). */
+  markReceived(name: string): number {
+    const rec = this.nodes.get(name);
+    const seq = this.receivedSeq(name);
+    if (rec !== undefined) this.progress({ ...rec, ackedSeq: seq });
+    return seq;
+  }
+
+  setDesiredAck(name: string, generation: number): void {
+    const rec = this.nodes.get(name);
+    if (rec === undefined) return;
+    rec.ackedGeneration = generation;
+    this.progress(rec);
+  }
+
+  /** Applies a sequenced message of `name`; a repeated seq is ignored. */
+  ingest(name: string, msg: SequencedMessage): IngestResult {
+    const rec = this.nodes.get(name);
+    if (rec === undefined) return { ok: false, reason: `node "${name}" has not joined` };
+    if (msg.seq <= this.receivedSeq(name)) return { ok: true };
+    const refused = checkOwner(name, msg);
+    if (refused !== undefined) return { ok: false, reason: refused };
+    this.received.set(name, msg.seq);
+    switch (msg.type) {
+      case "node":
+        rec.node = msg.node;
+        this.opts.store.queueNode(name, msg.node);
+        this.emitNode(name);
+        break;
+      case "node.patch": {
+        const base = rec.node ?? emptyNode(name);
+        rec.node = { ...base, status: { ...base.status, ...msg.status } };
+        this.opts.store.queueNode(name, rec.node);
+        this.emitNode(name);
+        break;
+      }
+      case "pod.upsert":
+        this.upsertPod(name, msg.uid, msg.pod);
+        break;
+      case "pod.delete":
+        this.deletePod(name, msg.uid);
+        break;
+      case "event":
+        this.putEvent(name, msg.event);
+        break;
+    }
+    return { ok: true };
+  }
+
+  private upsertPod(node: string, uid: string, pod: Pod): void {
+    const pods = this.podsOf(node);
+    const stored: Pod =
+      pod.metadata.uid === uid ? pod : { ...pod, metadata: { ...pod.metadata, uid } };
+    const type = pods.has(uid) ? "MODIFIED" : "ADDED";
+    pods.set(uid, stored);
+    this.opts.store.queuePod(node, uid, stored);
+    this.opts.onChange({ type, kind: "pods", object: podView(node, stored) });
+    if (type === "ADDED") this.emitNode(node);
+  }
+
+  private deletePod(node: string, uid: string): void {
+    const pods = this.podsOf(node);
+    const pod = pods.get(uid);
+    if (pod === undefined) return;
+    pods.delete(uid);
+    this.opts.store.queuePod(node, uid, null);
+    this.opts.onChange({ type: "DELETED", kind: "pods", object: podView(node, pod) });
+    this.emitNode(node);
+  }
+
+  private putEvent(node: string, event: Event): void {
+    const events = this.eventsOf(node);
+    const name = event.metadata.name;
+    const type = events.delete(name) ? "MODIFIED" : "ADDED";
+    events.set(name, event);
+    this.opts.store.queueEvent(node, name, event);
+    this.opts.onChange({ type, kind: "events", object: eventView(node, event) });
+    while (events.size > this.opts.maxEventsPerNode) {
+      const oldest = events.keys().next().value as string;
+      events.delete(oldest);
+      this.opts.store.queueEvent(node, oldest, null);
+    }
+  }
+}
+
+/** Why a message of node `name` speaks for another node, or undefined. */
+export function checkOwner(name: string, msg: SequencedMessage): string | undefined {
+  if (msg.type === "node" && msg.node.metadata.name !== name)
+    return `node "${name}" cannot report node "${msg.node.metadata.name}"`;
+  if (msg.type === "pod.upsert") {
+    const other = msg.pod.spec.nodeName;
+    if (other !== undefined && other !== "" && other !== name)
+      return `node "${name}" cannot report pod "${msg.pod.metadata.name}" of node "${other}"`;
+  }
+  if (msg.type === "event") {
+    const host = msg.event.source.host;
+    if (host !== undefined && host !== "" && host !== name)
+      return `node "${name}" cannot report an event of node "${host}"`;
+  }
+  return undefined;
+}
+
+function emptyNode(name: string): Node {
+  return { apiVersion: "v1", kind: "Node", metadata: { name }, spec: {}, status: {} };
+}

@@ -1,0 +1,238 @@
+// Agent connections (docs/protocol.md, "The connection"): authenticate, expect hello, then apply
+// each message to the fleet. Anything the hub cannot accept gets `error` and a close with the
+// code of its error; other connections are untouched. Acks are sent by the flush (hub.ts).
+
+import {
+  type AgentMessage,
+  CLOSE_CODES,
+  decodeAgentMessage,
+  type ErrorCode,
+  type Hello,
+  isSequenced,
+  PROTOCOL_VERSION,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  type Welcome,
+} from "../protocol/index.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import type { Fleet } from "./fleet.ts";
+import type { Identity } from "./identity.ts";
+import { type RateLimit, TokenBucket } from "./ratelimit.ts";
+
+/** The state of one agent connection. */
+export interface AgentSocketData {
+  kind: "agent";
+  /** The credential's node, or why the credential was refused (sent on open). */
+  auth: ReturnType<Identity["authenticate"]>;
+  /** Set once hello was accepted. */
+  nodeName?: string;
+  bucket: TokenBucket;
+  cancelHelloTimer?: () => void;
+  closed: boolean;
+}
+
+/** The part of a server WebSocket sessions use. */
+export interface AgentSocket {
+  data: AgentSocketData;
+  send(text: string): unknown;
+  close(code?: number, reason?: string): void;
+}
+
+interface Refusal {
+  code: ErrorCode;
+  reason: string;
+}
+
+export interface SessionOptions {
+  fleet: Fleet;
+  identity: Identity;
+  clock: Clock;
+  log: Logger;
+  heartbeatIntervalMs: number;
+  maxMessageBytes: number;
+  rateLimit: RateLimit;
+  helloTimeoutMs: number;
+  /** Marks `node` as having received messages to acknowledge at the next flush. */
+  markDirty(node: string): void;
+  /** Flushes the store now (before resuming a stream whose seqs are not all stored). */
+  flushNow(): void;
+}
+
+export class AgentSessions {
+  private readonly byNode = new Map<string, AgentSocket>();
+
+  constructor(private readonly opts: SessionOptions) {}
+
+  newData(credential: string | undefined): AgentSocketData {
+    return {
+      kind: "agent",
+      auth: this.opts.identity.authenticate(credential),
+      bucket: new TokenBucket(this.opts.rateLimit, this.opts.clock.now()),
+      closed: false,
+    };
+  }
+
+  /** How many agents are connected and past hello. */
+  count(): number {
+    return this.byNode.size;
+  }
+
+  open(ws: AgentSocket): void {
+    const auth = ws.data.auth;
+    if (!auth.ok) {
+      this.refuse(ws, auth.code, auth.reason);
+      return;
+    }
+    ws.data.cancelHelloTimer = this.opts.clock.setTimer(this.opts.helloTimeoutMs, () => {
+      if (ws.data.nodeName === undefined && !ws.data.closed)
+        this.refuse(ws, "protocol", `no hello within ${this.opts.helloTimeoutMs} ms`);
+    });
+  }
+
+  message(ws: AgentSocket, data: string | Uint8Array | ArrayBufferLike): void {
+    if (ws.data.closed) return;
+    const refusal = this.handle(ws, data, this.opts.clock.now());
+    if (refusal !== undefined) this.refuse(ws, refusal.code, refusal.reason);
+  }
+
+  /** Handles one frame; returns why the connection must be closed, if it must. */
+  private handle(
+    ws: AgentSocket,
+    data: string | Uint8Array | ArrayBufferLike,
+    now: number,
+  ): Refusal | undefined {
+    if (!ws.data.bucket.take(now)) {
+      const { messagesPerSecond, burst } = this.opts.rateLimit;
+      return {
+        code: "rate-limited",
+        reason: `more than ${messagesPerSecond} messages/s (burst ${burst})`,
+      };
+    }
+    const decoded = decodeAgentMessage(data, this.opts.maxMessageBytes);
+    if (!decoded.ok) return decoded;
+    const name = ws.data.nodeName;
+    if (name === undefined) return this.hello(ws, decoded.message, now);
+    return this.apply(ws, name, decoded.message, now);
+  }
+
+  private apply(
+    ws: AgentSocket,
+    name: string,
+    msg: AgentMessage,
+    now: number,
+  ): Refusal | undefined {
+    const { fleet } = this.opts;
+    fleet.touch(name, now);
+    if (msg.type === "hello") return { code: "protocol", reason: "hello was already received" };
+    if (msg.type === "hb") ws.send('{"type":"hb"}');
+    else if (msg.type === "desired.ack") fleet.setDesiredAck(name, msg.generation);
+    else if (isSequenced(msg)) {
+      const result = fleet.ingest(name, msg);
+      if (!result.ok) return { code: "forbidden", reason: result.reason };
+      this.opts.markDirty(name);
+    }
+    return undefined;
+  }
+
+  private hello(ws: AgentSocket, msg: AgentMessage, now: number): Refusal | undefined {
+    if (msg.type !== "hello")
+      return { code: "protocol", reason: `the first message must be hello, got ${msg.type}` };
+    const auth = ws.data.auth;
+    if (!auth.ok) return auth;
+    if (!SUPPORTED_PROTOCOL_VERSIONS.includes(msg.protocolVersion)) {
+      const spoken = SUPPORTED_PROTOCOL_VERSIONS.join(", ");
+      return {
+        code: "unsupported-version",
+        reason: `protocol version ${msg.protocolVersion} is not supported; this hub speaks ${spoken}`,
+      };
+    }
+    if (msg.nodeName !== auth.nodeName)
+      return {
+        code: "forbidden",
+        reason: `credential of node "${auth.nodeName}" cannot speak for node "${msg.nodeName}"`,
+      };
+    this.accept(ws, auth.nodeName, msg, now);
+    return undefined;
+  }
+
+  private accept(ws: AgentSocket, name: string, msg: Hello, now: number): void {
+    ws.data.cancelHelloTimer?.();
+    const previous = this.byNode.get(name);
+    if (previous !== undefined && previous !== ws) {
+      this.byNode.delete(name);
+      this.refuse(previous, "replaced", `node "${name}" connected again`);
+    }
+    const { fleet } = this.opts;
+    if (fleet.receivedSeq(name) > (fleet.nodes.get(name)?.ackedSeq ?? 0)) this.opts.flushNow();
+    ws.data.nodeName = name;
+    this.byNode.set(name, ws);
+    const ackedSeq = fleet.connect(name, msg, now);
+    const welcome: Welcome = {
+      type: "welcome",
+      protocolVersion: PROTOCOL_VERSION,
+      heartbeatIntervalMs: this.opts.heartbeatIntervalMs,
+      ackedSeq,
+      maxMessageBytes: this.opts.maxMessageBytes,
+      rateLimit: this.opts.rateLimit,
+    };
+    ws.send(JSON.stringify(welcome));
+    this.opts.log.debug("agent connected", {
+      node: name,
+      ackedSeq,
+      agentVersion: msg.agentVersion,
+    });
+  }
+
+  /** Sends `ack` to the connection of `name`, if any. */
+  ack(name: string, seq: number): void {
+    if (seq > 0) this.byNode.get(name)?.send(`{"type":"ack","seq":${seq}}`);
+  }
+
+  /** Closes the connection of a node that was just revoked. */
+  revoked(name: string): void {
+    const ws = this.byNode.get(name);
+    if (ws !== undefined) this.refuse(ws, "revoked", `node "${name}" was revoked`);
+  }
+
+  /** The connection closed (by either side). */
+  close(ws: AgentSocket): void {
+    ws.data.closed = true;
+    ws.data.cancelHelloTimer?.();
+    const name = ws.data.nodeName;
+    if (name === undefined || this.byNode.get(name) !== ws) return;
+    this.byNode.delete(name);
+    this.opts.fleet.setOffline(name, this.opts.clock.now());
+  }
+
+  /** Closes every agent connection (the hub stops). */
+  closeAll(): void {
+    for (const ws of [...this.byNode.values()])
+      this.refuse(ws, "shutting-down", "the hub is stopping");
+  }
+
+  private refuse(ws: AgentSocket, code: ErrorCode, reason: string): void {
+    if (ws.data.closed) return;
+    ws.data.closed = true;
+    ws.data.cancelHelloTimer?.();
+    const name = ws.data.nodeName ?? (ws.data.auth.ok ? ws.data.auth.nodeName : undefined);
+    this.opts.log.info("agent connection refused", { node: name, code, reason });
+    try {
+      ws.send(JSON.stringify({ type: "error", code, reason }));
+      ws.close(CLOSE_CODES[code], truncate(reason, 120));
+    } catch {
+      // The socket is already gone: nothing to tell.
+    }
+    if (ws.data.nodeName !== undefined && this.byNode.get(ws.data.nodeName) === ws) {
+      this.byNode.delete(ws.data.nodeName);
+      this.opts.fleet.setOffline(ws.data.nodeName, this.opts.clock.now());
+    }
+  }
+}
+
+function truncate(s: string, bytes: number): string {
+  return Buffer.byteLength(s) <= bytes
+    ? s
+    : `${Buffer.from(s)
+        .subarray(0, bytes - 3)
+        .toString()}...`;
+}

@@ -1,0 +1,210 @@
+// The hub's durable store (bun:sqlite). Identity changes (tokens, joins, revokes) are written at
+// once; what agents report is queued and written in one transaction per flush, coalesced by key,
+// so that ingest costs a map update per message. Everything is loaded into memory at start.
+import { Database } from "bun:sqlite";
+import type { Node } from "../api/node.ts";
+import type { Event, Pod } from "../api/types.ts";
+
+export interface JoinTokenRecord {
+  id: string;
+  hash: string;
+  expiresAt: number;
+  labels: Record<string, string>;
+  revoked: boolean;
+  createdAt: number;
+}
+
+/** What the hub knows of a node that joined. */
+export interface NodeRecord {
+  name: string;
+  credentialHash: string;
+  /** Labels given at join (join token's and the join request's). */
+  hubLabels: Record<string, string>;
+  joinedAt: number;
+  revokedAt?: number;
+  /** The agent's outbox id; seqs are counted per stream. */
+  streamId?: string;
+  /** The highest seq of the stream stored durably. */
+  ackedSeq: number;
+  lastSeen?: number;
+  /** Whether the credential was ever used to connect (then the name cannot join again). */
+  connected: boolean;
+  desiredGeneration: number;
+  ackedGeneration: number;
+  node?: Node;
+}
+
+/** The queued progress of a node: everything but its Node object. */
+export type NodeProgress = Omit<NodeRecord, "node">;
+
+export interface LoadedState {
+  operatorHash?: string;
+  joinTokens: JoinTokenRecord[];
+  nodes: NodeRecord[];
+  pods: { node: string; pod: Pod }[];
+  events: { node: string; event: Event }[];
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS join_tokens (id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE,
+  expires_at INTEGER NOT NULL, labels TEXT NOT NULL, revoked INTEGER NOT NULL, created_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, progress TEXT NOT NULL, node TEXT);
+CREATE TABLE IF NOT EXISTS pods (node TEXT NOT NULL, uid TEXT NOT NULL, pod TEXT NOT NULL, PRIMARY KEY (node, uid));
+CREATE TABLE IF NOT EXISTS events (node TEXT NOT NULL, name TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (node, name));
+`;
+
+export class HubStore {
+  private readonly db: Database;
+  private progress = new Map<string, NodeProgress>();
+  private nodeObjects = new Map<string, Node>();
+  private pods = new Map<string, { node: string; uid: string; pod: Pod | null }>();
+  private events = new Map<string, { node: string; name: string; event: Event | null }>();
+  private clearedPods = new Set<string>();
+
+  /** Opens (creating) the store at `path`; ":memory:" for tests. */
+  constructor(path: string) {
+    this.db = new Database(path, { create: true, strict: true });
+    this.db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+    this.db.exec(SCHEMA);
+  }
+
+  load(): LoadedState {
+    const meta = this.db.query("SELECT value FROM meta WHERE key = 'operator'").get() as {
+      value: string;
+    } | null;
+    const tokens = this.db.query("SELECT * FROM join_tokens").all() as {
+      id: string;
+      hash: string;
+      expires_at: number;
+      labels: string;
+      revoked: number;
+      created_at: number;
+    }[];
+    const nodes = this.db.query("SELECT progress, node FROM nodes").all() as {
+      progress: string;
+      node: string | null;
+    }[];
+    const pods = this.db.query("SELECT node, pod FROM pods").all() as {
+      node: string;
+      pod: string;
+    }[];
+    const events = this.db.query("SELECT node, event FROM events").all() as {
+      node: string;
+      event: string;
+    }[];
+    return {
+      ...(meta !== null && { operatorHash: meta.value }),
+      joinTokens: tokens.map((t) => ({
+        id: t.id,
+        hash: t.hash,
+        expiresAt: t.expires_at,
+        labels: JSON.parse(t.labels),
+        revoked: t.revoked !== 0,
+        createdAt: t.created_at,
+      })),
+      nodes: nodes.map((n) => ({
+        ...(JSON.parse(n.progress) as NodeProgress),
+        ...(n.node !== null && { node: JSON.parse(n.node) as Node }),
+      })),
+      pods: pods.map((p) => ({ node: p.node, pod: JSON.parse(p.pod) as Pod })),
+      events: events.map((e) => ({ node: e.node, event: JSON.parse(e.event) as Event })),
+    };
+  }
+
+  // ---- written at once ----
+
+  saveOperatorHash(hash: string): void {
+    this.db.query("INSERT OR REPLACE INTO meta (key, value) VALUES ('operator', ?)").run(hash);
+  }
+
+  saveJoinToken(t: JoinTokenRecord): void {
+    this.db
+      .query("INSERT OR REPLACE INTO join_tokens VALUES (?, ?, ?, ?, ?, ?)")
+      .run(t.id, t.hash, t.expiresAt, JSON.stringify(t.labels), t.revoked ? 1 : 0, t.createdAt);
+  }
+
+  /** Writes a node's identity and progress now (join, revoke), with what is queued before it. */
+  saveNodeNow(progress: NodeProgress): void {
+    this.queueProgress(progress);
+    this.flush();
+  }
+
+  // ---- queued until flush() ----
+
+  queueProgress(progress: NodeProgress): void {
+    this.progress.set(progress.name, progress);
+  }
+
+  queueNode(name: string, node: Node): void {
+    this.nodeObjects.set(name, node);
+  }
+
+  /** A pod's newest state (`null`: deleted). */
+  queuePod(node: string, uid: string, pod: Pod | null): void {
+    this.pods.set(`${node}\u0000${uid}`, { node, uid, pod });
+  }
+
+  /** Forgets every stored pod of `node` (a new stream), before the pods queued after this. */
+  queueClearPods(node: string): void {
+    for (const [key, p] of this.pods) if (p.node === node) this.pods.delete(key);
+    this.clearedPods.add(node);
+  }
+
+  queueEvent(node: string, name: string, event: Event | null): void {
+    this.events.set(`${node}\u0000${name}`, { node, name, event });
+  }
+
+  /** How many writes are waiting for flush(). */
+  pending(): number {
+    return (
+      this.progress.size +
+      this.nodeObjects.size +
+      this.pods.size +
+      this.events.size +
+      this.clearedPods.size
+    );
+  }
+
+  /** Writes everything queued in one transaction. */
+  flush(): void {
+    if (this.pending() === 0) return;
+    const progress = this.progress;
+    const nodeObjects = this.nodeObjects;
+    const pods = this.pods;
+    const events = this.events;
+    const cleared = this.clearedPods;
+    this.progress = new Map();
+    this.nodeObjects = new Map();
+    this.pods = new Map();
+    this.events = new Map();
+    this.clearedPods = new Set();
+    const upsertProgress = this.db.query(
+      "INSERT INTO nodes (name, progress) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET progress = excluded.progress",
+    );
+    const setNode = this.db.query("UPDATE nodes SET node = ? WHERE name = ?");
+    const clearPods = this.db.query("DELETE FROM pods WHERE node = ?");
+    const putPod = this.db.query("INSERT OR REPLACE INTO pods VALUES (?, ?, ?)");
+    const delPod = this.db.query("DELETE FROM pods WHERE node = ? AND uid = ?");
+    const putEvent = this.db.query("INSERT OR REPLACE INTO events VALUES (?, ?, ?)");
+    const delEvent = this.db.query("DELETE FROM events WHERE node = ? AND name = ?");
+    this.db.transaction(() => {
+      for (const p of progress.values()) upsertProgress.run(p.name, JSON.stringify(p));
+      for (const [name, n] of nodeObjects) setNode.run(JSON.stringify(n), name);
+      for (const node of cleared) clearPods.run(node);
+      for (const p of pods.values()) {
+        if (p.pod === null) delPod.run(p.node, p.uid);
+        else putPod.run(p.node, p.uid, JSON.stringify(p.pod));
+      }
+      for (const e of events.values()) {
+        if (e.event === null) delEvent.run(e.node, e.name);
+        else putEvent.run(e.node, e.name, JSON.stringify(e.event));
+      }
+    })();
+  }
+
+  close(): void {
+    this.flush();
+    this.db.close();
+  }
+}

@@ -1,0 +1,31 @@
+// Tokens of the hub (docs/protocol.md, "Identities and tokens"): 32 random bytes in base64url
+// behind a prefix saying what the token is for. The hub keeps only SHA-256 hashes.
+import { createHash, randomBytes } from "node:crypto";
+import { TOKEN_PREFIX } from "../protocol/index.ts";
+
+export type TokenKind = keyof typeof TOKEN_PREFIX;
+
+/** A new random token of `kind`, e.g. "flj_3q...". `random` is injectable for tests. */
+export function generateToken(
+  kind: TokenKind,
+  random: (n: number) => Buffer = randomBytes,
+): string {
+  return TOKEN_PREFIX[kind] + random(32).toString("base64url");
+}
+
+/** The hex SHA-256 of a token: what the hub stores and looks tokens up by. */
+export function hashToken(token: string): string {
+  return createHash("sha256").update(token, "utf8").digest("hex");
+}
+
+/** A short public id for a join token (the first 12 hex chars of its hash). */
+export function tokenId(hash: string): string {
+  return hash.slice(0, 12);
+}
+
+/** The bearer token of an `Authorization: Bearer <token>` header, or undefined. */
+export function bearerToken(header: string | null | undefined): string | undefined {
+  if (header === null || header === undefined) return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m?.[1];
+}

@@ -1,0 +1,75 @@
+// Watch streams for operators (GET /api/v1/watch): every change of the fleet pushed as
+// {type, object} to the subscribers of its kind. A subscriber that does not keep up (more than
+// `maxBufferedBytes` waiting) is closed rather than buffered without end.
+import type { Change, WatchKind } from "./fleet.ts";
+
+export interface WatchSocketData {
+  kind: "watch";
+  kinds: ReadonlySet<WatchKind>;
+  initial: boolean;
+}
+
+export interface WatchSocket {
+  data: WatchSocketData;
+  send(text: string): unknown;
+  close(code?: number, reason?: string): void;
+  getBufferedAmount(): number;
+}
+
+export const WATCH_KINDS: readonly WatchKind[] = ["nodes", "pods", "events"];
+
+/** Parses `?kinds=nodes,pods`; all kinds when absent. */
+export function parseWatchKinds(param: string | null): Set<WatchKind> | string {
+  if (param === null || param === "") return new Set(WATCH_KINDS);
+  const kinds = new Set<WatchKind>();
+  for (const k of param.split(",")) {
+    if (!(WATCH_KINDS as readonly string[]).includes(k))
+      return `unknown watch kind ${JSON.stringify(k)}; use ${WATCH_KINDS.join(", ")}`;
+    kinds.add(k as WatchKind);
+  }
+  return kinds;
+}
+
+export class WatchHub {
+  private readonly subscribers = new Set<WatchSocket>();
+
+  constructor(private readonly maxBufferedBytes = 16 * 1024 * 1024) {}
+
+  /** Adds a subscriber, first sending it `initial` (the current objects) as ADDED. */
+  add(ws: WatchSocket, initial: Change[]): void {
+    for (const c of initial) if (ws.data.kinds.has(c.kind)) ws.send(frame(c));
+    this.subscribers.add(ws);
+  }
+
+  remove(ws: WatchSocket): void {
+    this.subscribers.delete(ws);
+  }
+
+  count(): number {
+    return this.subscribers.size;
+  }
+
+  publish(change: Change): void {
+    if (this.subscribers.size === 0) return;
+    let text: string | undefined;
+    for (const ws of this.subscribers) {
+      if (!ws.data.kinds.has(change.kind)) continue;
+      if (ws.getBufferedAmount() > this.maxBufferedBytes) {
+        this.subscribers.delete(ws);
+        ws.close(1008, "watch client too slow");
+        continue;
+      }
+      text ??= frame(change);
+      ws.send(text);
+    }
+  }
+
+  closeAll(): void {
+    for (const ws of this.subscribers) ws.close(1001, "the hub is stopping");
+    this.subscribers.clear();
+  }
+}
+
+function frame(c: Change): string {
+  return JSON.stringify({ type: c.type, object: c.object });
+}

@@ -1,0 +1,48 @@
+// The HTTP side of the protocol: paths, the join exchange and token formats (docs/protocol.md).
+import { z } from "zod";
+
+export const AGENT_CONNECT_PATH = "/api/v1/agent/connect";
+export const JOIN_PATH = "/api/v1/join";
+export const JOIN_TOKENS_PATH = "/api/v1/join-tokens";
+export const WATCH_PATH = "/api/v1/watch";
+/** Where the agent keeps its node credential, relative to its root dir (mode 0600). */
+export const CREDENTIAL_FILE = "hub/credential";
+
+/** Token prefixes: operator, join token, node credential. */
+export const TOKEN_PREFIX = { operator: "flo_", join: "flj_", credential: "flc_" } as const;
+
+/** Annotations the hub adds to the Nodes it serves. */
+export const HUB_ANNOTATIONS = {
+  online: "hub.fleetlet.io/online",
+  lastSeen: "hub.fleetlet.io/last-seen",
+  pods: "hub.fleetlet.io/pods",
+  revoked: "hub.fleetlet.io/revoked",
+} as const;
+
+const labels = z.record(z.string().max(317), z.string().max(63));
+
+/** POST /api/v1/join */
+export const joinRequestSchema = z.object({
+  joinToken: z.string().min(1).max(256),
+  nodeName: z.string().min(1).max(253),
+  labels: labels.optional(),
+});
+export type JoinRequest = z.output<typeof joinRequestSchema>;
+
+export const joinResponseSchema = z.object({ nodeName: z.string(), credential: z.string() });
+export type JoinResponse = z.output<typeof joinResponseSchema>;
+
+/** POST /api/v1/join-tokens; `ttl` is a duration such as "24h" (default 24h). */
+export const joinTokenRequestSchema = z.object({
+  ttl: z.string().max(32).optional(),
+  labels: labels.optional(),
+});
+export type JoinTokenRequest = z.output<typeof joinTokenRequestSchema>;
+
+export const joinTokenResponseSchema = z.object({
+  id: z.string(),
+  token: z.string(),
+  expiresAt: z.string(),
+  labels: z.record(z.string(), z.string()),
+});
+export type JoinTokenResponse = z.output<typeof joinTokenResponseSchema>;

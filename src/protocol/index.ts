@@ -1,0 +1,18 @@
+// The agent ↔ hub protocol (docs/protocol.md), shared by both sides: message schemas and types,
+// decoding with the refusal reasons, and the HTTP join exchange.
+export {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  type Decoded,
+  decodeAgentMessage,
+  decodeHubMessage,
+  describeZodError,
+} from "./decode.ts";
+export * from "./http.ts";
+export * from "./messages.ts";
+export {
+  eventSchema,
+  nodeSchema,
+  nodeStatusSchema,
+  podSchema,
+  podStatusSchema,
+} from "./objects.ts";

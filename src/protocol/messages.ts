@@ -1,0 +1,153 @@
+// The agent ↔ hub messages of protocol version 1 (docs/protocol.md), as zod schemas. Each side
+// decodes what it receives with decodeAgentMessage/decodeHubMessage: unknown fields are dropped
+// (a newer peer may add optional ones), a wrong type or an unknown `type` is refused.
+import { z } from "zod";
+import { eventSchema, nodeSchema, nodeStatusSchema, podSchema } from "./objects.ts";
+
+/** The protocol version this build speaks. */
+export const PROTOCOL_VERSION = 1;
+/** The versions a hub of this build accepts in `hello`. */
+export const SUPPORTED_PROTOCOL_VERSIONS: readonly number[] = [1];
+
+const seq = z.int().min(1).max(Number.MAX_SAFE_INTEGER);
+const generation = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
+/** A DNS-1123 subdomain, as node names are (checked in full by the hub on join). */
+const nodeName = z.string().min(1).max(253);
+const uid = z.string().min(1).max(128);
+
+// ---- agent → hub ----
+
+export const helloSchema = z.object({
+  type: z.literal("hello"),
+  protocolVersion: z.int(),
+  nodeName,
+  agentVersion: z.string().max(128),
+  /** Names the agent's outbox; a new id means the agent lost what it had sent. */
+  streamId: z.string().min(1).max(64),
+  /** The highest seq the agent saw acknowledged (informational; the hub's `ackedSeq` rules). */
+  lastAckedSeq: z.int().min(0).optional(),
+  /** The desired-state generation the agent has saved on disk. */
+  desiredGeneration: generation.optional(),
+});
+
+export const nodeMessageSchema = z.object({ type: z.literal("node"), seq, node: nodeSchema });
+
+export const nodePatchSchema = z.object({
+  type: z.literal("node.patch"),
+  seq,
+  /** Each field present replaces that whole field of the node's status. */
+  status: nodeStatusSchema,
+});
+
+export const podUpsertSchema = z
+  .object({ type: z.literal("pod.upsert"), seq, uid, pod: podSchema })
+  .refine((m) => m.pod.metadata.uid === undefined || m.pod.metadata.uid === m.uid, {
+    message: "pod.metadata.uid differs from uid",
+    path: ["pod", "metadata", "uid"],
+  });
+
+export const podDeleteSchema = z.object({ type: z.literal("pod.delete"), seq, uid });
+
+export const eventMessageSchema = z.object({ type: z.literal("event"), seq, event: eventSchema });
+
+export const heartbeatSchema = z.object({ type: z.literal("hb") });
+
+export const desiredAckSchema = z.object({ type: z.literal("desired.ack"), generation });
+
+export const agentMessageSchema = z.discriminatedUnion("type", [
+  helloSchema,
+  nodeMessageSchema,
+  nodePatchSchema,
+  podUpsertSchema,
+  podDeleteSchema,
+  eventMessageSchema,
+  heartbeatSchema,
+  desiredAckSchema,
+]);
+
+export type Hello = z.output<typeof helloSchema>;
+export type NodeMessage = z.output<typeof nodeMessageSchema>;
+export type NodePatch = z.output<typeof nodePatchSchema>;
+export type PodUpsert = z.output<typeof podUpsertSchema>;
+export type PodDelete = z.output<typeof podDeleteSchema>;
+export type EventMessage = z.output<typeof eventMessageSchema>;
+export type Heartbeat = z.output<typeof heartbeatSchema>;
+export type DesiredAck = z.output<typeof desiredAckSchema>;
+export type AgentMessage = z.output<typeof agentMessageSchema>;
+/** The agent messages that carry a seq (kept in the agent's outbox until acknowledged). */
+export type SequencedMessage = NodeMessage | NodePatch | PodUpsert | PodDelete | EventMessage;
+
+const sequencedTypes = new Set(["node", "node.patch", "pod.upsert", "pod.delete", "event"]);
+export function isSequenced(m: AgentMessage): m is SequencedMessage {
+  return sequencedTypes.has(m.type);
+}
+
+// ---- hub → agent ----
+
+export const errorCodes = [
+  "unauthorized",
+  "revoked",
+  "forbidden",
+  "unsupported-version",
+  "malformed",
+  "unknown-type",
+  "protocol",
+  "too-large",
+  "rate-limited",
+  "replaced",
+  "shutting-down",
+] as const;
+export type ErrorCode = (typeof errorCodes)[number];
+
+/** The WebSocket close code that goes with each error code. */
+export const CLOSE_CODES: Record<ErrorCode, number> = {
+  unauthorized: 4401,
+  revoked: 4403,
+  forbidden: 4403,
+  "unsupported-version": 4426,
+  malformed: 4400,
+  "unknown-type": 4400,
+  protocol: 4400,
+  "too-large": 4413,
+  "rate-limited": 4429,
+  replaced: 4409,
+  "shutting-down": 1001,
+};
+
+export const welcomeSchema = z.object({
+  type: z.literal("welcome"),
+  protocolVersion: z.int(),
+  heartbeatIntervalMs: z.int().min(1),
+  /** The highest seq of this stream the hub has stored: the agent resends what follows. */
+  ackedSeq: z.int().min(0),
+  maxMessageBytes: z.int().min(1),
+  rateLimit: z.object({ messagesPerSecond: z.number().positive(), burst: z.int().min(1) }),
+});
+
+export const ackSchema = z.object({ type: z.literal("ack"), seq });
+
+export const desiredSchema = z.object({
+  type: z.literal("desired"),
+  generation,
+  pods: z.array(podSchema),
+});
+
+export const errorSchema = z.object({
+  type: z.literal("error"),
+  code: z.enum(errorCodes),
+  reason: z.string(),
+});
+
+export const hubMessageSchema = z.discriminatedUnion("type", [
+  welcomeSchema,
+  ackSchema,
+  heartbeatSchema,
+  desiredSchema,
+  errorSchema,
+]);
+
+export type Welcome = z.output<typeof welcomeSchema>;
+export type Ack = z.output<typeof ackSchema>;
+export type Desired = z.output<typeof desiredSchema>;
+export type ErrorMessage = z.output<typeof errorSchema>;
+export type HubMessage = z.output<typeof hubMessageSchema>;

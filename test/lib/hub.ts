@@ -1,0 +1,137 @@
+// Runs the compiled `fleetlet hub` with its own data dir on a free loopback port, and speaks the
+// agent protocol at the message level (ProtocolClient) so tests can send what an agent would,
+// or what a broken or hostile one would.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { eventually, fleetletBin } from "./testbed.ts";
+
+export class TestHub {
+  readonly dataDir: string;
+  proc: ReturnType<typeof Bun.spawn> | undefined;
+  url = "";
+  operatorToken = "";
+  output = "";
+
+  constructor(private readonly args: string[] = []) {
+    this.dataDir = mkdtempSync(join(tmpdir(), "fleetlet-hub-e2e-"));
+  }
+
+  /** Starts the hub (again, on the same data dir and port after a stop). */
+  async start(): Promise<void> {
+    const port = this.url === "" ? "0" : new URL(this.url).port;
+    this.output = "";
+    const proc = Bun.spawn(
+      [fleetletBin, "hub", "--data", this.dataDir, "--listen", `127.0.0.1:${port}`, ...this.args],
+      { stdout: "pipe", stderr: "pipe" },
+    );
+    this.proc = proc;
+    const read = async (s: ReadableStream<Uint8Array>) => {
+      for await (const chunk of s) this.output += new TextDecoder().decode(chunk);
+    };
+    void read(proc.stdout);
+    void read(proc.stderr);
+    const url = await eventually(
+      "the hub to listen",
+      () => /hub listening url=(\S+)/.exec(this.output)?.[1],
+      10_000,
+      50,
+    );
+    this.url = url;
+    const token = /operator token[^\n]*\n(flo_\S+)/.exec(this.output)?.[1];
+    if (token !== undefined) this.operatorToken = token;
+  }
+
+  async stop(): Promise<void> {
+    this.proc?.kill("SIGTERM");
+    await this.proc?.exited;
+    this.proc = undefined;
+  }
+
+  async kill(): Promise<void> {
+    this.proc?.kill("SIGKILL");
+    await this.proc?.exited;
+    this.proc = undefined;
+  }
+
+  /** An operator API call. */
+  api(path: string, init: RequestInit = {}, token = this.operatorToken): Promise<Response> {
+    const headers = new Headers(init.headers);
+    if (token !== "") headers.set("authorization", `Bearer ${token}`);
+    return fetch(this.url + path, { ...init, headers });
+  }
+
+  async joinToken(ttl = "1h", labels: Record<string, string> = {}): Promise<string> {
+    const res = await this.api("/api/v1/join-tokens", {
+      method: "POST",
+      body: JSON.stringify({ ttl, labels }),
+    });
+    if (res.status !== 201) throw new Error(`join-tokens: HTTP ${res.status}: ${await res.text()}`);
+    return ((await res.json()) as { token: string }).token;
+  }
+
+  join(joinToken: string, nodeName: string): Promise<Response> {
+    return fetch(`${this.url}/api/v1/join`, {
+      method: "POST",
+      body: JSON.stringify({ joinToken, nodeName }),
+    });
+  }
+
+  /** Joins `nodeName` with a fresh join token; returns its credential. */
+  async credentialFor(nodeName: string): Promise<string> {
+    const res = await this.join(await this.joinToken(), nodeName);
+    if (res.status !== 200)
+      throw new Error(`join ${nodeName}: HTTP ${res.status}: ${await res.text()}`);
+    return ((await res.json()) as { credential: string }).credential;
+  }
+
+  async cleanup(): Promise<void> {
+    await this.kill();
+    rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+/** One agent connection at the protocol level: every received message and the close, recorded. */
+export class ProtocolClient {
+  readonly received: Record<string, unknown>[] = [];
+  closed: { code: number; reason: string } | undefined;
+  private readonly ws: WebSocket;
+  readonly opened: Promise<void>;
+
+  constructor(hubUrl: string, credential: string | undefined) {
+    const url = `${hubUrl.replace(/^http/, "ws")}/api/v1/agent/connect`;
+    const headers: Record<string, string> =
+      credential === undefined ? {} : { authorization: `Bearer ${credential}` };
+    this.ws = new WebSocket(url, { headers } as never);
+    this.ws.onmessage = (e) => this.received.push(JSON.parse(String(e.data)));
+    this.ws.onclose = (e) => {
+      this.closed = { code: e.code, reason: e.reason };
+    };
+    this.opened = new Promise((resolve, reject) => {
+      this.ws.onopen = () => resolve();
+      this.ws.onerror = () => reject(new Error(`cannot connect to ${url}`));
+    });
+  }
+
+  send(msg: unknown): void {
+    this.ws.send(typeof msg === "string" ? msg : JSON.stringify(msg));
+  }
+
+  /** Waits for a received message of `type`. */
+  waitFor(type: string, timeoutMs = 5000): Promise<Record<string, unknown>> {
+    return eventually(
+      `a ${type} message`,
+      () => this.received.find((m) => m.type === type),
+      timeoutMs,
+      10,
+    );
+  }
+
+  waitClosed(timeoutMs = 5000): Promise<{ code: number; reason: string }> {
+    return eventually("the connection to close", () => this.closed, timeoutMs, 10);
+  }
+
+  close(): void {
+    this.ws.close();
+  }
+}

@@ -1,0 +1,190 @@
+import { describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { type Change, Fleet } from "../../../src/hub/fleet.ts";
+import { Identity } from "../../../src/hub/identity.ts";
+import { HubStore } from "../../../src/hub/store.ts";
+import { HUB_ANNOTATIONS, PROTOCOL_VERSION } from "../../../src/protocol/index.ts";
+import { FakeClock } from "../../../src/util/clock.ts";
+import { makePod } from "../../lib/builders.ts";
+
+function setup(store = new HubStore(":memory:")) {
+  const changes: Change[] = [];
+  const loaded = store.load();
+  const fleet = new Fleet(
+    { store, maxEventsPerNode: 2, offlineAfterMs: 30_000, onChange: (c) => changes.push(c) },
+    loaded,
+  );
+  const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
+  return { store, fleet, identity, changes };
+}
+
+const hello = (streamId = "s1") => ({
+  type: "hello" as const,
+  protocolVersion: PROTOCOL_VERSION,
+  nodeName: "cam-1",
+  agentVersion: "0.1.0",
+  streamId,
+});
+
+function joined(clock: FakeClock, store?: HubStore) {
+  const s = setup(store);
+  const tok = s.identity.createJoinToken(60_000, { site: "a" }, clock.now());
+  const { credential } = s.identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now());
+  return { ...s, credential, joinToken: tok.token };
+}
+
+const pod = (name: string, nodeName = "cam-1") =>
+  makePod({ name, spec: { nodeName }, status: { phase: "Running" } });
+
+describe("Fleet", () => {
+  test("checkLiveness() marks a node offline after the silence limit, and a message brings it back", () => {
+    const clock = new FakeClock();
+    const { fleet } = joined(clock);
+    fleet.connect("cam-1", hello(), clock.now());
+    clock.step(30_000);
+    expect(fleet.checkLiveness(clock.now())).toEqual([]);
+    clock.step(1);
+    expect(fleet.checkLiveness(clock.now())).toEqual(["cam-1"]);
+    const view = fleet.view("cam-1");
+    expect(view?.metadata.annotations?.[HUB_ANNOTATIONS.online]).toBe("false");
+    fleet.touch("cam-1", clock.now());
+    expect(fleet.isOnline("cam-1")).toBe(true);
+  });
+
+  test("an offline node that reported Ready shows Ready Unknown with reason NodeStatusUnknown", () => {
+    const clock = new FakeClock();
+    const { fleet } = joined(clock);
+    fleet.connect("cam-1", hello(), clock.now());
+    const node = {
+      apiVersion: "v1" as const,
+      kind: "Node" as const,
+      metadata: { name: "cam-1" },
+      spec: {},
+      status: { conditions: [{ type: "Ready" as const, status: "True" as const }] },
+    };
+    expect(fleet.ingest("cam-1", { type: "node", seq: 1, node }).ok).toBe(true);
+    fleet.setOffline("cam-1", clock.now());
+    const ready = fleet.view("cam-1")?.status.conditions?.find((c) => c.type === "Ready");
+    expect(ready).toMatchObject({ status: "Unknown", reason: "NodeStatusUnknown" });
+  });
+
+  test("ingest() refuses a pod or event of another node and ignores a repeated seq", () => {
+    const clock = new FakeClock();
+    const { fleet, changes } = joined(clock);
+    fleet.connect("cam-1", hello(), clock.now());
+    const other = pod("x", "cam-2");
+    const r = fleet.ingest("cam-1", {
+      type: "pod.upsert",
+      seq: 1,
+      uid: other.metadata.uid ?? "",
+      pod: other,
+    });
+    expect(r).toEqual({ ok: false, reason: 'node "cam-1" cannot report pod "x" of node "cam-2"' });
+    const mine = pod("web");
+    const uid = mine.metadata.uid ?? "";
+    expect(fleet.ingest("cam-1", { type: "pod.upsert", seq: 2, uid, pod: mine }).ok).toBe(true);
+    changes.length = 0;
+    expect(fleet.ingest("cam-1", { type: "pod.delete", seq: 2, uid }).ok).toBe(true);
+    expect(changes).toEqual([]);
+    expect(fleet.podsOf("cam-1").size).toBe(1);
+  });
+
+  test("a hello with a new stream id forgets the node's pods and starts its seqs at 0", () => {
+    const clock = new FakeClock();
+    const { fleet } = joined(clock);
+    fleet.connect("cam-1", hello("s1"), clock.now());
+    const p = pod("web");
+    fleet.ingest("cam-1", { type: "pod.upsert", seq: 5, uid: p.metadata.uid ?? "", pod: p });
+    fleet.stored("cam-1", fleet.markReceived("cam-1"));
+    expect(fleet.connect("cam-1", hello("s1"), clock.now())).toBe(5);
+    expect(fleet.connect("cam-1", hello("s2"), clock.now())).toBe(0);
+    expect(fleet.podsOf("cam-1").size).toBe(0);
+  });
+
+  test("keeps only the most recent events of a node", () => {
+    const clock = new FakeClock();
+    const { fleet } = joined(clock);
+    for (const [i, name] of ["a", "b", "c"].entries()) {
+      const event = {
+        apiVersion: "v1" as const,
+        kind: "Event" as const,
+        metadata: { name, namespace: "default" },
+        involvedObject: {},
+        reason: "Pulled",
+        message: name,
+        type: "Normal" as const,
+        source: {},
+        count: 1,
+        firstTimestamp: "2026-01-01T00:00:00Z",
+        lastTimestamp: "2026-01-01T00:00:00Z",
+      };
+      fleet.ingest("cam-1", { type: "event", seq: i + 1, event });
+    }
+    expect([...fleet.eventsOf("cam-1").keys()]).toEqual(["b", "c"]);
+  });
+});
+
+describe("HubStore", () => {
+  test("what was flushed is loaded again by a new store on the same file", () => {
+    const clock = new FakeClock();
+    const path = `${process.env.TMPDIR ?? "/tmp"}/hub-store-${process.pid}-${Date.now()}.db`;
+    const a = joined(clock, new HubStore(path));
+    a.fleet.connect("cam-1", hello(), clock.now());
+    const p = pod("web");
+    a.fleet.ingest("cam-1", { type: "pod.upsert", seq: 1, uid: p.metadata.uid ?? "", pod: p });
+    a.fleet.stored("cam-1", a.fleet.markReceived("cam-1"));
+    a.store.close();
+    const b = setup(new HubStore(path));
+    expect(b.fleet.nodes.get("cam-1")).toMatchObject({
+      ackedSeq: 1,
+      streamId: "s1",
+      connected: true,
+    });
+    expect(b.fleet.podsOf("cam-1").get(p.metadata.uid ?? "")).toEqual(p);
+    expect(b.identity.authenticate(a.credential)).toEqual({ ok: true, nodeName: "cam-1" });
+    b.store.close();
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+  });
+});
+
+describe("Identity", () => {
+  test("join() refuses unknown, expired and revoked join tokens with clear reasons", () => {
+    const clock = new FakeClock();
+    const { identity } = setup();
+    const tok = identity.createJoinToken(1000, {}, clock.now());
+    expect(() => identity.join({ joinToken: "flj_nope", nodeName: "a" }, clock.now())).toThrow(
+      "unknown join token",
+    );
+    clock.step(1000);
+    expect(() => identity.join({ joinToken: tok.token, nodeName: "a" }, clock.now())).toThrow(
+      "join token expired at",
+    );
+    const tok2 = identity.createJoinToken(1000, {}, clock.now());
+    identity.revokeJoinToken(tok2.id);
+    expect(() => identity.join({ joinToken: tok2.token, nodeName: "a" }, clock.now())).toThrow(
+      "join token revoked",
+    );
+  });
+
+  test("a revoked node's credential is refused and its name cannot join again", () => {
+    const clock = new FakeClock();
+    const { identity, credential, joinToken } = joined(clock);
+    identity.revokeNode("cam-1", clock.now());
+    expect(identity.authenticate(credential)).toEqual({
+      ok: false,
+      code: "revoked",
+      reason: 'node "cam-1" was revoked',
+    });
+    expect(() => identity.join({ joinToken, nodeName: "cam-1" }, clock.now())).toThrow(
+      'node "cam-1" was revoked',
+    );
+  });
+
+  test("the hub keeps only hashes of tokens", () => {
+    const clock = new FakeClock();
+    const { store, credential, joinToken } = joined(clock);
+    const dump = JSON.stringify(store.load());
+    expect(dump).not.toContain(credential);
+    expect(dump).not.toContain(joinToken);
+  });
+});
