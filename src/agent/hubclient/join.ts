@@ -1,0 +1,109 @@
+// Joining the hub (docs/protocol.md, "Joining"): the join token is exchanged once for the node's
+// own credential, kept in <rootDir>/hub/credential (0600, written atomically). The agent joins
+// only when it has no credential file.
+import {
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  writeSync,
+} from "node:fs";
+import { dirname } from "node:path";
+import { AGENT_CONNECT_PATH, JOIN_PATH, joinResponseSchema } from "../../protocol/index.ts";
+
+/** The hub refused or could not answer the join; `permanent` when retrying cannot help. */
+export class JoinError extends Error {
+  constructor(
+    message: string,
+    readonly permanent: boolean,
+  ) {
+    super(message);
+    this.name = "JoinError";
+  }
+}
+
+/** The hub's HTTP base ("https://hub:7443") and WebSocket connect URL, from hub.url. */
+export function hubEndpoints(hubUrl: string): { http: string; connect: string } {
+  const u = new URL(hubUrl);
+  const secure = u.protocol === "https:" || u.protocol === "wss:";
+  const base = `${u.host}${u.pathname.replace(/\/+$/, "")}`;
+  return {
+    http: `${secure ? "https" : "http"}://${base}`,
+    connect: `${secure ? "wss" : "ws"}://${base}${AGENT_CONNECT_PATH}`,
+  };
+}
+
+/** Writes `text` to `path` with mode 0600: temp file, fsync, rename. */
+export function writeFileAtomic(path: string, text: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const tmp = `${path}.tmp`;
+  const fd = openSync(tmp, "w", 0o600);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+/** The saved credential, or undefined when there is none. */
+export function readCredential(path: string): string | undefined {
+  try {
+    const text = readFileSync(path, "utf8").trim();
+    return text === "" ? undefined : text;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new Error(`cannot read the hub credential ${path}: ${(err as Error).message}`);
+  }
+}
+
+export interface JoinInput {
+  hubUrl: string;
+  joinToken: string | undefined;
+  nodeName: string;
+  credentialPath: string;
+  /** fetch with the hub's CA applied (injected for tests). */
+  fetch: (url: string, init: RequestInit) => Promise<Response>;
+}
+
+/** The node credential: read from disk, else obtained with the join token and saved. */
+export async function loadOrJoin(input: JoinInput): Promise<string> {
+  const saved = readCredential(input.credentialPath);
+  if (saved !== undefined) return saved;
+  if (input.joinToken === undefined || input.joinToken === "") {
+    throw new JoinError(
+      `no hub credential in ${input.credentialPath} and no join token (--join-token) to get one`,
+      true,
+    );
+  }
+  const url = `${hubEndpoints(input.hubUrl).http}${JOIN_PATH}`;
+  let res: Response;
+  try {
+    res = await input.fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ joinToken: input.joinToken, nodeName: input.nodeName }),
+      signal: AbortSignal.timeout(15_000),
+    });
+  } catch (err) {
+    throw new JoinError(`cannot reach the hub at ${url}: ${(err as Error).message}`, false);
+  }
+  const body: unknown = await res.json().catch(() => undefined);
+  if (!res.ok) {
+    const message = (body as { message?: unknown } | undefined)?.message;
+    const why = typeof message === "string" ? message : `HTTP ${res.status}`;
+    throw new JoinError(
+      `the hub refused to join node "${input.nodeName}": ${why}`,
+      res.status < 500,
+    );
+  }
+  const parsed = joinResponseSchema.safeParse(body);
+  if (!parsed.success) {
+    throw new JoinError(`the hub answered the join with an unexpected body from ${url}`, false);
+  }
+  writeFileAtomic(input.credentialPath, `${parsed.data.credential}\n`);
+  return parsed.data.credential;
+}

@@ -1,0 +1,169 @@
+// Starts the agent's hub reporting: opens the outbox under <rootDir>/hub, feeds it from the node
+// status manager, the status manager and the event recorder, and runs the client until stopped.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Node } from "../../api/node.ts";
+import type { Event, Pod } from "../../api/types.ts";
+import { CREDENTIAL_FILE } from "../../protocol/index.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import { createHubClient, type HubClient } from "./client.ts";
+import { saveDesired } from "./desired.ts";
+import { hubEndpoints, loadOrJoin } from "./join.ts";
+import { openOutbox } from "./outbox.ts";
+import { dialWebSocket } from "./socket.ts";
+
+export interface AgentHubInput {
+  hub: { url: string; joinToken?: string; caFile?: string };
+  rootDir: string;
+  nodeName: string;
+  version: string;
+  outboxMaxEvents: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  clock: Clock;
+  logger: Logger;
+  nodeStatus: { node(): Node; subscribe(fn: (n: Node) => void): () => void };
+  statusManager: { subscribe(fn: (c: { uid: string }) => void): () => void };
+  recorder: {
+    subscribe(fn: (e: Event) => void): () => void;
+    event(
+      o: { kind: string; namespace: string; name: string; uid?: string },
+      type: "Normal" | "Warning",
+      reason: string,
+      message: string,
+    ): void;
+  };
+  pod: (uid: string) => Pod | undefined;
+  pods: () => Pod[];
+  podsSynced: () => boolean;
+}
+
+function readCA(caFile: string | undefined): string | undefined {
+  if (caFile === undefined) return undefined;
+  try {
+    return readFileSync(caFile, "utf8");
+  } catch (err) {
+    throw new Error(`cannot read the hub CA file ${caFile}: ${(err as Error).message}`);
+  }
+}
+
+/** Creates the client and its subscriptions; the caller runs it with client.run(signal). */
+export function createAgentHubClient(input: AgentHubInput): { client: HubClient; stop(): void } {
+  const ca = readCA(input.hub.caFile);
+  const log = input.logger.with({ component: "hubclient" });
+  const dir = join(input.rootDir, "hub");
+  const outbox = openOutbox({
+    path: join(dir, "outbox"),
+    maxEvents: input.outboxMaxEvents,
+    logger: log,
+  });
+  const hubFetch = (url: string, init: RequestInit) =>
+    fetch(url, { ...init, ...(ca !== undefined && { tls: { ca } }) } as RequestInit);
+  const client = createHubClient({
+    clock: input.clock,
+    logger: log,
+    connectUrl: hubEndpoints(input.hub.url).connect,
+    nodeName: input.nodeName,
+    agentVersion: input.version,
+    outbox,
+    credential: () =>
+      loadOrJoin({
+        hubUrl: input.hub.url,
+        joinToken: input.hub.joinToken,
+        nodeName: input.nodeName,
+        credentialPath: join(input.rootDir, CREDENTIAL_FILE),
+        fetch: hubFetch,
+      }),
+    dial: dialWebSocket(ca),
+    node: () => input.nodeStatus.node(),
+    pod: input.pod,
+    pods: input.pods,
+    podsSynced: input.podsSynced,
+    nodeEvent: (type, reason, message) =>
+      input.recorder.event(
+        { kind: "Node", namespace: "default", name: input.nodeName, uid: input.nodeName },
+        type,
+        reason,
+        message,
+      ),
+    desiredPath: join(dir, "desired.json"),
+    saveDesired,
+    backoffBaseMs: input.backoffBaseMs,
+    backoffMaxMs: input.backoffMaxMs,
+  });
+  const unsubscribe = [
+    input.nodeStatus.subscribe((n) => client.nodeChanged(n)),
+    input.statusManager.subscribe((c) => client.podChanged(c.uid)),
+    input.recorder.subscribe((e) => client.event(e)),
+  ];
+  return {
+    client,
+    stop: () => {
+      for (const u of unsubscribe) u();
+    },
+  };
+}
+
+export interface AgentHubWiring {
+  config: {
+    hub?: { url: string; joinToken?: string; caFile?: string };
+    rootDir: string;
+    nodeName: string;
+    hubOutboxMaxEvents: number;
+    hubReconnectBackOffBase: number;
+    hubReconnectBackOffMax: number;
+  };
+  version: string;
+  clock: Clock;
+  logger: Logger;
+  nodeStatus: AgentHubInput["nodeStatus"];
+  statusManager: AgentHubInput["statusManager"] & {
+    getPodStatus(uid: string): Pod["status"] | undefined;
+  };
+  recorder: AgentHubInput["recorder"];
+  /** The sync loop's pods by uid. */
+  pods: () => ReadonlyMap<string, Pod>;
+  podsSynced: () => boolean;
+}
+
+/** The hub client of an agent whose config names a hub; undefined when it runs alone. */
+export function createAgentHub(
+  w: AgentHubWiring,
+): { run(signal: AbortSignal): Promise<void> } | undefined {
+  const { config } = w;
+  if (config.hub === undefined) return undefined;
+  const withStatus = (pod: Pod): Pod | undefined => {
+    const status = w.statusManager.getPodStatus(pod.metadata.uid ?? "");
+    return status === undefined ? undefined : { ...pod, apiVersion: "v1", kind: "Pod", status };
+  };
+  const { client, stop } = createAgentHubClient({
+    hub: config.hub,
+    rootDir: config.rootDir,
+    nodeName: config.nodeName,
+    version: w.version,
+    outboxMaxEvents: config.hubOutboxMaxEvents,
+    backoffBaseMs: config.hubReconnectBackOffBase,
+    backoffMaxMs: config.hubReconnectBackOffMax,
+    clock: w.clock,
+    logger: w.logger,
+    nodeStatus: w.nodeStatus,
+    statusManager: w.statusManager,
+    recorder: w.recorder,
+    pod: (uid) => {
+      const pod = w.pods().get(uid);
+      return pod === undefined ? undefined : withStatus(pod);
+    },
+    pods: () => [...w.pods().values()].flatMap((p) => withStatus(p) ?? []),
+    podsSynced: w.podsSynced,
+  });
+  return {
+    async run(signal) {
+      try {
+        await client.run(signal);
+      } finally {
+        stop();
+      }
+    },
+  };
+}

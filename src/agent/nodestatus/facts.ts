@@ -1,0 +1,133 @@
+// The node's static facts, gathered once at start: identity files, kernel and OS, hardware
+// (through systeminformation, falling back to node:os), and what the config says. Reading them
+// never fails the agent: a fact that cannot be read is left empty and logged.
+import { readFile, statfs } from "node:fs/promises";
+import { arch, cpus, hostname, release, totalmem } from "node:os";
+import { dirname } from "node:path";
+import si from "systeminformation";
+import type { Logger } from "../../util/log.ts";
+
+/** What buildNode needs that does not change while the agent runs. */
+export interface NodeFacts {
+  nodeName: string;
+  hostname: string;
+  hostIP: string;
+  machineID: string;
+  systemUUID: string;
+  bootID: string;
+  kernelVersion: string;
+  /** PRETTY_NAME of /etc/os-release. */
+  osImage: string;
+  /** "linux". */
+  operatingSystem: string;
+  /** GOARCH spelling: "amd64", "arm64", "arm". */
+  architecture: string;
+  /** "fleetlet/<version>". */
+  kubeletVersion: string;
+  cpuCores: number;
+  cpuModel: string;
+  memoryBytes: number;
+  maxPods: number;
+  /** Labels from the agent config (nodeLabels). */
+  configLabels: Record<string, string>;
+}
+
+export interface GatherFactsInput {
+  nodeName: string;
+  hostIP: string;
+  version: string;
+  maxPods: number;
+  configLabels: Record<string, string>;
+  logger: Logger;
+  /** Injected for tests; node:fs readFile by default. */
+  readText?: (path: string) => Promise<string>;
+  /** Injected for tests; systeminformation by default. */
+  hardware?: () => Promise<{ cores: number; model: string; memoryBytes: number }>;
+}
+
+/** Node's process.arch → the GOARCH names Kubernetes labels use. */
+export function goArch(nodeArch: string): string {
+  const map: Record<string, string> = { x64: "amd64", arm64: "arm64", arm: "arm", ia32: "386" };
+  return map[nodeArch] ?? nodeArch;
+}
+
+/** PRETTY_NAME from the text of /etc/os-release, unquoted; "Linux" when absent. */
+export function prettyName(osRelease: string): string {
+  for (const line of osRelease.split("\n")) {
+    const m = /^PRETTY_NAME=(.*)$/.exec(line.trim());
+    if (m?.[1] !== undefined) return m[1].replace(/^(["'])(.*)\1$/, "$2");
+  }
+  return "Linux";
+}
+
+async function systemHardware(): Promise<{ cores: number; model: string; memoryBytes: number }> {
+  const [cpu, mem] = await Promise.all([si.cpu(), si.mem()]);
+  const model = [cpu.manufacturer, cpu.brand].filter((s) => s).join(" ");
+  return { cores: cpu.cores || cpus().length, model, memoryBytes: mem.total || totalmem() };
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([
+    p,
+    new Promise<T>((_, reject) => {
+      const t = setTimeout(() => reject(new Error(`${what} did not answer within ${ms}ms`)), ms);
+      t.unref?.();
+    }),
+  ]);
+}
+
+/** Reads every static fact; each one that fails is logged and left at a safe value. */
+export async function gatherNodeFacts(input: GatherFactsInput): Promise<NodeFacts> {
+  const read = input.readText ?? ((p: string) => readFile(p, "utf8"));
+  const log = input.logger;
+  const text = async (path: string, fallback = ""): Promise<string> => {
+    try {
+      return (await read(path)).trim();
+    } catch (err) {
+      log.debug("cannot read node fact", { file: path, error: err });
+      return fallback;
+    }
+  };
+  let hw = { cores: cpus().length || 1, model: cpus()[0]?.model ?? "", memoryBytes: totalmem() };
+  try {
+    hw = await withTimeout((input.hardware ?? systemHardware)(), 5000, "systeminformation");
+  } catch (err) {
+    log.warn("cannot read hardware facts; using node:os", { error: err });
+  }
+  return {
+    nodeName: input.nodeName,
+    hostname: hostname(),
+    hostIP: input.hostIP,
+    machineID: await text("/etc/machine-id"),
+    systemUUID: await text("/sys/class/dmi/id/product_uuid"),
+    bootID: await text("/proc/sys/kernel/random/boot_id"),
+    kernelVersion: release(),
+    osImage: prettyName(await text("/etc/os-release")),
+    operatingSystem: "linux",
+    architecture: goArch(arch()),
+    kubeletVersion: `fleetlet/${input.version}`,
+    cpuCores: hw.cores,
+    cpuModel: hw.model,
+    memoryBytes: hw.memoryBytes,
+    maxPods: input.maxPods,
+    configLabels: { ...input.configLabels },
+  };
+}
+
+/**
+ * Total bytes of the filesystem holding `path` (the agent's root dir), or of its nearest
+ * existing parent; undefined when none can be read.
+ */
+export async function filesystemBytes(path: string): Promise<number | undefined> {
+  let p = path;
+  for (;;) {
+    try {
+      const st = await statfs(p);
+      return st.blocks * st.bsize;
+    } catch {
+      const parent = dirname(p);
+      if (parent === p) return undefined;
+      p = parent;
+    }
+  }
+}

@@ -1,0 +1,48 @@
+// Creates the agent's node status manager from its config and the managers it reads.
+import type { ResourceList } from "../../api/types.ts";
+import type { CriRuntime } from "../../cri/index.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import type { AgentConfig } from "../config/index.ts";
+import { filesystemBytes, gatherNodeFacts } from "./facts.ts";
+import { createNodeStatusManager, type NodeStatusManager } from "./manager.ts";
+
+export interface AgentNodeStatusInput {
+  config: AgentConfig;
+  hostIP: string;
+  version: string;
+  cri: Pick<CriRuntime, "version">;
+  health: { healthy(): boolean; reasons(): string[] };
+  clock: Clock;
+  logger: Logger;
+  /** Allocatable from the container manager (reservations and eviction thresholds). */
+  allocatable?: () => ResourceList;
+}
+
+/** Gathers the static facts once and returns the manager (not yet running). */
+export async function createAgentNodeStatus(
+  input: AgentNodeStatusInput,
+): Promise<NodeStatusManager> {
+  const { config } = input;
+  const facts = await gatherNodeFacts({
+    nodeName: config.nodeName,
+    hostIP: input.hostIP,
+    version: input.version,
+    maxPods: config.maxPods,
+    configLabels: config.nodeLabels,
+    logger: input.logger,
+  });
+  return createNodeStatusManager({
+    clock: input.clock,
+    logger: input.logger,
+    facts,
+    health: input.health,
+    runtimeVersion: async () => {
+      const v = await input.cri.version({}, { timeoutMs: 5000 });
+      return `${v.runtimeName}://${v.runtimeVersion}`;
+    },
+    ephemeralStorage: () => filesystemBytes(config.rootDir),
+    ...(input.allocatable !== undefined && { allocatable: input.allocatable }),
+    updateFrequencyMs: config.nodeStatusUpdateFrequency,
+  });
+}
