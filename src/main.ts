@@ -3,6 +3,7 @@
 import { agentCommand } from "./cli/agent.ts";
 import { describeCommand, execCommand, getCommand, logsCommand } from "./cli/commands.ts";
 import { CliError } from "./cli/errors.ts";
+import { hubCommand } from "./cli/hub.ts";
 import { processIO } from "./cli/io.ts";
 import { runtimeInfoCommand } from "./cli/runtime-info.ts";
 import { versionCommand } from "./cli/version.ts";
@@ -13,6 +14,10 @@ const commands: Record<string, { run: Command; help: string }> = {
   agent: {
     run: agentCommand,
     help: "run the agent: the pods of the manifest folder, on this device",
+  },
+  hub: {
+    run: (argv) => hubCommand(argv, processIO()),
+    help: "run the fleet hub, create join tokens, revoke nodes",
   },
   version: { run: versionCommand, help: "print the version, the Bun version and the git commit" },
   "runtime-info": {

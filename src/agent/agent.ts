@@ -7,11 +7,16 @@ import { type CriClient, createCriClient } from "../cri/index.ts";
 import { type Clock, realClock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { buildInfo } from "../util/version.ts";
+import { setupContainerManager, toResourceList } from "./cm/index.ts";
 import { type AgentConfig, createFileSource, createPodConfig } from "./config/index.ts";
 import { createEventRecorder, manifestRef } from "./events/index.ts";
-import { createPLEG } from "./pleg/index.ts";
+import { createAgentHub } from "./hubclient/index.ts";
+import { computePodActions, planSteps } from "./kuberuntime/index.ts";
+import { createAgentNodeStatus } from "./nodestatus/index.ts";
+import { createListingCache, createPLEG } from "./pleg/index.ts";
 import { createPodSync } from "./pod-sync.ts";
 import { createPodWorkers } from "./podworkers/index.ts";
+import { createAgentProber } from "./prober/agent-prober.ts";
 import { createAgentRuntime } from "./runtime.ts";
 import { createRuntimeHealth } from "./runtime-health.ts";
 import { startAgentServer } from "./server/index.ts";
@@ -54,13 +59,17 @@ export async function runAgent(
     lifecycleTimeoutMs: config.runtimeRequestTimeout,
   });
   const recorder = createEventRecorder({ clock, nodeName: config.nodeName, log });
-  const runtime = createAgentRuntime({ cri, clock, logger: log, recorder, config, hostIP });
+  // Detects the cgroup version, creates kubepods and the QoS cgroups, restores the CPU manager.
+  const cm = await setupContainerManager(config, { logger: log });
+  const runtime = createAgentRuntime({ cri, clock, logger: log, recorder, config, hostIP, cm });
   const statusManager = createStatusManager({ clock, logger: log });
+  // Housekeeping takes PLEG's last listing rather than listing every pod again.
+  const listing = createListingCache(() => runtime.getPods(), clock, config.plegRelistPeriod * 2);
   const pleg = createPLEG({
     clock,
     logger: log.with({ component: "pleg" }),
     relistPeriodMs: config.plegRelistPeriod,
-    listPods: () => runtime.getPods(),
+    listPods: () => listing.fresh(),
     getPodStatus: (uid, name, ns) => runtime.getPodStatus(uid, name, ns),
   });
   const health = createRuntimeHealth({
@@ -68,6 +77,16 @@ export async function runAgent(
     clock,
     logger: log,
     plegHealthy: () => pleg.healthy(),
+  });
+  const nodeStatus = await createAgentNodeStatus({
+    config,
+    hostIP,
+    version: info.version,
+    cri,
+    health,
+    clock,
+    logger: log.with({ component: "nodestatus" }),
+    allocatable: () => toResourceList(cm.allocatable()),
   });
   const podConfig = createPodConfig({
     sources: ["file"],
@@ -79,6 +98,16 @@ export async function runAgent(
     },
   });
   let loop: ReturnType<typeof createSyncLoop> | undefined;
+  const prober = createAgentProber({
+    clock,
+    logger: log.with({ component: "prober" }),
+    cri,
+    recorder,
+    statusManager,
+    pod: (uid) => loop?.pods().get(uid),
+    isTerminating: (uid) => workers.isTerminationRequested(uid),
+    sync: (pod) => workers.updatePod({ pod, type: "sync" }),
+  });
   const podSync = createPodSync({
     runtime,
     statusManager,
@@ -88,6 +117,16 @@ export async function runAgent(
     hostIP: () => hostIP,
     updateCache: (uid, status) => pleg.updateCache(uid, status),
     isDesired: (uid) => loop?.pods().has(uid) ?? false,
+    cachedStatus: (uid) => pleg.cache.get(uid),
+    hasActions: (pod, status, opts) => planSteps(computePodActions(pod, status, opts)).length > 0,
+    podCgroups: {
+      ensure: (pod) => cm.ensurePodCgroup(pod),
+      remove: (uid) => cm.removePodCgroup(uid),
+    },
+    livenessFailed: (uid) => prober.failed("liveness", uid),
+    startupFailed: (uid) => prober.failed("startup", uid),
+    readiness: prober.readiness,
+    startup: prober.startup,
   });
   const workers = createPodWorkers({
     ...podSync,
@@ -95,7 +134,8 @@ export async function runAgent(
     logger: log.with({ component: "podworkers" }),
     requeue: (uid, ms) => loop?.requeue(uid, ms),
     resyncIntervalMs: config.syncFrequency,
-    errorBackoffMs: 2000,
+    // As the kubelet's pod worker back-off, which equals its crash-loop and pull back-off base.
+    errorBackoffMs: Math.min(config.crashLoopBackOffBase, config.imagePullBackOffBase),
   });
   loop = createSyncLoop({
     clock,
@@ -111,7 +151,9 @@ export async function runAgent(
     runtimeHealthy: () => health.healthy(),
     nextPLEGEvent: (s) => pleg.next(s),
     forgetCache: (uid) => pleg.cache.delete(uid),
+    runtimePods: () => listing.recent(),
     housekeepingIntervalMs: config.housekeepingInterval,
+    resources: cm,
   });
   const fileSource = createFileSource({
     path: config.staticPodPath,
@@ -127,18 +169,42 @@ export async function runAgent(
   });
 
   const server = await startAgentServer(
-    createServerDeps({ config, loop, statusManager, recorder, cri, health }),
+    createServerDeps({
+      config,
+      loop,
+      statusManager,
+      recorder,
+      cri,
+      health,
+      relistStats: () => pleg.relistStats(),
+      probeStats: () => prober.stats(),
+      node: () => nodeStatus.node(),
+    }),
     { socketPath: config.apiSocket, log, clock },
   );
 
   // One relist before the first health check, so a healthy runtime is never reported down.
   await pleg.relist();
   await health.check();
+  const hub = createAgentHub({
+    config,
+    version: info.version,
+    clock,
+    logger: log,
+    nodeStatus,
+    statusManager,
+    recorder,
+    pods: () => loop.pods(),
+    podsSynced: () => podConfig.seenAllSources(),
+  });
   await Promise.all([
+    nodeStatus.run(signal),
+    hub?.run(signal),
     health.run(signal),
     pleg.run(signal),
     fileSource.run(signal),
     loop.run(signal),
+    prober.run(signal),
   ]);
   log.info("stopping: pods keep running");
   await server.stop();

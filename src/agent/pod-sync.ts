@@ -8,7 +8,7 @@ import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import type { PodStatus, RunningPod } from "./kubecontainer/types.ts";
 import type { KillOptions, PodSyncFns, UpdateType } from "./podworkers/index.ts";
-import type { SyncError } from "./status/index.ts";
+import type { ProbeResults, SyncError } from "./status/index.ts";
 import { generatePodStatus, type StatusManager } from "./status/index.ts";
 
 /** The runtime manager as the agent uses it. */
@@ -18,7 +18,7 @@ export interface PodRuntime {
   syncPod(
     pod: Pod,
     status: PodStatus,
-    opts: { livenessFailed?: ReadonlySet<string> },
+    opts: { livenessFailed?: ReadonlySet<string>; startupFailed?: ReadonlySet<string> },
   ): Promise<{ waiting: ReadonlyMap<string, SyncError> }>;
   killPod(pod: Pod | undefined, running: RunningPod, gracePeriodSeconds?: number): Promise<void>;
   removePod(running: RunningPod): Promise<void>;
@@ -35,8 +35,54 @@ export interface PodSyncDeps {
   updateCache(uid: string, status: PodStatus): void;
   /** Whether the pod is still wanted by a source (false once its manifest is gone). */
   isDesired(uid: string): boolean;
-  /** Containers a liveness or startup probe found failing (none until probes exist). */
+  /** The PLEG cache's entry for the pod; when given, a sync plans from it instead of reading
+   * the runtime, as long as it was read after this agent last acted on the pod. */
+  cachedStatus?: (uid: string) => CachedStatus | undefined;
+  /** Whether the runtime manager would act on `status` (a non-empty plan); when it would not,
+   * the status is not read again after the sync. Absent: always read again. */
+  hasActions?: (pod: Pod, status: PodStatus, opts: SyncOptions) => boolean;
+  /** IDs of the pod's containers whose liveness probe settled on failure. */
   livenessFailed?: (uid: string) => ReadonlySet<string>;
+  /** IDs of the pod's containers whose startup probe settled on failure. */
+  startupFailed?: (uid: string) => ReadonlySet<string>;
+  /** Readiness and startup probe results by container ID, for the published status. */
+  readiness?: ProbeResults;
+  startup?: ProbeResults;
+  /** The pod's cgroup (the container manager); absent: the runtime's default. */
+  podCgroups?: {
+    /** Creates the pod cgroup if missing; throws naming the cgroup. */
+    ensure(pod: Pod): Promise<void>;
+    /** Kills what is left in the pod cgroup and removes it. */
+    remove(uid: string): Promise<void>;
+  };
+}
+
+/** A PLEG cache entry as pod-sync reads it. */
+export interface CachedStatus {
+  status: PodStatus | undefined;
+  error?: Error;
+  /** When the status was read (epoch ms). */
+  timestamp: number;
+}
+
+type SyncOptions = { livenessFailed?: ReadonlySet<string>; startupFailed?: ReadonlySet<string> };
+
+/** The status of a pod the runtime has nothing of. */
+function emptyStatus(pod: Pod, now: number): PodStatus {
+  const { uid = "", name, namespace = "default" } = pod.metadata;
+  return { uid, name, namespace, ips: [], sandboxes: [], containers: [], timestamp: now };
+}
+
+function sameWaiting(
+  a: ReadonlyMap<string, SyncError> | undefined,
+  b: ReadonlyMap<string, SyncError>,
+): boolean {
+  if (a === undefined || a.size !== b.size) return false;
+  for (const [name, e] of b) {
+    const o = a.get(name);
+    if (o?.reason !== e.reason || o.message !== e.message) return false;
+  }
+  return true;
 }
 
 export interface PodSync extends PodSyncFns {
@@ -51,12 +97,28 @@ const uidOf = (pod: Pod) => pod.metadata.uid as string;
 
 export function createPodSync(deps: PodSyncDeps): PodSync {
   const errors = new Map<string, ReadonlyMap<string, SyncError>>();
+  /** When a sync last let the runtime act on the pod (epoch ms). */
+  const lastActed = new Map<string, number>();
 
   async function readStatus(pod: Pod): Promise<PodStatus> {
     const { name, namespace = "default" } = pod.metadata;
     const status = await deps.runtime.getPodStatus(uidOf(pod), name, namespace);
     deps.updateCache(uidOf(pod), status);
     return status;
+  }
+
+  /** The status to plan from: the PLEG cache's when it is newer than our last action on the
+   * pod (none for a pod never seen in the runtime and never acted on), else a fresh read. */
+  async function statusForSync(pod: Pod): Promise<PodStatus> {
+    const uid = uidOf(pod);
+    if (deps.cachedStatus === undefined) return readStatus(pod);
+    const entry = deps.cachedStatus(uid);
+    const acted = lastActed.get(uid);
+    if (entry === undefined && acted === undefined) return emptyStatus(pod, deps.clock.now());
+    if (entry !== undefined && entry.error === undefined && entry.timestamp >= (acted ?? 0)) {
+      return entry.status ?? emptyStatus(pod, entry.timestamp);
+    }
+    return readStatus(pod);
   }
 
   function publish(
@@ -72,6 +134,8 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
       hostIP: deps.hostIP(),
       syncErrors: errors.get(uid),
       previous: deps.statusManager.getPodStatus(uid),
+      ...(deps.readiness ? { readiness: deps.readiness } : {}),
+      ...(deps.startup ? { startup: deps.startup } : {}),
       ...extra,
     });
     deps.statusManager.setPodStatus(uid, status);
@@ -100,25 +164,37 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
 
     async syncPod(pod: Pod, _type: UpdateType) {
       const uid = uidOf(pod);
-      const before = await readStatus(pod);
+      const before = await statusForSync(pod);
       const status = publish(pod, before);
       if (status.phase === "Succeeded" || status.phase === "Failed") return { terminal: true };
       await mkdir(podDir(uid), { recursive: true, mode: 0o750 });
+      await deps.podCgroups?.ensure(pod).catch((err: Error) => {
+        throw new Error(
+          `Cannot create the cgroup of pod ${JSON.stringify(pod.metadata.name)}: ${err.message}`,
+        );
+      });
       const livenessFailed = deps.livenessFailed?.(uid);
-      const result = await deps.runtime.syncPod(
-        pod,
-        before,
-        livenessFailed ? { livenessFailed } : {},
-      );
+      const startupFailed = deps.startupFailed?.(uid);
+      const opts: SyncOptions = {
+        ...(livenessFailed ? { livenessFailed } : {}),
+        ...(startupFailed ? { startupFailed } : {}),
+      };
+      const acts = deps.hasActions?.(pod, before, opts) ?? true;
+      if (acts) lastActed.set(uid, deps.clock.now());
+      const result = await deps.runtime.syncPod(pod, before, opts);
+      const unchanged = sameWaiting(errors.get(uid), result.waiting);
       errors.set(uid, result.waiting);
-      const after = publish(pod, await readStatus(pod));
-      return { terminal: after.phase === "Succeeded" || after.phase === "Failed" };
+      const retry = result.waiting.size > 0;
+      if (!acts && unchanged) return { terminal: false, retry };
+      const after = publish(pod, acts ? await readStatus(pod) : before);
+      return { terminal: after.phase === "Succeeded" || after.phase === "Failed", retry };
     },
 
     async syncTerminatingPod(pod: Pod, gracePeriodSeconds: number, kill: KillOptions) {
       const running = await runningPodOf(pod);
       const terminal = !deps.isDesired(uidOf(pod)) || kill.reason !== undefined;
       publish(pod, await readStatus(pod), { terminating: true, terminal });
+      lastActed.set(uidOf(pod), deps.clock.now());
       await deps.runtime.killPod(pod, running, gracePeriodSeconds);
       publish(pod, await readStatus(pod), { terminating: true, terminal: true });
     },
@@ -128,8 +204,13 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
       if (deps.isDesired(uid)) return; // a finished pod keeps its containers for logs and status
       const running = await runningPodOf(pod);
       await deps.runtime.removePod(running);
+      await deps.podCgroups
+        ?.remove(uid)
+        .catch((error) => deps.logger.warn("could not remove a pod cgroup", { uid, error }));
       await rm(podDir(uid), { recursive: true, force: true });
       errors.delete(uid);
+      lastActed.delete(uid);
+      deps.updateCache(uid, emptyStatus(pod, deps.clock.now()));
       deps.statusManager.removePod(uid);
     },
 

@@ -3,6 +3,7 @@ import { totalmem } from "node:os";
 import type { CriRuntime } from "../cri/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
+import type { ContainerManager } from "./cm/index.ts";
 import type { AgentConfig } from "./config/index.ts";
 import type { EventRecorder } from "./events/index.ts";
 import { podRef } from "./events/index.ts";
@@ -15,6 +16,8 @@ export interface AgentRuntimeDeps {
   recorder: EventRecorder;
   config: AgentConfig;
   hostIP: string;
+  /** The pod cgroup and CPU manager cpuset (the container manager); absent: none. */
+  cm?: Pick<ContainerManager, "podCgroupParent" | "cpusetFor">;
 }
 
 export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
@@ -33,6 +36,7 @@ export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
     nodeName: config.nodeName,
     nodeIP: () => deps.hostIP,
     nodeMemoryBytes: totalmem(),
+    ...(deps.cm && { podCgroupParent: deps.cm.podCgroupParent, cpusetFor: deps.cm.cpusetFor }),
     crashLoopBackOff: { initialMs: config.crashLoopBackOffBase, maxMs: config.crashLoopBackOffMax },
     imagePullBackOff: { initialMs: config.imagePullBackOffBase, maxMs: config.imagePullBackOffMax },
     ...(config.imagePullCredentialsFile ? { credentials: config.imagePullCredentialsFile } : {}),

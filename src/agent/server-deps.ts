@@ -1,10 +1,14 @@
 // The local API's view of the agent: pods from the sync loop with statuses from the status
 // manager, logs by kubelet's layout, exec through CRI, health and metrics.
+import type { Node } from "../api/node.ts";
 import type { Pod } from "../api/types.ts";
 import type { CriRuntime } from "../cri/index.ts";
 import type { AgentConfig } from "./config/index.ts";
 import type { EventRecorder } from "./events/index.ts";
 import { containerLogPath } from "./logs/index.ts";
+import type { RelistStats } from "./pleg/index.ts";
+import { registerProbeMetrics } from "./prober/metrics.ts";
+import type { ProbeStats } from "./prober/stats.ts";
 import type { RuntimeHealth } from "./runtime-health.ts";
 import { createMetricsRegistry, type ServerDeps } from "./server/index.ts";
 import type { StatusManager } from "./status/index.ts";
@@ -18,6 +22,12 @@ export interface ServerDepsInput {
   recorder: EventRecorder;
   cri: Pick<CriRuntime, "execSync">;
   health: RuntimeHealth;
+  /** PLEG's relist durations. */
+  relistStats: () => RelistStats;
+  /** Probe runs and delays. */
+  probeStats?: () => ProbeStats;
+  /** The node as last built by the node status manager. */
+  node?: () => Node;
 }
 
 function withStatus(pod: Pod, statusManager: StatusManager): Pod {
@@ -43,7 +53,17 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
     "fleetlet_events_dropped",
     "Events dropped because the ring was full.",
   );
-  const listPods = () => [...loop.pods().values()].map((p) => withStatus(p, statusManager));
+  const relistLast = metrics.gauge(
+    "fleetlet_pleg_relist_duration_seconds",
+    "Duration of the last PLEG relist.",
+  );
+  const relistCount = metrics.counter("fleetlet_pleg_relists_total", "PLEG relists completed.");
+  const relistSum = metrics.counter(
+    "fleetlet_pleg_relist_seconds_total",
+    "Time spent in completed PLEG relists.",
+  );
+  if (input.probeStats) registerProbeMetrics(metrics, input.probeStats);
+  const listPods = () => loop.visiblePods().map((p) => withStatus(p, statusManager));
   metrics.onCollect(() => {
     podsGauge.reset();
     restarts.reset();
@@ -57,6 +77,10 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
     for (const [phase, n] of byPhase) podsGauge.set({ phase }, n);
     runtimeUp.set({}, health.healthy() ? 1 : 0);
     eventsDropped.set({}, recorder.dropped);
+    const relist = input.relistStats();
+    if (relist.lastMs !== undefined) relistLast.set({}, relist.lastMs / 1000);
+    relistCount.inc({}, relist.count - relistCount.get());
+    relistSum.inc({}, Math.max(0, relist.totalMs / 1000 - relistSum.get()));
   });
 
   return {
@@ -91,5 +115,6 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
       return { ok: reasons.length === 0, reasons };
     },
     metrics: () => metrics.render(),
+    ...(input.node !== undefined && { node: input.node }),
   };
 }

@@ -14,6 +14,7 @@ import type { Logger } from "../util/log.ts";
 import type { PodUpdate as ConfigUpdate, PodConfig } from "./config/index.ts";
 import type { EventRecorder } from "./events/index.ts";
 import { podRef } from "./events/index.ts";
+import type { RunningPod } from "./kubecontainer/types.ts";
 import type { PodLifecycleEvent } from "./pleg/index.ts";
 import type { PodRuntime, PodSync } from "./pod-sync.ts";
 import type { PodWorkers } from "./podworkers/index.ts";
@@ -35,8 +36,17 @@ export interface SyncLoopDeps {
   nextPLEGEvent(signal: AbortSignal): Promise<PodLifecycleEvent>;
   /** Forgets a pod's cached runtime status. */
   forgetCache(uid: string): void;
+  /** The runtime's pods for housekeeping; may be a listing a moment old (default: a fresh one). */
+  runtimePods?: () => Promise<RunningPod[]>;
   syncTickMs?: number;
   housekeepingIntervalMs: number;
+  /** Resource admission and cgroup housekeeping (the container manager); absent: none. */
+  resources?: {
+    /** Why `pod` does not fit next to the `active` pods (kubelet's reason), or undefined. */
+    admit(pod: Pod, active: readonly Pod[]): { reason: string; message: string } | undefined;
+    /** Updates QoS cgroups and removes those of pods that are neither active nor `keep`. */
+    housekeeping(active: readonly Pod[], keep: (uid: string) => boolean): Promise<void>;
+  };
 }
 
 export interface SyncLoop {
@@ -50,6 +60,8 @@ export interface SyncLoop {
   requeue(uid: string, delayMs: number): void;
   /** Pods admitted and known, by UID. */
   pods(): Map<string, Pod>;
+  /** The pods to show: known ones, and removed ones until they finished terminating. */
+  visiblePods(): Pod[];
   run(signal: AbortSignal): Promise<void>;
 }
 
@@ -59,17 +71,33 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
   const log = deps.logger;
   const known = new Map<string, Pod>();
   const rejected = new Set<string>();
+  /** Pods removed by their source whose workers are still terminating them. */
+  const removing = new Map<string, Pod>();
   const due = new Map<string, number>();
 
+  /** Admitted pods that are not terminated. */
+  const activePods = () =>
+    [...known.values()].filter(
+      (p) => !rejected.has(uidOf(p)) && deps.workers.state(uidOf(p)) !== "terminated",
+    );
+
   function admit(pod: Pod): boolean {
-    const active = [...known.keys()].filter(
-      (uid) => !rejected.has(uid) && deps.workers.state(uid) !== "terminated",
-    ).length;
-    if (active < deps.maxPods) return true;
-    const message = `Node didn't have enough resource: pods, requested: 1, used: ${active}, capacity: ${deps.maxPods}`;
-    deps.podSync.reject(pod, "OutOfpods", message);
-    deps.recorder.event(podRef(pod), "Warning", "OutOfpods", message);
-    log.warn("pod rejected at admission", { pod: pod.metadata.name, reason: "OutOfpods" });
+    const active = activePods();
+    const failure =
+      active.length < deps.maxPods
+        ? deps.resources?.admit(pod, active)
+        : {
+            reason: "OutOfpods",
+            message: `Node didn't have enough resource: pods, requested: 1, used: ${active.length}, capacity: ${deps.maxPods}`,
+          };
+    if (failure === undefined) return true;
+    deps.podSync.reject(pod, failure.reason, failure.message);
+    deps.recorder.event(podRef(pod), "Warning", failure.reason, failure.message);
+    log.warn("pod rejected at admission", {
+      pod: pod.metadata.name,
+      reason: failure.reason,
+      message: failure.message,
+    });
     return false;
   }
 
@@ -101,12 +129,30 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
         deps.statusManager.removePod(uid);
         continue;
       }
-      deps.workers.updatePod({ pod, type: "kill" });
+      // Shown as Terminating until its worker is done, like a deleted pod in the kubelet.
+      const deleting: Pod = {
+        ...pod,
+        metadata: {
+          ...pod.metadata,
+          deletionTimestamp: new Date(deps.clock.now()).toISOString().replace(/\.\d{3}Z$/, "Z"),
+          deletionGracePeriodSeconds: pod.spec.terminationGracePeriodSeconds ?? 30,
+        },
+      };
+      removing.set(uid, deleting);
+      deps.workers.updatePod({ pod: deleting, type: "kill" });
     }
+  }
+
+  function visiblePods(): Pod[] {
+    for (const uid of removing.keys()) {
+      if (!deps.workers.couldHaveRunningContainers(uid) || known.has(uid)) removing.delete(uid);
+    }
+    return [...known.values(), ...removing.values()];
   }
 
   return {
     pods: () => known,
+    visiblePods,
 
     handleConfigUpdate(update) {
       switch (update.op) {
@@ -155,7 +201,7 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
       if (!deps.podConfig.seenAllSources() || !deps.runtimeHealthy()) return;
       const desired = new Set(known.keys());
       deps.workers.syncKnownPods(desired);
-      const running = await deps.runtime.getPods();
+      const running = await (deps.runtimePods ? deps.runtimePods() : deps.runtime.getPods());
       for (const rp of running) {
         if (desired.has(rp.uid) || deps.workers.couldHaveRunningContainers(rp.uid)) continue;
         log.info("removing a pod no source wants", {
@@ -187,6 +233,12 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
           deps.forgetCache(uid);
         }
       }
+      await deps.resources
+        ?.housekeeping(
+          activePods(),
+          (uid) => runningUids.has(uid) || deps.workers.couldHaveRunningContainers(uid),
+        )
+        .catch((error) => log.warn("cgroup housekeeping failed", { error }));
     },
 
     async run(signal) {

@@ -1,10 +1,28 @@
 // `fleetlet agent`: runs the agent until SIGTERM or SIGINT. Pods keep running when it stops.
 import { runAgent } from "../agent/agent.ts";
-import { ConfigError, loadAgentConfig } from "../agent/config/index.ts";
+import { agentFlagList, ConfigError, loadAgentConfig } from "../agent/config/index.ts";
 import { createLogger } from "../util/log.ts";
 import { CliError } from "./errors.ts";
 
+function agentUsage(): string {
+  const flags = agentFlagList()
+    .map(({ flag, field }) => `  ${flag.padEnd(34)} ${field}`)
+    .join("\n");
+  return `usage: fleetlet agent [--config FILE] [flags]
+
+Runs the pods of the manifest folder on this device. The config file (YAML) takes the fields
+below by name; a flag sets the same field and wins over the file. Durations are "20s", "5m".
+
+  --config FILE                      the agent's config file (or env FLEETLET_CONFIG)
+${flags}
+`;
+}
+
 export async function agentCommand(argv: string[]): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(agentUsage());
+    return 0;
+  }
   let config: Awaited<ReturnType<typeof loadAgentConfig>>;
   try {
     config = await loadAgentConfig(argv, process.env);

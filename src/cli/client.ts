@@ -1,5 +1,6 @@
 // The client of the agent's local API (src/agent/server) over its unix socket. Server refusals
 // become ApiStatusError with kubectl's wording; an unreachable agent is one clear CliError.
+import type { Node } from "../api/node.ts";
 import type { Event, EventList, Pod, PodList } from "../api/types.ts";
 import { CliError } from "./errors.ts";
 
@@ -76,6 +77,8 @@ export interface AgentClient {
   /** The /healthz answer: ok and the body (the failing checks when not ok). */
   healthz(): Promise<{ ok: boolean; body: string }>;
   metrics(): Promise<string>;
+  /** This agent's Node (`name`, when given, must be its name). */
+  getNode(name?: string): Promise<Node>;
 }
 
 function query(params: Record<string, string | number | boolean | undefined>): string {
@@ -200,5 +203,12 @@ export function createAgentClient(socketPath: string): AgentClient {
       return { ok: res.ok, body: await res.text() };
     },
     metrics: async () => (await request("/metrics")).text(),
+    async getNode(name) {
+      if (name !== undefined) return getJson<Node>(`/api/v1/nodes/${seg(name)}`);
+      const list = await getJson<{ items: Node[] }>("/api/v1/nodes");
+      const node = list.items[0];
+      if (node === undefined) throw new CliError("the agent does not report a node yet");
+      return node;
+    },
   };
 }

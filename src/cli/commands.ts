@@ -5,7 +5,9 @@ import { type FlagSpecs, parseArgs } from "./args.ts";
 import { createAgentClient, resolveSocketPath } from "./client.ts";
 import { describePod } from "./describe.ts";
 import { UsageError } from "./errors.ts";
+import { getFromHub } from "./hub.ts";
 import type { CliIO } from "./io.ts";
+import { printNodeTable } from "./node-printer.ts";
 import { parseOutputFormat, printEventTable, printObjects, printPodTable } from "./printers.ts";
 
 const common = {
@@ -20,11 +22,16 @@ const getFlags = {
   output: { type: "string", short: "o" },
   selector: { type: "string", short: "l" },
   "field-selector": { type: "string" },
+  hub: { type: "string" },
+  token: { type: "string" },
 } as const satisfies FlagSpecs;
 
 export const GET_USAGE = `usage: fleetlet get pods [NAME] [-n NS | -A] [-o wide|json|yaml] [-l SELECTOR] [--field-selector SEL]
        fleetlet get events [-n NS | -A] [-o json|yaml]
+       fleetlet get node [NAME] [-o wide|json|yaml]
+       fleetlet get nodes|pods|events --hub URL [--token T] [-n NS] [-l SELECTOR] [-o wide|json|yaml]
 flags: --socket PATH (default $FLEETLET_SOCKET or /run/fleetlet/agent.sock)
+       --token T (default $FLEETLET_HUB_TOKEN)
 `;
 
 function printHelp(io: CliIO, usage: string): number {
@@ -34,6 +41,7 @@ function printHelp(io: CliIO, usage: string): number {
 
 const podWords = new Set(["pods", "pod", "po"]);
 const eventWords = new Set(["events", "event", "ev"]);
+const nodeWords = new Set(["nodes", "node", "no"]);
 
 /** `fleetlet get pods|events [NAME]`. */
 export async function getCommand(argv: string[], io: CliIO): Promise<number> {
@@ -44,6 +52,7 @@ export async function getCommand(argv: string[], io: CliIO): Promise<number> {
     throw new UsageError(`get needs a resource type: pods or events\n${GET_USAGE}`);
   if (extra.length > 0)
     throw new UsageError(`get takes one name, got ${JSON.stringify([name, ...extra])}`);
+  if (flags.hub !== undefined) return getFromHub(hubResource(resource, name), flags, io);
   const format = parseOutputFormat(flags.output);
   const client = createAgentClient(resolveSocketPath(flags.socket, io.env));
   const all = flags["all-namespaces"] === true && name === undefined;
@@ -77,9 +86,24 @@ export async function getCommand(argv: string[], io: CliIO): Promise<number> {
     else io.stdout(printEventTable(list.items, now, { withNamespace: all }));
     return 0;
   }
+  if (nodeWords.has(resource)) {
+    const node = await client.getNode(name);
+    if (format === "json" || format === "yaml") io.stdout(printObjects(node, format));
+    else io.stdout(printNodeTable([node], now, { wide: format === "wide" }));
+    return 0;
+  }
   throw new UsageError(
-    `the server doesn't have a resource type "${resource}" (fleetlet knows pods and events)`,
+    `the server doesn't have a resource type "${resource}" (fleetlet knows pods, events and node)`,
   );
+}
+
+/** The hub lists nodes, pods and events (no single object by name yet). */
+function hubResource(resource: string, name: string | undefined): "nodes" | "pods" | "events" {
+  if (name !== undefined) throw new UsageError("get --hub lists; it takes no name");
+  if (podWords.has(resource)) return "pods";
+  if (eventWords.has(resource)) return "events";
+  if (resource === "nodes" || resource === "node" || resource === "no") return "nodes";
+  throw new UsageError(`the hub doesn't have a resource type "${resource}" (nodes, pods, events)`);
 }
 
 function noResources(namespace: string | undefined): string {

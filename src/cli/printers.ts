@@ -35,7 +35,7 @@ export function podColumns(pod: Pod, now: number): PodColumns {
 }
 
 export interface TableOptions {
-  /** Adds the IP and NODE columns. */
+  /** Adds kubectl's wide columns: IP, NODE, NOMINATED NODE and READINESS GATES. */
   wide?: boolean;
   /** Adds the NAMESPACE column first (get -A). */
   withNamespace?: boolean;
@@ -48,7 +48,7 @@ function table(rows: string[][]): string {
 /** `kubectl get pods` output, header included. */
 export function printPodTable(pods: Pod[], now: number, opts: TableOptions = {}): string {
   const header = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
-  if (opts.wide) header.push("IP", "NODE");
+  if (opts.wide) header.push("IP", "NODE", "NOMINATED NODE", "READINESS GATES");
   if (opts.withNamespace) header.unshift("NAMESPACE");
   const rows = pods.map((pod) => {
     const d = podColumns(pod, now);
@@ -61,7 +61,8 @@ export function printPodTable(pods: Pod[], now: number, opts: TableOptions = {})
     ];
     if (opts.wide) {
       const ip = pod.status?.podIPs?.[0]?.ip || pod.status?.podIP || "<none>";
-      row.push(ip, pod.spec.nodeName || "<none>");
+      // A pod on a device is never nominated, and the API has no readiness gates here.
+      row.push(ip, pod.spec.nodeName || "<none>", "<none>", "<none>");
     }
     if (opts.withNamespace) row.unshift(pod.metadata.namespace ?? "default");
     return row;

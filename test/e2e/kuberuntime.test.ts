@@ -62,7 +62,12 @@ function testPod(prefix: string, containers: Container[], spec: Partial<Pod["spe
   const name = uniqueName(prefix);
   const uid = crypto.randomUUID();
   uids.push(uid);
-  return makePod({ name, uid, containers, spec: { terminationGracePeriodSeconds: 2, ...spec } });
+  return makePod({
+    name,
+    uid,
+    containers,
+    spec: { nodeName: "e2e-node", terminationGracePeriodSeconds: 2, ...spec },
+  });
 }
 
 const busybox = (o: Partial<Container>) =>

@@ -5,12 +5,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Pod } from "../../src/api/types.ts";
 import { createCriClient } from "../../src/cri/index.ts";
+import { removeCgroupRoot } from "./cgroups.ts";
 import { eventually, fleetletBin, loadTestbed, type Testbed } from "./testbed.ts";
 
 export interface AgentOptions {
   nodeName?: string;
   /** Extra `--flag value` arguments. */
   args?: string[];
+  /** The agent's cgroupRoot (default "/fleetlet-e2e-<nodeName>", removed by cleanup()). */
+  cgroupRoot?: string;
 }
 
 export class TestAgent {
@@ -20,6 +23,8 @@ export class TestAgent {
   readonly logsDir: string;
   readonly socket: string;
   readonly nodeName: string;
+  /** Unique per agent, so that parallel agents never touch each other's pod cgroups. */
+  readonly cgroupRoot: string;
   readonly tb: Testbed;
   proc: ReturnType<typeof Bun.spawn> | undefined;
   output = "";
@@ -32,6 +37,7 @@ export class TestAgent {
     this.logsDir = join(this.dir, "logs");
     this.socket = join(this.dir, "run", "agent.sock");
     this.nodeName = opts.nodeName ?? `e2e${Math.random().toString(36).slice(2, 8)}`;
+    this.cgroupRoot = opts.cgroupRoot ?? `/fleetlet-e2e-${this.nodeName}`;
     mkdirSync(this.manifests, { recursive: true });
   }
 
@@ -52,6 +58,8 @@ export class TestAgent {
       this.tb.endpoint,
       "--node-name",
       this.nodeName,
+      "--cgroup-root",
+      this.cgroupRoot,
       "--file-check-frequency",
       "2s",
       "--sync-frequency",
@@ -143,9 +151,12 @@ export class TestAgent {
     unlinkSync(join(this.manifests, file));
   }
 
-  /** Runs a fleetlet CLI command against this agent's socket. */
+  /** Runs a fleetlet CLI command against this agent's socket (given before any "--"). */
   cli(args: string[]) {
-    const p = Bun.spawnSync([fleetletBin, ...args, "--socket", this.socket], {
+    const dash = args.indexOf("--");
+    const at = dash < 0 ? args.length : dash;
+    const argv = [...args.slice(0, at), "--socket", this.socket, ...args.slice(at)];
+    const p = Bun.spawnSync([fleetletBin, ...argv], {
       stdout: "pipe",
       stderr: "pipe",
     });
@@ -166,6 +177,7 @@ export class TestAgent {
     } finally {
       cri.close();
     }
+    await removeCgroupRoot(this.cgroupRoot).catch(() => {});
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

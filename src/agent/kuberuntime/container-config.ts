@@ -20,6 +20,8 @@ export interface ContainerConfigContext {
   /** The pod's hostname (for its hosts file). */
   hostname: string;
   nodeMemoryBytes: number;
+  /** The CPU manager's cpuset for the container ("" or absent: the runtime's default). */
+  cpusetCpus?: string;
   /** The image to create from: the id the image manager resolved. */
   imageRef: string;
 }
@@ -55,7 +57,7 @@ export async function generateContainerConfig(
     stdinOnce: c.stdinOnce === true,
     tty: c.tty === true,
     linux: {
-      resources: containerResources(pod, c, ctx.nodeMemoryBytes),
+      resources: containerResources(pod, c, ctx.nodeMemoryBytes, ctx.cpusetCpus),
       securityContext: containerSecurityContext(pod, c),
     },
   };

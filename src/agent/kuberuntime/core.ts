@@ -1,7 +1,7 @@
 // The runtime manager's dependencies and the state shared by its parts (kill.ts, start.ts,
 // sandbox.ts, executor.ts). Created once per manager by createRuntimeManager().
 
-import type { Pod } from "../../api/types.ts";
+import type { Container, Pod } from "../../api/types.ts";
 import type { CallOptions, CriRuntime } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
@@ -30,6 +30,10 @@ export interface RuntimeManagerDeps {
   nodeIP?: () => string;
   /** Node memory capacity in bytes, for the oom_score_adj of Burstable containers. */
   nodeMemoryBytes: number;
+  /** The pod's cgroup, given to the runtime as the sandbox's cgroup parent ("" or absent: none). */
+  podCgroupParent?: (pod: Pod) => string;
+  /** The CPU manager's cpuset of a container ("" or absent: the runtime's default). */
+  cpusetFor?: (pod: Pod, c: Container) => string;
   /** kubelet: 10 s doubling to 300 s. */
   crashLoopBackOff: BackoffSettings;
   /** kubelet: 10 s doubling to 300 s. */

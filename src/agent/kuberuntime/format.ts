@@ -8,14 +8,7 @@ export function formatPod(pod: Pod): string {
 }
 
 /** Go's time.Duration.String() for whole seconds: "10s", "1m20s", "5m0s". */
-export function goDuration(ms: number): string {
-  const total = Math.round(ms / 1000);
-  if (total < 60) return `${total}s`;
-  const h = Math.floor(total / 3600);
-  const m = Math.floor((total % 3600) / 60);
-  const s = total % 60;
-  return h > 0 ? `${h}h${m}m${s}s` : `${m}m${s}s`;
-}
+export { formatGoDuration as goDuration } from "../status/reasons.ts";
 
 /** The container's spec entry and event field path ("spec.initContainers{init}"). */
 export interface ContainerRef {

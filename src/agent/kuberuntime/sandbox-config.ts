@@ -18,6 +18,8 @@ export interface SandboxConfigContext {
   podLogsDir: string;
   /** The host's resolv.conf as text ("" when there is none). */
   hostResolvConf: string;
+  /** The pod's cgroup (cgroupfs path, e.g. "/kubepods/burstable/pod<uid>"); "" for none. */
+  cgroupParent?: string;
 }
 
 /** <podLogsDir>/<namespace>_<name>_<uid> */
@@ -112,7 +114,11 @@ export function generateSandboxConfig(
     portMappings: portMappings(pod),
     labels: sandboxLabels(pod),
     annotations: sandboxAnnotations(pod),
-    linux: { cgroupParent: "", securityContext: sandboxSecurityContext(pod), sysctls },
+    linux: {
+      cgroupParent: ctx.cgroupParent ?? "",
+      securityContext: sandboxSecurityContext(pod),
+      sysctls,
+    },
   };
 }
 

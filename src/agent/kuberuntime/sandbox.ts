@@ -15,7 +15,11 @@ export async function sandboxConfigFor(
   attempt: number,
 ): Promise<PodSandboxConfig> {
   const hostResolvConf = await readResolvConf(core.deps.resolvConfPath ?? "/etc/resolv.conf");
-  return generateSandboxConfig(pod, attempt, { podLogsDir: core.deps.podLogsDir, hostResolvConf });
+  return generateSandboxConfig(pod, attempt, {
+    podLogsDir: core.deps.podLogsDir,
+    hostResolvConf,
+    cgroupParent: core.deps.podCgroupParent?.(pod) ?? "",
+  });
 }
 
 /** Runs a new sandbox for `run.pod`; on success sets run.sandboxId and run.podIPs. */

@@ -111,6 +111,7 @@ function buildConfig(
     },
     hostname: podHostname(pod),
     nodeMemoryBytes: core.deps.nodeMemoryBytes,
+    cpusetCpus: core.deps.cpusetFor?.(pod, spec.container) ?? "",
     imageRef,
   });
 }

@@ -77,6 +77,17 @@ export interface PLEG {
   lastRelistTime(): number | undefined;
   /** Events dropped because the reader fell behind. */
   droppedEvents(): number;
+  /** Durations of the relists so far (by the injected clock). */
+  relistStats(): RelistStats;
+}
+
+export interface RelistStats {
+  /** Relists that listed the runtime successfully. */
+  count: number;
+  /** Sum of their durations (ms). */
+  totalMs: number;
+  /** Duration of the last one (ms), if any. */
+  lastMs: number | undefined;
 }
 
 export const DEFAULT_RELIST_THRESHOLD_MS = 3 * 60 * 1000;
@@ -103,6 +114,7 @@ class GenericPLEG implements PLEG {
   private toReinspect = new Set<string>();
   private relistTime: number | undefined;
   private inflight: Promise<void> | undefined;
+  private readonly stats: RelistStats = { count: 0, totalMs: 0, lastMs: undefined };
 
   constructor(private readonly deps: PLEGDeps) {
     this.cache = deps.cache ?? createPodCache();
@@ -162,6 +174,10 @@ class GenericPLEG implements PLEG {
     return this.queue.dropped;
   }
 
+  relistStats(): RelistStats {
+    return { ...this.stats };
+  }
+
   private async relistOnce(): Promise<void> {
     const timestamp = this.deps.clock.now();
     let pods: RelistPod[];
@@ -189,6 +205,10 @@ class GenericPLEG implements PLEG {
     }
     this.cache.updateTime(timestamp);
     this.toReinspect = needsReinspection;
+    const took = this.deps.clock.now() - timestamp;
+    this.stats.count++;
+    this.stats.totalMs += took;
+    this.stats.lastMs = took;
   }
 
   /** Reads the pod's status into the cache; false when the read failed. */

@@ -12,5 +12,7 @@ export {
   type PodLifecycleEvent,
   type PodLifecycleEventType,
   type RelistPod,
+  type RelistStats,
 } from "./generic.ts";
+export { createListingCache, type ListingCache } from "./listing.ts";
 export { type BoundedQueue, createBoundedQueue } from "./queue.ts";

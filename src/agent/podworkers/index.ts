@@ -33,8 +33,10 @@ export interface PodUpdate {
 
 /** What the workers call; each returns when the step is done. */
 export interface PodSyncFns {
-  /** Makes the runtime match the pod. Returns terminal: true when the pod will not run again. */
-  syncPod(pod: Pod, type: UpdateType): Promise<{ terminal: boolean }>;
+  /** Makes the runtime match the pod. `terminal`: the pod will not run again; `retry`: a
+   * container waits on a back-off (crash loop, image pull), so sync again after the error
+   * back-off rather than the resync interval. */
+  syncPod(pod: Pod, type: UpdateType): Promise<{ terminal: boolean; retry?: boolean }>;
   /** Stops every container of the pod within the grace period. */
   syncTerminatingPod(pod: Pod, gracePeriodSeconds: number, kill: KillOptions): Promise<void>;
   /** Cleans up after a terminated pod (volumes, directories); containers may be kept for logs. */
@@ -47,7 +49,7 @@ export interface PodWorkersDeps extends PodSyncFns {
   /** Called after each sync with the delay until the pod should sync again (error → backoff). */
   requeue(uid: string, delayMs: number): void;
   resyncIntervalMs: number;
-  /** Delay before retrying a sync that threw. */
+  /** Delay before retrying a sync that threw or that reported a back-off. */
   errorBackoffMs: number;
 }
 
@@ -150,9 +152,9 @@ export function createPodWorkers(deps: PodWorkersDeps): PodWorkers {
           log.info("waiting for the previous version of the pod to finish terminating");
           return;
         }
-        const { terminal } = await deps.syncPod(w.pod, update.type);
+        const { terminal, retry } = await deps.syncPod(w.pod, update.type);
         if (!terminal) {
-          deps.requeue(w.uid, deps.resyncIntervalMs);
+          deps.requeue(w.uid, retry ? deps.errorBackoffMs : deps.resyncIntervalMs);
           return;
         }
         w.state = "terminating";

@@ -7,6 +7,7 @@ import type { Server } from "bun";
 import type { Clock } from "../../util/clock.ts";
 import { type Logger, nullLogger } from "../../util/log.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "./metrics.ts";
+import { nodeRoute } from "./node-route.ts";
 import { findPod, listEvents, listPods, podExec, podLog } from "./routes.ts";
 import { SelectorError } from "./selectors.ts";
 import { badRequest, StatusError, statusResponse } from "./status.ts";
@@ -98,6 +99,7 @@ function route(deps: ServerDeps, opts: ServerOptions, method: string, parts: str
   if (a !== "api" || b !== "v1") return undefined;
   if (parts.length === 3 && c === "pods") return get((_r, u) => listPods(deps, u.searchParams));
   if (parts.length === 3 && c === "events") return get((_r, u) => listEvents(deps, u.searchParams));
+  if (c === "nodes" && parts.length <= 4) return get(() => nodeRoute(deps, ns));
   if (c !== "namespaces" || ns === undefined || extra.length > 0) return undefined;
   if (kind === "events" && name === undefined) {
     return get((_r, u) => listEvents(deps, u.searchParams, ns));

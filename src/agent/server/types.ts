@@ -1,5 +1,6 @@
 // What the local API server needs from the agent: narrow functions, each answered from the
 // status manager's and runtime's current view.
+import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
 
 export interface ExecResult {
@@ -26,4 +27,6 @@ export interface ServerDeps {
   healthy(): Health;
   /** All metrics in the Prometheus text format. */
   metrics(): string;
+  /** This agent's v1 Node; absent when node status is not running. */
+  node?(): Node;
 }

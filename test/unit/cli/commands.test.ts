@@ -105,7 +105,7 @@ describe("fleetlet get", () => {
   });
 
   test("get refuses unknown resources, flags and output formats", async () => {
-    await expect(run(getCommand, ["nodes"])).rejects.toBeInstanceOf(UsageError);
+    await expect(run(getCommand, ["secrets"])).rejects.toBeInstanceOf(UsageError);
     await expect(run(getCommand, ["pods", "--wat"])).rejects.toThrow("unknown flag: --wat");
     await expect(run(getCommand, ["pods", "-o", "xml"])).rejects.toThrow(
       'unable to match a printer suitable for the output format "xml"',

@@ -121,13 +121,13 @@ describe("printPodTable()", () => {
     );
   });
 
-  test("wide adds IP and NODE; all namespaces adds NAMESPACE first", () => {
+  test("wide adds IP, NODE, NOMINATED NODE and READINESS GATES; all namespaces adds NAMESPACE first", () => {
     const out = printPodTable([web], now, { wide: true, withNamespace: true });
     expect(out.split("\n")[0]).toBe(
-      "NAMESPACE   NAME   READY   STATUS    RESTARTS   AGE   IP         NODE",
+      "NAMESPACE   NAME   READY   STATUS    RESTARTS   AGE   IP         NODE   NOMINATED NODE   READINESS GATES",
     );
     expect(out.split("\n")[1]).toBe(
-      "default     web    1/1     Running   0          60m   10.0.0.7   dev1",
+      "default     web    1/1     Running   0          60m   10.0.0.7   dev1   <none>           <none>",
     );
   });
 });

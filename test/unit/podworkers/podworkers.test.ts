@@ -157,3 +157,14 @@ describe("createPodWorkers()", () => {
     expect(w.activePods().map((p) => p.metadata.uid)).toEqual(["u2"]);
   });
 });
+
+describe("createPodWorkers() retry", () => {
+  test("a sync that reports a back-off is requeued after the error back-off, not the resync interval", async () => {
+    const h = harness();
+    const deps = { ...h.deps, syncPod: async () => ({ terminal: false, retry: true }) };
+    const w = createPodWorkers(deps);
+    w.updatePod({ pod: makePod({ name: "a", uid: "u1" }), type: "create" });
+    await w.idle();
+    expect(h.requeued).toEqual([["u1", 1000]]);
+  });
+});

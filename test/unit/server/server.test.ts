@@ -137,7 +137,7 @@ describe("local API server", () => {
   });
 
   test("an unknown path is 404 and a wrong method 405, both as Status", async () => {
-    const unknown = await raw(agent.socketPath, "/api/v1/nodes");
+    const unknown = await raw(agent.socketPath, "/api/v1/secrets");
     expect(unknown.status).toBe(404);
     expect(unknown.body).toMatchObject({ kind: "Status", reason: "NotFound" });
     const method = await raw(agent.socketPath, "/api/v1/pods", { method: "DELETE" });

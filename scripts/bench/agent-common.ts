@@ -1,0 +1,113 @@
+// Shared parts of the agent benchmarks: a host-network sleeper manifest, the same pod made
+// through raw CRI calls, percentiles, and reading a process's CPU time and RSS from /proc.
+import { readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { CriClient, PodSandboxConfig } from "../../src/cri/index.ts";
+
+export const BENCH_LABEL = "io.fleetlet.bench-run";
+
+export function sleeperManifest(name: string, image: string): string {
+  return `apiVersion: v1
+kind: Pod
+metadata:
+  name: ${name}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: c
+      image: ${image}
+      command: ["sleep", "3600"]
+`;
+}
+
+/** RunPodSandbox + CreateContainer + StartContainer for one sleeper; returns the sandbox ID. */
+export async function rawPod(
+  cri: CriClient,
+  runId: string,
+  name: string,
+  image: string,
+): Promise<string> {
+  const config: PodSandboxConfig = {
+    metadata: { name, namespace: "bench", uid: `${runId}-${name}`, attempt: 0 },
+    hostname: "",
+    logDirectory: join(rawLogRoot(runId), name),
+    labels: { [BENCH_LABEL]: runId },
+    linux: { securityContext: { namespaceOptions: { network: "NODE", pid: "CONTAINER" } } },
+  };
+  const { podSandboxId } = await cri.runPodSandbox({ config });
+  const { containerId } = await cri.createContainer({
+    podSandboxId,
+    config: {
+      metadata: { name: "c", attempt: 0 },
+      image: { image },
+      command: ["sleep", "3600"],
+      logPath: "c/0.log",
+    },
+    sandboxConfig: config,
+  });
+  await cri.startContainer({ containerId });
+  return podSandboxId;
+}
+
+/** The folder of the raw pods' logs of a run. */
+export const rawLogRoot = (runId: string) => join(tmpdir(), `fleetlet-bench-${runId}`);
+
+/** Stops and removes every sandbox labelled with this run's ID. */
+export async function removeRawPods(cri: CriClient, runId: string): Promise<void> {
+  const { items } = await cri.listPodSandbox({
+    filter: { labelSelector: { [BENCH_LABEL]: runId } },
+  });
+  await Promise.all(
+    items.map(async (sb) => {
+      await cri.stopPodSandbox({ podSandboxId: sb.id }).catch(() => {});
+      await cri.removePodSandbox({ podSandboxId: sb.id }).catch(() => {});
+    }),
+  );
+}
+
+/** The q-quantile (0..1) of `values` by nearest rank. */
+export function quantile(values: readonly number[], q: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[rank] as number;
+}
+
+export const ms = (v: number) => `${v.toFixed(1)} ms`;
+
+/** utime + stime of a process, in clock ticks (USER_HZ, 100 on Linux). */
+export function cpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+/** VmRSS of a process in MB. */
+export function rssMB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN);
+  return kb / 1024;
+}
+
+/** A metric's value from the agent's /metrics text. */
+export function metricValue(text: string, name: string): number | undefined {
+  const line = text.split("\n").find((l) => l.startsWith(`${name} `));
+  return line === undefined ? undefined : Number(line.slice(name.length + 1));
+}
+
+/** Stops and removes the sandboxes of a node's pods, `parallel` at a time. */
+export async function removeNodePods(cri: CriClient, nodeName: string, parallel = 8) {
+  const { items } = await cri.listPodSandbox({
+    filter: { labelSelector: { "io.fleetlet.node": nodeName } },
+  });
+  for (let i = 0; i < items.length; i += parallel) {
+    await Promise.all(
+      items.slice(i, i + parallel).map(async (sb) => {
+        await cri.stopPodSandbox({ podSandboxId: sb.id }).catch(() => {});
+        await cri.removePodSandbox({ podSandboxId: sb.id }).catch(() => {});
+      }),
+    );
+  }
+}

@@ -1,0 +1,251 @@
+// The compiled `fleetlet hub` against protocol-level clients: joining, authentication, refusal
+// of bad input, the operator API, the watch stream, rate limits and a restart.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { makePod } from "../lib/builders.ts";
+import { ProtocolClient, TestHub } from "../lib/hub.ts";
+import { eventually, fleetletBin } from "../lib/testbed.ts";
+
+const hub = new TestHub([
+  "--heartbeat-interval",
+  "5s",
+  "--rate-limit",
+  "20",
+  "--rate-burst",
+  "40",
+  "--max-message-bytes",
+  "65536",
+]);
+const clients: ProtocolClient[] = [];
+
+function hello(nodeName: string, streamId = "s1") {
+  return { type: "hello", protocolVersion: 1, nodeName, agentVersion: "e2e", streamId };
+}
+
+function podMsg(nodeName: string, name: string, seq: number, phase = "Running") {
+  const pod = makePod({
+    name,
+    uid: `uid-${nodeName}-${name}`,
+    spec: { nodeName },
+    status: { phase: phase as "Running" },
+  });
+  return { type: "pod.upsert", seq, uid: pod.metadata.uid, pod };
+}
+
+/** A connected, welcomed client for a freshly joined node. */
+async function connected(nodeName: string): Promise<ProtocolClient> {
+  const c = new ProtocolClient(hub.url, await hub.credentialFor(nodeName));
+  clients.push(c);
+  await c.opened;
+  c.send(hello(nodeName));
+  await c.waitFor("welcome");
+  return c;
+}
+
+async function status(res: Response): Promise<{ code: number; reason: string; message: string }> {
+  return (await res.json()) as { code: number; reason: string; message: string };
+}
+
+describe("fleetlet hub (compiled binary, no root, no test bed)", () => {
+  beforeAll(() => hub.start());
+  afterAll(async () => {
+    for (const c of clients) c.close();
+    await hub.cleanup();
+  });
+
+  test("the first start prints the operator token and saves it with mode 0600", async () => {
+    expect(hub.operatorToken).toStartWith("flo_");
+    const file = Bun.file(`${hub.dataDir}/operator-token`);
+    expect((await file.text()).trim()).toBe(hub.operatorToken);
+    const { statSync } = await import("node:fs");
+    expect(statSync(`${hub.dataDir}/operator-token`).mode & 0o777).toBe(0o600);
+  });
+
+  test("the operator API without a valid token answers 401 with a Status body", async () => {
+    for (const token of ["", "flo_wrong"]) {
+      const res = await hub.api("/api/v1/nodes", {}, token);
+      expect(res.status).toBe(401);
+      expect(await status(res)).toMatchObject({ code: 401, reason: "Unauthorized" });
+    }
+    expect((await hub.api("/api/v1/watch", {}, "")).status).toBe(401);
+    expect((await hub.api("/api/v1/join-tokens", { method: "POST", body: "{}" }, "")).status).toBe(
+      401,
+    );
+  });
+
+  test("join refuses unknown, expired and revoked join tokens with clear reasons", async () => {
+    expect(await status(await hub.join("flj_unknown", "a1"))).toMatchObject({
+      code: 401,
+      message: "unknown join token",
+    });
+    const expired = await hub.joinToken("1ms");
+    await Bun.sleep(20);
+    expect((await status(await hub.join(expired, "a1"))).message).toStartWith(
+      "join token expired at",
+    );
+    const res = await hub.api("/api/v1/join-tokens", { method: "POST", body: "{}" });
+    const { id, token } = (await res.json()) as { id: string; token: string };
+    expect((await hub.api(`/api/v1/join-tokens/${id}`, { method: "DELETE" })).status).toBe(200);
+    expect(await status(await hub.join(token, "a1"))).toMatchObject({
+      code: 401,
+      message: "join token revoked",
+    });
+    const good = await hub.join(await hub.joinToken(), "a1");
+    expect(good.status).toBe(200);
+    expect(((await good.json()) as { credential: string }).credential).toStartWith("flc_");
+  });
+
+  test("an agent's pod report is acknowledged and served as a PodList with its node", async () => {
+    const c = await connected("n-report");
+    c.send(podMsg("n-report", "web", 1));
+    expect(await c.waitFor("ack")).toEqual({ type: "ack", seq: 1 });
+    const list = (await (await hub.api("/api/v1/pods?nodeName=n-report")).json()) as {
+      kind: string;
+      items: { spec: { nodeName: string } }[];
+    };
+    expect(list.kind).toBe("PodList");
+    expect(list.items.map((p) => p.spec.nodeName)).toEqual(["n-report"]);
+    const nodes = Bun.spawnSync([
+      fleetletBin,
+      "get",
+      "nodes",
+      "--hub",
+      hub.url,
+      "--token",
+      hub.operatorToken,
+    ]);
+    const out = nodes.stdout.toString();
+    expect(out).toMatch(/^NAME\s+STATUS\s+ONLINE\s+LAST-SEEN\s+PODS\s+VERSION\s+AGE/);
+    expect(out).toMatch(/n-report\s+Unknown\s+yes\s+\S+ ago\s+1\s/);
+  });
+
+  test("a node cannot speak for another node", async () => {
+    const cred = await hub.credentialFor("n-self");
+    const impostor = new ProtocolClient(hub.url, cred);
+    clients.push(impostor);
+    await impostor.opened;
+    impostor.send(hello("n-other"));
+    expect(await impostor.waitFor("error")).toMatchObject({ code: "forbidden" });
+    expect((await impostor.waitClosed()).code).toBe(4403);
+    const c = await connected("n-self2");
+    c.send(podMsg("n-other", "evil", 1));
+    expect((await c.waitFor("error")).reason).toContain(
+      'cannot report pod "evil" of node "n-other"',
+    );
+    expect((await c.waitClosed()).code).toBe(4403);
+  });
+
+  test.each([
+    ["malformed", "{not json", "malformed", 4400],
+    ["unknown", '{"type":"exec","cmd":"sh"}', "unknown-type", 4400],
+    ["oversized", JSON.stringify({ type: "hb", pad: "x".repeat(70_000) }), "too-large", 4413],
+  ])(
+    "a %s message is refused and its connection closed while another client keeps working",
+    async (what, text, code, closeCode) => {
+      const bad = await connected(`n-bad-${what}`);
+      const good = await connected(`n-good-${what}`);
+      bad.send(text);
+      expect(await bad.waitFor("error")).toMatchObject({ code });
+      expect((await bad.waitClosed()).code).toBe(closeCode);
+      good.send(podMsg(`n-good-${what}`, "web", 1));
+      expect(await good.waitFor("ack")).toEqual({ type: "ack", seq: 1 });
+    },
+  );
+
+  test("a connection without a credential, or with an unknown one, is refused with a reason", async () => {
+    for (const cred of [undefined, "flc_unknown"]) {
+      const c = new ProtocolClient(hub.url, cred);
+      clients.push(c);
+      expect(await c.waitFor("error")).toMatchObject({ code: "unauthorized" });
+      expect((await c.waitClosed()).code).toBe(4401);
+    }
+  });
+
+  test("more messages than the rate limit allows close the connection", async () => {
+    const c = await connected("n-flood");
+    for (let i = 0; i < 100; i++) c.send('{"type":"hb"}');
+    expect(await c.waitFor("error")).toMatchObject({ code: "rate-limited" });
+    expect((await c.waitClosed()).code).toBe(4429);
+  });
+
+  test("hub node revoke closes the node's connection and refuses its credential", async () => {
+    const cred = await hub.credentialFor("n-revoke");
+    const c = new ProtocolClient(hub.url, cred);
+    clients.push(c);
+    await c.opened;
+    c.send(hello("n-revoke"));
+    await c.waitFor("welcome");
+    const r = Bun.spawnSync([fleetletBin, "hub", "node", "revoke", "n-revoke", "--hub", hub.url], {
+      env: { ...process.env, FLEETLET_HUB_TOKEN: hub.operatorToken },
+    });
+    expect(r.stdout.toString()).toBe("node/n-revoke revoked\n");
+    expect(await c.waitFor("error")).toMatchObject({ code: "revoked" });
+    const again = new ProtocolClient(hub.url, cred);
+    clients.push(again);
+    expect(await again.waitFor("error")).toMatchObject({
+      code: "revoked",
+      reason: 'node "n-revoke" was revoked',
+    });
+    expect((await status(await hub.join(await hub.joinToken(), "n-revoke"))).message).toBe(
+      'node "n-revoke" was revoked',
+    );
+  });
+
+  test("the watch stream pushes a pod as it is reported, and a closed agent goes offline", async () => {
+    const w = new WebSocket(
+      `${hub.url.replace("http", "ws")}/api/v1/watch?kinds=pods,nodes&initial=false&token=${hub.operatorToken}`,
+    );
+    const seen: {
+      type: string;
+      object: { kind: string; metadata: { name: string; annotations?: Record<string, string> } };
+    }[] = [];
+    w.onmessage = (e) => seen.push(JSON.parse(String(e.data)));
+    await new Promise((r) => {
+      w.onopen = r;
+    });
+    const c = await connected("n-watch");
+    c.send(podMsg("n-watch", "cam", 1));
+    await eventually("the pod on the watch stream", () =>
+      seen.find((e) => e.type === "ADDED" && e.object.metadata.name === "cam"),
+    );
+    c.close();
+    await eventually("the node offline on the watch stream", () =>
+      seen.find(
+        (e) =>
+          e.object.kind === "Node" &&
+          e.object.metadata.name === "n-watch" &&
+          e.object.metadata.annotations?.["hub.fleetlet.io/online"] === "false",
+      ),
+    );
+    w.close();
+  });
+
+  test("a restarted hub keeps its nodes, pods and acknowledged seqs", async () => {
+    const cred = await hub.credentialFor("n-restart");
+    const c = new ProtocolClient(hub.url, cred);
+    clients.push(c);
+    await c.opened;
+    c.send(hello("n-restart"));
+    await c.waitFor("welcome");
+    c.send(podMsg("n-restart", "web", 7));
+    await c.waitFor("ack");
+    await hub.kill();
+    await hub.start();
+    const pods = (await (await hub.api("/api/v1/pods?nodeName=n-restart")).json()) as {
+      items: unknown[];
+    };
+    expect(pods.items).toHaveLength(1);
+    const node = (await (await hub.api("/api/v1/nodes/n-restart")).json()) as {
+      metadata: { annotations: Record<string, string> };
+    };
+    expect(node.metadata.annotations["hub.fleetlet.io/online"]).toBe("false");
+    const back = new ProtocolClient(hub.url, cred);
+    clients.push(back);
+    await back.opened;
+    back.send(hello("n-restart"));
+    expect(await back.waitFor("welcome")).toMatchObject({ ackedSeq: 7 });
+    const nodes = (await (await hub.api("/api/v1/nodes")).json()) as {
+      items: { metadata: { name: string } }[];
+    };
+    expect(nodes.items.map((n) => n.metadata.name)).toContain("n-restart");
+  });
+});

@@ -1,0 +1,138 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { PodStatus } from "../../../src/agent/kubecontainer/types.ts";
+import { type CachedStatus, createPodSync, type PodRuntime } from "../../../src/agent/pod-sync.ts";
+import { createStatusManager } from "../../../src/agent/status/index.ts";
+import type { Pod } from "../../../src/api/types.ts";
+import { FakeClock } from "../../../src/util/clock.ts";
+import { nullLogger } from "../../../src/util/log.ts";
+import { makePod } from "../../lib/builders.ts";
+
+const T0 = Date.UTC(2024, 4, 1, 10, 0, 0);
+
+function runningStatus(pod: Pod, at: number): PodStatus {
+  return {
+    uid: pod.metadata.uid as string,
+    name: pod.metadata.name,
+    namespace: "default",
+    ips: ["10.0.0.2"],
+    sandboxes: [
+      {
+        id: "sb1",
+        state: "ready",
+        createdAt: at,
+        attempt: 0,
+        ips: ["10.0.0.2"],
+      } as PodStatus["sandboxes"][number],
+    ],
+    containers: [],
+    timestamp: at,
+  };
+}
+
+/** A pod-sync over a runtime that counts status reads and a cache the test fills. */
+function setup(opts: { acts: boolean }) {
+  const clock = new FakeClock(T0);
+  const dir = mkdtempSync(join(tmpdir(), "fleetlet-podsync-"));
+  const reads: string[] = [];
+  const planned: PodStatus[] = [];
+  const cache = new Map<string, CachedStatus>();
+  const pod = makePod({ name: "web" });
+  const runtime: PodRuntime = {
+    getPods: async () => [],
+    getPodStatus: async () => {
+      reads.push("status");
+      return runningStatus(pod, clock.now());
+    },
+    syncPod: async (_pod, status) => {
+      planned.push(status);
+      clock.step(5);
+      return { waiting: new Map() };
+    },
+    killPod: async () => {},
+    removePod: async () => {},
+  };
+  const sync = createPodSync({
+    runtime,
+    statusManager: createStatusManager({ clock }),
+    clock,
+    logger: nullLogger,
+    rootDir: dir,
+    hostIP: () => "192.168.1.2",
+    updateCache: (uid, status) => cache.set(uid, { status, timestamp: status.timestamp }),
+    isDesired: () => true,
+    cachedStatus: (uid) => cache.get(uid),
+    hasActions: () => opts.acts,
+  });
+  return {
+    clock,
+    dir,
+    reads,
+    planned,
+    cache,
+    pod,
+    sync,
+    done: () => rmSync(dir, { recursive: true }),
+  };
+}
+
+describe("createPodSync() syncPod reading the runtime", () => {
+  test("plans a pod the runtime has never had from an empty status, without reading the runtime", async () => {
+    const s = setup({ acts: true });
+    await s.sync.syncPod(s.pod, "create");
+    expect(s.planned[0]?.containers).toEqual([]);
+    expect(s.planned[0]?.sandboxes).toEqual([]);
+    expect(s.reads).toEqual(["status"]); // once, after acting
+    s.done();
+  });
+
+  test("reads the runtime again after acting and stores that status in the cache", async () => {
+    const s = setup({ acts: true });
+    await s.sync.syncPod(s.pod, "create");
+    expect(s.cache.get(s.pod.metadata.uid as string)?.status?.sandboxes).toHaveLength(1);
+    s.done();
+  });
+
+  test("plans a resync from the cache when the entry was read after its last action", async () => {
+    const s = setup({ acts: false });
+    const uid = s.pod.metadata.uid as string;
+    s.cache.set(uid, { status: runningStatus(s.pod, T0), timestamp: T0 });
+    await s.sync.syncPod(s.pod, "sync");
+    await s.sync.syncPod(s.pod, "sync");
+    expect(s.reads).toEqual([]);
+    expect(s.planned[1]?.sandboxes[0]?.id).toBe("sb1");
+    s.done();
+  });
+
+  test("reads the runtime when the cached entry is older than its last action", async () => {
+    const s = setup({ acts: true });
+    const uid = s.pod.metadata.uid as string;
+    await s.sync.syncPod(s.pod, "create");
+    s.cache.set(uid, { status: runningStatus(s.pod, T0 - 1000), timestamp: T0 - 1000 });
+    s.reads.length = 0;
+    await s.sync.syncPod(s.pod, "sync");
+    expect(s.reads).toEqual(["status", "status"]); // before planning, and after acting
+    s.done();
+  });
+
+  test("reads the runtime when the last read of the cached entry failed", async () => {
+    const s = setup({ acts: false });
+    const uid = s.pod.metadata.uid as string;
+    s.cache.set(uid, { status: undefined, timestamp: T0, error: new Error("boom") });
+    await s.sync.syncPod(s.pod, "sync");
+    expect(s.reads).toEqual(["status"]);
+    s.done();
+  });
+
+  test("publishes the pod's status once when nothing is to be done", async () => {
+    const s = setup({ acts: false });
+    const uid = s.pod.metadata.uid as string;
+    s.cache.set(uid, { status: runningStatus(s.pod, T0), timestamp: T0 });
+    const result = await s.sync.syncPod(s.pod, "sync");
+    expect(result).toEqual({ terminal: false, retry: false });
+    expect(s.reads).toEqual([]);
+    s.done();
+  });
+});
