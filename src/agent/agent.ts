@@ -60,7 +60,15 @@ export async function runAgent(
   });
   const recorder = createEventRecorder({ clock, nodeName: config.nodeName, log });
   // Detects the cgroup version, creates kubepods and the QoS cgroups, restores the CPU manager.
-  const cm = await setupContainerManager(config, { logger: log });
+  const cm = await setupContainerManager(config, {
+    logger: log,
+    cpusets: {
+      runningPods: () => listing.recent(),
+      updateCpuset: async (containerId, cpusetCpus) => {
+        await cri.updateContainerResources({ containerId, linux: { cpusetCpus } });
+      },
+    },
+  });
   const runtime = createAgentRuntime({ cri, clock, logger: log, recorder, config, hostIP, cm });
   const statusManager = createStatusManager({ clock, logger: log });
   // Housekeeping takes PLEG's last listing rather than listing every pod again.

@@ -214,7 +214,12 @@ describe("static CPU manager on a 2-CPU machine (needs root and the test bed)", 
   beforeAll(() => cpuAgent.start(), 30_000);
   afterAll(() => cpuAgent.cleanup(), 60_000);
 
-  test("a Guaranteed integer-CPU pod gets CPU 1 exclusively, kept across an agent restart", async () => {
+  test("a Guaranteed integer-CPU pod gets CPU 1 exclusively, an earlier BestEffort pod moves to CPU 0, kept across an agent restart", async () => {
+    // A BestEffort pod started first runs on every CPU, then is moved to the shrunk shared pool.
+    cpuAgent.writeManifest("early.yaml", manifest("early", container("main", ["sleep", "3600"])));
+    const early = await cpuAgent.waitPod("early", "Running", running);
+    const earlyCg = `${cpuAgent.cgroupRoot}/kubepods/besteffort/pod${early.metadata.uid}/${containerId(early)}`;
+    expect(readCgroupFile("cpuset", earlyCg, "cpuset.cpus")).toBe("0-1");
     cpuAgent.writeManifest(
       "pinned.yaml",
       manifest(
@@ -229,6 +234,10 @@ describe("static CPU manager on a 2-CPU machine (needs root and the test bed)", 
     expect(saved.policyName).toBe("static");
     expect(saved.defaultCpuSet).toBe("0");
     expect(saved.entries[pod.metadata.uid ?? ""]).toEqual({ main: "1" });
+    await eventually(
+      "the BestEffort container's cpuset to become the shared pool",
+      () => readCgroupFile("cpuset", earlyCg, "cpuset.cpus") === "0",
+    );
 
     await cpuAgent.stop();
     await cpuAgent.start();

@@ -20,6 +20,7 @@ import {
 import type { CgroupManager } from "./cgroup.ts";
 import { milliCPUToShares } from "./convert.ts";
 import type { CpuManager } from "./cpu-manager.ts";
+import type { CpuReconciler } from "./cpu-reconcile.ts";
 import {
   podCgroupName,
   podResourceConfig,
@@ -39,6 +40,8 @@ export interface ContainerManagerDeps {
   /** undefined when pod cgroups are off (cgroupsPerQOS: false). */
   cgroups: CgroupManager | undefined;
   cpu: CpuManager;
+  /** Moves running containers to the cpuset the CPU manager wants now; absent: none. */
+  cpuReconciler?: CpuReconciler;
   logger: Logger;
 }
 
@@ -57,7 +60,10 @@ export interface ContainerManager {
   admit(pod: Pod, active: readonly Pod[]): AdmitFailure | undefined;
   /** The container's cpuset for CreateContainer ("" for the runtime's default). */
   cpusetFor(pod: Pod, c: Container): string;
-  /** Updates QoS cgroups, removes pod cgroups of gone pods, frees CPUs of gone pods. */
+  /**
+   * Updates QoS cgroups, removes pod cgroups of gone pods, frees CPUs of gone pods and moves
+   * running containers to their current cpuset.
+   */
   housekeeping(active: readonly Pod[], keep: (uid: string) => boolean): Promise<void>;
   /** The pod cgroups that exist now: uid → cgroup name. */
   listPodCgroups(): Promise<Map<string, string>>;
@@ -67,7 +73,7 @@ export function createContainerManager(
   opts: ContainerManagerOptions,
   deps: ContainerManagerDeps,
 ): ContainerManager {
-  const { cgroups, cpu, logger: log } = deps;
+  const { cgroups, cpu, cpuReconciler, logger: log } = deps;
   const root = opts.podsRoot;
   const allocatable = computeAllocatable(opts.allocatable);
   const admitted = new Map<string, Pod>();
@@ -140,6 +146,7 @@ export function createContainerManager(
     admit(pod, active) {
       const failure = checkResourceFit(pod, active, allocatable);
       if (failure !== undefined) return failure;
+      const before = cpu.state();
       const cpuError = cpu.admit(pod);
       if (cpuError !== undefined) {
         return {
@@ -148,6 +155,8 @@ export function createContainerManager(
         };
       }
       admitted.set(pod.metadata.uid ?? "", pod);
+      // The shared pool shrank: containers running on it must leave the new exclusive CPUs.
+      if (cpu.state() !== before) void cpuReconciler?.reconcile([...admitted.values()]);
       return undefined;
     },
 
@@ -157,6 +166,7 @@ export function createContainerManager(
       admitted.clear();
       for (const pod of active) admitted.set(pod.metadata.uid ?? "", pod);
       cpu.removeStale((uid) => admitted.has(uid) || keep(uid));
+      await cpuReconciler?.reconcile(active);
       if (cgroups === undefined) return;
       await updateQOS();
       for (const [uid, name] of await listPodCgroups()) {

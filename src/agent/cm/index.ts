@@ -19,6 +19,7 @@ export { type ContainerManager, createContainerManager } from "./container-manag
 export * from "./convert.ts";
 export { CpuCheckpointError, decodeCheckpoint, encodeCheckpoint } from "./cpu-checkpoint.ts";
 export { type CpuManager, createCpuManager } from "./cpu-manager.ts";
+export * from "./cpu-reconcile.ts";
 export * from "./cpu-static.ts";
 export { type CpuInfo, type CpuTopology, readCpuTopology } from "./cpu-topology.ts";
 export * from "./cpuset.ts";

@@ -12,6 +12,7 @@ import { createCgroupV1 } from "./cgroup-v1.ts";
 import { createCgroupV2 } from "./cgroup-v2.ts";
 import { type ContainerManager, createContainerManager } from "./container-manager.ts";
 import { createCpuManager } from "./cpu-manager.ts";
+import { type CpuReconcilerDeps, createCpuReconciler } from "./cpu-reconcile.ts";
 import { reservedCpus } from "./cpu-static.ts";
 import { type CpuTopology, readCpuTopology } from "./cpu-topology.ts";
 import { formatCpuSet, isSubset, parseCpuSet } from "./cpuset.ts";
@@ -40,6 +41,8 @@ export interface SetupDeps {
   storageBytes?: (path: string) => Promise<number>;
   /** Replaces the cgroup driver detected from the mounts (tests, benchmarks). */
   cgroups?: CgroupManager;
+  /** The runtime's pods and the CRI cpuset update, to move running containers (static policy). */
+  cpusets?: Pick<CpuReconcilerDeps, "runningPods" | "updateCpuset">;
 }
 
 /** "/" + "kubepods" → "/kubepods"; "/fleetlet-x" → "/fleetlet-x/kubepods". */
@@ -123,7 +126,19 @@ export async function setupContainerManager(
         evictionHard: config.evictionHard,
       },
     },
-    { cgroups, cpu, logger: log },
+    {
+      cgroups,
+      cpu,
+      logger: log,
+      ...(deps.cpusets &&
+        config.cpuManagerPolicy === "static" && {
+          cpuReconciler: createCpuReconciler({
+            ...deps.cpusets,
+            desired: cpu.cpusetFor,
+            logger: log,
+          }),
+        }),
+    },
   );
   try {
     await cm.start();
