@@ -233,9 +233,8 @@ describe("fleetlet hub dashboard (compiled hub, headless Chromium; no root, no t
     await page.goto(hub.url);
     await page.fill("#token", "flo_not-the-token");
     await page.click("#login button[type=submit]");
-    await expect(page.locator("#login-error").textContent()).resolves.toContain(
-      "The hub refused this token",
-    );
+    // The message appears when the hub's answer arrives: wait for it, do not read it at once.
+    await page.locator("#login-error", { hasText: "The hub refused this token" }).waitFor();
     await shot("login");
     await page.fill("#token", hub.operatorToken);
     await page.click("#login button[type=submit]");
@@ -274,7 +273,7 @@ describe("fleetlet hub dashboard (compiled hub, headless Chromium; no root, no t
       pod: cameraPod("cam-1", "Running"),
     });
     await row("cam-1").getByText("1/1").waitFor();
-    await expect(page.locator("#sum-pods .card-value").textContent()).resolves.toBe("1 / 1");
+    await page.locator("#sum-pods .card-value", { hasText: /^1 \/ 1$/ }).waitFor();
 
     const gate = await agent("gate-2");
     send(gate, "gate-2", { type: "node", node: node("gate-2", false, "amd64") });
