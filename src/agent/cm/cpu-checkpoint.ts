@@ -1,8 +1,9 @@
 // The CPU manager's checkpoint file: its state as JSON with an FNV-1a checksum of the rest, written
 // atomically (temp file, then rename). A file that does not parse, fails its checksum or holds
 // bad CPU sets is refused: the agent must not guess which CPUs its running pods own.
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+
+import { readFileSync } from "node:fs";
+import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { CpuManagerState, CpuPolicyName } from "./cpu-static.ts";
 import { formatCpuSet, parseCpuSet } from "./cpuset.ts";
 
@@ -98,8 +99,5 @@ export function readCheckpoint(path: string): CpuManagerState | undefined {
 }
 
 export function writeCheckpoint(path: string, state: CpuManagerState): void {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp`;
-  writeFileSync(tmp, encodeCheckpoint(state));
-  renameSync(tmp, path);
+  writeFileAtomic(path, encodeCheckpoint(state), { mode: 0o644, dirMode: 0o755 });
 }

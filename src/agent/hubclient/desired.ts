@@ -3,7 +3,7 @@
 // is a later step; today it is only kept.
 import { readFileSync } from "node:fs";
 import type { Pod } from "../../api/types.ts";
-import { writeFileAtomic } from "./join.ts";
+import { writeFileAtomic } from "../../util/atomic-file.ts";
 
 export interface DesiredState {
   generation: number;

@@ -13,7 +13,6 @@ export {
   type JoinInput,
   loadOrJoin,
   readCredential,
-  writeFileAtomic,
 } from "./join.ts";
 export {
   fingerprint,

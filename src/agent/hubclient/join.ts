@@ -1,17 +1,9 @@
 // Joining the hub (docs/protocol.md, "Joining"): the join token is exchanged once for the node's
 // own credential, kept in <rootDir>/hub/credential (0600, written atomically). The agent joins
 // only when it has no credential file.
-import {
-  closeSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  writeSync,
-} from "node:fs";
-import { dirname } from "node:path";
+import { readFileSync } from "node:fs";
 import { AGENT_CONNECT_PATH, JOIN_PATH, joinResponseSchema } from "../../protocol/index.ts";
+import { writeFileAtomic } from "../../util/atomic-file.ts";
 
 /** The hub refused or could not answer the join; `permanent` when retrying cannot help. */
 export class JoinError extends Error {
@@ -33,20 +25,6 @@ export function hubEndpoints(hubUrl: string): { http: string; connect: string } 
     http: `${secure ? "https" : "http"}://${base}`,
     connect: `${secure ? "wss" : "ws"}://${base}${AGENT_CONNECT_PATH}`,
   };
-}
-
-/** Writes `text` to `path` with mode 0600: temp file, fsync, rename. */
-export function writeFileAtomic(path: string, text: string): void {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const tmp = `${path}.tmp`;
-  const fd = openSync(tmp, "w", 0o600);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
 }
 
 /** The saved credential, or undefined when there is none. */

@@ -7,18 +7,10 @@
 // - the file is append-only JSON lines, rewritten (atomically) when it grows past twice its
 //   live size, so disk use is bounded too; a torn last line (crash while writing) is skipped.
 import { randomBytes } from "node:crypto";
-import {
-  appendFileSync,
-  closeSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  writeSync,
-} from "node:fs";
+import { appendFileSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import type { SequencedMessage } from "../../protocol/index.ts";
+import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { Logger } from "../../util/log.ts";
 
 /** A message without its seq, as pushed; the outbox assigns the seq. */
@@ -199,16 +191,8 @@ export function openOutbox(opts: OutboxOptions): Outbox {
     };
     const lines = [header, ...[...live.values()].map((m): Line => ({ t: "m", m }))];
     const text = lines.map((l) => `${JSON.stringify(l)}\n`).join("");
-    const tmp = `${opts.path}.tmp`;
     try {
-      const fd = openSync(tmp, "w", 0o600);
-      try {
-        writeSync(fd, text);
-        fsyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
-      renameSync(tmp, opts.path);
+      writeFileAtomic(opts.path, text);
     } catch (err) {
       log.warn("cannot rewrite the hub outbox", { file: opts.path, error: err });
     }
