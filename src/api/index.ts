@@ -46,5 +46,10 @@ export {
   quantitySign,
   tryParseQuantity,
 } from "./quantity.ts";
-export { podManifestSchema, type ValidatePodResult, validatePod } from "./schema.ts";
+export {
+  objectMetaSchema,
+  podManifestSchema,
+  type ValidatePodResult,
+  validatePod,
+} from "./schema.ts";
 export type * from "./types.ts";

@@ -175,7 +175,8 @@ const podSpec = z.object({
   priorityClassName: str.optional(),
 });
 
-const objectMeta = z.object({
+/** metadata of a Kubernetes object, as fleetlet reads it. */
+export const objectMetaSchema = z.object({
   name: str,
   namespace: str.optional(),
   uid: str.optional(),
@@ -192,7 +193,7 @@ const objectMeta = z.object({
 export const podManifestSchema = z.object({
   apiVersion: z.literal("v1"),
   kind: z.literal("Pod"),
-  metadata: objectMeta,
+  metadata: objectMetaSchema,
   spec: podSpec,
 });
 

@@ -2,7 +2,7 @@
 // schemas that decode exactly the types of src/api: a mismatch fails to compile. Unknown fields
 // are dropped, wrong types are refused.
 import { z } from "zod";
-import { podManifestSchema } from "../api/index.ts";
+import { objectMetaSchema, podManifestSchema } from "../api/index.ts";
 import type * as node from "../api/node.ts";
 import type * as api from "../api/types.ts";
 
@@ -10,19 +10,6 @@ const str = z.string();
 const int = z.int();
 const strMap = z.record(str, str);
 const conditionStatus = z.enum(["True", "False", "Unknown"]);
-
-const objectMeta = z.object({
-  name: str,
-  namespace: str.optional(),
-  uid: str.optional(),
-  labels: strMap.optional(),
-  annotations: strMap.optional(),
-  creationTimestamp: str.optional(),
-  deletionTimestamp: str.optional(),
-  deletionGracePeriodSeconds: int.optional(),
-  generation: int.optional(),
-  resourceVersion: str.optional(),
-});
 
 // ---- Node ----
 
@@ -61,7 +48,7 @@ export const nodeStatusSchema = z.object({
 export const nodeSchema = z.object({
   apiVersion: z.literal("v1"),
   kind: z.literal("Node"),
-  metadata: objectMeta,
+  metadata: objectMetaSchema,
   spec: z.object({ unschedulable: z.boolean().optional() }),
   status: nodeStatusSchema,
 });
@@ -137,7 +124,7 @@ export const podSchema = podManifestSchema.extend({ status: podStatusSchema.opti
 export const eventSchema = z.object({
   apiVersion: z.literal("v1"),
   kind: z.literal("Event"),
-  metadata: objectMeta,
+  metadata: objectMetaSchema,
   involvedObject: z.object({
     kind: str.optional(),
     namespace: str.optional(),

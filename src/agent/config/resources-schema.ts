@@ -2,16 +2,10 @@
 // pod pids limit and the CPU manager. Names and meanings as KubeletConfiguration's.
 import { z } from "zod";
 import { tryParseQuantity } from "../../api/index.ts";
+import { EVICTION_SIGNALS } from "../cm/allocatable.ts";
 
 const RESERVABLE = ["cpu", "memory", "ephemeral-storage", "pid"];
-const SIGNALS = [
-  "memory.available",
-  "nodefs.available",
-  "nodefs.inodesFree",
-  "imagefs.available",
-  "imagefs.inodesFree",
-  "pid.available",
-];
+const SIGNALS: readonly string[] = EVICTION_SIGNALS;
 
 const quantityText = z
   .union([z.string(), z.number()], { error: "must be a quantity" })
