@@ -4,6 +4,7 @@
 #   KIND busybox: /bin/busybox with every applet linked, /etc/passwd, default command "sh"
 #   KIND pause:   the same rootfs, whose command sleeps until it is signalled (a sandbox image)
 #   KIND busybox-v2: like busybox, with /etc/fleetlet-test-version = 2 (a second, distinct image)
+#   KIND busybox-private: like busybox, with /etc/fleetlet-test-private (for the password registry)
 set -euo pipefail
 out=$1 ref=$2 kind=$3
 bb=$(command -v busybox)
@@ -34,6 +35,7 @@ env='"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"'
 case $kind in
   busybox) cmd='["sh"]' ;;
   busybox-v2) cmd='["sh"]'; echo 2 > "$root/etc/fleetlet-test-version" ;;
+  busybox-private) cmd='["sh"]'; echo private > "$root/etc/fleetlet-test-private" ;;
   pause)
     cat > "$root/bin/sandbox-sleep" <<'S'
 #!/bin/sh

@@ -17,6 +17,12 @@ export interface Testbed {
   busybox: string;
   busyboxV2: string;
   missingImage: string;
+  /** The registry that wants a password (htpasswd basic auth), "127.0.0.1:PORT". */
+  authRegistry: string;
+  authUser: string;
+  authPassword: string;
+  /** A busybox image only in the password registry, with an image id of its own. */
+  authBusybox: string;
 }
 
 export function loadTestbed(): Testbed {
@@ -46,6 +52,10 @@ export function loadTestbed(): Testbed {
     busybox: get("IMAGE_BUSYBOX"),
     busyboxV2: get("IMAGE_BUSYBOX_V2"),
     missingImage: get("IMAGE_MISSING"),
+    authRegistry: get("AUTH_REGISTRY"),
+    authUser: get("AUTH_USER"),
+    authPassword: get("AUTH_PASSWORD"),
+    authBusybox: get("IMAGE_AUTH_BUSYBOX"),
   };
 }
 

@@ -35,8 +35,12 @@ export function normalizeRegistryKey(key: string): string {
   return `${DOCKER_HUB_ALIASES.has(host) ? "docker.io" : host}${path}`;
 }
 
-function toAuthConfig(key: string, entry: DockerAuthEntry): AuthConfig | undefined {
-  const auth: AuthConfig = { serverAddress: key };
+// No serverAddress is sent: containerd's CRI treats a non-empty one as a URL whose host must
+// equal the host it is talking to, so "127.0.0.1:5000" fails the pull ("first path segment in
+// URL cannot contain colon") and "docker.io" or a mirror's host silently drops the credential.
+// The image reference already chose the credential.
+function toAuthConfig(entry: DockerAuthEntry): AuthConfig | undefined {
+  const auth: AuthConfig = {};
   if (entry.username !== undefined || entry.password !== undefined) {
     auth.username = entry.username ?? "";
     auth.password = entry.password ?? "";
@@ -67,7 +71,7 @@ export function parseDockerConfig(text: string, source = "docker config"): Regis
   for (const [rawKey, entry] of Object.entries(auths as Record<string, DockerAuthEntry>)) {
     if (typeof entry !== "object" || entry === null) continue;
     const key = normalizeRegistryKey(rawKey);
-    const auth = toAuthConfig(rawKey, entry);
+    const auth = toAuthConfig(entry);
     if (auth) out.push({ key, auth });
   }
   return out;
