@@ -10,6 +10,7 @@ import { join } from "node:path";
 import type { ContainerStatus, Event, Pod } from "../../src/api/types.ts";
 import { createCriClient } from "../../src/cri/index.ts";
 import { TestAgent } from "../lib/agent.ts";
+import { sleeperManifest } from "../lib/manifests.ts";
 import { eventually } from "../lib/testbed.ts";
 
 const credsDir = mkdtempSync(join(tmpdir(), "fleetlet-e2e-creds-"));
@@ -34,19 +35,7 @@ function writeCredentials(doc: unknown): void {
   renameSync(`${credsFile}.tmp`, credsFile);
 }
 
-function manifest(name: string): string {
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: ${image}
-      command: ["sh", "-c", "sleep 3600"]
-`;
-}
+const manifest = (name: string) => sleeperManifest(name, image);
 
 const status = (pod: Pod): ContainerStatus | undefined =>
   pod.status?.containerStatuses?.find((c) => c.name === "c");
