@@ -6,14 +6,16 @@
 // - Calls do not wait for the channel to become ready (waitForReady is false): while the
 //   runtime is down they fail at once with code "Unavailable", and the channel reconnects by
 //   itself (backoff 0.5 s to 5 s), so the same client works again when the runtime is back.
-// - Only the per-method serializers are kept after construction; the parsed descriptors are
-//   dropped.
+// - Only the per-method serializers and decoders are kept after construction.
+// - ListPodSandbox and ListContainers results are read-only: their items are frozen and may be
+//   shared between calls (list-decoding.ts).
 
 import { type ChannelOptions, Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/proto-loader";
 import { parseCriEndpoint } from "./endpoint.ts";
 import { CriError, criErrorFromGrpc, GrpcStatus } from "./errors.ts";
-import { CRI_PACKAGE, loadCriPackageDefinition } from "./proto.ts";
+import { createListDecoder } from "./list-decoding.ts";
+import { CRI_PACKAGE, loadCriProto } from "./proto.ts";
 import type * as m from "./requests.ts";
 import { type CallOptions, CRI_RPCS, type CriMethod, type CriRuntime } from "./service.ts";
 
@@ -66,8 +68,16 @@ interface Rpc {
   deserialize: (buf: Buffer) => unknown;
 }
 
+/** The list responses decoded by reusing unchanged items (see list-decoding.ts): their response
+ * field and item type. */
+const REUSED_LISTS: Partial<Record<CriMethod, { field: string; type: string }>> = {
+  listPodSandbox: { field: "items", type: "PodSandbox" },
+  listContainers: { field: "containers", type: "Container" },
+};
+
 function loadRpcTable(): Record<CriMethod, Rpc> {
-  const pkg = loadCriPackageDefinition();
+  const proto = loadCriProto();
+  const pkg = proto.definition;
   const table = {} as Record<CriMethod, Rpc>;
   for (const [method, [service, rpc]] of Object.entries(CRI_RPCS) as [
     CriMethod,
@@ -76,11 +86,18 @@ function loadRpcTable(): Record<CriMethod, Rpc> {
     const svc = pkg[`${CRI_PACKAGE}.${service}`] as ServiceDefinition | undefined;
     const def = svc?.[rpc] as MethodDefinition<unknown, unknown> | undefined;
     if (!def) throw new Error(`The embedded CRI proto has no RPC ${service}.${rpc}`);
+    const list = REUSED_LISTS[method];
     table[method] = {
       rpc,
       path: def.path,
       serialize: def.requestSerialize,
-      deserialize: def.responseDeserialize,
+      deserialize: list
+        ? createListDecoder({
+            field: list.field,
+            decodeResponse: def.responseDeserialize,
+            decodeItem: proto.decoder(`${CRI_PACKAGE}.${list.type}`),
+          })
+        : def.responseDeserialize,
     };
   }
   return table;

@@ -18,6 +18,23 @@ export function criProtoText(): string {
  * the caller keeps the result as long as it needs it.
  */
 export function loadCriPackageDefinition(): PackageDefinition {
+  return loadCriProto().definition;
+}
+
+const OBJECT_OPTIONS = { longs: Number, enums: String, defaults: true, oneofs: true };
+
+/** The package definition, and a decoder of one message type ("runtime.v1.Container") that
+ * gives the same objects as the definition's response decoders. */
+export function loadCriProto(): {
+  definition: PackageDefinition;
+  decoder(type: string): (buf: Buffer) => unknown;
+} {
   const { root } = parse(criProto, { keepCase: false });
-  return fromJSON(root.toJSON(), { longs: Number, enums: String, defaults: true, oneofs: true });
+  return {
+    definition: fromJSON(root.toJSON(), OBJECT_OPTIONS),
+    decoder(type) {
+      const t = root.lookupType(type);
+      return (buf) => t.toObject(t.decode(buf), OBJECT_OPTIONS);
+    },
+  };
 }
