@@ -1,7 +1,9 @@
 // The hub's HTTP API (docs/protocol.md, "What the hub serves"): the join exchange for agents and
 // the operator API. Every operator route needs the operator token; refusals are v1 Status bodies.
-import { parseLabelSelector } from "../agent/server/selectors.ts";
+
 import { parseDuration } from "../api/duration.ts";
+import { parseLabelSelector } from "../api/selectors.ts";
+import { json, StatusError } from "../api/status.ts";
 import type { Event, Pod } from "../api/types.ts";
 import {
   describeZodError,
@@ -13,7 +15,6 @@ import {
 import type { Clock } from "../util/clock.ts";
 import type { Fleet } from "./fleet.ts";
 import type { Identity } from "./identity.ts";
-import { HubStatusError, json } from "./status.ts";
 import { bearerToken } from "./tokens.ts";
 import { eventList, nodeList, podList } from "./views.ts";
 
@@ -32,11 +33,11 @@ const DEFAULT_JOIN_TTL_MS = 24 * 3_600_000;
 async function readJson(req: Request, maxBytes: number): Promise<unknown> {
   const text = await req.text();
   if (Buffer.byteLength(text) > maxBytes)
-    throw new HubStatusError("BadRequest", `request body over the limit of ${maxBytes} bytes`);
+    throw new StatusError("BadRequest", `request body over the limit of ${maxBytes} bytes`);
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new HubStatusError("BadRequest", `request body is not JSON: ${(err as Error).message}`);
+    throw new StatusError("BadRequest", `request body is not JSON: ${(err as Error).message}`);
   }
 }
 
@@ -50,8 +51,7 @@ function parseWith<T>(
   what: string,
 ): T {
   const r = schema.safeParse(body);
-  if (!r.success)
-    throw new HubStatusError("BadRequest", `bad ${what}: ${describeZodError(r.error)}`);
+  if (!r.success) throw new StatusError("BadRequest", `bad ${what}: ${describeZodError(r.error)}`);
   return r.data;
 }
 
@@ -61,7 +61,7 @@ function selector(q: URLSearchParams): (labels: Record<string, string> | undefin
   try {
     return parseLabelSelector(raw);
   } catch (err) {
-    throw new HubStatusError(
+    throw new StatusError(
       "BadRequest",
       `invalid labelSelector ${JSON.stringify(raw)}: ${(err as Error).message}`,
     );
@@ -98,7 +98,7 @@ function listEvents(fleet: Fleet, q: URLSearchParams): Event[] {
 
 async function join(deps: ApiDeps, req: Request): Promise<Response> {
   if (req.method !== "POST")
-    throw new HubStatusError(
+    throw new StatusError(
       "MethodNotAllowed",
       `${req.method} ${JOIN_PATH} is not allowed; use POST`,
     );
@@ -117,13 +117,13 @@ async function createJoinToken(deps: ApiDeps, req: Request): Promise<Response> {
     try {
       ttlMs = parseDuration(body.ttl);
     } catch (err) {
-      throw new HubStatusError(
+      throw new StatusError(
         "BadRequest",
         `invalid ttl ${JSON.stringify(body.ttl)}: ${(err as Error).message}`,
       );
     }
     if (ttlMs <= 0)
-      throw new HubStatusError(
+      throw new StatusError(
         "BadRequest",
         `invalid ttl ${JSON.stringify(body.ttl)}: must be positive`,
       );
@@ -146,12 +146,12 @@ function nodeRoute(
     return json(deps.fleet.view(name));
   }
   if (req.method !== "GET" || action !== undefined)
-    throw new HubStatusError(
+    throw new StatusError(
       "MethodNotAllowed",
       `${req.method} ${new URL(req.url).pathname} is not allowed`,
     );
   const node = deps.fleet.view(name);
-  if (node === undefined) throw new HubStatusError("NotFound", `nodes "${name}" not found`);
+  if (node === undefined) throw new StatusError("NotFound", `nodes "${name}" not found`);
   return json(node);
 }
 
@@ -164,13 +164,13 @@ async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Res
   if (tok !== null && req.method === "DELETE") {
     const id = decodeURIComponent(tok[1] ?? "");
     if (!deps.identity.revokeJoinToken(id))
-      throw new HubStatusError("NotFound", `join token "${id}" not found`);
+      throw new StatusError("NotFound", `join token "${id}" not found`);
     return json({ id, revoked: true });
   }
   const node = /^\/api\/v1\/nodes\/([^/]+)(?:\/([^/]+))?$/.exec(path);
   if (node !== null) return nodeRoute(deps, req, decodeURIComponent(node[1] ?? ""), node[2]);
   if (req.method !== "GET")
-    throw new HubStatusError("MethodNotAllowed", `${req.method} ${path} is not allowed`);
+    throw new StatusError("MethodNotAllowed", `${req.method} ${path} is not allowed`);
   if (path === "/api/v1/nodes") {
     const sel = selector(q);
     const items = [...deps.fleet.nodes.keys()]
@@ -181,7 +181,7 @@ async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Res
   }
   if (path === "/api/v1/pods") return json(podList(listPods(deps.fleet, q)));
   if (path === "/api/v1/events") return json(eventList(listEvents(deps.fleet, q)));
-  throw new HubStatusError("NotFound", `the hub serves no ${path}`);
+  throw new StatusError("NotFound", `the hub serves no ${path}`);
 }
 
 /** Handles an HTTP request that is not a WebSocket upgrade. */
@@ -190,14 +190,14 @@ export async function handleApi(deps: ApiDeps, req: Request): Promise<Response> 
   try {
     if (url.pathname === JOIN_PATH) return await join(deps, req);
     if (!deps.identity.isOperator(bearerToken(req.headers.get("authorization"))))
-      throw new HubStatusError(
+      throw new StatusError(
         "Unauthorized",
         "a valid operator token is required (Authorization: Bearer)",
       );
     return await operatorRoute(deps, req, url);
   } catch (err) {
-    if (err instanceof HubStatusError) return err.toResponse();
-    return new HubStatusError(
+    if (err instanceof StatusError) return err.toResponse();
+    return new StatusError(
       "InternalError",
       `${req.method} ${url.pathname} failed: ${(err as Error).message}`,
     ).toResponse();

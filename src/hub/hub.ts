@@ -3,6 +3,7 @@
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Server, ServerWebSocket } from "bun";
+import { StatusError } from "../api/status.ts";
 import { AGENT_CONNECT_PATH, DEFAULT_MAX_MESSAGE_BYTES, WATCH_PATH } from "../protocol/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
@@ -12,7 +13,6 @@ import { type Change, Fleet } from "./fleet.ts";
 import { Identity } from "./identity.ts";
 import type { RateLimit } from "./ratelimit.ts";
 import { AgentSessions, type AgentSocketData } from "./sessions.ts";
-import { HubStatusError } from "./status.ts";
 import { HubStore } from "./store.ts";
 import { bearerToken } from "./tokens.ts";
 import { parseWatchKinds, WatchHub, type WatchSocketData } from "./watch.ts";
@@ -148,7 +148,7 @@ export function startHub(opts: HubOptions): Hub {
     if (url.pathname === AGENT_CONNECT_PATH) {
       const data = sessions.newData(bearerToken(req.headers.get("authorization")));
       if (server.upgrade(req, { data })) return undefined;
-      return new HubStatusError(
+      return new StatusError(
         "BadRequest",
         `${AGENT_CONNECT_PATH} needs a WebSocket upgrade`,
       ).toResponse();
@@ -156,19 +156,19 @@ export function startHub(opts: HubOptions): Hub {
     const token =
       bearerToken(req.headers.get("authorization")) ?? url.searchParams.get("token") ?? undefined;
     if (!identity.isOperator(token))
-      return new HubStatusError(
+      return new StatusError(
         "Unauthorized",
         "a valid operator token is required (Authorization: Bearer or ?token=)",
       ).toResponse();
     const kinds = parseWatchKinds(url.searchParams.get("kinds"));
-    if (typeof kinds === "string") return new HubStatusError("BadRequest", kinds).toResponse();
+    if (typeof kinds === "string") return new StatusError("BadRequest", kinds).toResponse();
     const data: WatchSocketData = {
       kind: "watch",
       kinds,
       initial: url.searchParams.get("initial") !== "false",
     };
     if (server.upgrade(req, { data })) return undefined;
-    return new HubStatusError("BadRequest", `${WATCH_PATH} needs a WebSocket upgrade`).toResponse();
+    return new StatusError("BadRequest", `${WATCH_PATH} needs a WebSocket upgrade`).toResponse();
   };
 
   const server = Bun.serve<SocketData>({

@@ -1,9 +1,9 @@
 // Who may talk to the hub: the operator token, join tokens, and per-node credentials
 // (docs/protocol.md, "Identities and tokens", "Joining"). Only hashes are kept. Refusals are
-// HubStatusErrors with a message that says what failed.
+// StatusErrors with a message that says what failed.
 import { isDNS1123Subdomain } from "../api/index.ts";
+import { StatusError } from "../api/status.ts";
 import type { JoinRequest, JoinTokenResponse } from "../protocol/index.ts";
-import { HubStatusError } from "./status.ts";
 import type { HubStore, JoinTokenRecord, LoadedState, NodeRecord } from "./store.ts";
 import { generateToken, hashToken, tokenId } from "./tokens.ts";
 
@@ -82,20 +82,20 @@ export class Identity {
   join(req: JoinRequest, now: number): { nodeName: string; credential: string } {
     const nameErrors = isDNS1123Subdomain(req.nodeName);
     if (nameErrors.length > 0)
-      throw new HubStatusError(
+      throw new StatusError(
         "BadRequest",
         `invalid node name ${JSON.stringify(req.nodeName)}: ${nameErrors.join("; ")}`,
       );
     const token = this.joinTokens.get(hashToken(req.joinToken));
-    if (token === undefined) throw new HubStatusError("Unauthorized", "unknown join token");
-    if (token.revoked) throw new HubStatusError("Unauthorized", "join token revoked");
+    if (token === undefined) throw new StatusError("Unauthorized", "unknown join token");
+    if (token.revoked) throw new StatusError("Unauthorized", "join token revoked");
     if (token.expiresAt <= now)
-      throw new HubStatusError("Unauthorized", `join token expired at ${rfc3339(token.expiresAt)}`);
+      throw new StatusError("Unauthorized", `join token expired at ${rfc3339(token.expiresAt)}`);
     const existing = this.deps.nodes.get(req.nodeName);
     if (existing?.revokedAt !== undefined)
-      throw new HubStatusError("Forbidden", `node "${req.nodeName}" was revoked`);
+      throw new StatusError("Forbidden", `node "${req.nodeName}" was revoked`);
     if (existing?.connected === true)
-      throw new HubStatusError("AlreadyExists", `node "${req.nodeName}" already joined`);
+      throw new StatusError("AlreadyExists", `node "${req.nodeName}" already joined`);
     const credential = this.newToken("credential");
     const rec: NodeRecord = {
       name: req.nodeName,
@@ -141,7 +141,7 @@ export class Identity {
   /** Revokes node `name`: its credential is refused from now on. */
   revokeNode(name: string, now: number): NodeRecord {
     const rec = this.deps.nodes.get(name);
-    if (rec === undefined) throw new HubStatusError("NotFound", `nodes "${name}" not found`);
+    if (rec === undefined) throw new StatusError("NotFound", `nodes "${name}" not found`);
     if (rec.revokedAt === undefined) {
       rec.revokedAt = now;
       const { node: _node, ...progress } = rec;

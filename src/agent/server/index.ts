@@ -4,12 +4,12 @@
 import { chmod, lstat, mkdir, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Server } from "bun";
+import { SelectorError } from "../../api/selectors.ts";
 import type { Clock } from "../../util/clock.ts";
 import { type Logger, nullLogger } from "../../util/log.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "./metrics.ts";
 import { nodeRoute } from "./node-route.ts";
 import { findPod, listEvents, listPods, podExec, podLog } from "./routes.ts";
-import { SelectorError } from "./selectors.ts";
 import { badRequest, StatusError, statusResponse } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
 

@@ -1,10 +1,16 @@
 // Request handlers of the local API. Each takes the parsed request and the deps and returns a
 // Response or throws a StatusError; none of them lets another error escape (index.ts maps any
 // other error to a 500 Status).
+
+import {
+  eventFields,
+  parseFieldSelector,
+  parseLabelSelector,
+  podFields,
+} from "../../api/selectors.ts";
 import type { Container, Pod } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import { readLog } from "../logs/index.ts";
-import { eventFields, parseFieldSelector, parseLabelSelector, podFields } from "./selectors.ts";
 import { badRequest, json, podNotFound, type StatusError } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
 

@@ -1,83 +1,9 @@
-// Kubernetes Status bodies for failed API requests, and the response helpers around them.
+// The local API's refusals: the shared Kubernetes Status helpers, and the two it uses most.
+import { StatusError } from "../../api/status.ts";
 
-export type StatusReason =
-  | "BadRequest"
-  | "NotFound"
-  | "MethodNotAllowed"
-  | "InternalError"
-  | "ServiceUnavailable";
-
-export interface Status {
-  kind: "Status";
-  apiVersion: "v1";
-  metadata: Record<string, never>;
-  status: "Failure";
-  message: string;
-  reason: StatusReason;
-  details?: { name?: string; kind?: string };
-  code: number;
-}
-
-const codes: Record<StatusReason, number> = {
-  BadRequest: 400,
-  NotFound: 404,
-  MethodNotAllowed: 405,
-  InternalError: 500,
-  ServiceUnavailable: 503,
-};
-
-/** A request the server refuses; thrown inside handlers and turned into a Status response. */
-export class StatusError extends Error {
-  constructor(
-    readonly reason: StatusReason,
-    message: string,
-    readonly details?: { name?: string; kind?: string },
-  ) {
-    super(message);
-    this.name = "StatusError";
-  }
-
-  get code(): number {
-    return codes[this.reason];
-  }
-
-  toStatus(): Status {
-    const s: Status = {
-      kind: "Status",
-      apiVersion: "v1",
-      metadata: {},
-      status: "Failure",
-      message: this.message,
-      reason: this.reason,
-      code: this.code,
-    };
-    if (this.details !== undefined) s.details = this.details;
-    return s;
-  }
-}
+export { isStatus, json, type Status, StatusError, statusResponse } from "../../api/status.ts";
 
 export const badRequest = (message: string) => new StatusError("BadRequest", message);
 
 export const podNotFound = (name: string) =>
   new StatusError("NotFound", `pods "${name}" not found`, { name, kind: "pods" });
-
-export function json(body: unknown, status = 200): Response {
-  return new Response(`${JSON.stringify(body)}\n`, {
-    status,
-    headers: { "content-type": "application/json" },
-  });
-}
-
-export function statusResponse(err: StatusError): Response {
-  return json(err.toStatus(), err.code);
-}
-
-/** True when `body` is a Kubernetes Status object (as the client receives it). */
-export function isStatus(body: unknown): body is Status {
-  return (
-    typeof body === "object" &&
-    body !== null &&
-    (body as { kind?: unknown }).kind === "Status" &&
-    typeof (body as { message?: unknown }).message === "string"
-  );
-}

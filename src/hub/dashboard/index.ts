@@ -1,7 +1,7 @@
 // The hub's dashboard: a page at `/` and its files at `/ui/<name>`, all embedded in the binary at
 // build time (see embed.ts). The page talks to the operator API and the watch stream with the
 // operator token the user enters; these routes need no token, since they hold no fleet data.
-import { HubStatusError } from "../status.ts";
+import { StatusError } from "../../api/status.ts";
 import { asset } from "./embed.ts" with { type: "macro" };
 
 interface Asset {
@@ -44,13 +44,13 @@ export function isDashboardPath(pathname: string): boolean {
 export function serveDashboard(req: Request, url: URL): Response {
   const path = url.pathname === "/index.html" ? "/" : url.pathname;
   if (req.method !== "GET" && req.method !== "HEAD")
-    return new HubStatusError(
+    return new StatusError(
       "MethodNotAllowed",
       `${req.method} ${url.pathname} is not allowed; the dashboard is read with GET`,
     ).toResponse();
   const file = DASHBOARD_ASSETS[path];
   if (file === undefined)
-    return new HubStatusError("NotFound", `the dashboard has no file ${path}`).toResponse();
+    return new StatusError("NotFound", `the dashboard has no file ${path}`).toResponse();
   return new Response(req.method === "HEAD" ? null : file.body, {
     headers: { ...SECURITY_HEADERS, "content-type": file.type },
   });

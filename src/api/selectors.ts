@@ -1,6 +1,6 @@
 // Label and field selectors with the Kubernetes syntax. Parsing throws SelectorError with a
 // message for a 400 response; matching is pure.
-import type { Event, Pod } from "../../api/types.ts";
+import type { Event, Pod } from "./types.ts";
 
 export class SelectorError extends Error {
   constructor(message: string) {
