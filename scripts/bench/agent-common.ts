@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { parseArgs } from "node:util";
 import type { CriClient, PodSandboxConfig } from "../../src/cri/index.ts";
 
 export const BENCH_LABEL = "io.fleetlet.bench-run";
@@ -97,4 +98,34 @@ export async function removeNodePods(cri: CriClient, nodeName: string, parallel 
       }),
     );
   }
+}
+
+/** The `--name value` options of a benchmark, over `defaults`: a number option must be a number
+ * of at least 1. An unknown or bad option prints one line and exits with status 2. */
+export function benchOptions<T extends Record<string, number | string>>(
+  bench: string,
+  defaults: T,
+  argv = process.argv.slice(2),
+): T {
+  const fail = (why: string): never => {
+    console.error(`${bench}: ${why}`);
+    process.exit(2);
+  };
+  let values: Record<string, string | boolean | undefined> = {};
+  try {
+    const options = Object.fromEntries(Object.keys(defaults).map((k) => [k, { type: "string" }]));
+    values = parseArgs({ args: argv, options: options as never, strict: true }).values;
+  } catch (error) {
+    fail((error as Error).message);
+  }
+  const out: Record<string, number | string> = { ...defaults };
+  for (const [name, value] of Object.entries(values)) {
+    if (typeof value !== "string") continue;
+    if (typeof defaults[name] === "number") {
+      const n = Number(value);
+      if (!(n >= 1)) fail(`--${name} must be a number of at least 1`);
+      out[name] = n;
+    } else out[name] = value;
+  }
+  return out as T;
 }

@@ -11,37 +11,24 @@
 // during the steady window. Everything it creates is removed at the end, also on error.
 import { createCriClient } from "../../src/cri/index.ts";
 import { TestAgent } from "../../test/lib/agent.ts";
-import { cpuTicks, metricValue, removeNodePods, rssMB, sleeperManifest } from "./agent-common.ts";
+import {
+  benchOptions,
+  cpuTicks,
+  metricValue,
+  removeNodePods,
+  rssMB,
+  sleeperManifest,
+} from "./agent-common.ts";
 
 const USER_HZ = 100;
 
-function parseArgs(argv: string[]) {
-  const opts = { pods: 110, steady: 60, relist: "1s" };
-  for (let i = 0; i < argv.length; i++) {
-    const [flag, value] = [argv[i], argv[i + 1]];
-    if (flag === "--pods") opts.pods = Number(value);
-    else if (flag === "--steady") opts.steady = Number(value);
-    else if (flag === "--relist-period") opts.relist = value ?? "";
-    else {
-      console.error(`agent-scale: unknown argument ${JSON.stringify(flag)}`);
-      process.exit(2);
-    }
-    i++;
-  }
-  if (!(opts.pods >= 1 && opts.steady >= 1)) {
-    console.error("agent-scale: --pods and --steady must be at least 1");
-    process.exit(2);
-  }
-  return opts;
-}
-
-const opts = parseArgs(process.argv.slice(2));
+const opts = benchOptions("agent-scale", { pods: 110, steady: 60, "relist-period": "1s" });
 const agent = new TestAgent({
   args: [
     "--max-pods",
     String(opts.pods),
     "--pleg-relist-period",
-    opts.relist,
+    opts["relist-period"],
     "--sync-frequency",
     "60s",
     "--file-check-frequency",
@@ -104,7 +91,7 @@ async function main() {
   const pid = agent.proc?.pid;
   if (pid === undefined) throw new Error("the agent did not start");
   console.log(
-    `agent-scale: ${opts.pods} pods, relist period ${opts.relist}, steady ${opts.steady} s`,
+    `agent-scale: ${opts.pods} pods, relist period ${opts["relist-period"]}, steady ${opts.steady} s`,
   );
   const took = await allRunning(opts.pods);
   console.log(`  all ${opts.pods} Running after: ${(took / 1000).toFixed(1)} s (target <= 60 s)`);

@@ -15,6 +15,7 @@ import { rmSync } from "node:fs";
 import { createCriClient } from "../../src/cri/index.ts";
 import { TestAgent } from "../../test/lib/agent.ts";
 import {
+  benchOptions,
   ms,
   quantile,
   rawLogRoot,
@@ -23,29 +24,9 @@ import {
   sleeperManifest,
 } from "./agent-common.ts";
 
-function parseArgs(argv: string[]) {
-  const opts = { rounds: 15, batch: 30, relist: "100ms" };
-  for (let i = 0; i < argv.length; i++) {
-    const [flag, value] = [argv[i], argv[i + 1]];
-    if (flag === "--rounds") opts.rounds = Number(value);
-    else if (flag === "--batch") opts.batch = Number(value);
-    else if (flag === "--relist-period") opts.relist = value ?? "";
-    else {
-      console.error(`agent-startup: unknown argument ${JSON.stringify(flag)}`);
-      process.exit(2);
-    }
-    i++;
-  }
-  if (!(opts.rounds >= 1 && opts.batch >= 1)) {
-    console.error("agent-startup: --rounds and --batch must be at least 1");
-    process.exit(2);
-  }
-  return opts;
-}
-
-const opts = parseArgs(process.argv.slice(2));
+const opts = benchOptions("agent-startup", { rounds: 15, batch: 30, "relist-period": "100ms" });
 const runId = `startup-${Date.now().toString(36)}`;
-const agent = new TestAgent({ args: ["--pleg-relist-period", opts.relist] });
+const agent = new TestAgent({ args: ["--pleg-relist-period", opts["relist-period"]] });
 const cri = createCriClient({ endpoint: agent.tb.endpoint });
 const image = agent.tb.busybox;
 
@@ -140,7 +121,7 @@ async function main() {
   await cri.pullImage({ image: { image } });
   await agent.start();
   console.log(
-    `agent-startup: relist period ${opts.relist}, ${opts.rounds} single rounds, batch ${opts.batch}`,
+    `agent-startup: relist period ${opts["relist-period"]}, ${opts.rounds} single rounds, batch ${opts.batch}`,
   );
   await agentPods(["warm"]);
   await rawPods(["warm"]);
