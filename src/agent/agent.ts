@@ -54,9 +54,19 @@ export async function runAgent(
     runtime: config.containerRuntimeEndpoint,
   });
 
+  const criLog = log.with({ component: "cri" });
   const cri: CriClient = createCriClient({
     endpoint: config.containerRuntimeEndpoint,
     lifecycleTimeoutMs: config.runtimeRequestTimeout,
+    // Every CRI call and its duration at logLevel debug: where a slow device spends its time.
+    ...(config.logLevel === "debug" && {
+      onCall: (method, ms, error) =>
+        criLog.debug("CRI call", {
+          method,
+          ms: Math.round(ms * 10) / 10,
+          ...(error && { error: error.message }),
+        }),
+    }),
   });
   const recorder = createEventRecorder({ clock, nodeName: config.nodeName, log });
   // Detects the cgroup version, creates kubepods and the QoS cgroups, restores the CPU manager.

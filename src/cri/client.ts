@@ -36,6 +36,8 @@ export interface CriClientOptions {
   maxReceiveMessageBytes?: number;
   /** Extra grpc-js channel options, applied over ours. */
   channelOptions?: ChannelOptions;
+  /** Called when each call settles: the method, how long it took (ms) and the error if any. */
+  onCall?: (method: CriMethod, ms: number, error?: CriError) => void;
 }
 
 export interface CriClient extends CriRuntime {
@@ -154,6 +156,7 @@ export function createCriClient(options: CriClientOptions): CriClient {
         return reject(new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage }));
       }
       const onAbort = () => unary.cancel();
+      const started = options.onCall ? performance.now() : 0;
       const unary = grpc.makeUnaryRequest<unknown, Res>(
         path,
         serialize,
@@ -162,7 +165,11 @@ export function createCriClient(options: CriClientOptions): CriClient {
         { deadline: Date.now() + timeoutMs },
         (err: ServiceError | null, res?: Res) => {
           signal?.removeEventListener("abort", onAbort);
-          if (err) reject(criErrorFromGrpc(rpc, err, contextFor(err.code, endpoint, timeoutMs)));
+          const error = err
+            ? criErrorFromGrpc(rpc, err, contextFor(err.code, endpoint, timeoutMs))
+            : undefined;
+          options.onCall?.(method, performance.now() - started, error);
+          if (error) reject(error);
           else resolve(res as Res);
         },
       );

@@ -132,6 +132,28 @@ describe("createCriClient()", () => {
   });
 });
 
+describe("createCriClient() onCall", () => {
+  test("reports each call with its method, duration and error", async () => {
+    const calls: { method: string; ms: number; error?: string }[] = [];
+    const traced = createCriClient({
+      endpoint: `unix://${socket}`,
+      onCall: (method, ms, error) =>
+        calls.push({ method, ms, ...(error && { error: error.code }) }),
+    });
+    try {
+      await traced.version({});
+      await traced.containerStatus({ containerId: "nope" }).catch(() => {});
+    } finally {
+      traced.close();
+    }
+    expect(calls.map((c) => [c.method, c.error])).toEqual([
+      ["version", undefined],
+      ["containerStatus", "NotFound"],
+    ]);
+    for (const c of calls) expect(c.ms).toBeGreaterThanOrEqual(0);
+  });
+});
+
 describe("defaultTimeoutFor()", () => {
   const t = { defaultMs: 10_000, lifecycleMs: 120_000, pullMs: 600_000 };
   test.each([
