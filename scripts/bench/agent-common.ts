@@ -10,19 +10,25 @@ export const BENCH_LABEL = "io.fleetlet.bench-run";
 
 export { sleeperManifest } from "../../test/lib/manifests.ts";
 
-/** RunPodSandbox + CreateContainer + StartContainer for one sleeper; returns the sandbox ID. */
+/** RunPodSandbox + CreateContainer + StartContainer for one sleeper; returns the sandbox ID.
+ * With `cgroupRoot`, the sandbox goes into `<cgroupRoot>/kubepods/besteffort/pod<uid>`, the
+ * place the agent gives a best-effort pod, so that runc does the same cgroup work for both. */
 export async function rawPod(
   cri: CriClient,
   runId: string,
   name: string,
   image: string,
+  cgroupRoot?: string,
 ): Promise<string> {
   const config: PodSandboxConfig = {
     metadata: { name, namespace: "bench", uid: `${runId}-${name}`, attempt: 0 },
     hostname: "",
     logDirectory: join(rawLogRoot(runId), name),
     labels: { [BENCH_LABEL]: runId },
-    linux: { securityContext: { namespaceOptions: { network: "NODE", pid: "CONTAINER" } } },
+    linux: {
+      securityContext: { namespaceOptions: { network: "NODE", pid: "CONTAINER" } },
+      ...(cgroupRoot && { cgroupParent: `${cgroupRoot}/kubepods/besteffort/pod${runId}-${name}` }),
+    },
   };
   const { podSandboxId } = await cri.runPodSandbox({ config });
   const { containerId } = await cri.createContainer({

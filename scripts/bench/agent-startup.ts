@@ -8,12 +8,15 @@
 // Single pods: N rounds, each writes one manifest and waits for Running (polled every 5 ms),
 // then makes the same pod through raw CRI; overhead = agent - raw per round. Batch: M manifests
 // written at once against M raw pods made concurrently; overhead per pod = the k-th agent
-// latency - the k-th raw latency (both sorted). Host-network busybox pods, image pre-pulled.
+// latency - the k-th raw latency (both sorted). Host-network busybox pods, image pre-pulled. The
+// raw pods go into the same cgroup hierarchy as the agent's (kubepods/besteffort/pod<uid> under
+// /fleetlet-bench-<run id>), since runc's cgroup setup there is part of the same work.
 // Everything it creates is removed at the end (the agent's pods, raw sandboxes labelled
-// io.fleetlet.bench-run=<run id>, temp dirs), also on error.
+// io.fleetlet.bench-run=<run id>, their cgroups, temp dirs), also on error.
 import { rmSync } from "node:fs";
 import { createCriClient } from "../../src/cri/index.ts";
 import { TestAgent } from "../../test/lib/agent.ts";
+import { removeCgroupRoot } from "../../test/lib/cgroups.ts";
 import {
   benchOptions,
   ms,
@@ -26,6 +29,8 @@ import {
 
 const opts = benchOptions("agent-startup", { rounds: 15, batch: 30, "relist-period": "100ms" });
 const runId = `startup-${Date.now().toString(36)}`;
+/** The raw pods' cgroups: the same hierarchy as the agent's pods (kubepods/besteffort/pod<uid>). */
+const rawCgroupRoot = `/fleetlet-bench-${runId}`;
 const agent = new TestAgent({ args: ["--pleg-relist-period", opts["relist-period"]] });
 const cri = createCriClient({ endpoint: agent.tb.endpoint });
 const image = agent.tb.busybox;
@@ -84,7 +89,7 @@ async function rawPods(names: string[]): Promise<number[]> {
   const t0 = performance.now();
   return Promise.all(
     names.map(async (n) => {
-      await rawPod(cri, runId, n, image);
+      await rawPod(cri, runId, n, image, rawCgroupRoot);
       return performance.now() - t0;
     }),
   );
@@ -159,5 +164,8 @@ try {
   await agent.cleanup().catch((e) => console.error(`cleanup of the agent failed: ${e}`));
   await removeRawPods(cri, runId).catch((e) => console.error(`cleanup of raw pods failed: ${e}`));
   rmSync(rawLogRoot(runId), { recursive: true, force: true });
+  await removeCgroupRoot(rawCgroupRoot).catch((e) =>
+    console.error(`cleanup of cgroups failed: ${e}`),
+  );
   cri.close();
 }
