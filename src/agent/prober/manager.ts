@@ -108,7 +108,9 @@ export function createProberManager(deps: ProberManagerDeps): ProberManager {
     ...(deps.hardLimitMs !== undefined ? { hardLimitMs: deps.hardLimitMs } : {}),
   };
   const probe: WorkerDeps["probe"] = async (kind, p, target) => {
-    const outcome = await runProbe(proberDeps, kind, p, target);
+    const uid = target.pod.metadata.uid as string;
+    const moot = () => kind !== "readiness" && deps.isTerminating(uid);
+    const outcome = await runProbe(proberDeps, kind, p, target, moot);
     delays.count(kind, outcome.result);
     return outcome;
   };

@@ -42,11 +42,15 @@ export function cutOutput(output: string): string {
 /** The timeout of a probe in ms (timeoutSeconds, default 1). */
 export const probeTimeoutMs = (p: Probe): number => (p.timeoutSeconds || 1) * 1000;
 
+/** Runs one probe and records its Unhealthy or ProbeWarning event, unless `moot()` says, once
+ * the probe is done, that its result no longer matters (a liveness probe of a pod that began
+ * terminating while the probe ran). */
 export async function runProbe(
   deps: ProberDeps,
   kind: ProbeKind,
   probe: Probe,
   target: ProbeTarget,
+  moot?: () => boolean,
 ): Promise<ProbeOutcome> {
   const timeoutMs = probeTimeoutMs(probe);
   const limitMs = timeoutMs + (deps.hardLimitMs ?? DEFAULT_HARD_LIMIT_MS);
@@ -68,7 +72,7 @@ export async function runProbe(
     cancelTimer();
     ctl.abort();
   }
-  recordEvent(deps, kind, target, outcome);
+  if (!moot?.()) recordEvent(deps, kind, target, outcome);
   return outcome;
 }
 

@@ -97,6 +97,12 @@ export class ProbeWorker {
     if (kind === "startup" ? started : !started) return true;
     const outcome = await this.deps.probe(kind, probe, target);
     if (this.stopped) return false;
+    // The pod began terminating while the probe ran (its preStop or SIGTERM handler may have
+    // removed what the probe checks): liveness and startup no longer count.
+    if (this.deps.isTerminating() && kind !== "readiness") {
+      results.set(kind, target.containerId, podUid, "success");
+      return false;
+    }
     this.settle(outcome.result);
     return true;
   }

@@ -15,7 +15,7 @@ export interface Harness {
   clock: FakeClock;
   manager: ReturnType<typeof createProberManager>;
   /** Outcomes the handler returns next, per kind (default: success). */
-  script: Map<ProbeKind, (ProbeOutcome | Error | "hang")[]>;
+  script: Map<ProbeKind, (ProbeOutcome | Error | "hang" | (() => ProbeOutcome))[]>;
   calls: { kind: string; containerId: string }[];
   events: string[];
   changes: ResultChange[];
@@ -41,7 +41,7 @@ export function harness(opts: { startAt?: number } = {}): Harness {
     const next = h.script.get(kind)?.shift() ?? { result: "success", output: "" };
     if (next === "hang") return new Promise<ProbeOutcome>(() => {});
     if (next instanceof Error) throw next;
-    return next;
+    return typeof next === "function" ? next() : next;
   };
   h.manager = createProberManager({
     clock,

@@ -158,6 +158,22 @@ describe("probe worker semantics", () => {
     expect(h.manager.failed("liveness", uid(pod)).size).toBe(0);
   });
 
+  test("a liveness failure that lands after the pod began terminating records nothing", async () => {
+    const h = harness();
+    const pod = podWith([{ name: "a", livenessProbe: probe({ failureThreshold: 1 }) }]);
+    h.manager.updatePod(pod, runningStatus(pod, { a: "one" }, h.clock.now()));
+    // The SIGTERM handler removed what the probe checks while the probe ran.
+    h.script.set("liveness", [
+      () => {
+        h.terminating.add(uid(pod));
+        return { result: "failure", output: "cat: can't open '/tmp/live'" };
+      },
+    ]);
+    expect(await h.manager.worker(uid(pod), "a", "liveness")?.doProbe()).toBe(false);
+    expect(h.events).toEqual([]);
+    expect(h.manager.failed("liveness", uid(pod)).size).toBe(0);
+  });
+
   test("a handler that throws is a failure naming the error; one that hangs fails at the hard limit", async () => {
     const h = harness();
     const pod = podWith([{ name: "a", readinessProbe: probe({ failureThreshold: 1 }) }]);
