@@ -74,10 +74,6 @@ export function json(body: unknown, status = 200): Response {
   });
 }
 
-export function statusResponse(err: StatusError): Response {
-  return err.toResponse();
-}
-
 /** True when `body` is a Kubernetes Status object (as the client receives it). */
 export function isStatus(body: unknown): body is Status {
   return (

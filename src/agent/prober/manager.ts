@@ -107,9 +107,7 @@ export function createProberManager(deps: ProberManagerDeps): ProberManager {
     event: deps.event,
     ...(deps.hardLimitMs !== undefined ? { hardLimitMs: deps.hardLimitMs } : {}),
   };
-  const probe: WorkerDeps["probe"] = async (kind, p, target) => {
-    const uid = target.pod.metadata.uid as string;
-    const moot = () => kind !== "readiness" && deps.isTerminating(uid);
+  const probe: WorkerDeps["probe"] = async (kind, p, target, moot) => {
     const outcome = await runProbe(proberDeps, kind, p, target, moot);
     delays.count(kind, outcome.result);
     return outcome;

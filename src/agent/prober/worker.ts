@@ -25,7 +25,13 @@ export interface WorkerDeps {
   random: () => number;
   results: ResultsManager;
   /** Runs the probe once (never throws: see runProbe). */
-  probe(kind: ProbeKind, probe: Probe, target: ProbeTarget): Promise<ProbeOutcome>;
+  /** Runs the probe; `moot()` tells, once it is done, whether its result still counts. */
+  probe(
+    kind: ProbeKind,
+    probe: Probe,
+    target: ProbeTarget,
+    moot: () => boolean,
+  ): Promise<ProbeOutcome>;
   /** Has the container started (startup probe succeeded, or none)? */
   isStarted(containerId: string): boolean;
   /** Is the pod being terminated? */
@@ -73,6 +79,10 @@ export class ProbeWorker {
     return (this.spec.probe.periodSeconds || 10) * 1000;
   }
 
+  /** Liveness and startup results stop counting once the pod is terminating. */
+  private readonly moot = (): boolean =>
+    this.spec.kind !== "readiness" && this.deps.isTerminating();
+
   /** One probe iteration; returns false when the worker should stop. */
   async doProbe(): Promise<boolean> {
     try {
@@ -82,27 +92,27 @@ export class ProbeWorker {
     }
   }
 
+  /** A terminating pod's liveness/startup result is success, and the worker stops. */
+  private endAsSuccess(): false {
+    const { kind, target, podUid } = this.spec;
+    this.deps.results.set(kind, target.containerId, podUid, "success");
+    return false;
+  }
+
   private async probeOnce(): Promise<boolean> {
-    const { kind, probe, target, podUid } = this.spec;
-    const { results } = this.deps;
+    const { kind, probe, target } = this.spec;
     if (this.stopped) return false;
-    if (this.deps.isTerminating() && kind !== "readiness") {
-      results.set(kind, target.containerId, podUid, "success");
-      return false;
-    }
+    if (this.moot()) return this.endAsSuccess();
     if (this.onHold) return true;
     const elapsed = this.deps.clock.now() - this.spec.startedAt;
     if (elapsed < (probe.initialDelaySeconds ?? 0) * 1000) return true;
     const started = this.deps.isStarted(target.containerId);
     if (kind === "startup" ? started : !started) return true;
-    const outcome = await this.deps.probe(kind, probe, target);
+    const outcome = await this.deps.probe(kind, probe, target, this.moot);
     if (this.stopped) return false;
     // The pod began terminating while the probe ran (its preStop or SIGTERM handler may have
-    // removed what the probe checks): liveness and startup no longer count.
-    if (this.deps.isTerminating() && kind !== "readiness") {
-      results.set(kind, target.containerId, podUid, "success");
-      return false;
-    }
+    // removed what the probe checks).
+    if (this.moot()) return this.endAsSuccess();
     this.settle(outcome.result);
     return true;
   }

@@ -10,7 +10,7 @@ import { type Logger, nullLogger } from "../../util/log.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "./metrics.ts";
 import { nodeRoute } from "./node-route.ts";
 import { findPod, listEvents, listPods, podExec, podLog } from "./routes.ts";
-import { badRequest, StatusError, statusResponse } from "./status.ts";
+import { badRequest, StatusError } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
 
 export type { Counter, Gauge, Labels, MetricsRegistry } from "./metrics.ts";
@@ -150,11 +150,11 @@ async function handle(
     }
     return await h(req, url, server);
   } catch (err) {
-    if (err instanceof StatusError) return statusResponse(err);
-    if (err instanceof SelectorError) return statusResponse(badRequest(err.message));
+    if (err instanceof StatusError) return err.toResponse();
+    if (err instanceof SelectorError) return badRequest(err.message).toResponse();
     log.error("local API request failed", { method: req.method, path: url.pathname, error: err });
     const message = `${req.method} ${url.pathname} failed: ${(err as Error)?.message ?? String(err)}`;
-    return statusResponse(new StatusError("InternalError", message));
+    return new StatusError("InternalError", message).toResponse();
   }
 }
 
