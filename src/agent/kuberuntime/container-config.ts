@@ -61,7 +61,6 @@ export async function generateContainerConfig(
       securityContext: containerSecurityContext(pod, c),
     },
   };
-  if (pod.metadata.annotations) config.image.annotations = { ...pod.metadata.annotations };
   return config;
 }
 
