@@ -98,6 +98,7 @@ function loadRpcTable(): Record<CriMethod, Rpc> {
             field: list.field,
             decodeResponse: def.responseDeserialize,
             decodeItem: proto.decoder(`${CRI_PACKAGE}.${list.type}`),
+            mapFields: proto.mapFields(`${CRI_PACKAGE}.${list.type}`),
           })
         : def.responseDeserialize,
     };

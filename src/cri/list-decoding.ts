@@ -1,13 +1,21 @@
 // Decoding of the two responses the PLEG asks for every relist: ListPodSandbox and
 // ListContainers. Between two relists their items almost never change, yet decoding them afresh
-// (labels, annotations, IDs: thousands of strings for 110 pods) was most of an idle agent's CPU.
-// So each item's encoded bytes are compared with the bytes of the item with the same ID last
-// time, and the object decoded then is returned again when they are equal.
+// (labels, annotations, IDs: thousands of strings for 110 pods) is a large part of an idle
+// agent's CPU. So each item is compared with the item with the same ID last time, and the object
+// decoded then is returned again when they are equal.
+//
+// Equal means: the same top-level fields in the same order, except that the entries of each map
+// field (labels, annotations) may come in any order. containerd (Go) writes map entries in a
+// random order on every call, so a byte-for-byte comparison almost never matches; entries are
+// matched by a hash of their bytes and then compared byte for byte.
 //
 // Invariants:
 // - The result equals what the plain decoder gives for the same bytes (same fields, defaults,
-//   enum names, numbers); anything this reader does not expect (another field, a wire type, an
-//   item that does not start with its ID) goes to the plain decoder.
+//   enum names, numbers); anything this reader does not expect (a group wire type, an item that
+//   does not start with its ID) goes to the plain decoder.
+// - An item is reused regardless of map entry order only when its maps had no repeated key when
+//   it was decoded (then the order of entries cannot change the decoded value); otherwise only
+//   the same bytes reuse it.
 // - Items handed out are deeply frozen, because the same object may be returned to many callers:
 //   list results are read-only.
 // - Memory is bounded by the items seen recently: an item not seen for `sweepEvery` to
@@ -16,8 +24,13 @@
 type Decode = (buf: Buffer) => unknown;
 
 interface Entry {
+  /** The item's bytes as first decoded. */
   bytes: Buffer;
+  /** Its top-level fields in `bytes` (see scanFields). */
+  fields: number[];
   value: unknown;
+  /** Whether map entries may be matched in any order (no map had a repeated key). */
+  orderFree: boolean;
 }
 
 /** What one list response decoder is built from. */
@@ -28,6 +41,8 @@ export interface ListDecoderSpec {
   decodeResponse: Decode;
   /** Decodes one encoded item the plain way. */
   decodeItem: Decode;
+  /** The item type's map fields: field number → property name in decoded items. */
+  mapFields: ReadonlyMap<number, string>;
   /** Decodes after which items not seen since are forgotten. Default 128. */
   sweepEvery?: number;
 }
@@ -87,6 +102,128 @@ function itemId(buf: Buffer, start: number, end: number): string | undefined {
   return buf.toString("latin1", len[1], len[1] + len[0]);
 }
 
+/** Entries per field in `fields`: field number, start, end (the whole field, tag included) and,
+ * for map fields, a hash of those bytes (else 0). */
+const STRIDE = 4;
+
+/** FNV-1a over buf[start, end). */
+function hashBytes(buf: Buffer, start: number, end: number): number {
+  let h = 0x811c9dc5;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ (buf[i] as number), 0x01000193);
+  return h >>> 0;
+}
+
+/** Splits an item into its top-level fields, into `out` (cleared first); false when it holds a
+ * wire type this reader does not expect or runs past `end`. */
+function scanFields(
+  buf: Buffer,
+  start: number,
+  end: number,
+  maps: ReadonlyMap<number, string>,
+  out: number[],
+): boolean {
+  out.length = 0;
+  let pos = start;
+  while (pos < end) {
+    const tag = varint(buf, pos, end);
+    if (tag === undefined) return false;
+    const field = Math.floor(tag[0] / 8);
+    let next = tag[1];
+    switch (tag[0] & 7) {
+      case 0: {
+        // a value (int64 timestamps take 9 bytes): skipped, not read
+        const stop = Math.min(end, next + 10);
+        while (next < stop && (buf[next] as number) >= 0x80) next++;
+        if (next === stop) return false;
+        next++;
+        break;
+      }
+      case 1:
+        next += 8;
+        break;
+      case 2: {
+        const len = varint(buf, next, end);
+        if (len === undefined) return false;
+        next = len[1] + len[0];
+        break;
+      }
+      case 5:
+        next += 4;
+        break;
+      default:
+        return false;
+    }
+    if (next > end) return false;
+    out.push(field, pos, next, maps.has(field) ? hashBytes(buf, pos, next) : 0);
+    pos = next;
+  }
+  return true;
+}
+
+/** Whether the fields of buf[start, end) (scanned into `fields`) decode to the same value as the
+ * entry: the same non-map fields in the same order and the same map entries in any order. */
+function sameItem(
+  entry: Entry,
+  buf: Buffer,
+  start: number,
+  end: number,
+  fields: number[],
+  maps: ReadonlyMap<number, string>,
+  used: Uint8Array,
+): boolean {
+  const old = entry.bytes;
+  if (old.length !== end - start) return false;
+  if (buf.compare(old, 0, old.length, start, end) === 0) return true;
+  if (!entry.orderFree || entry.fields.length !== fields.length) return false;
+  const n = fields.length;
+  used.fill(0, 0, n / STRIDE);
+  let j = 0; // next non-map field of the entry
+  for (let i = 0; i < n; i += STRIDE) {
+    const num = fields[i] as number;
+    const s = fields[i + 1] as number;
+    const e = fields[i + 2] as number;
+    if (maps.has(num)) {
+      const hash = fields[i + 3] as number;
+      let found = false;
+      for (let k = 0; k < n; k += STRIDE) {
+        if (used[k / STRIDE] || entry.fields[k] !== num || entry.fields[k + 3] !== hash) continue;
+        const os = entry.fields[k + 1] as number;
+        const oe = entry.fields[k + 2] as number;
+        if (oe - os !== e - s || buf.compare(old, os, oe, s, e) !== 0) continue;
+        used[k / STRIDE] = 1;
+        found = true;
+        break;
+      }
+      if (!found) return false;
+    } else {
+      while (j < n && maps.has(entry.fields[j] as number)) j += STRIDE;
+      if (j >= n || entry.fields[j] !== num) return false;
+      const os = entry.fields[j + 1] as number;
+      const oe = entry.fields[j + 2] as number;
+      if (oe - os !== e - s || buf.compare(old, os, oe, s, e) !== 0) return false;
+      j += STRIDE;
+    }
+  }
+  return true;
+}
+
+/** Whether every map of the decoded item has as many keys as the item has entries for it, i.e.
+ * no key was repeated. */
+function noRepeatedKeys(
+  value: unknown,
+  fields: number[],
+  maps: ReadonlyMap<number, string>,
+): boolean {
+  for (const [num, name] of maps) {
+    let entries = 0;
+    for (let i = 0; i < fields.length; i += STRIDE) if (fields[i] === num) entries++;
+    const map = (value as Record<string, unknown>)[name];
+    const keys = map !== null && typeof map === "object" ? Object.keys(map).length : 0;
+    if (keys !== entries) return false;
+  }
+  return true;
+}
+
 export function createListDecoder(spec: ListDecoderSpec): ListDecoder {
   const sweepEvery = spec.sweepEvery ?? 128;
   let young = new Map<string, Entry>();
@@ -94,29 +231,32 @@ export function createListDecoder(spec: ListDecoderSpec): ListDecoder {
   let calls = 0;
   const counts = { decoded: 0, reused: 0 };
 
+  const maps = spec.mapFields;
+  const fields: number[] = [];
+  let used = new Uint8Array(64);
+
   function item(buf: Buffer, start: number, end: number): unknown {
     const id = itemId(buf, start, end);
-    if (id === undefined) {
+    if (id === undefined || !scanFields(buf, start, end, maps, fields)) {
       counts.decoded++;
       return deepFreeze(spec.decodeItem(buf.subarray(start, end)));
     }
+    if (used.length < fields.length / STRIDE) used = new Uint8Array(fields.length);
     let entry = young.get(id);
     if (entry === undefined) {
       entry = old.get(id);
       if (entry !== undefined) young.set(id, entry);
     }
-    if (
-      entry !== undefined &&
-      entry.bytes.length === end - start &&
-      buf.compare(entry.bytes, 0, entry.bytes.length, start, end) === 0
-    ) {
+    if (entry !== undefined && sameItem(entry, buf, start, end, fields, maps, used)) {
       counts.reused++;
       return entry.value;
     }
     counts.decoded++;
     const bytes = Buffer.from(buf.subarray(start, end)); // a copy: the response buffer is not kept
     const value = deepFreeze(spec.decodeItem(bytes));
-    young.set(id, { bytes, value });
+    const own = fields.map((v, i) => (i % STRIDE === 1 || i % STRIDE === 2 ? v - start : v));
+    const orderFree = noRepeatedKeys(value, own, maps);
+    young.set(id, { bytes, fields: own, value, orderFree });
     return value;
   }
 

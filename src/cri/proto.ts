@@ -23,11 +23,13 @@ export function loadCriPackageDefinition(): PackageDefinition {
 
 const OBJECT_OPTIONS = { longs: Number, enums: String, defaults: true, oneofs: true };
 
-/** The package definition, and a decoder of one message type ("runtime.v1.Container") that
- * gives the same objects as the definition's response decoders. */
+/** The package definition, a decoder of one message type ("runtime.v1.Container") that gives
+ * the same objects as the definition's response decoders, and a type's map fields (field number →
+ * property name in decoded objects). */
 export function loadCriProto(): {
   definition: PackageDefinition;
   decoder(type: string): (buf: Buffer) => unknown;
+  mapFields(type: string): ReadonlyMap<number, string>;
 } {
   const { root } = parse(criProto, { keepCase: false });
   return {
@@ -35,6 +37,10 @@ export function loadCriProto(): {
     decoder(type) {
       const t = root.lookupType(type);
       return (buf) => t.toObject(t.decode(buf), OBJECT_OPTIONS);
+    },
+    mapFields(type) {
+      const fields = root.lookupType(type).fieldsArray.filter((f) => f.map);
+      return new Map(fields.map((f) => [f.id, f.name]));
     },
   };
 }

@@ -113,6 +113,32 @@ describe("CRI client against containerd (needs root and the test bed)", () => {
     expect(isNotFound(err)).toBe(true);
   }, 60_000);
 
+  test("an unchanged container listed again is the same object, whatever order containerd sends its labels in; a change is seen", async () => {
+    const sb = await runSandbox(uniqueName("list"), true);
+    // Many labels and annotations: containerd writes map entries in a random order each time.
+    const many = Object.fromEntries(
+      Array.from({ length: 12 }, (_, i) => [`io.fleetlet.e2e/k${i}`, `v${i}`]),
+    );
+    const id = await startContainer(sb, "listed", ["sleep", "300"], {
+      labels: many,
+      annotations: many,
+    });
+    const find = async () => {
+      const { containers } = await cri.listContainers({ filter: { podSandboxId: sb.id } });
+      const c = containers.find((x) => x.id === id);
+      if (c === undefined) throw new Error("container not listed");
+      return c;
+    };
+    const first = await find();
+    expect(first.labels).toEqual(many);
+    for (let i = 0; i < 5; i++) expect(await find()).toBe(first);
+    expect(Object.isFrozen(first)).toBe(true);
+    await cri.stopContainer({ containerId: id, timeout: 1 });
+    const stopped = await find();
+    expect(stopped.state).toBe("CONTAINER_EXITED");
+    expect(stopped.labels).toEqual(many);
+  }, 60_000);
+
   test("a bridge-network sandbox gets an IP on the test bed's CNI subnet", async () => {
     const sb = await runSandbox(uniqueName("bridge"), false);
     const { status } = await cri.podSandboxStatus({ podSandboxId: sb.id });

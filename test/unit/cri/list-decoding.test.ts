@@ -16,6 +16,7 @@ function containerDecoder(sweepEvery?: number) {
     field: "containers",
     decodeResponse: listContainers.responseDeserialize,
     decodeItem: proto.decoder("runtime.v1.Container"),
+    mapFields: proto.mapFields("runtime.v1.Container"),
     ...(sweepEvery !== undefined ? { sweepEvery } : {}),
   });
 }
@@ -64,6 +65,74 @@ describe("list response decoding with reuse of unchanged items", () => {
     expect(out.containers[0]?.state).toBe("CONTAINER_EXITED");
     expect(out).toEqual(plainContainers(buf) as Listed);
     expect(decode.stats()).toEqual({ decoded: 3, reused: 1 });
+  });
+
+  test("reuses an item whose map entries come in another order, as containerd sends them", () => {
+    const decode = containerDecoder();
+    const a = container(1);
+    const swapped = {
+      ...a,
+      labels: Object.fromEntries(Object.entries(a.labels).reverse()),
+      annotations: Object.fromEntries(Object.entries(a.annotations).reverse()),
+    };
+    const first = encodeContainers([a]);
+    const second = encodeContainers([swapped]);
+    expect(second.equals(first)).toBe(false); // same content, other bytes
+    const one = decode(first) as Listed;
+    const two = decode(second) as Listed;
+    expect(two.containers[0]).toBe(one.containers[0] as Listed["containers"][number]);
+    expect(two).toEqual(plainContainers(second) as Listed);
+    expect(decode.stats()).toEqual({ decoded: 1, reused: 1 });
+  });
+
+  test("decodes afresh when a map value changed, even to one of the same length", () => {
+    const decode = containerDecoder();
+    const a = container(1);
+    decode(encodeContainers([a]));
+    const changed = {
+      ...a,
+      annotations: { ...a.annotations, "io.kubernetes.container.restartCount": "3" },
+    };
+    const buf = encodeContainers([changed]);
+    const out = decode(buf) as Listed & {
+      containers: { annotations: Record<string, string> }[];
+    };
+    expect(out.containers[0]?.annotations["io.kubernetes.container.restartCount"]).toBe("3");
+    expect(out).toEqual(plainContainers(buf) as typeof out);
+    expect(decode.stats()).toEqual({ decoded: 2, reused: 0 });
+  });
+
+  test("decodes afresh when an entry moved from labels to annotations", () => {
+    const decode = containerDecoder();
+    const a = { ...container(1), labels: { x: "1", y: "2" }, annotations: { z: "3" } };
+    const b = { ...container(1), labels: { x: "1" }, annotations: { z: "3", y: "2" } };
+    decode(encodeContainers([a]));
+    const buf = encodeContainers([b]);
+    expect(buf.length).toBe(encodeContainers([a]).length);
+    expect(decode(buf)).toEqual(plainContainers(buf));
+    expect(decode.stats()).toEqual({ decoded: 2, reused: 0 });
+  });
+
+  test("an item with a repeated map key is reused only for the same bytes", () => {
+    const decode = containerDecoder();
+    // Container { id = "c1" (field 1); labels (field 8) k=v<a>, then k=v<b> }: the last one wins.
+    const label = (digit: string) =>
+      Buffer.from([0x42, 0x07, 0x0a, 0x01, 0x6b, 0x12, 0x02, 0x76, digit.charCodeAt(0)]);
+    const id = Buffer.from([0x0a, 0x02, 0x63, 0x31]);
+    const item = (a: string, b: string) => {
+      const body = Buffer.concat([id, label(a), label(b)]);
+      return Buffer.concat([Buffer.from([0x0a, body.length]), body]);
+    };
+    const ab = item("1", "2");
+    const ba = item("2", "1");
+    const plainAb = plainContainers(ab) as Listed;
+    expect(plainAb.containers[0]?.labels).toEqual({ k: "v2" });
+    expect(decode(ab)).toEqual(plainAb);
+    expect(decode(ab)).toEqual(plainAb);
+    const outBa = decode(ba) as Listed;
+    expect(outBa.containers[0]?.labels).toEqual({ k: "v1" });
+    expect(outBa).toEqual(plainContainers(ba) as Listed);
+    expect(decode.stats()).toEqual({ decoded: 2, reused: 1 });
   });
 
   test("items handed out are frozen, nested maps too", () => {
@@ -127,6 +196,7 @@ describe("list response decoding with reuse of unchanged items", () => {
       field: "items",
       decodeResponse: listSandboxes.responseDeserialize,
       decodeItem: proto.decoder("runtime.v1.PodSandbox"),
+      mapFields: proto.mapFields("runtime.v1.PodSandbox"),
     });
     const items = [1, 2].map((i) => ({
       id: `${i}`.padStart(64, "s"),
