@@ -1,16 +1,15 @@
-// The CRI client: a CriRuntime over one grpc-js channel to a local unix socket.
+// The CRI client: a CriRuntime over unary gRPC calls to a local unix socket (transport.ts).
 //
 // Invariants:
 // - Every call has a deadline (per-call `timeoutMs`, else the default for its kind of RPC) and
 //   settles exactly once, with the response or a CriError.
-// - Calls do not wait for the channel to become ready (waitForReady is false): while the
-//   runtime is down they fail at once with code "Unavailable", and the channel reconnects by
-//   itself (backoff 0.5 s to 5 s), so the same client works again when the runtime is back.
+// - Calls do not wait for the runtime: while it is down they fail at once with code
+//   "Unavailable", and the next call connects again, so the same client works again as soon as
+//   the runtime is back.
 // - Only the per-method serializers and decoders are kept after construction.
 // - ListPodSandbox and ListContainers results are read-only: their items are frozen and may be
 //   shared between calls (list-decoding.ts).
 
-import { type ChannelOptions, Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/proto-loader";
 import { parseCriEndpoint } from "./endpoint.ts";
 import { CriError, criErrorFromGrpc, GrpcStatus } from "./errors.ts";
@@ -18,6 +17,7 @@ import { createListDecoder } from "./list-decoding.ts";
 import { CRI_PACKAGE, loadCriProto } from "./proto.ts";
 import type * as m from "./requests.ts";
 import { type CallOptions, CRI_RPCS, type CriMethod, type CriRuntime } from "./service.ts";
+import { createUnaryTransport } from "./transport.ts";
 
 export interface CriClientOptions {
   /** "unix:///path/to/socket"; nothing else is accepted. */
@@ -34,8 +34,6 @@ export interface CriClientOptions {
   pullImageTimeoutMs?: number;
   /** Largest response accepted. Default 16 MiB. */
   maxReceiveMessageBytes?: number;
-  /** Extra grpc-js channel options, applied over ours. */
-  channelOptions?: ChannelOptions;
   /** Called when each call settles: the method, how long it took (ms) and the error if any. */
   onCall?: (method: CriMethod, ms: number, error?: CriError) => void;
 }
@@ -43,7 +41,7 @@ export interface CriClientOptions {
 export interface CriClient extends CriRuntime {
   /** The endpoint this client talks to. */
   readonly endpoint: string;
-  /** Closes the channel; later calls reject. Idempotent. */
+  /** Closes the connection; calls in flight and later calls reject. Idempotent. */
   close(): void;
 }
 
@@ -120,62 +118,47 @@ export function defaultTimeoutFor(
 }
 
 export function createCriClient(options: CriClientOptions): CriClient {
-  const { endpoint, target } = parseCriEndpoint(options.endpoint);
+  const { endpoint, socketPath } = parseCriEndpoint(options.endpoint);
   const timeouts = {
     defaultMs: options.defaultTimeoutMs ?? CRI_DEFAULT_TIMEOUT_MS,
     lifecycleMs: options.lifecycleTimeoutMs ?? CRI_LIFECYCLE_TIMEOUT_MS,
     pullMs: options.pullImageTimeoutMs ?? CRI_PULL_IMAGE_TIMEOUT_MS,
   };
   const rpcs = loadRpcTable();
-  const grpc = new Client(target, credentials.createInsecure(), {
-    "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 16 * 1024 * 1024,
-    "grpc.max_send_message_length": 16 * 1024 * 1024,
-    "grpc.initial_reconnect_backoff_ms": 500,
-    "grpc.max_reconnect_backoff_ms": 5000,
-    "grpc.enable_http_proxy": 0,
-    // A 1 MiB HTTP/2 window lets containerd send a whole pod listing (~160 KB at 110 pods) without
-    // waiting for window updates; channelz bookkeeping is for debugging tools we do not run.
-    // Together they took the agent's steady CPU at 110 pods from 3.04 % to 2.74 % of a core and
-    // its RSS from 129 to 121 MB (four alternating 40 s windows, scripts/bench/README.md).
-    "grpc-node.flow_control_window": 1 << 20,
-    "grpc.enable_channelz": 0,
-    ...options.channelOptions,
+  const transport = createUnaryTransport({
+    socketPath,
+    maxReceiveBytes: options.maxReceiveMessageBytes ?? 16 * 1024 * 1024,
+    // A 1 MiB HTTP/2 window lets containerd send a whole pod listing (~160 KB at 110 pods)
+    // without waiting for window updates.
+    windowBytes: 1 << 20,
   });
   let closed = false;
 
-  function call<Res>(method: CriMethod, req: unknown, opts?: CallOptions): Promise<Res> {
+  async function call<Res>(method: CriMethod, req: unknown, opts?: CallOptions): Promise<Res> {
     const { rpc, path, serialize, deserialize } = rpcs[method];
     const timeoutMs = opts?.timeoutMs ?? defaultTimeoutFor(method, req, timeouts);
     const signal = opts?.signal;
-    return new Promise<Res>((resolve, reject) => {
-      if (closed) {
-        const runtimeMessage = `the CRI client for ${endpoint} is closed`;
-        return reject(new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage }));
-      }
-      if (signal?.aborted) {
-        const runtimeMessage = "cancelled by the caller before it was sent";
-        return reject(new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage }));
-      }
-      const onAbort = () => unary.cancel();
-      const started = options.onCall ? performance.now() : 0;
-      const unary = grpc.makeUnaryRequest<unknown, Res>(
-        path,
-        serialize,
-        deserialize as (buf: Buffer) => Res,
-        req ?? {},
-        { deadline: Date.now() + timeoutMs },
-        (err: ServiceError | null, res?: Res) => {
-          signal?.removeEventListener("abort", onAbort);
-          const error = err
-            ? criErrorFromGrpc(rpc, err, contextFor(err.code, endpoint, timeoutMs))
-            : undefined;
-          options.onCall?.(method, performance.now() - started, error);
-          if (error) reject(error);
-          else resolve(res as Res);
-        },
-      );
-      signal?.addEventListener("abort", onAbort, { once: true });
-    });
+    if (closed) {
+      const runtimeMessage = `the CRI client for ${endpoint} is closed`;
+      throw new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage });
+    }
+    if (signal?.aborted) {
+      const runtimeMessage = "cancelled by the caller before it was sent";
+      throw new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage });
+    }
+    const started = options.onCall ? performance.now() : 0;
+    let res: Res;
+    try {
+      res = deserialize(await transport.call(path, serialize(req ?? {}), timeoutMs, signal)) as Res;
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      const context = typeof code === "number" ? contextFor(code, endpoint, timeoutMs) : undefined;
+      const error = criErrorFromGrpc(rpc, err, context);
+      options.onCall?.(method, performance.now() - started, error);
+      throw error;
+    }
+    options.onCall?.(method, performance.now() - started);
+    return res;
   }
 
   const runtime: CriClient = {
@@ -183,7 +166,7 @@ export function createCriClient(options: CriClientOptions): CriClient {
     close() {
       if (closed) return;
       closed = true;
-      grpc.close();
+      transport.close();
     },
     version: (r: m.VersionRequest, o?: CallOptions) => call("version", r, o),
     status: (r: m.StatusRequest, o?: CallOptions) => call("status", r, o),

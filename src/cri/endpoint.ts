@@ -5,8 +5,6 @@ export interface CriEndpoint {
   endpoint: string;
   /** Absolute path of the socket. */
   socketPath: string;
-  /** The grpc-js target for it. */
-  target: string;
 }
 
 /** Parses and checks a CRI endpoint; throws an Error naming the bad value otherwise. */
@@ -28,5 +26,5 @@ export function parseCriEndpoint(endpoint: string): CriEndpoint {
       `Invalid CRI endpoint ${JSON.stringify(endpoint)}: socket path contains "?", "#" or NUL`,
     );
   }
-  return { endpoint, socketPath, target: `unix://${socketPath}` };
+  return { endpoint, socketPath };
 }

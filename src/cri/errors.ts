@@ -1,5 +1,5 @@
 // Typed CRI errors. Callers branch on `code`; everything else is for people reading logs.
-// This file must not import grpc-js: the fake runtime and unit tests use it without a channel.
+// This file imports no transport: the fake runtime and unit tests use it without a connection.
 
 /**
  * What callers branch on:
@@ -18,7 +18,7 @@ export type CriErrorCode =
   | "Unimplemented"
   | "Other";
 
-/** gRPC status codes (a copy of the numbers, so this file does not need grpc-js). */
+/** gRPC status codes. */
 export const GrpcStatus = {
   OK: 0,
   CANCELLED: 1,
@@ -69,7 +69,7 @@ export interface CriErrorInit {
   rpc: string;
   /** The gRPC status code of the failure. */
   grpcStatus: number;
-  /** What the runtime (or grpc-js, for transport failures) said. */
+  /** What the runtime (or the transport, for connection failures) said. */
   runtimeMessage: string;
   /** Extra context placed before the runtime's message, e.g. the endpoint. */
   context?: string;
@@ -94,28 +94,20 @@ export class CriError extends Error {
   }
 }
 
-/** A status object as grpc-js reports it (ServiceError has these fields). */
+/** A gRPC status as the transport (TransportError) or grpc-js (ServiceError) reports it. */
 export interface GrpcStatusLike {
   code?: number;
   details?: string;
   message?: string;
 }
 
-/** Turns a grpc-js error (or anything thrown around a call) into a CriError. */
+/** Turns a transport error (or anything thrown around a call) into a CriError. */
 export function criErrorFromGrpc(rpc: string, err: unknown, context?: string): CriError {
   if (err instanceof CriError) return err;
   const s = (typeof err === "object" && err !== null ? err : {}) as GrpcStatusLike;
   const grpcStatus = typeof s.code === "number" ? s.code : GrpcStatus.UNKNOWN;
-  const runtimeMessage = tidyGrpcDetails(s.details ?? s.message ?? String(err));
+  const runtimeMessage = (s.details ?? s.message ?? String(err)).trim();
   return new CriError({ rpc, grpcStatus, runtimeMessage, context, cause: err });
-}
-
-/** grpc-js connection errors end in an empty "Resolution note:"; keep the useful part only. */
-function tidyGrpcDetails(details: string): string {
-  return details
-    .replace(/\s*Resolution note:\s*$/, "")
-    .replace(/Last error: Error: /, "last error: ")
-    .trim();
 }
 
 function hasCode(err: unknown, code: CriErrorCode): boolean {

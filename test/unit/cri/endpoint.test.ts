@@ -6,7 +6,6 @@ describe("parseCriEndpoint()", () => {
     expect(parseCriEndpoint("unix:///run/containerd/containerd.sock")).toEqual({
       endpoint: "unix:///run/containerd/containerd.sock",
       socketPath: "/run/containerd/containerd.sock",
-      target: "unix:///run/containerd/containerd.sock",
     });
   });
 

@@ -1,0 +1,306 @@
+// Unary gRPC over HTTP/2 on a unix socket: what the CRI client needs and nothing more. Every CRI
+// call the agent makes is unary, and the agent makes two of them every second (the PLEG relist),
+// so the per-call path is kept short: one HTTP/2 stream, the request frame written at once, the
+// response collected and framed once. A full gRPC stack (resolvers, load balancing, interceptors,
+// filters, channelz) cost the agent about one more point of a core at 110 pods
+// (scripts/bench/README.md, agent-scale).
+//
+// Invariants:
+// - Every call settles exactly once: with the one response message, or a TransportError carrying
+//   a gRPC status code.
+// - Calls never wait for the runtime: when the socket cannot be reached the call fails at once
+//   with UNAVAILABLE, and the next call connects again (connecting to a local socket is cheap).
+// - One HTTP/2 session at a time is shared by all calls; it is dropped on error, close or GOAWAY
+//   (calls already on it finish or fail there) and replaced on the next call.
+// - The session never keeps the process alive by itself; a call in flight does, through its
+//   deadline timer.
+
+import http2 from "node:http2";
+import net from "node:net";
+import { GrpcStatus } from "./errors.ts";
+
+export interface UnaryTransportOptions {
+  /** Absolute path of the unix socket. */
+  socketPath: string;
+  /** Largest response message accepted (bytes). */
+  maxReceiveBytes: number;
+  /** HTTP/2 flow-control window for the session and each stream (bytes). */
+  windowBytes: number;
+}
+
+export interface UnaryTransport {
+  /** Sends one message to `path` ("/runtime.v1.RuntimeService/ListContainers") and resolves with
+   * the response message, or rejects with a TransportError. */
+  call(path: string, message: Uint8Array, timeoutMs: number, signal?: AbortSignal): Promise<Buffer>;
+  /** Closes the session; calls in flight fail with CANCELLED. */
+  close(): void;
+}
+
+/** A call that failed, with its gRPC status code and the runtime's (or our) message. */
+export class TransportError extends Error {
+  override readonly name = "TransportError";
+  constructor(
+    readonly code: number,
+    readonly details: string,
+    options?: { cause?: unknown },
+  ) {
+    super(details, options);
+  }
+}
+
+const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM, NGHTTP2_ENHANCE_YOUR_CALM } = http2.constants;
+
+/** The gRPC status of an HTTP response that carries none (the gRPC HTTP/2 mapping). */
+export function statusOfHttp(httpStatus: number): number {
+  switch (httpStatus) {
+    case 400:
+      return GrpcStatus.INTERNAL;
+    case 401:
+      return GrpcStatus.UNAUTHENTICATED;
+    case 403:
+      return GrpcStatus.PERMISSION_DENIED;
+    case 404:
+      return GrpcStatus.UNIMPLEMENTED;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return GrpcStatus.UNAVAILABLE;
+    default:
+      return GrpcStatus.UNKNOWN;
+  }
+}
+
+/** The gRPC status of a stream the peer reset. */
+export function statusOfReset(rstCode: number): number {
+  switch (rstCode) {
+    case NGHTTP2_REFUSED_STREAM:
+      return GrpcStatus.UNAVAILABLE;
+    case NGHTTP2_CANCEL:
+      return GrpcStatus.CANCELLED;
+    case NGHTTP2_ENHANCE_YOUR_CALM:
+      return GrpcStatus.RESOURCE_EXHAUSTED;
+    default:
+      return GrpcStatus.INTERNAL;
+  }
+}
+
+/** The `grpc-timeout` header value for a deadline: at most 8 digits, as the protocol says. */
+export function grpcTimeout(ms: number): string {
+  const whole = Math.max(0, Math.ceil(ms));
+  if (whole < 1e8) return `${whole}m`;
+  const seconds = Math.ceil(whole / 1000);
+  return seconds < 1e8 ? `${seconds}S` : `${Math.ceil(seconds / 3600)}H`;
+}
+
+/** `grpc-message` is percent-encoded; a value that does not decode is shown as sent. */
+export function decodeGrpcMessage(raw: unknown): string {
+  const text = Array.isArray(raw) ? raw.join(", ") : typeof raw === "string" ? raw : "";
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/** The one message in a unary response body (5-byte gRPC frame header + message), or a
+ * TransportError describing what is wrong with it. */
+export function unframe(body: Buffer): Buffer | TransportError {
+  if (body.length < 5) {
+    const what = body.length === 0 ? "no response message" : "a truncated message header";
+    return new TransportError(GrpcStatus.INTERNAL, `the runtime sent ${what}`);
+  }
+  if (body[0] !== 0) {
+    return new TransportError(
+      GrpcStatus.INTERNAL,
+      "the runtime sent a compressed message though no compression was offered",
+    );
+  }
+  const length = body.readUInt32BE(1);
+  if (body.length !== 5 + length) {
+    const problem = body.length < 5 + length ? "shorter than its header says" : "more than one";
+    return new TransportError(
+      GrpcStatus.INTERNAL,
+      `the runtime's response is not one whole message (${problem})`,
+    );
+  }
+  return body.subarray(5);
+}
+
+function frame(message: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(5 + message.length);
+  out[0] = 0;
+  out.writeUInt32BE(message.length, 1);
+  out.set(message, 5);
+  return out;
+}
+
+export function createUnaryTransport(options: UnaryTransportOptions): UnaryTransport {
+  let session: http2.ClientHttp2Session | undefined;
+  let closed = false;
+  const inflight = new Set<(err: TransportError) => void>();
+
+  function drop(s: http2.ClientHttp2Session): void {
+    if (session === s) session = undefined;
+  }
+
+  function currentSession(): http2.ClientHttp2Session {
+    if (session && !session.closed && !session.destroyed) return session;
+    const s = http2.connect("http://localhost", {
+      createConnection: () => net.connect(options.socketPath),
+      settings: { initialWindowSize: options.windowBytes, enablePush: false },
+    });
+    s.on("connect", () => {
+      try {
+        s.setLocalWindowSize(options.windowBytes);
+      } catch {
+        // the stream windows alone still apply
+      }
+    });
+    // An 'error' with no listener would throw; the streams on the session report it to callers.
+    s.on("error", () => drop(s));
+    s.on("close", () => drop(s));
+    s.on("goaway", () => drop(s));
+    s.unref();
+    session = s;
+    return s;
+  }
+
+  function call(
+    path: string,
+    message: Uint8Array,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<Buffer> {
+    return new Promise<Buffer>((resolve, reject) => {
+      if (closed) return reject(new TransportError(GrpcStatus.CANCELLED, "the client is closed"));
+      let s: http2.ClientHttp2Session;
+      let stream: http2.ClientHttp2Stream;
+      try {
+        s = currentSession();
+        stream = s.request(
+          {
+            ":method": "POST",
+            ":path": path,
+            "content-type": "application/grpc",
+            te: "trailers",
+            "grpc-timeout": grpcTimeout(timeoutMs),
+          },
+          { endStream: false },
+        );
+      } catch (cause) {
+        const detail = cause instanceof Error ? cause.message : String(cause);
+        return reject(new TransportError(GrpcStatus.UNAVAILABLE, detail, { cause }));
+      }
+      let settled = false;
+      let httpStatus = 0;
+      let status: number | undefined;
+      let details = "";
+      const chunks: Buffer[] = [];
+      let received = 0;
+
+      const finish = (result: Buffer | TransportError) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        inflight.delete(fail);
+        if (result instanceof TransportError) {
+          if (!stream.closed) stream.close(NGHTTP2_CANCEL);
+          reject(result);
+        } else {
+          resolve(result);
+        }
+      };
+      const fail = (err: TransportError) => finish(err);
+      const onAbort = () =>
+        fail(new TransportError(GrpcStatus.CANCELLED, "cancelled by the caller"));
+      const timer = setTimeout(
+        () => fail(new TransportError(GrpcStatus.DEADLINE_EXCEEDED, "deadline exceeded")),
+        timeoutMs,
+      );
+      inflight.add(fail);
+      signal?.addEventListener("abort", onAbort, { once: true });
+
+      const takeStatus = (headers: http2.IncomingHttpHeaders) => {
+        const raw = headers["grpc-status"];
+        if (raw === undefined) return;
+        const code = Number(raw);
+        status = Number.isInteger(code) && code >= 0 ? code : GrpcStatus.UNKNOWN;
+        details = decodeGrpcMessage(headers["grpc-message"]);
+      };
+      stream.on("response", (headers) => {
+        httpStatus = Number(headers[":status"] ?? 0);
+        takeStatus(headers);
+      });
+      stream.on("trailers", takeStatus);
+      stream.on("data", (chunk: Buffer) => {
+        received += chunk.length;
+        if (received > options.maxReceiveBytes + 5) {
+          fail(
+            new TransportError(
+              GrpcStatus.RESOURCE_EXHAUSTED,
+              `response larger than the limit of ${options.maxReceiveBytes} bytes`,
+            ),
+          );
+          return;
+        }
+        chunks.push(chunk);
+      });
+      stream.on("error", (cause: Error) => {
+        const code = s.destroyed || s.closed ? GrpcStatus.UNAVAILABLE : GrpcStatus.INTERNAL;
+        // "The pending stream has been canceled" says less than the connection error under it.
+        const root = cause.cause instanceof Error ? cause.cause : cause;
+        fail(new TransportError(code, root.message, { cause }));
+      });
+      stream.on("close", () => {
+        if (settled) return;
+        if (status === undefined) {
+          if (httpStatus !== 0 && httpStatus !== 200) {
+            return fail(
+              new TransportError(
+                statusOfHttp(httpStatus),
+                `the runtime answered HTTP ${httpStatus}`,
+              ),
+            );
+          }
+          if (stream.rstCode !== undefined && stream.rstCode !== 0) {
+            return fail(
+              new TransportError(
+                statusOfReset(stream.rstCode),
+                `stream reset by the runtime (HTTP/2 code ${stream.rstCode})`,
+              ),
+            );
+          }
+          if (httpStatus === 0) {
+            const why =
+              s.destroyed || s.closed
+                ? "the connection to the runtime closed"
+                : "the runtime closed the stream without answering";
+            return fail(new TransportError(GrpcStatus.UNAVAILABLE, why));
+          }
+          return fail(
+            new TransportError(GrpcStatus.UNKNOWN, "no status received from the runtime"),
+          );
+        }
+        if (status !== GrpcStatus.OK) return fail(new TransportError(status, details));
+        const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+        finish(unframe(body));
+      });
+      stream.end(frame(message));
+    });
+  }
+
+  return {
+    call,
+    close() {
+      if (closed) return;
+      closed = true;
+      for (const fail of [...inflight]) {
+        fail(new TransportError(GrpcStatus.CANCELLED, "the client is closed"));
+      }
+      session?.close();
+      session = undefined;
+    },
+  };
+}
