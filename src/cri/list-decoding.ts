@@ -21,6 +21,8 @@
 // - Memory is bounded by the items seen recently: an item not seen for `sweepEvery` to
 //   2 × `sweepEvery` decodes is forgotten.
 
+import { deepFreeze } from "../util/freeze.ts";
+
 type Decode = (buf: Buffer) => unknown;
 
 interface Entry {
@@ -51,14 +53,6 @@ export interface ListDecoder {
   (buf: Buffer): unknown;
   /** Items decoded afresh and items reused, since creation. */
   stats(): { decoded: number; reused: number };
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
 }
 
 /** Reads a base-128 varint at `pos`; returns [value, next position], or undefined when the

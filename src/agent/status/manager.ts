@@ -1,15 +1,18 @@
 // The status manager: the agent's single store of the latest v1 status of each pod, read by the
 // local API and the hub client. It keeps what the API server would keep: a condition's
 // lastTransitionTime while its status is unchanged, and startTime once set; and it notifies
-// subscribers only when a status actually changes.
+// subscribers only when a status actually changes. Stored statuses are deeply frozen and handed
+// out as they are (the local API reads every pod's status on each request), so readers never
+// change them.
 
 import type { PodStatus } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
+import { deepFreeze } from "../../util/freeze.ts";
 import { type Logger, nullLogger } from "../../util/log.ts";
 import { keepTransitionTimes } from "./conditions.ts";
 import { toRFC3339 } from "./reasons.ts";
 
-/** A change of one pod's status; `status` is undefined when the pod was removed. */
+/** A change of one pod's status (frozen); `status` is undefined when the pod was removed. */
 export interface StatusChange {
   uid: string;
   status: PodStatus | undefined;
@@ -21,7 +24,7 @@ export interface StatusManager {
   /** Stores `status` for the pod, keeping transition times and startTime from the stored one.
    * Returns true when the stored status changed (and subscribers were told). */
   setPodStatus(uid: string, status: PodStatus): boolean;
-  /** The stored status (a copy), or undefined for an unknown pod. */
+  /** The stored status (frozen, shared: read-only), or undefined for an unknown pod. */
   getPodStatus(uid: string): PodStatus | undefined;
   /** UIDs of all pods with a stored status. */
   uids(): string[];
@@ -57,14 +60,11 @@ export function createStatusManager(deps: StatusManagerDeps): StatusManager {
       const previous = statuses.get(uid);
       const next = normalize(status, previous, deps.clock.now());
       if (previous && Bun.deepEquals(previous, next)) return false;
-      statuses.set(uid, next);
-      notify({ uid, status: structuredClone(next) });
+      statuses.set(uid, deepFreeze(next));
+      notify({ uid, status: next });
       return true;
     },
-    getPodStatus(uid) {
-      const status = statuses.get(uid);
-      return status && structuredClone(status);
-    },
+    getPodStatus: (uid) => statuses.get(uid),
     uids: () => [...statuses.keys()],
     removePod(uid) {
       if (!statuses.delete(uid)) return;

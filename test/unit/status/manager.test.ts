@@ -65,13 +65,22 @@ describe("createStatusManager()", () => {
     expect(called).toBe(1);
   });
 
-  test("returns copies, so callers cannot change the stored status", () => {
+  test("keeps its own copy of what it is given, and hands out frozen statuses", () => {
     const m = createStatusManager({ clock: new FakeClock(T0) });
+    const seen: (PodStatus | undefined)[] = [];
+    m.subscribe((c) => seen.push(c.status));
     const input = running("True");
     m.setPodStatus("u1", input);
     input.phase = "Failed";
     const got = m.getPodStatus("u1") as PodStatus;
-    got.phase = "Unknown";
+    expect(got.phase).toBe("Running");
+    expect(() => {
+      got.phase = "Unknown";
+    }).toThrow(TypeError);
+    expect(() => {
+      (got.conditions as { status: string }[])[0] = { status: "False" };
+    }).toThrow(TypeError);
+    expect(Object.isFrozen(seen[0])).toBe(true);
     expect(m.getPodStatus("u1")?.phase).toBe("Running");
   });
 });
