@@ -1,6 +1,7 @@
 // `fleetlet agent`: wires the managers together and runs them until stopped. Stopping the agent
 // never stops pods: containers keep running under containerd, and a restarted agent recovers
 // them from the runtime's labels without restarting anything.
+
 import { networkInterfaces } from "node:os";
 import type { Pod } from "../api/types.ts";
 import { type CriClient, createCriClient } from "../cri/index.ts";
@@ -12,6 +13,7 @@ import { type AgentConfig, createFileSource, createPodConfig } from "./config/in
 import { createEventRecorder, manifestRef } from "./events/index.ts";
 import { createAgentHub } from "./hubclient/index.ts";
 import { computePodActions, planSteps } from "./kuberuntime/index.ts";
+import { runMemoryTrim } from "./memory.ts";
 import { createAgentNodeStatus } from "./nodestatus/index.ts";
 import { createListingCache, createPLEG } from "./pleg/index.ts";
 import { createPodSync } from "./pod-sync.ts";
@@ -223,6 +225,7 @@ export async function runAgent(
     fileSource.run(signal),
     loop.run(signal),
     prober.run(signal),
+    runMemoryTrim(clock, signal),
   ]);
   log.info("stopping: pods keep running");
   await server.stop();
