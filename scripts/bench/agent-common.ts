@@ -1,48 +1,114 @@
 // Shared parts of the agent benchmarks: a host-network sleeper manifest, the same pod made
 // through raw CRI calls, percentiles, and reading a process's CPU time and RSS from /proc.
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import type { CriClient, PodSandboxConfig } from "../../src/cri/index.ts";
+import type { ContainerConfig, CriClient, PodSandboxConfig } from "../../src/cri/index.ts";
 
 export const BENCH_LABEL = "io.fleetlet.bench-run";
 
 export { sleeperManifest } from "../../test/lib/manifests.ts";
 
+/** The CRI configs the agent sent for one of its pods, to make raw pods from (see
+ * agentConfigs). */
+export interface ConfigTemplate {
+  sandbox: PodSandboxConfig;
+  container: ContainerConfig;
+  /** The content of each file the container mounts (in the order of its mounts). */
+  files: Buffer[];
+}
+
+/** JSON as containerd shows a config (Go field names) → our request shape (camelCase); the keys
+ * of labels and annotations are kept as they are. */
+function camelKeys(value: unknown, keep = false): unknown {
+  if (Array.isArray(value)) return value.map((v) => camelKeys(v));
+  if (value === null || typeof value !== "object") return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [
+      keep ? k : k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase()),
+      camelKeys(v, !keep && (k === "labels" || k === "annotations")),
+    ]),
+  );
+}
+
+/** The sandbox and container configs the agent sent for the pod whose first container is
+ * `containerId`, read back from containerd (verbose status). */
+export async function agentConfigs(cri: CriClient, containerId: string): Promise<ConfigTemplate> {
+  const c = await cri.containerStatus({ containerId, verbose: true });
+  const sandboxId = (await cri.listContainers({ filter: { id: containerId } })).containers[0]
+    ?.podSandboxId;
+  if (sandboxId === undefined) throw new Error(`container ${containerId} is gone`);
+  const sb = await cri.podSandboxStatus({ podSandboxId: sandboxId, verbose: true });
+  const config = (info: Record<string, string> | undefined) =>
+    camelKeys(JSON.parse(info?.info ?? "{}").config);
+  const container = config(c.info) as ContainerConfig;
+  return {
+    sandbox: config(sb.info) as PodSandboxConfig,
+    container,
+    files: (container.mounts ?? []).map((m) => readFileSync(m.hostPath)),
+  };
+}
+
 /** RunPodSandbox + CreateContainer + StartContainer for one sleeper; returns the sandbox ID.
  * With `cgroupRoot`, the sandbox goes into `<cgroupRoot>/kubepods/besteffort/pod<uid>`, the
- * place the agent gives a best-effort pod, so that runc does the same cgroup work for both. */
+ * place the agent gives a best-effort pod, so that runc does the same cgroup work for both.
+ * With `template` (the agent's configs for the same manifest), the calls carry the same configs
+ * (DNS, mounts, resources, security context) under the raw pod's own name, labels and log
+ * folder, mounting copies of the files (rawPodFiles, called before the calls are timed). */
 export async function rawPod(
   cri: CriClient,
   runId: string,
   name: string,
   image: string,
   cgroupRoot?: string,
+  template?: ConfigTemplate,
 ): Promise<string> {
+  const uid = `${runId}-${name}`;
+  const logDirectory = join(rawLogRoot(runId), name);
   const config: PodSandboxConfig = {
-    metadata: { name, namespace: "bench", uid: `${runId}-${name}`, attempt: 0 },
+    ...template?.sandbox,
+    metadata: { name, namespace: "bench", uid, attempt: 0 },
     hostname: "",
-    logDirectory: join(rawLogRoot(runId), name),
+    logDirectory,
     labels: { [BENCH_LABEL]: runId },
+    annotations: {},
     linux: {
-      securityContext: { namespaceOptions: { network: "NODE", pid: "CONTAINER" } },
-      ...(cgroupRoot && { cgroupParent: `${cgroupRoot}/kubepods/besteffort/pod${runId}-${name}` }),
+      ...template?.sandbox.linux,
+      securityContext: template?.sandbox.linux?.securityContext ?? {
+        namespaceOptions: { network: "NODE", pid: "CONTAINER" },
+      },
+      ...(cgroupRoot && { cgroupParent: `${cgroupRoot}/kubepods/besteffort/pod${uid}` }),
     },
   };
   const { podSandboxId } = await cri.runPodSandbox({ config });
   const { containerId } = await cri.createContainer({
     podSandboxId,
     config: {
+      ...template?.container,
       metadata: { name: "c", attempt: 0 },
       image: { image },
       command: ["sleep", "3600"],
       logPath: "c/0.log",
+      labels: { [BENCH_LABEL]: runId },
+      mounts: (template?.container.mounts ?? []).map((m, i) => ({
+        ...m,
+        hostPath: join(logDirectory, `mount-${i}`),
+      })),
     },
     sandboxConfig: config,
   });
   await cri.startContainer({ containerId });
   return podSandboxId;
+}
+
+/** Copies of the files the template mounts, for raw pod `name` (before its calls are timed). */
+export function rawPodFiles(runId: string, name: string, template: ConfigTemplate): void {
+  const dir = join(rawLogRoot(runId), name);
+  mkdirSync(dir, { recursive: true });
+  template.files.forEach((content, i) => {
+    writeFileSync(join(dir, `mount-${i}`), content);
+  });
 }
 
 /** The folder of the raw pods' logs of a run. */

@@ -87,6 +87,15 @@ async function failure(p: Promise<unknown>): Promise<TransportError> {
   throw new Error("the call succeeded");
 }
 
+/** One call on a new transport to the server at `path`, which must fail. */
+function callFails(
+  path: string,
+  opts: { maxReceiveBytes?: number; timeoutMs?: number } = {},
+): Promise<TransportError> {
+  const t = transport(path, opts.maxReceiveBytes);
+  return failure(t.call("/x/Y", Buffer.alloc(0), opts.timeoutMs ?? 5000));
+}
+
 describe("unary transport", () => {
   test("sends one framed message with the gRPC headers and returns the answer", async () => {
     const path = socketPath();
@@ -138,7 +147,7 @@ describe("unary transport", () => {
       );
       stream.end();
     });
-    const err = await failure(transport(path).call("/x/Y", Buffer.alloc(0), 5000));
+    const err = await callFails(path);
     expect(err.code).toBe(GrpcStatus.NOT_FOUND);
     expect(err.details).toBe('container "abc" not found');
   });
@@ -156,7 +165,7 @@ describe("unary transport", () => {
         { endStream: true },
       );
     });
-    const err = await failure(transport(path).call("/x/Y", Buffer.alloc(0), 5000));
+    const err = await callFails(path);
     expect(err.code).toBe(GrpcStatus.UNIMPLEMENTED);
     expect(err.details).toBe("unknown method");
   });
@@ -166,7 +175,7 @@ describe("unary transport", () => {
     await serve(path, (stream) => {
       stream.respond({ ":status": 404 }, { endStream: true });
     });
-    const err = await failure(transport(path).call("/x/Y", Buffer.alloc(0), 5000));
+    const err = await callFails(path);
     expect(err.code).toBe(GrpcStatus.UNIMPLEMENTED);
     expect(err.details).toContain("HTTP 404");
   });
@@ -205,7 +214,7 @@ describe("unary transport", () => {
   test("a response over the size limit is refused with RESOURCE_EXHAUSTED", async () => {
     const path = socketPath();
     await serve(path, ok(Buffer.alloc(10_000)));
-    const err = await failure(transport(path, 4096).call("/x/Y", Buffer.alloc(0), 5000));
+    const err = await callFails(path, { maxReceiveBytes: 4096 });
     expect(err.code).toBe(GrpcStatus.RESOURCE_EXHAUSTED);
     expect(err.details).toContain("4096");
   });
@@ -216,7 +225,7 @@ describe("unary transport", () => {
     await serve(path, (stream) => {
       cancelled = new Promise((resolve) => stream.on("close", () => resolve()));
     });
-    const err = await failure(transport(path).call("/x/Y", Buffer.alloc(0), 100));
+    const err = await callFails(path, { timeoutMs: 100 });
     expect(err.code).toBe(GrpcStatus.DEADLINE_EXCEEDED);
     await cancelled;
   });
@@ -233,7 +242,7 @@ describe("unary transport", () => {
   test("a stream the server resets without answering fails with UNAVAILABLE", async () => {
     const path = socketPath();
     await serve(path, (stream) => stream.close(http2.constants.NGHTTP2_REFUSED_STREAM));
-    const err = await failure(transport(path).call("/x/Y", Buffer.alloc(0), 5000));
+    const err = await callFails(path);
     expect(err.code).toBe(GrpcStatus.UNAVAILABLE);
     expect(err.details).toContain("closed the stream");
   });
@@ -244,7 +253,7 @@ describe("unary transport", () => {
       stream.respond({ ":status": 200, "content-type": "application/grpc" });
       stream.end(frame(Buffer.from("x")));
     });
-    const err = await failure(transport(path).call("/x/Y", Buffer.alloc(0), 5000));
+    const err = await callFails(path);
     expect(err.code).toBe(GrpcStatus.UNKNOWN);
   });
 
