@@ -32,14 +32,14 @@ function camelKeys(value: unknown, keep = false): unknown {
   );
 }
 
-/** The sandbox and container configs the agent sent for the pod whose first container is
- * `containerId`, read back from containerd (verbose status). */
-export async function agentConfigs(cri: CriClient, containerId: string): Promise<ConfigTemplate> {
-  const c = await cri.containerStatus({ containerId, verbose: true });
-  const sandboxId = (await cri.listContainers({ filter: { id: containerId } })).containers[0]
-    ?.podSandboxId;
-  if (sandboxId === undefined) throw new Error(`container ${containerId} is gone`);
-  const sb = await cri.podSandboxStatus({ podSandboxId: sandboxId, verbose: true });
+/** The sandbox and container configs the agent sent for a pod, given its listed container,
+ * read back from containerd (verbose statuses). */
+export async function agentConfigs(
+  cri: CriClient,
+  listed: { id: string; podSandboxId: string },
+): Promise<ConfigTemplate> {
+  const c = await cri.containerStatus({ containerId: listed.id, verbose: true });
+  const sb = await cri.podSandboxStatus({ podSandboxId: listed.podSandboxId, verbose: true });
   const config = (info: Record<string, string> | undefined) =>
     camelKeys(JSON.parse(info?.info ?? "{}").config);
   const container = config(c.info) as ContainerConfig;

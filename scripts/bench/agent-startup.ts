@@ -124,9 +124,9 @@ async function captureTemplate(): Promise<ConfigTemplate> {
   const { containers } = await cri.listContainers({
     filter: { labelSelector: { "io.kubernetes.pod.name": `warm-${agent.nodeName}` } },
   });
-  const id = containers[0]?.id;
-  if (id === undefined) throw new Error("the warm-up pod's container is not listed");
-  return agentConfigs(cri, id);
+  const listed = containers[0];
+  if (listed === undefined) throw new Error("the warm-up pod's container is not listed");
+  return agentConfigs(cri, listed);
 }
 
 async function rawPods(names: string[]): Promise<number[]> {

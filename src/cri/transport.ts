@@ -204,7 +204,7 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
         settled = true;
         clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
-        inflight.delete(fail);
+        inflight.delete(finish);
         if (result instanceof TransportError) {
           if (!stream.closed) stream.close(NGHTTP2_CANCEL);
           reject(result);
@@ -212,14 +212,13 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
           resolve(result);
         }
       };
-      const fail = (err: TransportError) => finish(err);
       const onAbort = () =>
-        fail(new TransportError(GrpcStatus.CANCELLED, "cancelled by the caller"));
+        finish(new TransportError(GrpcStatus.CANCELLED, "cancelled by the caller"));
       const timer = setTimeout(
-        () => fail(new TransportError(GrpcStatus.DEADLINE_EXCEEDED, "deadline exceeded")),
+        () => finish(new TransportError(GrpcStatus.DEADLINE_EXCEEDED, "deadline exceeded")),
         timeoutMs,
       );
-      inflight.add(fail);
+      inflight.add(finish);
       signal?.addEventListener("abort", onAbort, { once: true });
 
       const takeStatus = (headers: http2.IncomingHttpHeaders) => {
@@ -237,7 +236,7 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
       stream.on("data", (chunk: Buffer) => {
         received += chunk.length;
         if (received > options.maxReceiveBytes + 5) {
-          fail(
+          finish(
             new TransportError(
               GrpcStatus.RESOURCE_EXHAUSTED,
               `response larger than the limit of ${options.maxReceiveBytes} bytes`,
@@ -251,13 +250,13 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
         const code = s.destroyed || s.closed ? GrpcStatus.UNAVAILABLE : GrpcStatus.INTERNAL;
         // "The pending stream has been canceled" says less than the connection error under it.
         const root = cause.cause instanceof Error ? cause.cause : cause;
-        fail(new TransportError(code, root.message, { cause }));
+        finish(new TransportError(code, root.message, { cause }));
       });
       stream.on("close", () => {
         if (settled) return;
         if (status === undefined) {
           if (httpStatus !== 0 && httpStatus !== 200) {
-            return fail(
+            return finish(
               new TransportError(
                 statusOfHttp(httpStatus),
                 `the runtime answered HTTP ${httpStatus}`,
@@ -265,7 +264,7 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
             );
           }
           if (stream.rstCode !== undefined && stream.rstCode !== 0) {
-            return fail(
+            return finish(
               new TransportError(
                 statusOfReset(stream.rstCode),
                 `stream reset by the runtime (HTTP/2 code ${stream.rstCode})`,
@@ -277,13 +276,13 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
               s.destroyed || s.closed
                 ? "the connection to the runtime closed"
                 : "the runtime closed the stream without answering";
-            return fail(new TransportError(GrpcStatus.UNAVAILABLE, why));
+            return finish(new TransportError(GrpcStatus.UNAVAILABLE, why));
           }
-          return fail(
+          return finish(
             new TransportError(GrpcStatus.UNKNOWN, "no status received from the runtime"),
           );
         }
-        if (status !== GrpcStatus.OK) return fail(new TransportError(status, details));
+        if (status !== GrpcStatus.OK) return finish(new TransportError(status, details));
         const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
         finish(unframe(body));
       });
