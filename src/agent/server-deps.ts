@@ -1,8 +1,9 @@
 // The local API's view of the agent: pods from the sync loop with statuses from the status
 // manager, logs by kubelet's layout, exec through CRI, health and metrics.
 import type { Node } from "../api/node.ts";
-import type { Pod } from "../api/types.ts";
+import type { Pod, PodStatus } from "../api/types.ts";
 import type { CriRuntime } from "../cri/index.ts";
+import { deepFreeze } from "../util/freeze.ts";
 import type { AgentConfig } from "./config/index.ts";
 import type { EventRecorder } from "./events/index.ts";
 import { containerLogPath } from "./logs/index.ts";
@@ -30,11 +31,22 @@ export interface ServerDepsInput {
   node?: () => Node;
 }
 
-function withStatus(pod: Pod, statusManager: StatusManager): Pod {
-  const status = statusManager.getPodStatus(pod.metadata.uid as string) ?? {
-    phase: "Pending" as const,
-  };
-  return { ...pod, apiVersion: "v1", kind: "Pod", status };
+const PENDING: PodStatus = deepFreeze({ phase: "Pending" });
+
+/**
+ * The API's view of each pod: while neither the pod (frozen by the pod config) nor its status
+ * (frozen by the status manager) changes, the same frozen object, so that its JSON is made once
+ * (see server/frozen-json.ts) however often a client polls.
+ */
+const views = new WeakMap<Pod, { status: PodStatus | undefined; view: Pod }>();
+
+export function podView(pod: Pod, statusManager: Pick<StatusManager, "getPodStatus">): Pod {
+  const status = statusManager.getPodStatus(pod.metadata.uid as string);
+  const last = views.get(pod);
+  if (last !== undefined && last.status === status) return last.view;
+  const view = Object.freeze({ ...pod, apiVersion: "v1", kind: "Pod", status: status ?? PENDING });
+  views.set(pod, { status, view });
+  return view;
 }
 
 export function createServerDeps(input: ServerDepsInput): ServerDeps {
@@ -63,7 +75,7 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
     "Time spent in completed PLEG relists.",
   );
   if (input.probeStats) registerProbeMetrics(metrics, input.probeStats);
-  const listPods = () => loop.visiblePods().map((p) => withStatus(p, statusManager));
+  const listPods = () => loop.visiblePods().map((p) => podView(p, statusManager));
   metrics.onCollect(() => {
     podsGauge.reset();
     restarts.reset();
@@ -85,6 +97,7 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
 
   return {
     listPods,
+    onPodsChanged: (listener) => statusManager.subscribe(() => listener()),
     getPod: (namespace, name) =>
       listPods().find(
         (p) => p.metadata.name === name && (p.metadata.namespace ?? "default") === namespace,

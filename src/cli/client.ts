@@ -37,6 +37,19 @@ export interface PodQuery {
   fieldSelector?: string;
 }
 
+export interface WatchQuery extends PodQuery {
+  /** The server ends the stream after this many seconds. */
+  timeoutSeconds?: number;
+  /** Ends the stream. */
+  signal?: AbortSignal;
+}
+
+/** One event of a pod watch, as the API server sends them. */
+export interface WatchEvent {
+  type: "ADDED" | "MODIFIED" | "DELETED";
+  object: Pod;
+}
+
 export interface EventQuery {
   namespace?: string;
   fieldSelector?: string;
@@ -67,6 +80,8 @@ export interface ExecResult {
 export interface AgentClient {
   readonly socketPath: string;
   listPods(q?: PodQuery): Promise<PodList>;
+  /** Watches pods: ADDED for each pod now, then one event per change, until the stream ends. */
+  watchPods(q?: WatchQuery): AsyncGenerator<WatchEvent>;
   getPod(namespace: string, name: string): Promise<Pod>;
   listEvents(q?: EventQuery): Promise<EventList>;
   /** The events of one pod, oldest update first. */
@@ -128,10 +143,27 @@ async function checked(res: Response, path: string): Promise<Response> {
   throw new ApiStatusError({ kind: "Status", message, code: res.status });
 }
 
+/** One line of a watch stream; a line that is not a watch event is a CliError. */
+function parseWatchEvent(line: string): WatchEvent {
+  let event: Partial<WatchEvent> | undefined;
+  try {
+    event = JSON.parse(line);
+  } catch {
+    event = undefined;
+  }
+  const type = event?.type;
+  if ((type === "ADDED" || type === "MODIFIED" || type === "DELETED") && event?.object) {
+    return event as WatchEvent;
+  }
+  throw new CliError(
+    `the pod watch sent something that is not a watch event: ${line.slice(0, 200)}`,
+  );
+}
+
 /** The text chunks of a streamed body; ends quietly when `signal` aborted it. */
 async function* textChunks(
   body: ReadableStream<Uint8Array>,
-  pod: string,
+  what: string,
   signal: AbortSignal | undefined,
 ): AsyncGenerator<string> {
   const decoder = new TextDecoder();
@@ -142,7 +174,7 @@ async function* textChunks(
     }
   } catch (err) {
     if (signal?.aborted) return;
-    throw new CliError(`log stream of pod "${pod}" broke: ${(err as Error).message}`);
+    throw new CliError(`${what} broke: ${(err as Error).message}`);
   }
   const last = decoder.decode();
   if (last !== "") yield last;
@@ -163,6 +195,31 @@ export function createAgentClient(socketPath: string): AgentClient {
       return getJson(
         base + query({ labelSelector: q.labelSelector, fieldSelector: q.fieldSelector }),
       );
+    },
+    async *watchPods(q = {}) {
+      const base =
+        q.namespace === undefined ? "/api/v1/pods" : `/api/v1/namespaces/${seg(q.namespace)}/pods`;
+      const path =
+        base +
+        query({
+          watch: true,
+          labelSelector: q.labelSelector,
+          fieldSelector: q.fieldSelector,
+          timeoutSeconds: q.timeoutSeconds,
+        });
+      const res = await request(path, q.signal === undefined ? {} : { signal: q.signal });
+      if (res.body === null) return;
+      let pending = "";
+      for await (const text of textChunks(res.body, "pod watch", q.signal)) {
+        pending += text;
+        let end = pending.indexOf("\n");
+        while (end >= 0) {
+          const line = pending.slice(0, end);
+          pending = pending.slice(end + 1);
+          if (line.trim() !== "") yield parseWatchEvent(line);
+          end = pending.indexOf("\n");
+        }
+      }
     },
     getPod: (ns, name) => getJson(podPath(ns, name)),
     listEvents(q = {}) {
@@ -188,7 +245,7 @@ export function createAgentClient(socketPath: string): AgentClient {
       const { signal, ...params } = q;
       const init: RequestInit = signal === undefined ? {} : { signal };
       const res = await request(`${podPath(ns, name)}/log${query({ ...params })}`, init);
-      if (res.body !== null) yield* textChunks(res.body, name, signal);
+      if (res.body !== null) yield* textChunks(res.body, `log stream of pod "${name}"`, signal);
     },
     async exec(ns, name, req) {
       const res = await request(`${podPath(ns, name)}/exec`, {

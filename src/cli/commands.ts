@@ -2,13 +2,25 @@
 // own flags (src/cli/args.ts), talks to the agent through src/cli/client.ts and prints what
 // kubectl would. They return the exit code; failures are thrown as CliError.
 import { type FlagSpecs, parseArgs } from "./args.ts";
-import { createAgentClient, resolveSocketPath } from "./client.ts";
+import {
+  type AgentClient,
+  createAgentClient,
+  resolveSocketPath,
+  type WatchQuery,
+} from "./client.ts";
 import { describePod } from "./describe.ts";
 import { UsageError } from "./errors.ts";
 import { getFromHub } from "./hub.ts";
 import type { CliIO } from "./io.ts";
 import { printNodeTable } from "./node-printer.ts";
-import { parseOutputFormat, printEventTable, printObjects, printPodTable } from "./printers.ts";
+import {
+  type OutputFormat,
+  PodWatchTable,
+  parseOutputFormat,
+  printEventTable,
+  printObjects,
+  printPodTable,
+} from "./printers.ts";
 
 const common = {
   socket: { type: "string" },
@@ -22,15 +34,17 @@ const getFlags = {
   output: { type: "string", short: "o" },
   selector: { type: "string", short: "l" },
   "field-selector": { type: "string" },
+  watch: { type: "boolean", short: "w" },
   hub: { type: "string" },
   token: { type: "string" },
 } as const satisfies FlagSpecs;
 
-export const GET_USAGE = `usage: fleetlet get pods [NAME] [-n NS | -A] [-o wide|json|yaml] [-l SELECTOR] [--field-selector SEL]
+export const GET_USAGE = `usage: fleetlet get pods [NAME] [-n NS | -A] [-o wide|json|yaml] [-l SELECTOR] [--field-selector SEL] [-w]
        fleetlet get events [-n NS | -A] [-o json|yaml]
        fleetlet get node [NAME] [-o wide|json|yaml]
        fleetlet get nodes|pods|events --hub URL [--token T] [-n NS] [-l SELECTOR] [-o wide|json|yaml]
 flags: --socket PATH (default $FLEETLET_SOCKET or /run/fleetlet/agent.sock)
+       -w, --watch: after the pods, print a row (or object) each time one changes, until Ctrl-C
        --token T (default $FLEETLET_HUB_TOKEN)
 `;
 
@@ -52,13 +66,35 @@ export async function getCommand(argv: string[], io: CliIO): Promise<number> {
     throw new UsageError(`get needs a resource type: pods or events\n${GET_USAGE}`);
   if (extra.length > 0)
     throw new UsageError(`get takes one name, got ${JSON.stringify([name, ...extra])}`);
+  if (flags.hub !== undefined && flags.watch === true) {
+    throw new UsageError("--watch works against the local agent, not with --hub");
+  }
   if (flags.hub !== undefined) return getFromHub(hubResource(resource, name), flags, io);
   const format = parseOutputFormat(flags.output);
   const client = createAgentClient(resolveSocketPath(flags.socket, io.env));
   const all = flags["all-namespaces"] === true && name === undefined;
   const namespace = all ? undefined : (flags.namespace ?? "default");
   const now = io.now();
+  if (flags.watch === true && !podWords.has(resource)) {
+    throw new UsageError("--watch is only for pods");
+  }
   if (podWords.has(resource)) {
+    if (flags.watch === true) {
+      const byName = name === undefined ? undefined : `metadata.name=${name}`;
+      const fieldSelector = [flags["field-selector"], byName].filter((x) => x).join(",");
+      return watchPods(
+        client,
+        {
+          ...(namespace !== undefined && { namespace }),
+          ...(flags.selector !== undefined && { labelSelector: flags.selector }),
+          ...(fieldSelector !== "" && { fieldSelector }),
+          ...(io.signal !== undefined && { signal: io.signal }),
+        },
+        format,
+        all,
+        io,
+      );
+    }
     if (name !== undefined) {
       const pod = await client.getPod(namespace ?? "default", name);
       if (format === "json" || format === "yaml") io.stdout(printObjects(pod, format));
@@ -95,6 +131,25 @@ export async function getCommand(argv: string[], io: CliIO): Promise<number> {
   throw new UsageError(
     `the server doesn't have a resource type "${resource}" (fleetlet knows pods, events and node)`,
   );
+}
+
+/** `get pods -w`: a row (or object) for each watch event until the stream or io.signal ends. */
+async function watchPods(
+  client: AgentClient,
+  query: WatchQuery,
+  format: OutputFormat,
+  all: boolean,
+  io: CliIO,
+): Promise<number> {
+  const rows = new PodWatchTable({ wide: format === "wide", withNamespace: all });
+  let documents = 0;
+  for await (const { object } of client.watchPods(query)) {
+    if (format === "json") io.stdout(printObjects(object, "json"));
+    else if (format === "yaml")
+      io.stdout(`${documents++ > 0 ? "---\n" : ""}${printObjects(object, "yaml")}`);
+    else io.stdout(rows.row(object, io.now()));
+  }
+  return 0;
 }
 
 /** The hub lists nodes, pods and events (no single object by name yet). */

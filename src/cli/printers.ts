@@ -47,27 +47,63 @@ function table(rows: string[][]): string {
 
 /** `kubectl get pods` output, header included. */
 export function printPodTable(pods: Pod[], now: number, opts: TableOptions = {}): string {
+  return table([podHeader(opts), ...pods.map((pod) => podRow(pod, now, opts))]);
+}
+
+/** The cells of one `kubectl get pods` row (and its header), as printPodTable makes them. */
+function podRow(pod: Pod, now: number, opts: TableOptions): string[] {
+  const d = podColumns(pod, now);
+  const row = [
+    pod.metadata.name,
+    d.ready,
+    d.status,
+    d.restarts,
+    age(pod.metadata.creationTimestamp, now),
+  ];
+  if (opts.wide) {
+    const ip = pod.status?.podIPs?.[0]?.ip || pod.status?.podIP || "<none>";
+    // A pod on a device is never nominated, and the API has no readiness gates here.
+    row.push(ip, pod.spec.nodeName || "<none>", "<none>", "<none>");
+  }
+  if (opts.withNamespace) row.unshift(pod.metadata.namespace ?? "default");
+  return row;
+}
+
+function podHeader(opts: TableOptions): string[] {
   const header = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
   if (opts.wide) header.push("IP", "NODE", "NOMINATED NODE", "READINESS GATES");
   if (opts.withNamespace) header.unshift("NAMESPACE");
-  const rows = pods.map((pod) => {
-    const d = podColumns(pod, now);
-    const row = [
-      pod.metadata.name,
-      d.ready,
-      d.status,
-      d.restarts,
-      age(pod.metadata.creationTimestamp, now),
-    ];
-    if (opts.wide) {
-      const ip = pod.status?.podIPs?.[0]?.ip || pod.status?.podIP || "<none>";
-      // A pod on a device is never nominated, and the API has no readiness gates here.
-      row.push(ip, pod.spec.nodeName || "<none>", "<none>", "<none>");
+  return header;
+}
+
+/**
+ * `kubectl get pods --watch` output: one row per event, the header before the first. Rows are
+ * printed as they come, so a column is as wide as the widest cell seen so far (kubectl's watch
+ * output is aligned per row the same way).
+ */
+export class PodWatchTable {
+  private readonly widths: number[] = [];
+  private started = false;
+
+  constructor(private readonly opts: TableOptions = {}) {}
+
+  /** The lines to print for `pod`: its row, after the header the first time. */
+  row(pod: Pod, now: number): string {
+    const rows = [podRow(pod, now, this.opts)];
+    if (!this.started) rows.unshift(podHeader(this.opts));
+    this.started = true;
+    for (const cells of rows) {
+      cells.forEach((c, i) => {
+        this.widths[i] = Math.max(this.widths[i] ?? TABLE.minWidth, c.length + TABLE.padding);
+      });
     }
-    if (opts.withNamespace) row.unshift(pod.metadata.namespace ?? "default");
-    return row;
-  });
-  return table([header, ...rows]);
+    return rows
+      .map((cells) =>
+        cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(this.widths[i] ?? 0))).join(""),
+      )
+      .map((line) => `${line}\n`)
+      .join("");
+  }
 }
 
 /** The OBJECT column of `kubectl get events`: "pod/web", or the kind alone. */

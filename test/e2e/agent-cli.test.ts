@@ -1,6 +1,6 @@
-// The kubectl-like commands against a running agent: get pods (table, wide, json, yaml), get pod,
-// describe, logs (container, tail, previous, follow), exec (output and exit code), get events,
-// $FLEETLET_SOCKET, and the error when no agent answers. The compiled binary against the test
+// The kubectl-like commands against a running agent: get pods (table, wide, json, yaml, -w),
+// get pod, describe, logs (container, tail, previous, follow), exec (output and exit code), get
+// events, $FLEETLET_SOCKET, and the error when no agent answers. The compiled binary against the test
 // bed's containerd. Needs root and the test bed (scripts/test starts both).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import YAML from "yaml";
@@ -131,6 +131,50 @@ describe("fleetlet get (needs root and the test bed)", () => {
     for (const row of rows) expect(row).toContain(`pod/${full("twice")}`);
     expect(only.stdout).toMatch(/Normal\s+Created\s+\S+\s+Created container: c$/m);
   }, 30_000);
+  test("get pods -w prints a row for a new pod as it starts, then as it goes away", async () => {
+    const proc = Bun.spawn(
+      [fleetletBin, "get", "pods", "-w", "-l", "app=watched", "--socket", agent.socket],
+      { stdout: "pipe", stderr: "pipe" },
+    );
+    let out = "";
+    const reader = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of proc.stdout) out += decoder.decode(chunk);
+    })();
+    // No pod matches yet: nothing printed, and the watch stays open.
+    await Bun.sleep(300);
+    expect(out).toBe("");
+    expect(proc.exitCode).toBeNull();
+    agent.writeManifest("watched.yaml", pod("watched", `  containers:\n${ctr("w", "sleep 3600")}`));
+    const rows = (text: string) => text.split("\n").filter((l) => l.startsWith(full("watched")));
+    await eventually(
+      "a Running row",
+      () => rows(out).some((l) => / 1\/1 +Running /.test(l)),
+      30_000,
+    );
+    expect(out.split("\n")[0]).toMatch(/^NAME +READY +STATUS +RESTARTS +AGE$/);
+    // Its first row came before it was running (ContainerCreating or Pending).
+    expect(rows(out)[0]).toMatch(/ 0\/1 +(ContainerCreating|Pending) /);
+    agent.removeManifest("watched.yaml");
+    await eventually(
+      "a Terminating row",
+      () => rows(out).some((l) => / Terminating /.test(l)),
+      30_000,
+    );
+    const printed = rows(out).length;
+    await eventually(
+      "the watch to see the pod gone",
+      async () => {
+        const list = agent.cli(["get", "pods", "-l", "app=watched"]);
+        return list.stderr.includes("No resources found") && rows(out).length > printed;
+      },
+      30_000,
+    );
+    expect(proc.exitCode).toBeNull();
+    proc.kill("SIGTERM");
+    await proc.exited;
+    await reader;
+  }, 60_000);
 });
 
 describe("fleetlet describe (needs root and the test bed)", () => {

@@ -13,6 +13,7 @@
 
 import type { Pod } from "../../api/index.ts";
 import type { Clock } from "../../util/clock.ts";
+import { deepFreeze } from "../../util/freeze.ts";
 import { jsonEqual } from "./canonical.ts";
 import {
   CONFIG_MIRROR_ANNOTATION,
@@ -164,7 +165,8 @@ class MergedPodConfig implements PodConfig {
     for (const pod of this.admit(source)) {
       const uid = pod.metadata.uid ?? "";
       const existing = old.get(uid);
-      const local = this.withLocalAnnotations(pod, source, existing);
+      // Frozen: the agent shares these pods with its workers and its API, never copies them.
+      const local = deepFreeze(this.withLocalAnnotations(pod, source, existing));
       if (existing === undefined) {
         out.ADD.push(local);
         next.set(uid, local);
@@ -175,6 +177,7 @@ class MergedPodConfig implements PodConfig {
         const reconciled: Pod = { ...existing };
         if (local.status === undefined) delete reconciled.status;
         else reconciled.status = local.status;
+        Object.freeze(reconciled);
         out.RECONCILE.push(reconciled);
         next.set(uid, reconciled);
       } else {

@@ -25,6 +25,8 @@ export interface ServerOptions {
   clock?: Clock;
   /** How often a followed log is polled; 250 ms by default. */
   logPollIntervalMs?: number;
+  /** How often a pod watch compares the pods without being told of a change; 1 s by default. */
+  watchResyncMs?: number;
 }
 
 export interface AgentServer {
@@ -97,7 +99,15 @@ function route(deps: ServerDeps, opts: ServerOptions, method: string, parts: str
     );
   }
   if (a !== "api" || b !== "v1") return undefined;
-  if (parts.length === 3 && c === "pods") return get((_r, u) => listPods(deps, u.searchParams));
+  const pods = (namespace?: string) =>
+    get((req, u) =>
+      listPods(deps, u.searchParams, namespace, {
+        signal: req.signal,
+        ...(opts.clock !== undefined && { clock: opts.clock }),
+        ...(opts.watchResyncMs !== undefined && { resyncMs: opts.watchResyncMs }),
+      }),
+    );
+  if (parts.length === 3 && c === "pods") return pods();
   if (parts.length === 3 && c === "events") return get((_r, u) => listEvents(deps, u.searchParams));
   if (c === "nodes" && parts.length <= 4) return get(() => nodeRoute(deps, ns));
   if (c !== "namespaces" || ns === undefined || extra.length > 0) return undefined;
@@ -105,12 +115,10 @@ function route(deps: ServerDeps, opts: ServerOptions, method: string, parts: str
     return get((_r, u) => listEvents(deps, u.searchParams, ns));
   }
   if (kind !== "pods") return undefined;
-  if (name === undefined) return get((_r, u) => listPods(deps, u.searchParams, ns));
+  if (name === undefined) return pods(ns);
   if (sub === undefined) return get(() => Response.json(findPod(deps, ns, name)));
   if (sub === "log") {
-    return get((req, u, server) => {
-      const follow = u.searchParams.get("follow");
-      if (follow === "true" || follow === "1") server.timeout(req, 0);
+    return get((req, u) => {
       const pod = findPod(deps, ns, name);
       return podLog(deps, pod, u.searchParams, {
         signal: req.signal,
@@ -121,10 +129,7 @@ function route(deps: ServerDeps, opts: ServerOptions, method: string, parts: str
   }
   if (sub === "exec") {
     if (method !== "POST") return "POST";
-    return (req: Request, _u: URL, server: Server<undefined>) => {
-      server.timeout(req, 0);
-      return podExec(deps, findPod(deps, ns, name), req);
-    };
+    return (req: Request) => podExec(deps, findPod(deps, ns, name), req);
   }
   return undefined;
 }
@@ -166,10 +171,17 @@ export async function startAgentServer(
   const path = opts.socketPath;
   await prepareSocketDir(path);
   await removeStaleSocket(path);
-  const server = Bun.serve({
+  // No idle timeout: watches, followed logs and long execs may say nothing for minutes. Bun
+  // (1.4.5) cuts a streamed response after the server's idle timeout (10 s by default) even when
+  // server.timeout(req, 0) was called for it. Its typings offer idleTimeout for TCP servers only,
+  // but it applies to a unix socket as well (test/unit/server/watch.test.ts checks it). The
+  // socket is root-only and local.
+  const options = {
     unix: path,
-    fetch: (req, srv) => handle(deps, opts, req, srv),
-  });
+    idleTimeout: 0,
+    fetch: (req: Request, srv: Server<undefined>) => handle(deps, opts, req, srv),
+  };
+  const server = Bun.serve(options as Omit<typeof options, "idleTimeout">);
   try {
     await chmod(path, 0o600);
   } catch (err) {

@@ -11,8 +11,10 @@ import {
 import type { Container, Pod } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import { readLog } from "../logs/index.ts";
+import { listJson } from "./frozen-json.ts";
 import { badRequest, json, podNotFound, type StatusError } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
+import { type WatchOptions, watchPods } from "./watch.ts";
 
 const DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container";
 
@@ -34,14 +36,30 @@ export function intParam(q: URLSearchParams, name: string): number | undefined {
   return Number(v);
 }
 
-export function listPods(deps: ServerDeps, q: URLSearchParams, namespace?: string): Response {
+/** GET .../pods: a PodList, or with watch=true a stream of watch events (see watch.ts). */
+export function listPods(
+  deps: ServerDeps,
+  q: URLSearchParams,
+  namespace: string | undefined,
+  watch: Omit<WatchOptions, "timeoutSeconds">,
+): Response {
   const labels = parseLabelSelector(q.get("labelSelector") ?? "");
   const fields = parseFieldSelector(q.get("fieldSelector") ?? "", podFields);
-  const items = deps
-    .listPods()
-    .filter((p) => namespace === undefined || (p.metadata.namespace ?? "default") === namespace)
-    .filter((p) => labels(p.metadata.labels) && fields(p));
-  return json({ apiVersion: "v1", kind: "PodList", metadata: {}, items });
+  const matches = (p: Pod) =>
+    (namespace === undefined || (p.metadata.namespace ?? "default") === namespace) &&
+    labels(p.metadata.labels) &&
+    fields(p);
+  if (boolParam(q, "watch")) {
+    const timeoutSeconds = intParam(q, "timeoutSeconds");
+    if (timeoutSeconds !== undefined && timeoutSeconds < 0) {
+      throw badRequest(`timeoutSeconds must be >= 0, got ${timeoutSeconds}`);
+    }
+    return watchPods(deps, matches, {
+      ...watch,
+      ...(timeoutSeconds !== undefined && { timeoutSeconds }),
+    });
+  }
+  return listJson("PodList", deps.listPods().filter(matches));
 }
 
 export function findPod(deps: ServerDeps, namespace: string, name: string): Pod {

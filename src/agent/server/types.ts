@@ -19,6 +19,9 @@ export interface ServerDeps {
   /** Every pod the agent runs, full v1 objects with status. */
   listPods(): Pod[];
   getPod(namespace: string, name: string): Pod | undefined;
+  /** Calls `listener` soon after a pod or its status may have changed (pod watches); returns
+   * the function that stops it. Without it, watches only look every resync period. */
+  onPodsChanged?(listener: () => void): () => void;
   /** The CRI log file of a container (its previous run with `previous`); undefined if none. */
   logPath(pod: Pod, container: string, previous: boolean): string | undefined;
   /** Runs `cmd` in a running container; timeoutSec 0 means no timeout. Rejects on failure. */

@@ -51,7 +51,11 @@ beforeAll(async () => {
 afterAll(() => agent.stop());
 
 /** Runs a command against the fake agent (through FLEETLET_SOCKET), capturing its output. */
-async function run(cmd: (argv: string[], io: CliIO) => Promise<number>, argv: string[]) {
+async function run(
+  cmd: (argv: string[], io: CliIO) => Promise<number>,
+  argv: string[],
+  signal?: AbortSignal,
+) {
   const out = { stdout: "", stderr: "", code: 0 };
   const io: CliIO = {
     stdout: (t) => {
@@ -62,6 +66,7 @@ async function run(cmd: (argv: string[], io: CliIO) => Promise<number>, argv: st
     },
     env: { FLEETLET_SOCKET: agent.socketPath },
     now: () => now,
+    ...(signal !== undefined && { signal }),
   };
   out.code = await cmd(argv, io);
   return out;
@@ -109,6 +114,38 @@ describe("fleetlet get", () => {
     await expect(run(getCommand, ["pods", "--wat"])).rejects.toThrow("unknown flag: --wat");
     await expect(run(getCommand, ["pods", "-o", "xml"])).rejects.toThrow(
       'unable to match a printer suitable for the output format "xml"',
+    );
+  });
+
+  test("get pods -w prints the table, keeps watching, and exits 0 when stopped", async () => {
+    const stop = new AbortController();
+    const watching = run(getCommand, ["pods", "-w"], stop.signal);
+    await Bun.sleep(100);
+    stop.abort();
+    const r = await watching;
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(
+      "NAME   READY   STATUS    RESTARTS   AGE\nweb    1/1     Running   0          60m\n",
+    );
+  });
+
+  test("get pod NAME -w -o json prints that pod's object as it changes", async () => {
+    const stop = new AbortController();
+    const watching = run(
+      getCommand,
+      ["pod", "proxy", "-n", "kube-system", "-w", "-o", "json"],
+      stop.signal,
+    );
+    await Bun.sleep(100);
+    stop.abort();
+    const r = await watching;
+    expect(JSON.parse(r.stdout).metadata.name).toBe("proxy");
+  });
+
+  test("get -w is for the agent's pods only", async () => {
+    await expect(run(getCommand, ["events", "-w"])).rejects.toThrow("--watch is only for pods");
+    await expect(run(getCommand, ["pods", "-w", "--hub", "http://127.0.0.1:1"])).rejects.toThrow(
+      "--watch works against the local agent",
     );
   });
 

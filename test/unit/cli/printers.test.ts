@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import type { ContainerStatus, Event, Pod } from "../../../src/api/types.ts";
 import { describePod, describeProbe } from "../../../src/cli/describe.ts";
 import {
+  PodWatchTable,
   podColumns,
   printEventTable,
   printObjects,
@@ -129,6 +130,26 @@ describe("printPodTable()", () => {
     expect(out.split("\n")[1]).toBe(
       "default     web    1/1     Running   0          60m   10.0.0.7   dev1   <none>           <none>",
     );
+  });
+});
+
+describe("PodWatchTable", () => {
+  test("prints the header before the first row only; first rows align as the table would", () => {
+    const web = withStatuses([runningStatus("app")]);
+    const rows = new PodWatchTable();
+    const first = rows.row(web, now);
+    expect(first).toBe(printPodTable([web], now));
+    expect(rows.row(web, now)).toBe("web    1/1     Running   0          60m\n");
+  });
+
+  test("a wider cell widens its column from then on, never narrows it", () => {
+    const short = withStatuses([runningStatus("app")]);
+    const long = withStatuses([runningStatus("app")], {});
+    long.metadata.name = "a-much-longer-name";
+    const rows = new PodWatchTable();
+    rows.row(short, now);
+    expect(rows.row(long, now)).toBe("a-much-longer-name   1/1     Running   0          60m\n");
+    expect(rows.row(short, now)).toBe("web                  1/1     Running   0          60m\n");
   });
 });
 
