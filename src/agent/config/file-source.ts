@@ -56,6 +56,13 @@ export interface FileSource {
   relist(): Promise<Pod[]>;
 }
 
+/** What reading one folder entry found. */
+type EntryRead =
+  | { kind: "absent" }
+  | { kind: "too-large"; size: number }
+  | { kind: "unreadable"; message: string }
+  | { kind: "content"; content: Buffer };
+
 interface FileRecord {
   /** md5 of the content last read and the version parsed from it. */
   contentKey: string;
@@ -135,12 +142,17 @@ class ManifestFolderSource implements FileSource {
     }
     if (this.missingLogged) this.deps.log.info("static pod folder found", { path: this.deps.path });
     this.missingLogged = false;
+    // The files are read at once (a burst of new manifests is read in one round of I/O, not one
+    // file after another), then taken in name order.
+    const paths = names
+      .filter((name) => !isIgnoredManifestName(name))
+      .sort()
+      .map((name) => join(this.deps.path, name));
+    const reads = await Promise.all(paths.map((path) => this.readEntry(path)));
     const present = new Set<string>();
-    for (const name of names.sort()) {
-      if (isIgnoredManifestName(name)) continue;
-      const path = join(this.deps.path, name);
-      if (await this.readFile(path)) present.add(path);
-    }
+    paths.forEach((path, i) => {
+      if (this.take(path, reads[i] as EntryRead)) present.add(path);
+    });
     for (const path of this.files.keys()) if (!present.has(path)) this.files.delete(path);
     return this.publish();
   }
@@ -160,8 +172,8 @@ class ManifestFolderSource implements FileSource {
     return this.publish();
   }
 
-  /** Reads one folder entry into this.files; false when it is not a manifest file. */
-  private async readFile(path: string): Promise<boolean> {
+  /** Reads one folder entry; touches no state, so that entries can be read at once. */
+  private async readEntry(path: string): Promise<EntryRead> {
     let info: Stats;
     try {
       info = await stat(path);
@@ -169,30 +181,41 @@ class ManifestFolderSource implements FileSource {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
         this.deps.log.warn("cannot stat manifest", { path, error: err });
       }
-      return false;
+      return { kind: "absent" };
     }
     if (!info.isFile()) {
       if (info.isDirectory()) this.deps.log.debug("not recursing into folder", { path });
-      return false;
+      return { kind: "absent" };
     }
-    const prev = this.files.get(path);
-    if (info.size > this.maxBytes) {
-      const message = `manifest ${path}: file is too large (${info.size} bytes, at most ${this.maxBytes})`;
-      this.record(path, `size:${info.size}`, { ok: false, message }, prev);
-      return true;
-    }
-    let content: Buffer;
+    if (info.size > this.maxBytes) return { kind: "too-large", size: info.size };
     try {
-      content = await readFile(path);
+      return { kind: "content", content: await readFile(path) };
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
-      const message = `manifest ${path}: cannot read: ${(err as Error).message}`;
-      this.record(path, `error:${message}`, { ok: false, message }, prev);
-      return true;
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return { kind: "absent" };
+      return { kind: "unreadable", message: (err as Error).message };
     }
-    const key = createHash("md5").update(content).digest("hex");
+  }
+
+  /** Records what was read of one entry into this.files; false when it is not a manifest file. */
+  private take(path: string, read: EntryRead): boolean {
+    const prev = this.files.get(path);
+    switch (read.kind) {
+      case "absent":
+        return false;
+      case "too-large": {
+        const message = `manifest ${path}: file is too large (${read.size} bytes, at most ${this.maxBytes})`;
+        this.record(path, `size:${read.size}`, { ok: false, message }, prev);
+        return true;
+      }
+      case "unreadable": {
+        const message = `manifest ${path}: cannot read: ${read.message}`;
+        this.record(path, `error:${message}`, { ok: false, message }, prev);
+        return true;
+      }
+    }
+    const key = createHash("md5").update(read.content).digest("hex");
     if (prev?.contentKey === key) return true;
-    const version = parseManifestFile(content.toString("utf8"), {
+    const version = parseManifestFile(read.content.toString("utf8"), {
       path,
       nodeName: this.deps.nodeName,
     });
