@@ -144,6 +144,34 @@ export function cpuTicks(pid: number): number {
   return Number(fields[11]) + Number(fields[12]);
 }
 
+/** The machine's CPU time from /proc/stat, in clock ticks summed over all CPUs. */
+export interface MachineTicks {
+  total: number;
+  /** Time not idle (user, nice, system, irq, softirq, steal). */
+  busy: number;
+  /** Time the hypervisor gave to someone else. */
+  steal: number;
+}
+
+export function machineTicks(): MachineTicks {
+  const line = readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "";
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = line
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number) as number[];
+  const busy = (user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0);
+  const total = busy + (idle ?? 0) + (iowait ?? 0) + (steal ?? 0);
+  return { total, busy: busy + (steal ?? 0), steal: steal ?? 0 };
+}
+
+/** "busy 93%, steal 2%" of the machine between two readings. */
+export function machineShare(a: MachineTicks, b: MachineTicks): string {
+  const total = Math.max(1, b.total - a.total);
+  const pct = (x: number) => `${Math.round((100 * x) / total)}%`;
+  return `machine busy ${pct(b.busy - a.busy)}, steal ${pct(b.steal - a.steal)}`;
+}
+
 /** VmRSS of a process in MB. */
 export function rssMB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
