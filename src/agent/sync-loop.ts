@@ -10,6 +10,7 @@ import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Pod } from "../api/types.ts";
 import type { Clock } from "../util/clock.ts";
+import { deepFreeze } from "../util/freeze.ts";
 import type { Logger } from "../util/log.ts";
 import type { PodUpdate as ConfigUpdate, PodConfig } from "./config/index.ts";
 import type { EventRecorder } from "./events/index.ts";
@@ -129,15 +130,16 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
         deps.statusManager.removePod(uid);
         continue;
       }
-      // Shown as Terminating until its worker is done, like a deleted pod in the kubelet.
-      const deleting: Pod = {
+      // Shown as Terminating until its worker is done, like a deleted pod in the kubelet. Frozen
+      // like every pod from the pod config (the local API relies on it).
+      const deleting: Pod = deepFreeze({
         ...pod,
         metadata: {
           ...pod.metadata,
           deletionTimestamp: new Date(deps.clock.now()).toISOString().replace(/\.\d{3}Z$/, "Z"),
           deletionGracePeriodSeconds: pod.spec.terminationGracePeriodSeconds ?? 30,
         },
-      };
+      });
       removing.set(uid, deleting);
       deps.workers.updatePod({ pod: deleting, type: "kill" });
     }
