@@ -27,6 +27,7 @@
 // io.fleetlet.bench-run=<run id>, their cgroups, temp dirs), also on error.
 import { rmSync } from "node:fs";
 import type { Pod } from "../../src/api/types.ts";
+import { watchEvents } from "../../src/cli/client.ts";
 import { createCriClient } from "../../src/cri/index.ts";
 import { TestAgent } from "../../test/lib/agent.ts";
 import { removeCgroupRoot } from "../../test/lib/cgroups.ts";
@@ -112,20 +113,7 @@ async function openWatch(
   if (!res.ok || res.body === null) throw new Error(`the pod watch answered ${res.status}`);
   const body = res.body;
   const ended = (async () => {
-    const decoder = new TextDecoder();
-    let pending = "";
-    try {
-      for await (const chunk of body) {
-        pending += decoder.decode(chunk, { stream: true });
-        for (let end = pending.indexOf("\n"); end >= 0; end = pending.indexOf("\n")) {
-          const line = pending.slice(0, end).trim();
-          if (line !== "") onPod((JSON.parse(line) as { object: Pod }).object);
-          pending = pending.slice(end + 1);
-        }
-      }
-    } catch (err) {
-      if (!signal.aborted) throw err;
-    }
+    for await (const event of watchEvents(body, signal)) onPod(event.object);
   })();
   return { ended };
 }

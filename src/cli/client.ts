@@ -160,6 +160,22 @@ function parseWatchEvent(line: string): WatchEvent {
   );
 }
 
+/** The events of a pod watch's body, blank lines skipped; ends quietly when `signal` aborted it. */
+export async function* watchEvents(
+  body: ReadableStream<Uint8Array>,
+  signal?: AbortSignal,
+): AsyncGenerator<WatchEvent> {
+  let pending = "";
+  for await (const text of textChunks(body, "pod watch", signal)) {
+    pending += text;
+    for (let end = pending.indexOf("\n"); end >= 0; end = pending.indexOf("\n")) {
+      const line = pending.slice(0, end);
+      pending = pending.slice(end + 1);
+      if (line.trim() !== "") yield parseWatchEvent(line);
+    }
+  }
+}
+
 /** The text chunks of a streamed body; ends quietly when `signal` aborted it. */
 async function* textChunks(
   body: ReadableStream<Uint8Array>,
@@ -186,21 +202,21 @@ export function createAgentClient(socketPath: string): AgentClient {
     checked(await send(path, init), path);
   const getJson = async <T>(path: string): Promise<T> => (await request(path)).json() as T;
   const podPath = (ns: string, name: string) => `/api/v1/namespaces/${seg(ns)}/pods/${seg(name)}`;
+  /** The pod list of a namespace, or of all namespaces. */
+  const podsPath = (ns: string | undefined) =>
+    ns === undefined ? "/api/v1/pods" : `/api/v1/namespaces/${seg(ns)}/pods`;
 
   return {
     socketPath,
     listPods(q = {}) {
-      const base =
-        q.namespace === undefined ? "/api/v1/pods" : `/api/v1/namespaces/${seg(q.namespace)}/pods`;
       return getJson(
-        base + query({ labelSelector: q.labelSelector, fieldSelector: q.fieldSelector }),
+        podsPath(q.namespace) +
+          query({ labelSelector: q.labelSelector, fieldSelector: q.fieldSelector }),
       );
     },
     async *watchPods(q = {}) {
-      const base =
-        q.namespace === undefined ? "/api/v1/pods" : `/api/v1/namespaces/${seg(q.namespace)}/pods`;
       const path =
-        base +
+        podsPath(q.namespace) +
         query({
           watch: true,
           labelSelector: q.labelSelector,
@@ -208,18 +224,7 @@ export function createAgentClient(socketPath: string): AgentClient {
           timeoutSeconds: q.timeoutSeconds,
         });
       const res = await request(path, q.signal === undefined ? {} : { signal: q.signal });
-      if (res.body === null) return;
-      let pending = "";
-      for await (const text of textChunks(res.body, "pod watch", q.signal)) {
-        pending += text;
-        let end = pending.indexOf("\n");
-        while (end >= 0) {
-          const line = pending.slice(0, end);
-          pending = pending.slice(end + 1);
-          if (line.trim() !== "") yield parseWatchEvent(line);
-          end = pending.indexOf("\n");
-        }
-      }
+      if (res.body !== null) yield* watchEvents(res.body, q.signal);
     },
     getPod: (ns, name) => getJson(podPath(ns, name)),
     listEvents(q = {}) {

@@ -2,11 +2,12 @@
 // the same object while unchanged, so each one's JSON is written once however often clients poll
 // or however many watch.
 
-/** The JSON of frozen objects, written once. Object.isFrozen looks one level deep: only objects
- * frozen all the way down (the pod views) may be passed frozen. */
 const frozenText = new WeakMap<object, string>();
 
-/** JSON.stringify(value), remembered for a frozen object. */
+/**
+ * JSON.stringify(value), remembered for a frozen object. Object.isFrozen looks one level deep:
+ * only objects frozen all the way down (the pod views) may be passed frozen.
+ */
 export function frozenJson(value: object): string {
   let text = frozenText.get(value);
   if (text === undefined) {

@@ -2,8 +2,9 @@
 // of newline-delimited JSON events {"type": "ADDED" | "MODIFIED" | "DELETED", "object": Pod}.
 // It starts with ADDED for every pod that matches the selectors, then sends one event per change;
 // a pod that stops matching is DELETED from the stream, as the API server does. When no pod
-// matches at first, the stream starts with a blank line, which watch clients skip. The server is told
-// of changes by deps.onPodsChanged and also looks every resyncMs, so nothing is missed for long.
+// matches at first, the stream starts with a blank line, which watch clients skip. The server is
+// told of changes by deps.onPodsChanged and also looks every resyncMs, so nothing is missed for
+// long.
 // Each change is found by object identity: the pod views of server-deps stay the same object
 // until the pod or its status changes, and each view's JSON is made once for all watchers.
 
