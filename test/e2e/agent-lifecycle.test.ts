@@ -321,18 +321,14 @@ describe("images and pull policies (needs root and the test bed)", () => {
     agent.writeManifest("missing.yaml", manifest("missing", single(agent.tb.missingImage)));
     const reasons: string[] = [];
     let cliSaw = "";
-    await eventually(
-      "ErrImagePull then ImagePullBackOff",
-      async () => {
-        const pod = await agent.pod("missing");
-        const r = pod && appStatus(pod, "c")?.state.waiting?.reason;
-        if (r && reasons.at(-1) !== r) reasons.push(r);
-        if (r === "ImagePullBackOff" && cliSaw === "") cliSaw = cliStatus("missing");
-        return reasons.includes("ImagePullBackOff") && cliSaw !== "";
-      },
-      30_000,
-      100,
-    );
+    // Through the pod watch, which sees every change of the status: ErrImagePull may last only
+    // until the next sync, which finds the pull backing off.
+    await agent.watchPod("missing", "to show ErrImagePull then ImagePullBackOff", (seen) => {
+      const r = appStatus(seen.at(-1) as Pod, "c")?.state.waiting?.reason;
+      if (r && reasons.at(-1) !== r) reasons.push(r);
+      if (r === "ImagePullBackOff" && cliSaw === "") cliSaw = cliStatus("missing");
+      return reasons.includes("ImagePullBackOff") && cliSaw !== "";
+    });
     expect(reasons.indexOf("ErrImagePull")).toBeGreaterThanOrEqual(0);
     expect(reasons.indexOf("ErrImagePull")).toBeLessThan(reasons.indexOf("ImagePullBackOff"));
     expect(["ImagePullBackOff", "ErrImagePull"]).toContain(cliSaw);

@@ -62,22 +62,17 @@ async function removePod(agent: TestAgent, name: string): Promise<void> {
   await eventually(`pod ${name} to be gone`, async () => (await agent.pod(name)) === undefined);
 }
 
-/** Waits for ErrImagePull then ImagePullBackOff, and returns the ErrImagePull message. */
+/** Waits for ErrImagePull then ImagePullBackOff (through the pod watch, which sees every change
+ * of the status), and returns the ErrImagePull message. */
 async function waitRefused(agent: TestAgent, name: string): Promise<string> {
   const reasons: string[] = [];
   let message = "";
-  await eventually(
-    `pod ${name} to show ErrImagePull then ImagePullBackOff`,
-    async () => {
-      const pod = await agent.pod(name);
-      const waiting = pod && status(pod)?.state.waiting;
-      if (waiting?.reason && reasons.at(-1) !== waiting.reason) reasons.push(waiting.reason);
-      if (waiting?.reason === "ErrImagePull") message = waiting.message ?? "";
-      return reasons.includes("ErrImagePull") && reasons.includes("ImagePullBackOff");
-    },
-    30_000,
-    100,
-  );
+  await agent.watchPod(name, "to show ErrImagePull then ImagePullBackOff", (seen) => {
+    const waiting = status(seen.at(-1) as Pod)?.state.waiting;
+    if (waiting?.reason && reasons.at(-1) !== waiting.reason) reasons.push(waiting.reason);
+    if (waiting?.reason === "ErrImagePull" && !message) message = waiting.message ?? "";
+    return reasons.includes("ErrImagePull") && reasons.includes("ImagePullBackOff");
+  });
   expect(reasons.indexOf("ErrImagePull")).toBeLessThan(reasons.indexOf("ImagePullBackOff"));
   return message;
 }

@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Pod } from "../../src/api/types.ts";
+import { watchEvents } from "../../src/cli/client.ts";
 import { createCriClient } from "../../src/cri/index.ts";
 import { removeCgroupRoot } from "./cgroups.ts";
 import { eventually, fleetletBin, loadTestbed, type Testbed } from "./testbed.ts";
@@ -138,6 +139,37 @@ export class TestAgent {
       timeoutMs,
       200,
     );
+  }
+
+  /**
+   * Watches the pod (by manifest name) through the API's pod watch, which sends every change of
+   * its status, until `done` holds for the pods seen so far; returns them in order. Unlike
+   * polling, a state that lasts only a moment is not missed.
+   */
+  async watchPod(
+    name: string,
+    what: string,
+    done: (seen: Pod[]) => boolean,
+    timeoutMs = 30_000,
+  ): Promise<Pod[]> {
+    const full = `${name}-${this.nodeName}`;
+    const signal = AbortSignal.timeout(timeoutMs);
+    const res = await this.request(
+      `/api/v1/pods?watch=true&fieldSelector=metadata.name%3D${full}`,
+      { signal },
+    );
+    if (!res.ok || res.body === null) throw new Error(`the pod watch answered ${res.status}`);
+    const seen: Pod[] = [];
+    try {
+      for await (const event of watchEvents(res.body, signal)) {
+        if (event.type === "DELETED") continue;
+        seen.push(event.object);
+        if (done(seen)) return seen;
+      }
+    } catch (err) {
+      if (!signal.aborted) throw err;
+    }
+    throw new Error(`timed out after ${timeoutMs} ms waiting for pod ${name} ${what}`);
   }
 
   writeManifest(file: string, text: string): void {
