@@ -91,6 +91,8 @@ export async function runAgent(
     relistPeriodMs: config.plegRelistPeriod,
     listPods: () => listing.fresh(),
     getPodStatus: (uid, name, ns) => runtime.getPodStatus(uid, name, ns),
+    // A pod a sync is acting on gets its status read by that sync; the relist after it takes it.
+    readPending: (uid) => podSync.readPending(uid),
   });
   const health = createRuntimeHealth({
     cri,

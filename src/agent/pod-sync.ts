@@ -91,6 +91,8 @@ export interface PodSync extends PodSyncFns {
   /** Publishes a Failed status for a pod that was never started (admission rejection). */
   reject(pod: Pod, reason: string, message: string): void;
   podDir(uid: string): string;
+  /** Whether a sync is acting on the pod and reads its status into the cache when done. */
+  readPending(uid: string): boolean;
 }
 
 const uidOf = (pod: Pod) => pod.metadata.uid as string;
@@ -99,6 +101,8 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
   const errors = new Map<string, ReadonlyMap<string, SyncError>>();
   /** When a sync last let the runtime act on the pod (epoch ms). */
   const lastActed = new Map<string, number>();
+  /** Pods a sync is acting on; each such sync reads the pod's status when done. */
+  const acting = new Set<string>();
 
   async function readStatus(pod: Pod): Promise<PodStatus> {
     const { name, namespace = "default" } = pod.metadata;
@@ -152,7 +156,7 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
         uid,
         name: pod.metadata.name,
         namespace: pod.metadata.namespace ?? "default",
-        sandboxIds: [],
+        sandboxes: [],
         containers: [],
       }
     );
@@ -161,6 +165,7 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
   return {
     podDir,
     syncErrors: (uid) => errors.get(uid),
+    readPending: (uid) => acting.has(uid),
 
     async syncPod(pod: Pod, _type: UpdateType) {
       const uid = uidOf(pod);
@@ -180,23 +185,36 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
         ...(startupFailed ? { startupFailed } : {}),
       };
       const acts = deps.hasActions?.(pod, before, opts) ?? true;
-      if (acts) lastActed.set(uid, deps.clock.now());
-      const result = await deps.runtime.syncPod(pod, before, opts);
-      const unchanged = sameWaiting(errors.get(uid), result.waiting);
-      errors.set(uid, result.waiting);
-      const retry = result.waiting.size > 0;
-      if (!acts && unchanged) return { terminal: false, retry };
-      const after = publish(pod, acts ? await readStatus(pod) : before);
-      return { terminal: after.phase === "Succeeded" || after.phase === "Failed", retry };
+      if (acts) {
+        lastActed.set(uid, deps.clock.now());
+        acting.add(uid);
+      }
+      try {
+        const result = await deps.runtime.syncPod(pod, before, opts);
+        const unchanged = sameWaiting(errors.get(uid), result.waiting);
+        errors.set(uid, result.waiting);
+        const retry = result.waiting.size > 0;
+        if (!acts && unchanged) return { terminal: false, retry };
+        const after = publish(pod, acts ? await readStatus(pod) : before);
+        return { terminal: after.phase === "Succeeded" || after.phase === "Failed", retry };
+      } finally {
+        acting.delete(uid);
+      }
     },
 
     async syncTerminatingPod(pod: Pod, gracePeriodSeconds: number, kill: KillOptions) {
-      const running = await runningPodOf(pod);
-      const terminal = !deps.isDesired(uidOf(pod)) || kill.reason !== undefined;
-      publish(pod, await readStatus(pod), { terminating: true, terminal });
-      lastActed.set(uidOf(pod), deps.clock.now());
-      await deps.runtime.killPod(pod, running, gracePeriodSeconds);
-      publish(pod, await readStatus(pod), { terminating: true, terminal: true });
+      const uid = uidOf(pod);
+      acting.add(uid);
+      try {
+        const running = await runningPodOf(pod);
+        const terminal = !deps.isDesired(uid) || kill.reason !== undefined;
+        publish(pod, await readStatus(pod), { terminating: true, terminal });
+        lastActed.set(uid, deps.clock.now());
+        await deps.runtime.killPod(pod, running, gracePeriodSeconds);
+        publish(pod, await readStatus(pod), { terminating: true, terminal: true });
+      } finally {
+        acting.delete(uid);
+      }
     },
 
     async syncTerminatedPod(pod: Pod) {

@@ -69,6 +69,42 @@ describe("fleetlet agent stopped by SIGTERM (needs root and the test bed)", () =
   }, 60_000);
 });
 
+describe("a pod's sandbox dying behind the agent's back (needs root and the test bed)", () => {
+  test("the next relist sees it, and the pod gets a new sandbox before any periodic sync", async () => {
+    // The default sync frequency (1m): only the PLEG's event for the sandbox can act in time.
+    const solo = new TestAgent({ args: ["--sync-frequency", "1m"] });
+    agents.push(solo);
+    solo.writeManifest("sb.yaml", sleeper("sb"));
+    await solo.start();
+    const before = await solo.waitPod("sb", "Running", running);
+    const uid = before.metadata.uid as string;
+    const { items } = await cri.listPodSandbox({
+      filter: { labelSelector: { "io.kubernetes.pod.uid": uid } },
+    });
+    expect(items).toHaveLength(1);
+    const old = items[0]?.id as string;
+    const info = (await cri.podSandboxStatus({ podSandboxId: old, verbose: true })).info;
+    const pausePid = JSON.parse(info?.info ?? "{}").pid as number;
+    expect(pausePid).toBeGreaterThan(0);
+    // Only the sandbox's process dies; the app container keeps running in its own PID namespace.
+    process.kill(pausePid, "SIGKILL");
+    const after = await solo.waitPod(
+      "sb",
+      "Running in a new sandbox",
+      (p) => running(p) && statusOf(p)?.containerID !== statusOf(before)?.containerID,
+      20_000,
+    );
+    const now = await cri.listPodSandbox({
+      filter: { labelSelector: { "io.kubernetes.pod.uid": uid } },
+    });
+    const ready = now.items.filter((sb) => sb.state === "SANDBOX_READY");
+    expect(ready).toHaveLength(1);
+    expect(ready[0]?.id).not.toBe(old);
+    expect(ready[0]?.metadata?.attempt).toBe(1);
+    expect(statusOf(after)?.restartCount).toBe(1);
+  }, 60_000);
+});
+
 describe("fleetlet agent admission with --max-pods (needs root and the test bed)", () => {
   test("a pod beyond maxPods is Failed with OutOfpods and an event; the first ones keep running", async () => {
     const small = new TestAgent({ args: ["--max-pods", "2"] });

@@ -64,7 +64,8 @@ export interface RunningPod {
   uid: string;
   name: string;
   namespace: string;
-  sandboxIds: string[];
+  /** Newest first. */
+  sandboxes: { id: string; state: SandboxState }[];
   containers: { id: string; name: string; state: ContainerState }[];
 }
 

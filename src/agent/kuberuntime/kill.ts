@@ -170,7 +170,7 @@ export function runningPodOf(status: PodStatus): RunningPod {
     uid: status.uid,
     name: status.name,
     namespace: status.namespace,
-    sandboxIds: status.sandboxes.map((s) => s.id),
+    sandboxes: status.sandboxes.map((s) => ({ id: s.id, state: s.state })),
     containers: status.containers
       .filter((c) => c.state !== "exited")
       .map((c) => ({ id: c.id, name: c.name, state: c.state })),
@@ -203,7 +203,7 @@ export async function killPod(
   const failures = results.flatMap((r) =>
     r.status === "rejected" ? [errorMessage(r.reason)] : [],
   );
-  for (const id of running.sandboxIds) {
+  for (const { id } of running.sandboxes) {
     try {
       await core.deps.cri.stopPodSandbox({ podSandboxId: id }, core.lifecycle());
     } catch (err) {
@@ -230,7 +230,7 @@ export async function removeContainer(core: Core, containerId: string): Promise<
 /** Removes every container and sandbox of a stopped pod, and the pod's log folder. */
 export async function removePod(core: Core, running: RunningPod): Promise<void> {
   for (const c of running.containers) await removeContainer(core, c.id);
-  for (const id of running.sandboxIds) {
+  for (const { id } of running.sandboxes) {
     await core.deps.cri.stopPodSandbox({ podSandboxId: id }, core.lifecycle()).catch((err) => {
       if (!isNotFound(err)) throw err;
     });

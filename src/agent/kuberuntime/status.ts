@@ -71,7 +71,7 @@ export async function listRunningPods(
         uid,
         name: labels[LABEL_POD_NAME] ?? "",
         namespace: labels[LABEL_POD_NAMESPACE] ?? "",
-        sandboxIds: [],
+        sandboxes: [],
         containers: [],
       };
       pods.set(uid, pod);
@@ -79,7 +79,10 @@ export async function listRunningPods(
     return pod;
   };
   for (const sb of [...sandboxes.items].sort((a, b) => b.createdAt - a.createdAt)) {
-    get(sb.labels)?.sandboxIds.push(sb.id);
+    get(sb.labels)?.sandboxes.push({
+      id: sb.id,
+      state: sb.state === "SANDBOX_READY" ? "ready" : "notready",
+    });
   }
   for (const c of [...containers.containers].sort((a, b) => b.createdAt - a.createdAt)) {
     const name = c.labels[LABEL_CONTAINER_NAME] ?? c.metadata?.name ?? "";

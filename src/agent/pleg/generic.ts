@@ -7,6 +7,14 @@
 // read failed produces the same events again at the next relist; ContainerChanged events (a
 // container in the created or unknown state) refresh the cache but are not sent, as in kubelet;
 // relist() and run() never throw.
+//
+// Fewer status reads than kubelet's PLEG, same events (each read is four CRI calls, and a burst
+// of new pods on a small device is bound by the runtime's CPU):
+// - a changed pod whose cached status already shows every listed container and sandbox in its
+//   listed state (the sync loop read it right after acting) is not read again: the cached status
+//   is confirmed as of this relist;
+// - a changed pod the sync loop is acting on, and will read itself when done (`readPending`),
+//   is left for the next relist: its record does not advance, so the same events come then.
 
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
@@ -51,6 +59,9 @@ export interface PLEGDeps {
   /** All pods in the runtime, running or not. */
   listPods: () => Promise<RelistPod[]>;
   getPodStatus: (uid: string, name: string, namespace: string) => Promise<PodStatus>;
+  /** Whether the sync loop is acting on the pod and reads its status when done; such a pod's
+   * changes are taken at the next relist. */
+  readPending?: (uid: string) => boolean;
   /** Defaults to a new cache. */
   cache?: PodCache;
 }
@@ -196,7 +207,11 @@ class GenericPLEG implements PLEG {
         if (!record.current) this.records.delete(uid);
         continue;
       }
-      if (!(await this.inspect(uid, record.current))) {
+      if (record.current && this.deps.readPending?.(uid)) {
+        if (this.toReinspect.has(uid)) needsReinspection.add(uid);
+        continue;
+      }
+      if (!(await this.inspect(uid, record.current, timestamp))) {
         needsReinspection.add(uid);
         continue;
       }
@@ -211,14 +226,24 @@ class GenericPLEG implements PLEG {
     this.stats.lastMs = took;
   }
 
-  /** Reads the pod's status into the cache; false when the read failed. */
-  private async inspect(uid: string, pod: RelistPod | undefined): Promise<boolean> {
+  /** Reads the pod's status into the cache, unless the cached one matches the listing taken at
+   * `listedAt`; false when the read failed. */
+  private async inspect(
+    uid: string,
+    pod: RelistPod | undefined,
+    listedAt: number,
+  ): Promise<boolean> {
     if (!pod) {
       this.cache.delete(uid);
       return true;
     }
+    const cached = this.cache.get(uid);
+    if (cached?.status && cached.error === undefined && matchesListing(cached.status, pod)) {
+      this.cache.set(uid, cached.status, listedAt);
+      return true;
+    }
     const timestamp = this.deps.clock.now();
-    const previous = this.cache.get(uid)?.status;
+    const previous = cached?.status;
     try {
       const status = await this.deps.getPodStatus(uid, pod.name, pod.namespace);
       this.cache.set(uid, keepPodIPs(previous, status), timestamp);
@@ -243,6 +268,20 @@ class GenericPLEG implements PLEG {
       }
     }
   }
+}
+
+/** Whether `status` has exactly the listed containers and sandboxes, each in its listed state. */
+export function matchesListing(status: PodStatus, pod: RelistPod): boolean {
+  if (pod.sandboxes === undefined) return false;
+  if (status.containers.length !== pod.containers.length) return false;
+  if (status.sandboxes.length !== pod.sandboxes.length) return false;
+  for (const c of pod.containers) {
+    if (status.containers.find((s) => s.id === c.id)?.state !== c.state) return false;
+  }
+  for (const sb of pod.sandboxes) {
+    if (status.sandboxes.find((s) => s.id === sb.id)?.state !== sb.state) return false;
+  }
+  return true;
 }
 
 function setCurrent(records: Map<string, PodRecord>, pods: RelistPod[]): void {

@@ -40,18 +40,26 @@ function setup(opts: { acts: boolean }) {
   const planned: PodStatus[] = [];
   const cache = new Map<string, CachedStatus>();
   const pod = makePod({ name: "web" });
+  /** readPending() of the pod as the runtime saw it, per call. */
+  const pending: string[] = [];
+  const seePending = (call: string) =>
+    pending.push(`${call}:${sync.readPending(pod.metadata.uid as string)}`);
   const runtime: PodRuntime = {
     getPods: async () => [],
     getPodStatus: async () => {
       reads.push("status");
+      seePending("status");
       return runningStatus(pod, clock.now());
     },
     syncPod: async (_pod, status) => {
       planned.push(status);
+      seePending("sync");
       clock.step(5);
       return { waiting: new Map() };
     },
-    killPod: async () => {},
+    killPod: async () => {
+      seePending("kill");
+    },
     removePod: async () => {},
   };
   const sync = createPodSync({
@@ -72,11 +80,37 @@ function setup(opts: { acts: boolean }) {
     reads,
     planned,
     cache,
+    pending,
     pod,
     sync,
     done: () => rmSync(dir, { recursive: true }),
   };
 }
+
+describe("createPodSync() readPending()", () => {
+  test("is true while a sync acts on the pod and reads its status after, false once done", async () => {
+    const s = setup({ acts: true });
+    await s.sync.syncPod(s.pod, "create");
+    expect(s.pending).toEqual(["sync:true", "status:true"]);
+    expect(s.sync.readPending(s.pod.metadata.uid as string)).toBe(false);
+    s.done();
+  });
+
+  test("is false during a sync with nothing to do, which reads nothing after", async () => {
+    const s = setup({ acts: false });
+    await s.sync.syncPod(s.pod, "sync");
+    expect(s.pending).toEqual(["sync:false"]);
+    s.done();
+  });
+
+  test("is true through a terminating sync, which reads the status after the kill", async () => {
+    const s = setup({ acts: true });
+    await s.sync.syncTerminatingPod(s.pod, 30, {});
+    expect(s.pending).toEqual(["status:true", "kill:true", "status:true"]);
+    expect(s.sync.readPending(s.pod.metadata.uid as string)).toBe(false);
+    s.done();
+  });
+});
 
 describe("createPodSync() syncPod reading the runtime", () => {
   test("plans a pod the runtime has never had from an empty status, without reading the runtime", async () => {

@@ -96,6 +96,7 @@ describe("syncPod() of a new pod", () => {
         uid: "uid-default-cam",
         name: "cam",
         namespace: "default",
+        sandboxes: [{ id: status.sandboxes[0]?.id, state: "ready" }],
         containers: [{ name: "app", state: "running" }],
       },
     ]);

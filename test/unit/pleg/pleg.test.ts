@@ -176,6 +176,139 @@ describe("createPLEG() relist", () => {
   });
 });
 
+/** A status showing the pod exactly as listed now (what the sync loop reads after acting). */
+function listedStatus(rt: FakeRuntime, clock: FakeClock, uid: string): PodStatus {
+  const listed = rt.pods.get(uid);
+  const c = { name: "app", createdAt: 0, startedAt: 0, finishedAt: 0, exitCode: 0 };
+  return {
+    ...rt.status(uid),
+    sandboxes: (listed?.sandboxes ?? []).map((sb) => ({
+      ...sb,
+      createdAt: 0,
+      attempt: 0,
+      ips: [],
+      hostNetwork: true,
+    })),
+    containers: (listed?.containers ?? []).map(({ id, state }) => ({
+      ...c,
+      id,
+      state,
+      reason: "",
+      message: "",
+      image: "busybox",
+      imageRef: "",
+      hash: "",
+      restartCount: 0,
+      sandboxId: `sb-${uid}`,
+    })),
+    timestamp: clock.now(),
+  };
+}
+
+describe("createPLEG() status reads", () => {
+  test("does not read a changed pod again when its cached status matches the listing", async () => {
+    const { clock, rt, pleg } = setup();
+    rt.set("p1", [["c1", "running"]], true);
+    pleg.updateCache("p1", listedStatus(rt, clock, "p1"));
+    clock.step(100);
+    await pleg.relist();
+    expect(rt.statusCalls.get("p1")).toBeUndefined();
+    expect((await drain(pleg, 2)).map((e) => e.data)).toEqual(["c1", "sb-p1"]);
+    expect(pleg.cache.get("p1")?.timestamp).toBe(clock.now());
+  });
+
+  test("reads a changed pod whose cached status differs from the listing", async () => {
+    const { clock, rt, pleg } = setup();
+    rt.set("p1", [["c1", "running"]], true);
+    pleg.updateCache("p1", listedStatus(rt, clock, "p1"));
+    await pleg.relist();
+    const cases: [string, () => void][] = [
+      ["a container's state", () => rt.set("p1", [["c1", "exited"]], true)],
+      ["the sandbox's state", () => rt.set("p1", [["c1", "exited"]], false)],
+      [
+        "a new container",
+        () =>
+          rt.set(
+            "p1",
+            [
+              ["c2", "created"],
+              ["c1", "exited"],
+            ],
+            false,
+          ),
+      ],
+    ];
+    for (const [what, change] of cases) {
+      const before = rt.statusCalls.get("p1") ?? 0;
+      change();
+      await pleg.relist();
+      expect({ what, calls: rt.statusCalls.get("p1") }).toEqual({ what, calls: before + 1 });
+    }
+  });
+
+  test("reads a pod whose cached read failed, and one listed without sandbox states", async () => {
+    const { clock, rt, pleg } = setup();
+    rt.set("p1", [["c1", "running"]], true);
+    pleg.cache.set("p1", listedStatus(rt, clock, "p1"), clock.now(), new Error("timeout"));
+    rt.set("p2", [["c2", "running"]]);
+    pleg.updateCache("p2", listedStatus(rt, clock, "p2"));
+    await pleg.relist();
+    expect(Object.fromEntries(rt.statusCalls)).toEqual({ p1: 1, p2: 1 });
+  });
+
+  test("leaves a pod the sync loop will read to the next relist, with the same events", async () => {
+    const pending = new Set(["p1"]);
+    const { clock, rt, pleg } = setup({ readPending: (uid) => pending.has(uid) });
+    rt.set("p1", [["c1", "running"]], true);
+    rt.set("p2", [["c2", "running"]], true);
+    await pleg.relist();
+    expect(Object.fromEntries(rt.statusCalls)).toEqual({ p2: 1 });
+    expect((await drain(pleg, 2)).every((e) => e.uid === "p2")).toBe(true);
+    await pleg.relist();
+    await expect(pleg.next(AbortSignal.timeout(20))).rejects.toThrow();
+    pleg.updateCache("p1", listedStatus(rt, clock, "p1"));
+    pending.clear();
+    clock.step(1000);
+    await pleg.relist();
+    expect(rt.statusCalls.get("p1")).toBeUndefined();
+    expect(await drain(pleg, 2)).toEqual([
+      { uid: "p1", type: "ContainerStarted", data: "c1" },
+      { uid: "p1", type: "ContainerStarted", data: "sb-p1" },
+    ]);
+  });
+
+  test("still retries a failed read of a pod the sync loop is acting on, once it is done", async () => {
+    const pending = new Set<string>();
+    const { rt, pleg } = setup({ readPending: (uid) => pending.has(uid) });
+    rt.set("p1", [["c1", "running"]], true);
+    rt.failStatus.add("p1");
+    await pleg.relist();
+    rt.failStatus.clear();
+    pending.add("p1");
+    await pleg.relist();
+    expect(rt.statusCalls.get("p1")).toBe(1);
+    pending.clear();
+    await pleg.relist();
+    expect(rt.statusCalls.get("p1")).toBe(2);
+    expect((await drain(pleg, 2)).map((e) => e.type)).toEqual([
+      "ContainerStarted",
+      "ContainerStarted",
+    ]);
+  });
+
+  test("removes a gone pod from the cache even while the sync loop acts on it", async () => {
+    const pending = new Set<string>();
+    const { rt, pleg } = setup({ readPending: (uid) => pending.has(uid) });
+    rt.set("p1", [["c1", "exited"]], false);
+    await pleg.relist();
+    expect(pleg.cache.get("p1")).toBeDefined();
+    pending.add("p1");
+    rt.pods.delete("p1");
+    await pleg.relist();
+    expect(pleg.cache.get("p1")).toBeUndefined();
+  });
+});
+
 describe("createPLEG() cache", () => {
   test("updateCache() stores a fresh status at once and wins over an older relist read", async () => {
     const { clock, rt, pleg } = setup();
