@@ -165,11 +165,12 @@ export function machineTicks(): MachineTicks {
   return { total, busy: busy + (steal ?? 0), steal: steal ?? 0 };
 }
 
-/** "busy 93%, steal 2%" of the machine between two readings. */
+/** "busy 93% (18.2 CPU-s), steal 2%" of the machine between two readings. */
 export function machineShare(a: MachineTicks, b: MachineTicks): string {
   const total = Math.max(1, b.total - a.total);
   const pct = (x: number) => `${Math.round((100 * x) / total)}%`;
-  return `machine busy ${pct(b.busy - a.busy)}, steal ${pct(b.steal - a.steal)}`;
+  const cpuSeconds = ((b.busy - a.busy) / 100).toFixed(1);
+  return `machine busy ${pct(b.busy - a.busy)} (${cpuSeconds} CPU-s), steal ${pct(b.steal - a.steal)}`;
 }
 
 /** VmRSS of a process in MB. */

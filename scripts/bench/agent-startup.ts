@@ -3,16 +3,24 @@
 // createCriClient) measured in the same run; the difference is the agent's overhead per pod.
 //
 //   node_modules/.bin/bun scripts/bench/agent-startup.ts [--rounds N] [--batch M]
-//       [--batch-rounds K] [--relist-period 1s] [--own-time off|log]
-//       (defaults 15, 30, 10, 1s: the agent's own relist period; needs root and the test bed)
+//       [--batch-rounds K] [--relist-period 1s] [--own-time off|log] [--calibrate no|yes]
+//       (defaults 15, 30, 10, 1s: the agent's own relist period, off, no; needs root and the
+//       test bed)
 //
 // Single pods: N rounds, each writes one manifest and waits for Running (seen through a pod watch
 // on the API, GET /api/v1/pods?watch=true, so that watching costs the agent little), and
-// makes the same pod through raw CRI; overhead = agent - raw per round. Batch: K rounds, each
-// writes M manifests at once and makes M raw pods concurrently; overhead per pod = the k-th
-// agent latency - the k-th raw latency (both sorted), pooled over the rounds. Both kinds of
-// round alternate which side goes first, so that machine noise falls on both alike; a batch
-// round's overhead swings by several hundred ms from round to round here, hence 10 rounds.
+// makes the same pod through raw CRI; overhead = agent - raw per round, the two sides taking
+// turns to go first so that machine noise falls on both alike.
+//
+// Batch: K rounds, each writes M manifests at once, and makes M raw pods concurrently before or
+// after (the two taking turns to go first); overhead per pod = the k-th agent latency - the k-th
+// raw latency (both sorted), pooled over the rounds. Each round prints the CPU the agent,
+// containerd and the whole machine spent on each side.
+// --calibrate yes puts raw pods in the agent's place: the overhead it prints is the noise floor
+// of the design (raw against raw). Here a 30-pod burst takes ~20 CPU-s of a saturated 2-core
+// machine, and one burst's speed differs from the next by up to a second or so.
+// (Both sides at the same moment is no better: whichever side's calls reach containerd first
+// is served first, and the k-th pods then differ by seconds.)
 // Before every round, the last round's pods are gone from containerd and a second has passed.
 // Host-network busybox pods, image pre-pulled. The raw pods go into the same cgroup hierarchy as
 // the agent's (kubepods/besteffort/pod<uid> under /fleetlet-bench-<run id>), since runc's cgroup
@@ -25,7 +33,7 @@
 //
 // Everything it creates is removed at the end (the agent's pods, raw sandboxes labelled
 // io.fleetlet.bench-run=<run id>, their cgroups, temp dirs), also on error.
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import type { Pod } from "../../src/api/types.ts";
 import { watchEvents } from "../../src/cli/client.ts";
 import { createCriClient } from "../../src/cri/index.ts";
@@ -53,14 +61,22 @@ const opts = benchOptions("agent-startup", {
   "batch-rounds": 10,
   "own-time": "off",
   "relist-period": "1s",
+  calibrate: "no",
 });
 const runId = `startup-${Date.now().toString(36)}`;
 /** The raw pods' cgroups: the same hierarchy as the agent's pods (kubepods/besteffort/pod<uid>). */
 const rawCgroupRoot = `/fleetlet-bench-${runId}`;
-if (opts["own-time"] !== "off" && opts["own-time"] !== "log") {
-  console.error('agent-startup: --own-time must be "off" or "log"');
-  process.exit(2);
+for (const [name, allowed] of [
+  ["own-time", ["off", "log"]],
+  ["calibrate", ["no", "yes"]],
+] as const) {
+  if (!(allowed as readonly string[]).includes(opts[name])) {
+    console.error(`agent-startup: --${name} must be ${allowed.map((a) => `"${a}"`).join(" or ")}`);
+    process.exit(2);
+  }
 }
+/** Raw pods in the agent's place: the design's noise floor. */
+const calibrate = opts.calibrate === "yes";
 /** Whether the agent logs its CRI calls, for its own time (which costs it CPU). */
 const logCalls = opts["own-time"] === "log";
 const agent = new TestAgent({
@@ -71,6 +87,9 @@ const agent = new TestAgent({
   ],
 });
 const cri = createCriClient({ endpoint: agent.tb.endpoint });
+const containerdPid = Number(readFileSync(agent.tb.containerdPidFile, "utf8").trim());
+/** The CPU containerd spent between two readings of cpuTicks (ms). */
+const containerdMs = (t0: number) => `containerd CPU ${(cpuTicks(containerdPid) - t0) * 10} ms`;
 const image = agent.tb.busybox;
 
 const isRunning = (p: Pod) =>
@@ -195,6 +214,13 @@ async function rawPods(names: string[]): Promise<number[]> {
   );
 }
 
+/** The agent's side of a round: its pods' timings, or raw pods' when calibrating. */
+async function agentSide(names: string[]): Promise<AgentTiming[]> {
+  if (!calibrate) return agentPods(names);
+  const latencies = await rawPods(names.map((n) => `${n}c`));
+  return latencies.sort((x, y) => x - y).map((latency) => ({ latency }));
+}
+
 /** Sandboxes in containerd that belong to the agent's pods. */
 async function agentSandboxes(): Promise<number> {
   const { items } = await cri.listPodSandbox({});
@@ -250,15 +276,16 @@ async function main() {
   await agentPods(["warm"], async () => {
     template = await captureTemplate();
   });
+  if (calibrate) console.log("calibrating: raw pods in the agent's place (the noise floor)");
   await rawPods(["warm"]);
   await settle();
   const single = { agent: [] as AgentTiming[], raw: [] as number[], diff: [] as number[] };
   for (let i = 0; i < opts.rounds; i++) {
     // Alternate which goes first, so that machine noise falls on both alike.
     let a: AgentTiming | undefined;
-    if (i % 2 === 0) [a] = await agentPods([`s${i}`]);
+    if (i % 2 === 0) [a] = await agentSide([`s${i}`]);
     const [r] = await rawPods([`s${i}`]);
-    if (i % 2 === 1) [a] = await agentPods([`s${i}`]);
+    if (i % 2 === 1) [a] = await agentSide([`s${i}`]);
     await settle();
     if (a === undefined || r === undefined) throw new Error("a round produced no timing");
     single.agent.push(a);
@@ -271,19 +298,19 @@ async function main() {
     const names = Array.from({ length: opts.batch }, (_, k) => `b${i}x${k}`);
     let a: AgentTiming[] = [];
     let r: number[] = [];
-    let agentSide = "";
+    const pid = agent.proc?.pid as number;
+    let agentMachine = "";
     const agentRound = async () => {
-      const pid = agent.proc?.pid as number;
-      const [c0, m0] = [cpuTicks(pid), machineTicks()];
-      a = await agentPods(names);
+      const [c0, d0, m0] = [cpuTicks(pid), cpuTicks(containerdPid), machineTicks()];
+      a = await agentSide(names);
       const [c1, m1] = [cpuTicks(pid), machineTicks()];
-      agentSide = `agent CPU ${(c1 - c0) * 10} ms, ${machineShare(m0, m1)}`;
+      agentMachine = `agent CPU ${(c1 - c0) * 10} ms, ${containerdMs(d0)}, ${machineShare(m0, m1)}`;
       await settle();
     };
     if (i % 2 === 0) await agentRound();
-    const m0 = machineTicks();
+    const [d0, m0] = [cpuTicks(containerdPid), machineTicks()];
     r = (await rawPods(names)).sort((x, y) => x - y);
-    const rawSide = machineShare(m0, machineTicks());
+    const rawMachine = `${containerdMs(d0)}, ${machineShare(m0, machineTicks())}`;
     await settle();
     if (i % 2 === 1) await agentRound();
     const diff = a.map((t, k) => t.latency - (r[k] as number));
@@ -295,7 +322,8 @@ async function main() {
         ),
       )}, raw p50 ${ms(quantile(r, 0.5))}, overhead p50 ${ms(quantile(diff, 0.5))}  max ${ms(Math.max(...diff))}`,
     );
-    console.log(`    agent side: ${agentSide}; raw side: ${rawSide}`);
+    console.log(`    agent side: ${agentMachine}`);
+    console.log(`    raw side:   ${rawMachine}`);
     batch.agent.push(...a);
     batch.raw.push(...r);
     batch.diff.push(...diff);
