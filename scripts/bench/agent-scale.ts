@@ -1,7 +1,8 @@
 // The agent at its pod limit: 110 manifests (maxPods) written at once, the time until all are
 // Running, then a steady state with nothing changing: the agent's CPU (% of one core, from
 // /proc/<pid>/stat), the duration of one PLEG relist (fleetlet_pleg_relist_duration_seconds and
-// the mean from the _total counters on /metrics) and its RSS (VmRSS).
+// the mean from the _total counters on /metrics) and its RSS (VmRSS), with its JavaScript heap
+// (fleetlet_js_heap_bytes) at the end.
 //
 //   node_modules/.bin/bun scripts/bench/agent-scale.ts [--pods 110] [--steady 60]
 //       [--relist-period 1s]        (needs root and the test bed)
@@ -82,6 +83,7 @@ async function steady(pid: number, seconds: number) {
     relists: count,
     rssMax: Math.max(...rss),
     rssLast: rss[rss.length - 1] ?? Number.NaN,
+    heap: (metricValue(after, "fleetlet_js_heap_bytes") ?? Number.NaN) / 2 ** 20,
   };
 }
 
@@ -103,7 +105,7 @@ async function main() {
     `    PLEG relist: mean ${s.relistMean.toFixed(1)} ms over ${s.relists} relists, last ${s.relistLast.toFixed(1)} ms (target <= 20 ms)`,
   );
   console.log(
-    `    agent RSS: ${s.rssLast.toFixed(1)} MB (max ${s.rssMax.toFixed(1)} MB; target <= 120 MB)`,
+    `    agent RSS: ${s.rssLast.toFixed(1)} MB (max ${s.rssMax.toFixed(1)} MB; target <= 120 MB); JS heap ${s.heap.toFixed(1)} MB`,
   );
 }
 

@@ -74,6 +74,16 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
     "fleetlet_pleg_relist_seconds_total",
     "Time spent in completed PLEG relists.",
   );
+  // The process's own figures, under Prometheus' standard names, and its JavaScript heap.
+  const rss = metrics.gauge("process_resident_memory_bytes", "Resident memory size in bytes.");
+  const cpu = metrics.counter(
+    "process_cpu_seconds_total",
+    "Total user and system CPU time spent in seconds.",
+  );
+  const heap = metrics.gauge(
+    "fleetlet_js_heap_bytes",
+    "Bytes the JavaScript heap holds: live objects and garbage not yet collected.",
+  );
   if (input.probeStats) registerProbeMetrics(metrics, input.probeStats);
   const listPods = () => loop.visiblePods().map((p) => podView(p, statusManager));
   metrics.onCollect(() => {
@@ -93,6 +103,11 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
     if (relist.lastMs !== undefined) relistLast.set({}, relist.lastMs / 1000);
     relistCount.inc({}, relist.count - relistCount.get());
     relistSum.inc({}, Math.max(0, relist.totalMs / 1000 - relistSum.get()));
+    const memory = process.memoryUsage();
+    rss.set({}, memory.rss);
+    heap.set({}, memory.heapUsed);
+    const used = process.cpuUsage();
+    cpu.inc({}, Math.max(0, (used.user + used.system) / 1e6 - cpu.get()));
   });
 
   return {

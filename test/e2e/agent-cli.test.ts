@@ -177,6 +177,33 @@ describe("fleetlet get (needs root and the test bed)", () => {
   }, 60_000);
 });
 
+describe("the agent's /metrics (needs root and the test bed)", () => {
+  test("reports pods by phase, PLEG relists, and the process's memory, heap and CPU", async () => {
+    const text = await (await agent.request("/metrics")).text();
+    const value = (series: string) => {
+      const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+      return line === undefined ? undefined : Number(line.slice(series.length + 1));
+    };
+    expect(value('fleetlet_pods{phase="Running"}')).toBeGreaterThanOrEqual(2);
+    expect(value("fleetlet_pleg_relists_total")).toBeGreaterThan(0);
+    expect(text).toContain("# TYPE process_resident_memory_bytes gauge\n");
+    expect(text).toContain("# TYPE process_cpu_seconds_total counter\n");
+    const pid = agent.proc?.pid as number;
+    const vmRss = /VmRSS:\s+(\d+) kB/.exec(await Bun.file(`/proc/${pid}/status`).text());
+    const rss = value("process_resident_memory_bytes") as number;
+    // The same process: within a quarter of what the kernel reports a moment later.
+    expect(Math.abs(rss - Number(vmRss?.[1]) * 1024)).toBeLessThan(rss / 4);
+    const heap = value("fleetlet_js_heap_bytes") as number;
+    expect(heap).toBeGreaterThan(1e6);
+    expect(heap).toBeLessThan(rss);
+    const cpu = value("process_cpu_seconds_total") as number;
+    expect(cpu).toBeGreaterThan(0);
+    const stat = (await Bun.file(`/proc/${pid}/stat`).text()).split(") ")[1]?.split(" ") ?? [];
+    const ticks = (Number(stat[11]) + Number(stat[12])) / 100;
+    expect(cpu).toBeLessThanOrEqual(ticks + 0.5);
+  });
+});
+
 describe("fleetlet describe (needs root and the test bed)", () => {
   test("describe pod prints the pod's sections and its events", () => {
     const r = agent.cli(["describe", "pod", full("twice")]);
