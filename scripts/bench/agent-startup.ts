@@ -294,6 +294,8 @@ async function main() {
   }
   report("1 pod", single.agent, single.raw, single.diff);
   const batch = { agent: [] as AgentTiming[], raw: [] as number[], diff: [] as number[] };
+  /** Each round's overhead p50. */
+  const roundP50: number[] = [];
   for (let i = 0; i < opts["batch-rounds"]; i++) {
     const names = Array.from({ length: opts.batch }, (_, k) => `b${i}x${k}`);
     let a: AgentTiming[] = [];
@@ -327,12 +329,20 @@ async function main() {
     batch.agent.push(...a);
     batch.raw.push(...r);
     batch.diff.push(...diff);
+    roundP50.push(quantile(diff, 0.5));
   }
   report(
     `${opts.batch} pods at once (${opts["batch-rounds"]} rounds)`,
     batch.agent,
     batch.raw,
     batch.diff,
+  );
+  // How far the rounds agree: the pooled figures above lean on a few rounds when they differ.
+  const n = roundP50.length;
+  const mean = roundP50.reduce((x, y) => x + y, 0) / n;
+  const sd = Math.sqrt(roundP50.reduce((x, y) => x + (y - mean) ** 2, 0) / Math.max(1, n - 1));
+  console.log(
+    `  rounds' overhead p50: mean ${ms(mean)}, sd ${ms(sd)}, standard error of the mean ${ms(sd / Math.sqrt(n))}`,
   );
 }
 
