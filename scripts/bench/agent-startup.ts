@@ -125,10 +125,7 @@ async function openWatch(
   onPod: (pod: Pod) => void,
   signal: AbortSignal,
 ): Promise<{ ended: Promise<void> }> {
-  const res = await fetch("http://localhost/api/v1/pods?watch=true", {
-    unix: agent.socket,
-    signal,
-  });
+  const res = await agent.request("/api/v1/pods?watch=true", { signal });
   if (!res.ok || res.body === null) throw new Error(`the pod watch answered ${res.status}`);
   const body = res.body;
   const ended = (async () => {

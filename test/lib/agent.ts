@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Pod } from "../../src/api/types.ts";
-import { watchEvents } from "../../src/cli/client.ts";
+import { createAgentClient } from "../../src/cli/client.ts";
 import { createCriClient } from "../../src/cri/index.ts";
 import { removeCgroupRoot } from "./cgroups.ts";
 import { eventually, fleetletBin, loadTestbed, type Testbed } from "./testbed.ts";
@@ -152,16 +152,14 @@ export class TestAgent {
     done: (seen: Pod[]) => boolean,
     timeoutMs = 30_000,
   ): Promise<Pod[]> {
-    const full = `${name}-${this.nodeName}`;
     const signal = AbortSignal.timeout(timeoutMs);
-    const res = await this.request(
-      `/api/v1/pods?watch=true&fieldSelector=metadata.name%3D${full}`,
-      { signal },
-    );
-    if (!res.ok || res.body === null) throw new Error(`the pod watch answered ${res.status}`);
+    const events = createAgentClient(this.socket).watchPods({
+      fieldSelector: `metadata.name=${name}-${this.nodeName}`,
+      signal,
+    });
     const seen: Pod[] = [];
     try {
-      for await (const event of watchEvents(res.body, signal)) {
+      for await (const event of events) {
         if (event.type === "DELETED") continue;
         seen.push(event.object);
         if (done(seen)) return seen;

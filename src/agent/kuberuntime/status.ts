@@ -16,6 +16,7 @@ import type {
   ContainerStatus,
   PodStatus,
   RunningPod,
+  SandboxState,
   SandboxStatus,
 } from "../kubecontainer/types.ts";
 import {
@@ -48,6 +49,9 @@ export function toContainerState(s: CriState): ContainerState {
   }
 }
 
+const toSandboxState = (s: PodSandboxStatus["state"]): SandboxState =>
+  s === "SANDBOX_READY" ? "ready" : "notready";
+
 /** All pods fleetlet has sandboxes or containers of (those of `nodeName` only, when given),
  * grouped by pod UID. */
 export async function listRunningPods(
@@ -79,10 +83,7 @@ export async function listRunningPods(
     return pod;
   };
   for (const sb of [...sandboxes.items].sort((a, b) => b.createdAt - a.createdAt)) {
-    get(sb.labels)?.sandboxes.push({
-      id: sb.id,
-      state: sb.state === "SANDBOX_READY" ? "ready" : "notready",
-    });
+    get(sb.labels)?.sandboxes.push({ id: sb.id, state: toSandboxState(sb.state) });
   }
   for (const c of [...containers.containers].sort((a, b) => b.createdAt - a.createdAt)) {
     const name = c.labels[LABEL_CONTAINER_NAME] ?? c.metadata?.name ?? "";
@@ -95,7 +96,7 @@ export function toSandboxStatus(s: PodSandboxStatus): SandboxStatus {
   const ips = s.network?.ip ? [s.network.ip, ...s.network.additionalIps.map((a) => a.ip)] : [];
   return {
     id: s.id,
-    state: s.state === "SANDBOX_READY" ? "ready" : "notready",
+    state: toSandboxState(s.state),
     createdAt: nsToMs(s.createdAt),
     attempt: s.metadata?.attempt ?? 0,
     ips,

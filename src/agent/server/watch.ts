@@ -32,6 +32,7 @@ export function watchPods(
   opts: WatchOptions,
 ): Response {
   const clock = opts.clock ?? realClock;
+  const resyncMs = opts.resyncMs ?? 1000;
   const encoder = new TextEncoder();
   /** The object last sent for each pod in the stream, by uid (namespace/name without one). */
   const sent = new Map<string, Pod>();
@@ -87,7 +88,7 @@ export function watchPods(
   const resync = () => {
     if (closed) return;
     schedule();
-    cancelResync = clock.setTimer(opts.resyncMs ?? 1000, resync);
+    cancelResync = clock.setTimer(resyncMs, resync);
   };
 
   const body = new ReadableStream<Uint8Array>(
@@ -107,7 +108,7 @@ export function watchPods(
         // Bun sends the response headers with the first bytes of the body: with no pod to send,
         // a blank line (which watch clients skip) lets the client know the watch is open.
         if (sent.size === 0) c.enqueue(encoder.encode("\n"));
-        cancelResync = clock.setTimer(opts.resyncMs ?? 1000, resync);
+        cancelResync = clock.setTimer(resyncMs, resync);
       },
       cancel() {
         close();
