@@ -4,7 +4,10 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { START_SLOT_RELEASE_MS } from "../../src/agent/kuberuntime/core.ts";
 import type { ContainerConfig, CriClient, PodSandboxConfig } from "../../src/cri/index.ts";
+import { realClock } from "../../src/util/clock.ts";
+import { PriorityLimiter } from "../../src/util/priority-limiter.ts";
 
 export const BENCH_LABEL = "io.fleetlet.bench-run";
 
@@ -100,6 +103,21 @@ export async function rawPod(
   });
   await cri.startContainer({ containerId });
   return podSandboxId;
+}
+
+/** Start calls made the agent's way (maxParallelStarts): at most `limit` at once, a freed slot
+ * going to the pod whose name sorts first (0: all at once). `forPod(name)` gives a client whose
+ * RunPodSandbox, CreateContainer and StartContainer calls wait their turn. */
+export function startQueue(cri: CriClient, limit: number): (name: string) => CriClient {
+  const limiter = new PriorityLimiter(limit, realClock, START_SLOT_RELEASE_MS);
+  return (name) => {
+    const key = { at: 0, name };
+    const limited: CriClient = Object.create(cri);
+    limited.runPodSandbox = (req, o) => limiter.run(key, () => cri.runPodSandbox(req, o));
+    limited.createContainer = (req, o) => limiter.run(key, () => cri.createContainer(req, o));
+    limited.startContainer = (req, o) => limiter.run(key, () => cri.startContainer(req, o));
+    return limited;
+  };
 }
 
 /** Copies of the files the template mounts, for raw pod `name` (before its calls are timed). */
@@ -206,6 +224,8 @@ export async function removeNodePods(cri: CriClient, nodeName: string, parallel 
 export function benchOptions<T extends Record<string, number | string>>(
   bench: string,
   defaults: T,
+  /** Options whose number may be 0 (the others must be at least 1). */
+  zeroAllowed: readonly string[] = [],
   argv = process.argv.slice(2),
 ): T {
   const fail = (why: string): never => {
@@ -224,7 +244,8 @@ export function benchOptions<T extends Record<string, number | string>>(
     if (typeof value !== "string") continue;
     if (typeof defaults[name] === "number") {
       const n = Number(value);
-      if (!(n >= 1)) fail(`--${name} must be a number of at least 1`);
+      const min = zeroAllowed.includes(name) ? 0 : 1;
+      if (!(n >= min)) fail(`--${name} must be a number of at least ${min}`);
       out[name] = n;
     } else out[name] = value;
   }

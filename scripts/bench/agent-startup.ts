@@ -4,21 +4,26 @@
 //
 //   node_modules/.bin/bun scripts/bench/agent-startup.ts [--rounds N] [--batch M]
 //       [--batch-rounds K] [--relist-period 1s] [--own-time off|log] [--calibrate no|yes]
-//       (defaults 15, 30, 10, 1s: the agent's own relist period, off, no; needs root and the
-//       test bed)
+//       [--starts S]
+//       (defaults 15, 30, 10, 1s: the agent's own relist period, off, no, and the agent's
+//       default maxParallelStarts (CPUs, at least 2); needs root and the test bed)
 //
 // Single pods: N rounds, each writes one manifest and waits for Running (seen through a pod watch
 // on the API, GET /api/v1/pods?watch=true, so that watching costs the agent little), and
 // makes the same pod through raw CRI; overhead = agent - raw per round, the two sides taking
 // turns to go first so that machine noise falls on both alike.
 //
-// Batch: K rounds, each writes M manifests at once, and makes M raw pods concurrently before or
-// after (the two taking turns to go first); overhead per pod = the k-th agent latency - the k-th
-// raw latency (both sorted), pooled over the rounds. Each round prints the CPU the agent,
-// containerd and the whole machine spent on each side.
+// Batch: K rounds, each writes M manifests at once, and makes M raw pods before or after (the two
+// taking turns to go first). The agent runs with --max-parallel-starts S, and the raw pods make
+// their start calls the same way: at most S at once, a freed slot going to the pod whose name
+// sorts first (S = 0: all at once on both sides). Overhead per pod = the k-th agent latency -
+// the k-th raw latency (both sorted), pooled over the rounds. Each round prints the CPU the
+// agent, containerd and the whole machine spent on each side.
 // --calibrate yes puts raw pods in the agent's place: the overhead it prints is the noise floor
-// of the design (raw against raw). Here a 30-pod burst takes ~20 CPU-s of a saturated 2-core
-// machine, and one burst's speed differs from the next by up to a second or so.
+// of the design (raw against raw). Here a 30-pod burst takes ~17-20 CPU-s of a saturated 2-core
+// machine. All at once (S = 0), every pod ends near the end of the burst, and one burst's length
+// differs from the next by up to a second or so, which swamps the overhead; a few at a time,
+// the k-th pod ends at about k/M of the burst, and the rounds agree far better.
 // (Both sides at the same moment is no better: whichever side's calls reach containerd first
 // is served first, and the k-th pods then differ by seconds.)
 // Before every round, the last round's pods are gone from containerd and a second has passed.
@@ -34,6 +39,7 @@
 // Everything it creates is removed at the end (the agent's pods, raw sandboxes labelled
 // io.fleetlet.bench-run=<run id>, their cgroups, temp dirs), also on error.
 import { readFileSync, rmSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import type { Pod } from "../../src/api/types.ts";
 import { watchEvents } from "../../src/cli/client.ts";
 import { createCriClient } from "../../src/cri/index.ts";
@@ -53,16 +59,22 @@ import {
   rawPodFiles,
   removeRawPods,
   sleeperManifest,
+  startQueue,
 } from "./agent-common.ts";
 
-const opts = benchOptions("agent-startup", {
-  rounds: 15,
-  batch: 30,
-  "batch-rounds": 10,
-  "own-time": "off",
-  "relist-period": "1s",
-  calibrate: "no",
-});
+const opts = benchOptions(
+  "agent-startup",
+  {
+    rounds: 15,
+    batch: 30,
+    "batch-rounds": 10,
+    "own-time": "off",
+    "relist-period": "1s",
+    calibrate: "no",
+    starts: Math.max(2, availableParallelism()),
+  },
+  ["starts"],
+);
 const runId = `startup-${Date.now().toString(36)}`;
 /** The raw pods' cgroups: the same hierarchy as the agent's pods (kubepods/besteffort/pod<uid>). */
 const rawCgroupRoot = `/fleetlet-bench-${runId}`;
@@ -83,6 +95,8 @@ const agent = new TestAgent({
   args: [
     "--pleg-relist-period",
     opts["relist-period"],
+    "--max-parallel-starts",
+    String(opts.starts),
     ...(logCalls ? ["--log-level", "debug"] : []),
   ],
 });
@@ -202,10 +216,11 @@ async function captureTemplate(): Promise<ConfigTemplate> {
 async function rawPods(names: string[]): Promise<number[]> {
   if (template === undefined) throw new Error("no config template yet");
   for (const n of names) rawPodFiles(runId, n, template);
+  const queued = startQueue(cri, opts.starts);
   const t0 = performance.now();
   return Promise.all(
     names.map(async (n) => {
-      await rawPod(cri, runId, n, image, rawCgroupRoot, template);
+      await rawPod(queued(n), runId, n, image, rawCgroupRoot, template);
       return performance.now() - t0;
     }),
   );
@@ -268,7 +283,7 @@ async function main() {
   await cri.pullImage({ image: { image } });
   await agent.start();
   console.log(
-    `agent-startup: relist period ${opts["relist-period"]}, ${opts.rounds} single rounds, ${opts["batch-rounds"]} rounds of ${opts.batch} pods at once`,
+    `agent-startup: relist period ${opts["relist-period"]}, ${opts.starts || "no limit of"} parallel starts, ${opts.rounds} single rounds, ${opts["batch-rounds"]} rounds of ${opts.batch} pods at once`,
   );
   await agentPods(["warm"], async () => {
     template = await captureTemplate();

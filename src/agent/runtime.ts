@@ -1,5 +1,5 @@
 // The runtime manager as the agent configures it: CRI, events, timings from the agent config.
-import { totalmem } from "node:os";
+import { availableParallelism, totalmem } from "node:os";
 import type { CriRuntime } from "../cri/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
@@ -41,5 +41,6 @@ export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
     imagePullBackOff: { initialMs: config.imagePullBackOffBase, maxMs: config.imagePullBackOffMax },
     ...(config.imagePullCredentialsFile ? { credentials: config.imagePullCredentialsFile } : {}),
     runtimeRequestTimeoutMs: config.runtimeRequestTimeout,
+    maxParallelStarts: config.maxParallelStarts ?? Math.max(2, availableParallelism()),
   });
 }

@@ -11,7 +11,8 @@ export interface Clock {
   setTimer(ms: number, fn: () => void): () => void;
 }
 
-function abortReason(signal: AbortSignal): unknown {
+/** What a wait aborted by `signal` rejects with: its reason, else an AbortError. */
+export function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException("The operation was aborted", "AbortError");
 }
 

@@ -1,6 +1,6 @@
-// The agent under faults: a stop by SIGTERM, admission beyond maxPods, orphans in the runtime and
-// on disk, bad configuration, and containerd going away under it (last: it disturbs the shared
-// containerd). The compiled agent against the real test bed; needs root and the test bed.
+// The agent under faults: a stop by SIGTERM, admission beyond maxPods, start calls within
+// maxParallelStarts, orphans in the runtime and on disk, bad configuration, and containerd going
+// away under it (last: it disturbs the shared containerd). The compiled agent against the real test bed; needs root and the test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -135,6 +135,31 @@ describe("fleetlet agent admission with --max-pods (needs root and the test bed)
     }
     const sandboxes = await cri.listPodSandbox({});
     expect(sandboxes.items.some((s) => s.metadata?.name === `p3-${small.nodeName}`)).toBe(false);
+  }, 60_000);
+});
+
+describe("fleetlet agent with --max-parallel-starts (needs root and the test bed)", () => {
+  test("pods written at once make one start call at a time with --max-parallel-starts 1", async () => {
+    const one = new TestAgent({ args: ["--max-parallel-starts", "1", "--log-level", "debug"] });
+    agents.push(one);
+    await one.start();
+    const names = ["s1", "s2", "s3", "s4"];
+    for (const n of names) one.writeManifest(`${n}.yaml`, sleeper(n));
+    for (const n of names) await one.waitPod(n, "Running", running);
+    // The debug log has each CRI call's end (the line's time) and duration.
+    const re =
+      /^(\S+) DEBUG CRI call .*\bmethod=(runPodSandbox|createContainer|startContainer) ms=([\d.]+)/gm;
+    const calls = [...one.output.matchAll(re)]
+      .map((m) => {
+        const end = Date.parse(m[1] as string);
+        return { method: m[2] as string, start: end - Number(m[3]), end };
+      })
+      .sort((a, b) => a.start - b.start);
+    for (const method of ["runPodSandbox", "createContainer", "startContainer"])
+      expect(calls.filter((c) => c.method === method)).toHaveLength(4);
+    // No call starts before the one before it has ended (log times are whole milliseconds).
+    const overlaps = calls.slice(1).map((c, i) => (calls[i]?.end ?? 0) - c.start);
+    expect(Math.max(...overlaps)).toBeLessThanOrEqual(2);
   }, 60_000);
 });
 

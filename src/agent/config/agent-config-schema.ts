@@ -82,6 +82,11 @@ const count = z
   .int({ error: "must be an integer" })
   .min(1, { error: "must be at least 1" });
 
+const countOrZero = z
+  .number({ error: "must be an integer" })
+  .int({ error: "must be an integer" })
+  .min(0, { error: "must be 0 or more" });
+
 /** The fields an agent config file may hold; unknown fields are errors, to catch typos. */
 export const agentConfigFileSchema = z.strictObject(
   {
@@ -97,6 +102,7 @@ export const agentConfigFileSchema = z.strictObject(
     apiSocket: path.optional(),
     runtimeRequestTimeout: duration.optional(),
     imagePullCredentialsFile: path.optional(),
+    maxParallelStarts: countOrZero.optional(),
     logLevel: z
       .enum(["debug", "info", "warn", "error"], {
         error: 'must be one of "debug", "info", "warn", "error"',

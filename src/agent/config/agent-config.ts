@@ -38,6 +38,9 @@ export interface AgentConfig {
   runtimeRequestTimeout: number;
   /** A docker config.json with registry credentials. */
   imagePullCredentialsFile?: string;
+  /** RunPodSandbox, CreateContainer and StartContainer calls at once, the pods seen first going
+   * first; 0 for no limit (the kubelet's way). Absent: the number of CPUs, at least 2. */
+  maxParallelStarts?: number;
   logLevel: LogLevel;
   logFormat: "text" | "json";
   /** PLEG relist period (ms). */
@@ -86,7 +89,12 @@ export interface AgentConfigDeps {
 
 type Defaults = Omit<
   AgentConfig,
-  "configFile" | "imagePullCredentialsFile" | "hub" | "nodeName" | "cpuManagerStateFile"
+  | "configFile"
+  | "imagePullCredentialsFile"
+  | "hub"
+  | "nodeName"
+  | "cpuManagerStateFile"
+  | "maxParallelStarts"
 >;
 
 /** The defaults, as kubelet's where kubelet has the same setting. */

@@ -26,6 +26,7 @@ const scalarFields = [
   "apiSocket",
   "runtimeRequestTimeout",
   "imagePullCredentialsFile",
+  "maxParallelStarts",
   "logLevel",
   "logFormat",
   "plegRelistPeriod",
@@ -39,7 +40,7 @@ const scalarFields = [
   "hubReconnectBackOffMax",
 ] as const;
 
-const integerFields = new Set<string>(["maxPods", "hubOutboxMaxEvents"]);
+const integerFields = new Set<string>(["maxPods", "hubOutboxMaxEvents", "maxParallelStarts"]);
 
 function kebab(name: string): string {
   return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);

@@ -52,7 +52,13 @@ export interface RuntimeManagerDeps {
   random?: () => string;
   /** Replaces the image manager built from the deps (tests). */
   images?: ImageManager;
+  /** RunPodSandbox, CreateContainer and StartContainer calls in flight at once, the pods seen
+   * first going first (0 or absent: no limit, as the kubelet). */
+  maxParallelStarts?: number;
 }
+
+/** A start call that takes longer than this gives its slot to the next one. */
+export const START_SLOT_RELEASE_MS = 10_000;
 
 /** A failure of one step of a sync; the pod worker logs these and retries later. */
 export interface SyncError {
@@ -75,6 +81,9 @@ export interface Core {
   deps: RuntimeManagerDeps;
   images: ImageManager;
   crashLoop: CrashLoopBackoff;
+  /** Runs a start call (RunPodSandbox, CreateContainer, StartContainer) of `pod` within
+   * maxParallelStarts, the pod seen first going first; rejects if `signal` aborts first. */
+  startCall<T>(pod: Pod, call: () => Promise<T>, signal?: AbortSignal): Promise<T>;
   /** Options of a lifecycle call (deadline, optionally extended by `extraMs`). */
   lifecycle(extraMs?: number, signal?: AbortSignal): CallOptions;
   event(

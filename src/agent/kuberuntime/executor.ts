@@ -12,9 +12,18 @@
 import { randomBytes } from "node:crypto";
 import type { Pod } from "../../api/types.ts";
 import type { CallOptions, PodSandboxConfig } from "../../cri/index.ts";
+import { type PriorityKey, PriorityLimiter } from "../../util/priority-limiter.ts";
+import { CONFIG_SEEN_ANNOTATION } from "../config/parse.ts";
 import { createImageManager } from "../images/index.ts";
 import type { PodStatus, RunningPod } from "../kubecontainer/types.ts";
-import type { Core, RuntimeManagerDeps, SyncError, SyncRun, WaitingReason } from "./core.ts";
+import {
+  type Core,
+  type RuntimeManagerDeps,
+  START_SLOT_RELEASE_MS,
+  type SyncError,
+  type SyncRun,
+  type WaitingReason,
+} from "./core.ts";
 import { CrashLoopBackoff } from "./crashloop.ts";
 import { errorMessage } from "./format.ts";
 import { killContainer, killPod, pruneDeadContainers, removePod, runningPodOf } from "./kill.ts";
@@ -127,6 +136,11 @@ function stepTable(core: Core): { [K in SyncStepKind]: StepHandler<K> } {
 }
 
 function makeCore(deps: RuntimeManagerDeps): Core {
+  const starts = new PriorityLimiter(
+    deps.maxParallelStarts ?? 0,
+    deps.clock,
+    START_SLOT_RELEASE_MS,
+  );
   const core: Core = {
     deps,
     images:
@@ -140,6 +154,7 @@ function makeCore(deps: RuntimeManagerDeps): Core {
         ...(deps.credentials ? { credentialsPath: deps.credentials } : {}),
       }),
     crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff),
+    startCall: (pod, call, signal) => starts.run(startKey(pod), call, signal),
     lifecycle(extraMs = 0, signal?: AbortSignal): CallOptions {
       const opts: CallOptions = { timeoutMs: deps.runtimeRequestTimeoutMs + extraMs };
       if (signal) opts.signal = signal;
@@ -156,6 +171,15 @@ function makeCore(deps: RuntimeManagerDeps): Core {
     random: deps.random ?? (() => randomBytes(4).toString("hex")),
   };
   return core;
+}
+
+/** A pod's place in the queue of start calls: when its source first saw it, then its name. */
+function startKey(pod: Pod): PriorityKey {
+  const seen = Date.parse(pod.metadata.annotations?.[CONFIG_SEEN_ANNOTATION] ?? "");
+  return {
+    at: Number.isNaN(seen) ? Number.MAX_SAFE_INTEGER : seen,
+    name: `${pod.metadata.namespace ?? ""}/${pod.metadata.name}`,
+  };
 }
 
 export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {

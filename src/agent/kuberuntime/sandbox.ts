@@ -28,7 +28,11 @@ export async function createSandbox(core: Core, run: SyncRun, attempt: number): 
   try {
     const config = await sandboxConfigFor(core, pod, attempt);
     await mkdir(config.logDirectory ?? "", { recursive: true, mode: 0o755 });
-    const res = await core.deps.cri.runPodSandbox({ config }, core.lifecycle(0, run.signal));
+    const res = await core.startCall(
+      pod,
+      () => core.deps.cri.runPodSandbox({ config }, core.lifecycle(0, run.signal)),
+      run.signal,
+    );
     run.sandboxId = res.podSandboxId;
     run.attempt = attempt;
     const status = await core.deps.cri.podSandboxStatus({ podSandboxId: res.podSandboxId });

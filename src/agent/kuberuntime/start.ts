@@ -145,14 +145,22 @@ export async function startContainer(core: Core, run: SyncRun, spec: StartSpec):
   let containerId: string;
   try {
     const req = { podSandboxId: run.sandboxId, config, sandboxConfig: spec.sandboxConfig };
-    containerId = (await core.deps.cri.createContainer(req, core.lifecycle(0, run.signal)))
-      .containerId;
+    const created = await core.startCall(
+      pod,
+      () => core.deps.cri.createContainer(req, core.lifecycle(0, run.signal)),
+      run.signal,
+    );
+    containerId = created.containerId;
   } catch (err) {
     return failed("CreateContainerError", errorMessage(err));
   }
   core.event(pod, "Normal", "Created", `Created container: ${c.name}`, fieldPath);
   try {
-    await core.deps.cri.startContainer({ containerId }, core.lifecycle(0, run.signal));
+    await core.startCall(
+      pod,
+      () => core.deps.cri.startContainer({ containerId }, core.lifecycle(0, run.signal)),
+      run.signal,
+    );
   } catch (err) {
     return failed("RunContainerError", errorMessage(err));
   }

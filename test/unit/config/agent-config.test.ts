@@ -105,6 +105,14 @@ describe("loadAgentConfig()", () => {
     expect(config.hub).toEqual({ url: "wss://hub.example.com", joinToken: "abc" });
   });
 
+  test("maxParallelStarts: absent by default, 0 allowed, a flag wins over the file", async () => {
+    const file = await writeConfig("maxParallelStarts: 0\n");
+    expect((await loadAgentConfig(["--config", file], {}, deps)).maxParallelStarts).toBe(0);
+    const both = await loadAgentConfig(["--config", file, "--max-parallel-starts", "3"], {}, deps);
+    expect(both.maxParallelStarts).toBe(3);
+    expect("maxParallelStarts" in (await loadAgentConfig([], {}, deps))).toBe(false);
+  });
+
   test("merges hub flags into the file's hub settings", async () => {
     const file = await writeConfig("hub:\n  url: https://hub.local\n  joinToken: old\n");
     const config = await loadAgentConfig(["--config", file, "--join-token", "new"], {}, deps);
@@ -148,6 +156,7 @@ describe("loadAgentConfig() errors", () => {
     ["a string for an integer", "maxPods: lots", 'maxPods: "lots" must be an integer'],
     ["a fractional integer", "maxPods: 1.5", "maxPods: 1.5 must be an integer"],
     ["a zero count", "maxPods: 0", "maxPods: 0 must be at least 1"],
+    ["a negative limit", "maxParallelStarts: -1", "maxParallelStarts: -1 must be 0 or more"],
     ["a number for a path", "rootDir: 5", "rootDir: 5 must be a string"],
     ["an empty path", 'rootDir: ""', 'rootDir: "" must not be empty'],
     ["an unknown log level", "logLevel: loud", 'logLevel: "loud" must be one of "debug"'],
@@ -212,6 +221,7 @@ describe("loadAgentConfig() errors", () => {
       'invalid flag --file-check-frequency: "20x" is not a duration (e.g. "20s", "5m")',
     ],
     [["--max-pods", "many"], 'invalid flag --max-pods: "many" must be an integer'],
+    [["--max-parallel-starts", "-2"], "invalid flag --max-parallel-starts: -2 must be 0 or more"],
     [["--hub=ftp://x"], 'invalid flag --hub: "ftp://x" must be a ws://'],
     [["--static-pod-pth", "/x"], "unknown flag --static-pod-pth (did you mean --static-pod-path?)"],
     [["--node-name"], "flag --node-name needs a value"],

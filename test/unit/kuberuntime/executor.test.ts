@@ -149,6 +149,50 @@ describe("syncPod() of a new pod", () => {
   });
 });
 
+describe("syncPod() with maxParallelStarts", () => {
+  const seenAt = (name: string, second: number) =>
+    makePod({
+      name,
+      metadata: {
+        name,
+        annotations: { "kubernetes.io/config.seen": `2024-05-01T10:00:0${second}.5Z` },
+      },
+    });
+  const sandboxesRun = () =>
+    (h.cri.callsOf("runPodSandbox") as RunPodSandboxRequest[]).map((r) => r.config.metadata.name);
+
+  test("a freed slot goes to the pod seen first; a pod killed while it waits starts nothing", async () => {
+    h = makeHarness({ maxParallelStarts: 1 });
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    h.cri.setHook(async (method, request) => {
+      if (
+        method === "runPodSandbox" &&
+        (request as RunPodSandboxRequest).config.metadata.name === "x"
+      )
+        await held;
+    });
+    const x = h.rm.syncPod(seenAt("x", 9), undefined);
+    while (sandboxesRun().length === 0) await new Promise((r) => setTimeout(r, 1));
+    const ac = new AbortController();
+    const killed = h.rm.syncPod(seenAt("k", 0), undefined, { signal: ac.signal });
+    const newer = h.rm.syncPod(seenAt("newer", 5), undefined);
+    const older = h.rm.syncPod(seenAt("older", 1), undefined);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(sandboxesRun()).toEqual(["x"]);
+    ac.abort(new Error("pod is being killed"));
+    const k = await killed;
+    expect(k.errors.map((e) => e.reason)).toEqual(["CreatePodSandboxError"]);
+    expect(k.errors[0]?.message).toContain("pod is being killed");
+    release();
+    for (const r of await Promise.all([x, newer, older])) expect(r.errors).toEqual([]);
+    expect(sandboxesRun()).toEqual(["x", "older", "newer"]);
+    expect(running("app")).toHaveLength(3);
+  });
+});
+
 describe("syncPod() restarts", () => {
   test("backs off a crash-looping container, doubling the delay", async () => {
     h = makeHarness();
