@@ -1,5 +1,5 @@
 // Creating a pod's sandbox: the log folder first (the runtime writes container logs into it),
-// then RunPodSandbox, then its status for the pod IP.
+// then RunPodSandbox, then (unless it uses the host's network) its status for the pod IP.
 
 import { mkdir } from "node:fs/promises";
 import type { Pod } from "../../api/types.ts";
@@ -35,8 +35,14 @@ export async function createSandbox(core: Core, run: SyncRun, attempt: number): 
     );
     run.sandboxId = res.podSandboxId;
     run.attempt = attempt;
+    // Only the pod IPs are wanted from the sandbox's status; a host-network pod has none of its
+    // own, so it is spared the call (one fewer round trip between its sandbox and containers).
+    if (pod.spec.hostNetwork) {
+      run.podIPs = [];
+      return true;
+    }
     const status = await core.deps.cri.podSandboxStatus({ podSandboxId: res.podSandboxId });
-    run.podIPs = status.status && !pod.spec.hostNetwork ? toSandboxStatus(status.status).ips : [];
+    run.podIPs = status.status ? toSandboxStatus(status.status).ips : [];
     return true;
   } catch (err) {
     const detail = errorMessage(err);

@@ -120,6 +120,32 @@ describe("syncPod() of a new pod", () => {
     expect(h.events.at(-1)).toMatchObject({ type: "Warning", reason: "Failed" });
   });
 
+  test("status.podIP is the sandbox's IP, read after RunPodSandbox; host-network pods skip the read", async () => {
+    h = makeHarness();
+    const withIP = (name: string, hostNetwork: boolean) =>
+      makePod({
+        name,
+        spec: { containers: [], hostNetwork },
+        containers: [
+          makeContainer({
+            env: [{ name: "IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }],
+          }),
+        ],
+      });
+    const envIP = () =>
+      created()
+        .at(-1)
+        ?.config.envs?.find((e) => e.key === "IP")?.value;
+    expect((await h.sync(withIP("bridged", false))).errors).toEqual([]);
+    expect(h.cri.callsOf("podSandboxStatus")).toHaveLength(1);
+    const sandboxIP = [...h.cri.sandboxes.values()][0]?.ip;
+    expect(sandboxIP).toBeTruthy();
+    expect(envIP()).toBe(sandboxIP);
+    expect((await h.sync(withIP("host", true))).errors).toEqual([]);
+    expect(h.cri.callsOf("podSandboxStatus")).toHaveLength(1);
+    expect(envIP()).toBe("192.168.1.2");
+  });
+
   test("reports RunContainerError when StartContainer fails", async () => {
     h = makeHarness();
     h.cri.failNext(
