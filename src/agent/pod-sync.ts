@@ -48,6 +48,9 @@ export interface PodSyncDeps {
   /** Readiness and startup probe results by container ID, for the published status. */
   readiness?: ProbeResults;
   startup?: ProbeResults;
+  /** Runs a new pod's preparation (its folder and cgroup) in the order pods start in (see
+   * maxParallelStarts), so that in a burst the first pods reach the runtime first. */
+  prepareInTurn?: (pod: Pod, prepare: () => Promise<void>) => Promise<void>;
   /** The pod's cgroup (the container manager); absent: the runtime's default. */
   podCgroups?: {
     /** Creates the pod cgroup if missing; throws naming the cgroup. */
@@ -172,12 +175,17 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
       const before = await statusForSync(pod);
       const status = publish(pod, before);
       if (status.phase === "Succeeded" || status.phase === "Failed") return { terminal: true };
-      await mkdir(podDir(uid), { recursive: true, mode: 0o750 });
-      await deps.podCgroups?.ensure(pod).catch((err: Error) => {
-        throw new Error(
-          `Cannot create the cgroup of pod ${JSON.stringify(pod.metadata.name)}: ${err.message}`,
-        );
-      });
+      const prepare = async () => {
+        await mkdir(podDir(uid), { recursive: true, mode: 0o750 });
+        await deps.podCgroups?.ensure(pod).catch((err: Error) => {
+          throw new Error(
+            `Cannot create the cgroup of pod ${JSON.stringify(pod.metadata.name)}: ${err.message}`,
+          );
+        });
+      };
+      if (before.sandboxes.length === 0 && deps.prepareInTurn)
+        await deps.prepareInTurn(pod, prepare);
+      else await prepare();
       const livenessFailed = deps.livenessFailed?.(uid);
       const startupFailed = deps.startupFailed?.(uid);
       const opts: SyncOptions = {

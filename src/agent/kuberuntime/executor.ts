@@ -174,7 +174,7 @@ function makeCore(deps: RuntimeManagerDeps): Core {
 }
 
 /** A pod's place in the queue of start calls: when its source first saw it, then its name. */
-function startKey(pod: Pod): PriorityKey {
+export function startKey(pod: Pod): PriorityKey {
   const seen = Date.parse(pod.metadata.annotations?.[CONFIG_SEEN_ANNOTATION] ?? "");
   return {
     at: Number.isNaN(seen) ? Number.MAX_SAFE_INTEGER : seen,

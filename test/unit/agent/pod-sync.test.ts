@@ -3,7 +3,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { PodStatus } from "../../../src/agent/kubecontainer/types.ts";
-import { type CachedStatus, createPodSync, type PodRuntime } from "../../../src/agent/pod-sync.ts";
+import {
+  type CachedStatus,
+  createPodSync,
+  type PodRuntime,
+  type PodSyncDeps,
+} from "../../../src/agent/pod-sync.ts";
 import { createStatusManager } from "../../../src/agent/status/index.ts";
 import type { Pod } from "../../../src/api/types.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
@@ -33,7 +38,7 @@ function runningStatus(pod: Pod, at: number): PodStatus {
 }
 
 /** A pod-sync over a runtime that counts status reads and a cache the test fills. */
-function setup(opts: { acts: boolean }) {
+function setup(opts: { acts: boolean }, extra: Partial<PodSyncDeps> = {}) {
   const clock = new FakeClock(T0);
   const dir = mkdtempSync(join(tmpdir(), "fleetlet-podsync-"));
   const reads: string[] = [];
@@ -73,6 +78,7 @@ function setup(opts: { acts: boolean }) {
     isDesired: () => true,
     cachedStatus: (uid) => cache.get(uid),
     hasActions: () => opts.acts,
+    ...extra,
   });
   return {
     clock,
@@ -167,6 +173,35 @@ describe("createPodSync() syncPod reading the runtime", () => {
     const result = await s.sync.syncPod(s.pod, "sync");
     expect(result).toEqual({ terminal: false, retry: false });
     expect(s.reads).toEqual([]);
+    s.done();
+  });
+});
+
+describe("createPodSync() prepareInTurn", () => {
+  test("a pod without a sandbox makes its cgroup inside prepareInTurn; a running pod does not wait for a turn", async () => {
+    const log: string[] = [];
+    const s = setup(
+      { acts: true },
+      {
+        prepareInTurn: async (pod, prepare) => {
+          log.push(`turn ${pod.metadata.name}`);
+          await prepare();
+          log.push("turn ends");
+        },
+        podCgroups: {
+          ensure: async () => {
+            log.push("cgroup");
+          },
+          remove: async () => {},
+        },
+      },
+    );
+    await s.sync.syncPod(s.pod, "create");
+    expect(log).toEqual(["turn web", "cgroup", "turn ends"]);
+    // The sync stored the status it read after acting: the pod now has a sandbox.
+    log.length = 0;
+    await s.sync.syncPod(s.pod, "sync");
+    expect(log).toEqual(["cgroup"]);
     s.done();
   });
 });
