@@ -148,7 +148,7 @@ export async function runAgent(
     isDesired: (uid) => loop?.pods().has(uid) ?? false,
     cachedStatus: (uid) => pleg.cache.get(uid),
     hasActions: (pod, status, opts) => planSteps(computePodActions(pod, status, opts)).length > 0,
-    prepareInTurn: (pod, prepare) => prepareQueue.run(startKey(pod), prepare),
+    prepareInTurn: (pod, prepare, signal) => prepareQueue.run(startKey(pod), prepare, signal),
     podCgroups: {
       ensure: (pod) => cm.ensurePodCgroup(pod),
       remove: (uid) => cm.removePodCgroup(uid),

@@ -18,7 +18,11 @@ export interface PodRuntime {
   syncPod(
     pod: Pod,
     status: PodStatus,
-    opts: { livenessFailed?: ReadonlySet<string>; startupFailed?: ReadonlySet<string> },
+    opts: {
+      livenessFailed?: ReadonlySet<string>;
+      startupFailed?: ReadonlySet<string>;
+      signal?: AbortSignal;
+    },
   ): Promise<{ waiting: ReadonlyMap<string, SyncError> }>;
   killPod(pod: Pod | undefined, running: RunningPod, gracePeriodSeconds?: number): Promise<void>;
   removePod(running: RunningPod): Promise<void>;
@@ -50,7 +54,7 @@ export interface PodSyncDeps {
   startup?: ProbeResults;
   /** Runs a new pod's preparation (its folder and cgroup) in the order pods start in (see
    * maxParallelStarts), so that in a burst the first pods reach the runtime first. */
-  prepareInTurn?: (pod: Pod, prepare: () => Promise<void>) => Promise<void>;
+  prepareInTurn?: (pod: Pod, prepare: () => Promise<void>, signal?: AbortSignal) => Promise<void>;
   /** The pod's cgroup (the container manager); absent: the runtime's default. */
   podCgroups?: {
     /** Creates the pod cgroup if missing; throws naming the cgroup. */
@@ -68,7 +72,11 @@ export interface CachedStatus {
   timestamp: number;
 }
 
-type SyncOptions = { livenessFailed?: ReadonlySet<string>; startupFailed?: ReadonlySet<string> };
+type SyncOptions = {
+  livenessFailed?: ReadonlySet<string>;
+  startupFailed?: ReadonlySet<string>;
+  signal?: AbortSignal;
+};
 
 /** The status of a pod the runtime has nothing of. */
 function emptyStatus(pod: Pod, now: number): PodStatus {
@@ -170,7 +178,7 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
     syncErrors: (uid) => errors.get(uid),
     readPending: (uid) => acting.has(uid),
 
-    async syncPod(pod: Pod, _type: UpdateType) {
+    async syncPod(pod: Pod, _type: UpdateType, signal?: AbortSignal) {
       const uid = uidOf(pod);
       const before = await statusForSync(pod);
       const status = publish(pod, before);
@@ -184,13 +192,14 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
         });
       };
       if (before.sandboxes.length === 0 && deps.prepareInTurn)
-        await deps.prepareInTurn(pod, prepare);
+        await deps.prepareInTurn(pod, prepare, signal);
       else await prepare();
       const livenessFailed = deps.livenessFailed?.(uid);
       const startupFailed = deps.startupFailed?.(uid);
       const opts: SyncOptions = {
         ...(livenessFailed ? { livenessFailed } : {}),
         ...(startupFailed ? { startupFailed } : {}),
+        ...(signal ? { signal } : {}),
       };
       const acts = deps.hasActions?.(pod, before, opts) ?? true;
       if (acts) {
@@ -199,6 +208,8 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
       }
       try {
         const result = await deps.runtime.syncPod(pod, before, opts);
+        // Cancelled by a kill: the terminating step reads and publishes the pod next.
+        if (signal?.aborted) return { terminal: false };
         const unchanged = sameWaiting(errors.get(uid), result.waiting);
         errors.set(uid, result.waiting);
         const retry = result.waiting.size > 0;

@@ -5,7 +5,8 @@
 // - At most one sync/terminate call runs per UID at a time; updates arriving meanwhile are merged
 //   into one pending update (the newest pod wins) and run next.
 // - A kill is never lost: once termination is requested, later updates cannot cancel it; only
-//   the grace period may shrink.
+//   the grace period may shrink. A kill cancels the pod's sync in flight (its signal aborts), so
+//   termination need not wait for a slow pull or a queued start.
 // - Once a pod is terminated its worker ignores everything until forget() or a sync of known pods
 //   drops it.
 // - Static pods: only one UID per full name (namespace/name) may run at once. A new UID for a name
@@ -35,8 +36,12 @@ export interface PodUpdate {
 export interface PodSyncFns {
   /** Makes the runtime match the pod. `terminal`: the pod will not run again; `retry`: a
    * container waits on a back-off (crash loop, image pull), so sync again after the error
-   * back-off rather than the resync interval. */
-  syncPod(pod: Pod, type: UpdateType): Promise<{ terminal: boolean; retry?: boolean }>;
+   * back-off rather than the resync interval. `signal` aborts when a kill cancels the sync. */
+  syncPod(
+    pod: Pod,
+    type: UpdateType,
+    signal?: AbortSignal,
+  ): Promise<{ terminal: boolean; retry?: boolean }>;
   /** Stops every container of the pod within the grace period. */
   syncTerminatingPod(pod: Pod, gracePeriodSeconds: number, kill: KillOptions): Promise<void>;
   /** Cleans up after a terminated pod (volumes, directories); containers may be kept for logs. */
@@ -65,6 +70,8 @@ interface Worker {
   gracePeriodSeconds: number | undefined;
   /** Waiting for an older UID with the same full name to finish terminating. */
   blocked: boolean;
+  /** Cancels the sync in flight (a kill does, as the kubelet's pod workers). */
+  cancel: AbortController | undefined;
 }
 
 export interface PodWorkers {
@@ -144,6 +151,7 @@ export function createPodWorkers(deps: PodWorkersDeps): PodWorkers {
     w.pending = undefined;
     w.pod = update.pod;
     const log = deps.logger.with({ pod: w.fullName, uid: w.uid });
+    let cancel: AbortController | undefined;
     try {
       if (w.state === "syncing" && w.kill === undefined) {
         if (!mayStart(w)) {
@@ -152,7 +160,16 @@ export function createPodWorkers(deps: PodWorkersDeps): PodWorkers {
           log.info("waiting for the previous version of the pod to finish terminating");
           return;
         }
-        const { terminal, retry } = await deps.syncPod(w.pod, update.type);
+        cancel = new AbortController();
+        w.cancel = cancel;
+        let result: { terminal: boolean; retry?: boolean };
+        try {
+          result = await deps.syncPod(w.pod, update.type, cancel.signal);
+        } finally {
+          w.cancel = undefined;
+        }
+        if (cancel.signal.aborted) return; // the kill that cancelled it is pending
+        const { terminal, retry } = result;
         if (!terminal) {
           deps.requeue(w.uid, retry ? deps.errorBackoffMs : deps.resyncIntervalMs);
           return;
@@ -170,6 +187,8 @@ export function createPodWorkers(deps: PodWorkersDeps): PodWorkers {
         unblockWaiters(w.fullName);
       }
     } catch (err) {
+      // A sync cancelled by a kill: the kill is pending and runs next, with no back-off.
+      if (cancel?.signal.aborted) return;
       log.error("pod sync failed; retrying", { error: err });
       if (w.state !== "terminated") {
         // Retry the same step: a kill stays requested; a sync is retried after the backoff.
@@ -203,6 +222,7 @@ export function createPodWorkers(deps: PodWorkersDeps): PodWorkers {
       const g = update.kill?.gracePeriodSeconds;
       if (g !== undefined) w.gracePeriodSeconds = Math.min(g, w.gracePeriodSeconds ?? g);
       if (w.state === "syncing") w.state = "terminating";
+      w.cancel?.abort(new Error("the pod is being terminated"));
       if (w.blocked) {
         // It never started: nothing to stop.
         w.blocked = false;
@@ -228,6 +248,7 @@ export function createPodWorkers(deps: PodWorkersDeps): PodWorkers {
       kill: state === "terminated" ? {} : undefined,
       gracePeriodSeconds: undefined,
       blocked: false,
+      cancel: undefined,
     };
   }
 

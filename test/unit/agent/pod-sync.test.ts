@@ -49,6 +49,7 @@ function setup(opts: { acts: boolean }, extra: Partial<PodSyncDeps> = {}) {
   const pending: string[] = [];
   const seePending = (call: string) =>
     pending.push(`${call}:${sync.readPending(pod.metadata.uid as string)}`);
+  let runtimeSync: PodRuntime["syncPod"] | undefined;
   const runtime: PodRuntime = {
     getPods: async () => [],
     getPodStatus: async () => {
@@ -56,7 +57,8 @@ function setup(opts: { acts: boolean }, extra: Partial<PodSyncDeps> = {}) {
       seePending("status");
       return runningStatus(pod, clock.now());
     },
-    syncPod: async (_pod, status) => {
+    syncPod: async (p, status, o) => {
+      if (runtimeSync) return runtimeSync(p, status, o);
       planned.push(status);
       seePending("sync");
       clock.step(5);
@@ -89,6 +91,9 @@ function setup(opts: { acts: boolean }, extra: Partial<PodSyncDeps> = {}) {
     pending,
     pod,
     sync,
+    setRuntimeSync: (f: PodRuntime["syncPod"]) => {
+      runtimeSync = f;
+    },
     done: () => rmSync(dir, { recursive: true }),
   };
 }
@@ -202,6 +207,33 @@ describe("createPodSync() prepareInTurn", () => {
     log.length = 0;
     await s.sync.syncPod(s.pod, "sync");
     expect(log).toEqual(["cgroup"]);
+    s.done();
+  });
+});
+
+describe("createPodSync() cancelled by a kill", () => {
+  test("passes the signal to the runtime and to prepareInTurn; a cancelled sync stores no errors and reads nothing after", async () => {
+    const ac = new AbortController();
+    const seen: string[] = [];
+    const s = setup(
+      { acts: true },
+      {
+        prepareInTurn: async (_pod, prepare, signal) => {
+          seen.push(`turn signal=${signal === ac.signal}`);
+          await prepare();
+        },
+      },
+    );
+    s.setRuntimeSync(async (_pod, _status, opts) => {
+      seen.push(`runtime signal=${opts.signal === ac.signal}`);
+      ac.abort(new Error("the pod is being terminated"));
+      return { waiting: new Map([["app", { reason: "CreatePodSandboxError", message: "x" }]]) };
+    });
+    const result = await s.sync.syncPod(s.pod, "create", ac.signal);
+    expect(result).toEqual({ terminal: false });
+    expect(seen).toEqual(["turn signal=true", "runtime signal=true"]);
+    expect(s.sync.syncErrors(s.pod.metadata.uid as string)).toBeUndefined();
+    expect(s.reads).toEqual([]);
     s.done();
   });
 });

@@ -102,6 +102,37 @@ describe("createPodWorkers()", () => {
     expect(w.couldHaveRunningContainers("u1")).toBe(false);
   });
 
+  for (const ending of ["returns", "throws"] as const) {
+    test(`a kill cancels the sync in flight, and termination follows with no back-off (the sync ${ending})`, async () => {
+      const h = harness();
+      const signals: AbortSignal[] = [];
+      const deps: PodWorkersDeps = {
+        ...h.deps,
+        async syncPod(pod, type, signal) {
+          h.log.push(`sync ${pod.metadata.uid} ${type}`);
+          if (signal) signals.push(signal);
+          await new Promise<void>((resolve, reject) =>
+            signal?.addEventListener("abort", () =>
+              ending === "returns" ? resolve() : reject(signal.reason),
+            ),
+          );
+          return { terminal: false };
+        },
+      };
+      const w = createPodWorkers(deps);
+      const pod = makePod({ name: "a", uid: "u1" });
+      w.updatePod({ pod, type: "create" });
+      await new Promise((r) => setTimeout(r, 0));
+      expect(signals[0]?.aborted).toBe(false);
+      w.updatePod({ pod, type: "kill", kill: { gracePeriodSeconds: 5 } });
+      expect(signals[0]?.aborted).toBe(true);
+      // The fake clock never moves: a back-off sleep here would never end.
+      await w.idle();
+      expect(h.log).toEqual(["sync u1 create", "terminating u1 grace=5", "terminated u1"]);
+      expect(w.state("u1")).toBe("terminated");
+    });
+  }
+
   test("a pod whose sync reports terminal moves to terminating and terminated", async () => {
     const h = harness({ terminal: () => true });
     const w = createPodWorkers(h.deps);
