@@ -7,25 +7,19 @@ import type { Pod } from "../api/types.ts";
 import { type CriClient, createCriClient } from "../cri/index.ts";
 import { type Clock, realClock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
-import { PriorityLimiter } from "../util/priority-limiter.ts";
 import { buildInfo } from "../util/version.ts";
 import { setupContainerManager, toResourceList } from "./cm/index.ts";
 import { type AgentConfig, createFileSource, createPodConfig } from "./config/index.ts";
 import { createEventRecorder, manifestRef } from "./events/index.ts";
 import { createAgentHub } from "./hubclient/index.ts";
-import {
-  computePodActions,
-  planSteps,
-  START_SLOT_RELEASE_MS,
-  startKey,
-} from "./kuberuntime/index.ts";
+import { computePodActions, planSteps } from "./kuberuntime/index.ts";
 import { runMemoryTrim } from "./memory.ts";
 import { createAgentNodeStatus } from "./nodestatus/index.ts";
 import { createListingCache, createPLEG } from "./pleg/index.ts";
 import { createPodSync } from "./pod-sync.ts";
 import { createPodWorkers } from "./podworkers/index.ts";
 import { createAgentProber } from "./prober/agent-prober.ts";
-import { createAgentRuntime, startConcurrency } from "./runtime.ts";
+import { createAgentRuntime } from "./runtime.ts";
 import { createRuntimeHealth } from "./runtime-health.ts";
 import { startAgentServer } from "./server/index.ts";
 import { createServerDeps } from "./server-deps.ts";
@@ -136,7 +130,6 @@ export async function runAgent(
     isTerminating: (uid) => workers.isTerminationRequested(uid),
     sync: (pod) => workers.updatePod({ pod, type: "sync" }),
   });
-  const prepareQueue = new PriorityLimiter(startConcurrency(config), clock, START_SLOT_RELEASE_MS);
   const podSync = createPodSync({
     runtime,
     statusManager,
@@ -148,7 +141,7 @@ export async function runAgent(
     isDesired: (uid) => loop?.pods().has(uid) ?? false,
     cachedStatus: (uid) => pleg.cache.get(uid),
     hasActions: (pod, status, opts) => planSteps(computePodActions(pod, status, opts)).length > 0,
-    prepareInTurn: (pod, prepare, signal) => prepareQueue.run(startKey(pod), prepare, signal),
+    prepareInTurn: runtime.prepareInTurn,
     podCgroups: {
       ensure: (pod) => cm.ensurePodCgroup(pod),
       remove: (uid) => cm.removePodCgroup(uid),

@@ -20,11 +20,6 @@ export interface AgentRuntimeDeps {
   cm?: Pick<ContainerManager, "podCgroupParent" | "cpusetFor">;
 }
 
-/** How many start calls run at once: maxParallelStarts, else the number of CPUs (at least 2). */
-export function startConcurrency(config: Pick<AgentConfig, "maxParallelStarts">): number {
-  return config.maxParallelStarts ?? Math.max(2, availableParallelism());
-}
-
 export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
   const { config } = deps;
   return createRuntimeManager({
@@ -46,6 +41,7 @@ export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
     imagePullBackOff: { initialMs: config.imagePullBackOffBase, maxMs: config.imagePullBackOffMax },
     ...(config.imagePullCredentialsFile ? { credentials: config.imagePullCredentialsFile } : {}),
     runtimeRequestTimeoutMs: config.runtimeRequestTimeout,
-    maxParallelStarts: startConcurrency(config),
+    // Start calls at once: the number of CPUs (at least 2) unless set.
+    maxParallelStarts: config.maxParallelStarts ?? Math.max(2, availableParallelism()),
   });
 }

@@ -77,15 +77,14 @@ const labels = z
     }
   });
 
-const count = z
-  .number({ error: "must be an integer" })
-  .int({ error: "must be an integer" })
-  .min(1, { error: "must be at least 1" });
+const integerFrom = (min: number, error: string) =>
+  z
+    .number({ error: "must be an integer" })
+    .int({ error: "must be an integer" })
+    .min(min, { error });
 
-const countOrZero = z
-  .number({ error: "must be an integer" })
-  .int({ error: "must be an integer" })
-  .min(0, { error: "must be 0 or more" });
+const count = integerFrom(1, "must be at least 1");
+const countOrZero = integerFrom(0, "must be 0 or more");
 
 /** The fields an agent config file may hold; unknown fields are errors, to catch typos. */
 export const agentConfigFileSchema = z.strictObject(

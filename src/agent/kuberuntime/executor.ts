@@ -67,6 +67,10 @@ export interface RuntimeManager {
   removePod(running: RunningPod): Promise<void>;
   /** Forgets back-off entries that expired. */
   gc(): void;
+  /** Runs a new pod's own preparation (its folder, its cgroup) in the start order of
+   * maxParallelStarts, a few pods at a time, so that in a burst the first pods reach the
+   * runtime first; rejects if `signal` aborts while it waits. */
+  prepareInTurn(pod: Pod, prepare: () => Promise<void>, signal?: AbortSignal): Promise<void>;
 }
 
 type StepHandler<K extends SyncStepKind> = (
@@ -135,12 +139,13 @@ function stepTable(core: Core): { [K in SyncStepKind]: StepHandler<K> } {
   };
 }
 
+/** A queue in start order, with maxParallelStarts slots. */
+function startQueue(deps: RuntimeManagerDeps): PriorityLimiter {
+  return new PriorityLimiter(deps.maxParallelStarts ?? 0, deps.clock, START_SLOT_RELEASE_MS);
+}
+
 function makeCore(deps: RuntimeManagerDeps): Core {
-  const starts = new PriorityLimiter(
-    deps.maxParallelStarts ?? 0,
-    deps.clock,
-    START_SLOT_RELEASE_MS,
-  );
+  const starts = startQueue(deps);
   const core: Core = {
     deps,
     images:
@@ -174,7 +179,7 @@ function makeCore(deps: RuntimeManagerDeps): Core {
 }
 
 /** A pod's place in the queue of start calls: when its source first saw it, then its name. */
-export function startKey(pod: Pod): PriorityKey {
+function startKey(pod: Pod): PriorityKey {
   const seen = Date.parse(pod.metadata.annotations?.[CONFIG_SEEN_ANNOTATION] ?? "");
   return {
     at: Number.isNaN(seen) ? Number.MAX_SAFE_INTEGER : seen,
@@ -185,6 +190,7 @@ export function startKey(pod: Pod): PriorityKey {
 export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
   const core = makeCore(deps);
   const table = stepTable(core);
+  const preparations = startQueue(deps);
   const runStep = (step: SyncStep, run: SyncRun, cfg: () => Promise<PodSandboxConfig>) =>
     (table[step.kind] as StepHandler<SyncStepKind>)(step as never, run, cfg);
 
@@ -232,6 +238,7 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
     syncPod,
     killPod: (pod, running, grace) => killPod(core, pod, running, grace),
     removePod: (running) => removePod(core, running),
+    prepareInTurn: (pod, prepare, signal) => preparations.run(startKey(pod), prepare, signal),
     gc() {
       core.crashLoop.gc(deps.clock.now());
       core.images.gc();

@@ -6,13 +6,7 @@ export {
   generateContainerConfig,
   restartCountFromLogDir,
 } from "./container-config.ts";
-export {
-  type BackoffSettings,
-  type RuntimeManagerDeps,
-  START_SLOT_RELEASE_MS,
-  type SyncError,
-  type WaitingReason,
-} from "./core.ts";
+export type { BackoffSettings, RuntimeManagerDeps, SyncError, WaitingReason } from "./core.ts";
 export { CrashLoopBackoff } from "./crashloop.ts";
 export {
   ContainerConfigError,
@@ -27,7 +21,6 @@ export {
   type RuntimeManager,
   type SyncPodOptions,
   type SyncPodResult,
-  startKey,
 } from "./executor.ts";
 export { formatPod, goDuration } from "./format.ts";
 export { hashContainer } from "./hash.ts";
