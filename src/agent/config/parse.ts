@@ -13,6 +13,7 @@ import {
   validatePod,
 } from "../../api/index.ts";
 import { canonicalJSON } from "./canonical.ts";
+import { readPlainYaml } from "./yaml-fast.ts";
 
 export const CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash";
 export const CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source";
@@ -41,22 +42,15 @@ export type ParseManifestResult = { ok: true; pods: Pod[] } | { ok: false; messa
  * the field.
  */
 export function parseManifestFile(text: string, ctx: ManifestContext): ParseManifestResult {
-  const docs = parseAllDocuments(text);
+  const docs = yamlDocuments(text);
   const many = docs.length > 1;
   const pods: Pod[] = [];
   const names = new Map<string, number>();
   for (const [i, doc] of docs.entries()) {
     const where = `manifest ${ctx.path}${many ? ` (document ${i + 1})` : ""}`;
-    const firstError = doc.errors[0];
-    if (firstError !== undefined) return fail(where, `invalid YAML: ${yamlMessage(firstError)}`);
-    let obj: unknown;
-    try {
-      obj = doc.toJS({ maxAliasCount: 100 });
-    } catch (err) {
-      return fail(where, `invalid YAML: ${(err as Error).message}`);
-    }
-    if (obj === null || obj === undefined) continue;
-    const decoded = decodePod(obj, ctx);
+    if ("error" in doc) return fail(where, `invalid YAML: ${doc.error}`);
+    if (doc.value === null || doc.value === undefined) continue;
+    const decoded = decodePod(doc.value, ctx);
     if (!decoded.ok) return fail(where, decoded.message);
     const key = `${decoded.pod.metadata.namespace}/${decoded.pod.metadata.name}`;
     const earlier = names.get(key);
@@ -67,6 +61,22 @@ export function parseManifestFile(text: string, ctx: ManifestContext): ParseMani
     pods.push(decoded.pod);
   }
   return { ok: true, pods };
+}
+
+/** The documents of a manifest file, each its value or why it is not valid YAML: read by the
+ * fast path when it can (yaml-fast.ts), else by the yaml package. */
+function yamlDocuments(text: string): ({ value: unknown } | { error: string })[] {
+  const plain = readPlainYaml(text);
+  if (plain !== undefined) return plain.value === null ? [] : [plain];
+  return parseAllDocuments(text).map((doc) => {
+    const firstError = doc.errors[0];
+    if (firstError !== undefined) return { error: yamlMessage(firstError) };
+    try {
+      return { value: doc.toJS({ maxAliasCount: 100 }) };
+    } catch (err) {
+      return { error: (err as Error).message };
+    }
+  });
 }
 
 function fail(where: string, message: string): ParseManifestResult {
