@@ -24,6 +24,10 @@ export function readCgroupFile(controller: string, name: string, file: string): 
 export async function removeCgroupRoot(root: string): Promise<void> {
   if (!/^\/fleetlet-[a-z0-9.-]+$/.test(root)) throw new Error(`refusing to remove cgroup ${root}`);
   for (const h of readdirSync(CGROUP_FS)) {
-    await removeTree(join(CGROUP_FS, h, root)).catch(() => {});
+    try {
+      removeTree(join(CGROUP_FS, h, root));
+    } catch {
+      // busy or gone: the next cleanup tries again
+    }
   }
 }

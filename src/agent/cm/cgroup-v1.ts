@@ -2,13 +2,14 @@
 // hierarchy. Limits go to cpu (cpu.shares, cpu.cfs_period_us, cpu.cfs_quota_us), memory
 // (memory.limit_in_bytes), pids (pids.max) and cpuset (cpuset.cpus). A new cpuset cgroup starts
 // with empty cpus/mems, which no task may join, so they are copied from the parent.
-import { access, mkdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import {
   type CgroupFsDeps,
   type CgroupManager,
   type CgroupStats,
   killAll,
+  makeCgroupDir,
+  pathExists,
   procsBelow,
   type ResourceConfig,
   readNumber,
@@ -16,6 +17,7 @@ import {
   relativeName,
   removeTree,
   subdirs,
+  writeCgroupFile as write,
 } from "./cgroup.ts";
 import { parseFlatKeyed } from "./convert.ts";
 
@@ -24,14 +26,6 @@ export interface CgroupV1Options extends CgroupFsDeps {
   controllers: Map<string, string>;
   /** A hybrid host's cgroup2 mount: the cgroup is made and removed there too. */
   unified?: string;
-}
-
-async function write(path: string, value: string): Promise<void> {
-  try {
-    await writeFile(path, value);
-  } catch (err) {
-    throw new Error(`Cannot write ${JSON.stringify(value)} to ${path}: ${(err as Error).message}`);
-  }
 }
 
 export function createCgroupV1(opts: CgroupV1Options): CgroupManager {
@@ -45,39 +39,40 @@ export function createCgroupV1(opts: CgroupV1Options): CgroupManager {
   // The hierarchy used to look a cgroup up and list its processes.
   const primary = ["memory", "cpu", "pids"].find((c) => opts.controllers.has(c));
   const paths = (name: string) => mounts.map((m) => join(m, relativeName(name)));
+  const pidsOf = (name: string) => (primary ? procsBelow(dirOf(primary, name) ?? "") : []);
 
-  async function ensureCpuset(name: string): Promise<void> {
+  function ensureCpuset(name: string): void {
     const mount = opts.controllers.get("cpuset");
     if (mount === undefined) return;
     const parts = relativeName(name).split("/");
     for (let i = 1; i <= parts.length; i++) {
       const dir = join(mount, ...parts.slice(0, i));
       for (const file of ["cpuset.cpus", "cpuset.mems"]) {
-        if (((await readText(join(dir, file))) ?? "").trim() !== "") continue;
-        const parent = ((await readText(join(dirname(dir), file))) ?? "").trim();
-        await write(join(dir, file), parent);
+        if ((readText(join(dir, file)) ?? "").trim() !== "") continue;
+        const parent = (readText(join(dirname(dir), file)) ?? "").trim();
+        write(join(dir, file), parent);
       }
     }
   }
 
-  async function apply(name: string, c: ResourceConfig): Promise<void> {
+  function apply(name: string, c: ResourceConfig): void {
     const cpu = dirOf("cpu", name);
     if (cpu !== undefined) {
-      if (c.cpuShares !== undefined) await write(join(cpu, "cpu.shares"), String(c.cpuShares));
+      if (c.cpuShares !== undefined) write(join(cpu, "cpu.shares"), String(c.cpuShares));
       if (c.cpuPeriod !== undefined && c.cpuPeriod > 0)
-        await write(join(cpu, "cpu.cfs_period_us"), String(c.cpuPeriod));
+        write(join(cpu, "cpu.cfs_period_us"), String(c.cpuPeriod));
       if (c.cpuQuota !== undefined)
-        await write(join(cpu, "cpu.cfs_quota_us"), String(c.cpuQuota > 0 ? c.cpuQuota : -1));
+        write(join(cpu, "cpu.cfs_quota_us"), String(c.cpuQuota > 0 ? c.cpuQuota : -1));
     }
     const memory = dirOf("memory", name);
     if (memory !== undefined && c.memory !== undefined)
-      await write(join(memory, "memory.limit_in_bytes"), String(c.memory > 0 ? c.memory : -1));
+      write(join(memory, "memory.limit_in_bytes"), String(c.memory > 0 ? c.memory : -1));
     const pids = dirOf("pids", name);
     if (pids !== undefined && c.pidsLimit !== undefined)
-      await write(join(pids, "pids.max"), c.pidsLimit > 0 ? String(c.pidsLimit) : "max");
+      write(join(pids, "pids.max"), c.pidsLimit > 0 ? String(c.pidsLimit) : "max");
     const cpuset = dirOf("cpuset", name);
     if (cpuset !== undefined && c.cpusetCpus !== undefined)
-      await write(join(cpuset, "cpuset.cpus"), c.cpusetCpus);
+      write(join(cpuset, "cpuset.cpus"), c.cpusetCpus);
   }
 
   return {
@@ -85,39 +80,27 @@ export function createCgroupV1(opts: CgroupV1Options): CgroupManager {
     paths,
 
     async exists(name) {
-      if (mounts.length === 0) return false;
-      for (const dir of paths(name)) {
-        const found = await access(dir).then(
-          () => true,
-          () => false,
-        );
-        if (!found) return false;
-      }
-      return true;
+      return mounts.length > 0 && paths(name).every(pathExists);
     },
 
     async create(name, config) {
-      for (const dir of paths(name)) {
-        try {
-          await mkdir(dir, { recursive: true });
-        } catch (err) {
-          throw new Error(`Cannot create cgroup ${dir}: ${(err as Error).message}`);
-        }
-      }
-      await ensureCpuset(name);
-      await apply(name, config);
+      for (const dir of paths(name)) makeCgroupDir(dir);
+      ensureCpuset(name);
+      apply(name, config);
     },
 
-    update: apply,
+    async update(name, config) {
+      apply(name, config);
+    },
 
     async stats(name) {
       const out: CgroupStats = {};
       const memory = dirOf("memory", name);
-      if (memory) out.memoryUsageBytes = await readNumber(join(memory, "memory.usage_in_bytes"));
+      if (memory) out.memoryUsageBytes = readNumber(join(memory, "memory.usage_in_bytes"));
       const acct = dirOf("cpuacct", name);
-      if (acct) out.cpuUsageNanos = await readNumber(join(acct, "cpuacct.usage"));
+      if (acct) out.cpuUsageNanos = readNumber(join(acct, "cpuacct.usage"));
       const cpu = dirOf("cpu", name);
-      const stat = cpu ? await readText(join(cpu, "cpu.stat")) : undefined;
+      const stat = cpu ? readText(join(cpu, "cpu.stat")) : undefined;
       if (stat !== undefined) {
         const m = parseFlatKeyed(stat);
         out.nrPeriods = m.get("nr_periods");
@@ -125,20 +108,24 @@ export function createCgroupV1(opts: CgroupV1Options): CgroupManager {
         out.throttledNanos = m.get("throttled_time");
       }
       const pids = dirOf("pids", name);
-      if (pids) out.pids = await readNumber(join(pids, "pids.current"));
+      if (pids) out.pids = readNumber(join(pids, "pids.current"));
       return out;
     },
 
-    pids: (name) => (primary ? procsBelow(dirOf(primary, name) ?? "") : Promise.resolve([])),
+    async pids(name) {
+      return pidsOf(name);
+    },
 
     async kill(name) {
-      await killAll(() => this.pids(name), kill);
+      await killAll(() => pidsOf(name), kill);
     },
 
     async destroy(name) {
-      for (const dir of paths(name)) await removeTree(dir);
+      for (const dir of paths(name)) removeTree(dir);
     },
 
-    children: (name) => (primary ? subdirs(dirOf(primary, name) ?? "") : Promise.resolve([])),
+    async children(name) {
+      return primary ? subdirs(dirOf(primary, name) ?? "") : [];
+    },
   };
 }
