@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { PodStatus as ApiPodStatus, Pod } from "../api/types.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
-import type { PodStatus, RunningPod } from "./kubecontainer/types.ts";
+import type { PodStatus, RunningPod, SyncChanges } from "./kubecontainer/types.ts";
 import type { KillOptions, PodSyncFns, UpdateType } from "./podworkers/index.ts";
 import type { ProbeResults, SyncError } from "./status/index.ts";
 import { generatePodStatus, type StatusManager } from "./status/index.ts";
@@ -15,6 +15,9 @@ import { generatePodStatus, type StatusManager } from "./status/index.ts";
 export interface PodRuntime {
   getPods(): Promise<RunningPod[]>;
   getPodStatus(uid: string, name: string, namespace: string): Promise<PodStatus>;
+  /** The status after a sync that planned from `before` and made `changes` (what the sync
+   * touched read again, the rest taken from `before`). */
+  getPodStatusAfter(before: PodStatus, changes: SyncChanges): Promise<PodStatus>;
   syncPod(
     pod: Pod,
     status: PodStatus,
@@ -23,7 +26,7 @@ export interface PodRuntime {
       startupFailed?: ReadonlySet<string>;
       signal?: AbortSignal;
     },
-  ): Promise<{ waiting: ReadonlyMap<string, SyncError> }>;
+  ): Promise<{ waiting: ReadonlyMap<string, SyncError>; changes: SyncChanges }>;
   killPod(pod: Pod | undefined, running: RunningPod, gracePeriodSeconds?: number): Promise<void>;
   removePod(running: RunningPod): Promise<void>;
 }
@@ -122,6 +125,13 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
     return status;
   }
 
+  /** The status after a sync that acted, read with the fewest calls. */
+  async function readStatusAfter(before: PodStatus, changes: SyncChanges): Promise<PodStatus> {
+    const status = await deps.runtime.getPodStatusAfter(before, changes);
+    deps.updateCache(before.uid, status);
+    return status;
+  }
+
   /** The status to plan from: the PLEG cache's when it is newer than our last action on the
    * pod (none for a pod never seen in the runtime and never acted on), else a fresh read. */
   async function statusForSync(pod: Pod): Promise<PodStatus> {
@@ -214,7 +224,7 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
         errors.set(uid, result.waiting);
         const retry = result.waiting.size > 0;
         if (!acts && unchanged) return { terminal: false, retry };
-        const after = publish(pod, acts ? await readStatus(pod) : before);
+        const after = publish(pod, acts ? await readStatusAfter(before, result.changes) : before);
         return { terminal: after.phase === "Succeeded" || after.phase === "Failed", retry };
       } finally {
         acting.delete(uid);

@@ -6,7 +6,7 @@ import type { CallOptions, CriRuntime } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ImageManager, PodEventRecorder } from "../images/index.ts";
-import type { ContainerStatus, PodStatus } from "../kubecontainer/types.ts";
+import type { ContainerStatus, PodStatus, SyncChanges } from "../kubecontainer/types.ts";
 import type { CrashLoopBackoff } from "./crashloop.ts";
 import type { SyncStepKind } from "./steps.ts";
 
@@ -107,6 +107,8 @@ export interface SyncRun {
   errors: SyncError[];
   waiting: Map<string, WaitingReason>;
   signal?: AbortSignal;
+  /** What the sync created and removed, for the status read after it. */
+  changes: SyncChanges;
 }
 
 /** The newest instance of the named container in `status`. */

@@ -15,7 +15,7 @@ import type { CallOptions, PodSandboxConfig } from "../../cri/index.ts";
 import { type PriorityKey, PriorityLimiter } from "../../util/priority-limiter.ts";
 import { CONFIG_SEEN_ANNOTATION } from "../config/parse.ts";
 import { createImageManager } from "../images/index.ts";
-import type { PodStatus, RunningPod } from "../kubecontainer/types.ts";
+import type { PodStatus, RunningPod, SyncChanges } from "../kubecontainer/types.ts";
 import {
   type Core,
   type RuntimeManagerDeps,
@@ -30,7 +30,7 @@ import { killContainer, killPod, pruneDeadContainers, removePod, runningPodOf } 
 import { computePodActions } from "./plan.ts";
 import { createSandbox, sandboxConfigFor } from "./sandbox.ts";
 import { startContainer } from "./start.ts";
-import { listRunningPods, readPodStatus } from "./status.ts";
+import { listRunningPods, readPodStatus, readPodStatusAfter } from "./status.ts";
 import { planSteps, type SyncStep, type SyncStepKind } from "./steps.ts";
 
 export interface SyncPodOptions {
@@ -46,6 +46,8 @@ export interface SyncPodResult {
   errors: SyncError[];
   /** Why containers that should run do not, by container name (for the status manager). */
   waiting: Map<string, WaitingReason>;
+  /** What the sync created and removed (see getPodStatusAfter). */
+  changes: SyncChanges;
 }
 
 export interface RuntimeManager {
@@ -53,6 +55,9 @@ export interface RuntimeManager {
   getPods(): Promise<RunningPod[]>;
   /** Everything the runtime has of one pod, rebuilt from labels and annotations. */
   getPodStatus(uid: string, name: string, namespace: string): Promise<PodStatus>;
+  /** The pod's status after a sync that planned from `before` and made `changes`: what the
+   * sync touched is read again, the rest taken from `before` (fewer calls than getPodStatus). */
+  getPodStatusAfter(before: PodStatus, changes: SyncChanges): Promise<PodStatus>;
   /** Computes the pod's actions from `status` and carries them out. Never throws. */
   syncPod(pod: Pod, status: PodStatus | undefined, opts?: SyncPodOptions): Promise<SyncPodResult>;
   /** Runs preStop hooks and stops the pod's containers (in parallel), then its sandboxes.
@@ -208,6 +213,7 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
       podIPs: status?.ips ?? [],
       errors: [],
       waiting: new Map(),
+      changes: { sandboxes: [], containers: [], removed: [] },
       ...(opts.signal ? { signal: opts.signal } : {}),
     };
     let config: PodSandboxConfig | undefined;
@@ -216,7 +222,9 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
       return config;
     };
     try {
-      if (!actions.createSandbox) await pruneDeadContainers(core, pod, status);
+      if (!actions.createSandbox) {
+        run.changes.removed.push(...(await pruneDeadContainers(core, pod, status)));
+      }
       for (const step of planSteps(actions)) {
         if (!(await runStep(step, run, sandboxConfig))) break;
       }
@@ -228,13 +236,15 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
         message: `Cannot sync pod ${JSON.stringify(pod.metadata.name)}: ${errorMessage(err)}`,
       });
     }
-    return { errors: run.errors, waiting: run.waiting };
+    return { errors: run.errors, waiting: run.waiting, changes: run.changes };
   }
 
   return {
     getPods: () => listRunningPods(deps.cri, undefined, deps.nodeName),
     getPodStatus: (uid, name, namespace) =>
       readPodStatus(deps.cri, { uid, name, namespace }, deps.clock.now()),
+    getPodStatusAfter: (before, changes) =>
+      readPodStatusAfter(deps.cri, before, changes, deps.clock.now()),
     syncPod,
     killPod: (pod, running, grace) => killPod(core, pod, running, grace),
     removePod: (running) => removePod(core, running),

@@ -245,12 +245,14 @@ export async function removePod(core: Core, running: RunningPod): Promise<void> 
   await rm(podLogDirectory(core.deps.podLogsDir, stub), { recursive: true, force: true });
 }
 
-/** Removes all but the newest dead (not running) instance of each container of the pod. */
+/** Removes all but the newest dead (not running) instance of each container of the pod;
+ * returns the IDs it removed. */
 export async function pruneDeadContainers(
   core: Core,
   pod: Pod,
   status: PodStatus | undefined,
-): Promise<void> {
+): Promise<string[]> {
+  const removed: string[] = [];
   const seen = new Set<string>();
   const sorted = [...(status?.containers ?? [])].sort((a, b) => b.createdAt - a.createdAt);
   for (const c of sorted) {
@@ -261,6 +263,7 @@ export async function pruneDeadContainers(
     }
     try {
       await removeContainer(core, c.id);
+      removed.push(c.id);
     } catch (err) {
       core.deps.logger.warn("cannot remove dead container", {
         pod: podName(pod),
@@ -270,4 +273,5 @@ export async function pruneDeadContainers(
       });
     }
   }
+  return removed;
 }

@@ -35,6 +35,7 @@ export async function createSandbox(core: Core, run: SyncRun, attempt: number): 
     );
     run.sandboxId = res.podSandboxId;
     run.attempt = attempt;
+    run.changes.sandboxes.push(res.podSandboxId);
     // Only the pod IPs are wanted from the sandbox's status; a host-network pod has none of its
     // own, so it is spared the call (one fewer round trip between its sandbox and containers).
     if (pod.spec.hostNetwork) {

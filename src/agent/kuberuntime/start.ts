@@ -151,6 +151,7 @@ export async function startContainer(core: Core, run: SyncRun, spec: StartSpec):
       run.signal,
     );
     containerId = created.containerId;
+    run.changes.containers.push({ id: containerId, sandboxId: run.sandboxId });
   } catch (err) {
     return failed("CreateContainerError", errorMessage(err));
   }

@@ -18,6 +18,7 @@ import type {
   RunningPod,
   SandboxState,
   SandboxStatus,
+  SyncChanges,
 } from "../kubecontainer/types.ts";
 import {
   LABEL_CONTAINER_NAME,
@@ -192,53 +193,58 @@ export async function terminationMessage(s: CriContainerStatus): Promise<string>
   return message;
 }
 
-async function sandboxStatuses(
+type ReadOpts = { timeoutMs?: number };
+
+/** One sandbox's status; undefined when the runtime no longer has it. */
+async function readSandboxStatus(
   cri: CriRuntime,
-  uid: string,
-  timeoutMs?: number,
-): Promise<SandboxStatus[]> {
-  const opts = timeoutMs ? { timeoutMs } : {};
-  const list = await cri.listPodSandbox(
-    { filter: { labelSelector: { [LABEL_POD_UID]: uid } } },
-    opts,
-  );
-  const ids = [...list.items].sort((a, b) => b.createdAt - a.createdAt).map((s) => s.id);
-  const out: SandboxStatus[] = [];
-  for (const id of ids) {
-    try {
-      const res = await cri.podSandboxStatus({ podSandboxId: id }, opts);
-      if (res.status) out.push(toSandboxStatus(res.status));
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
+  id: string,
+  opts: ReadOpts,
+): Promise<SandboxStatus | undefined> {
+  try {
+    const res = await cri.podSandboxStatus({ podSandboxId: id }, opts);
+    return res.status ? toSandboxStatus(res.status) : undefined;
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
   }
-  return out;
 }
 
-async function containerStatuses(
+/** One container's status, with its termination message; undefined when it is gone. */
+async function readContainerStatus(
   cri: CriRuntime,
-  uid: string,
-  timeoutMs?: number,
-): Promise<ContainerStatus[]> {
-  const opts = timeoutMs ? { timeoutMs } : {};
-  const list = await cri.listContainers(
-    { filter: { labelSelector: { [LABEL_POD_UID]: uid } } },
-    opts,
-  );
-  const out: ContainerStatus[] = [];
-  for (const c of list.containers) {
-    try {
-      const res = await cri.containerStatus({ containerId: c.id }, opts);
-      if (!res.status) continue;
-      const status = toContainerStatus(res.status, c.podSandboxId);
-      const message = await terminationMessage(res.status);
-      if (message) status.message = message;
-      out.push(status);
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
+  id: string,
+  sandboxId: string,
+  opts: ReadOpts,
+): Promise<ContainerStatus | undefined> {
+  try {
+    const res = await cri.containerStatus({ containerId: id }, opts);
+    if (!res.status) return undefined;
+    const status = toContainerStatus(res.status, sandboxId);
+    const message = await terminationMessage(res.status);
+    if (message) status.message = message;
+    return status;
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
   }
-  return out.sort((a, b) => b.createdAt - a.createdAt);
+}
+
+const present = <T>(xs: (T | undefined)[]): T[] => xs.filter((x): x is T => x !== undefined);
+const byCreatedDesc = (a: { createdAt: number }, b: { createdAt: number }) =>
+  b.createdAt - a.createdAt;
+
+function podStatusOf(
+  pod: { uid: string; name: string; namespace: string },
+  sandboxes: SandboxStatus[],
+  containers: ContainerStatus[],
+  now: number,
+): PodStatus {
+  sandboxes.sort(byCreatedDesc);
+  containers.sort(byCreatedDesc);
+  const latest = sandboxes[0];
+  const ips = latest?.state === "ready" ? latest.ips : [];
+  return { ...pod, ips, sandboxes, containers, timestamp: now };
 }
 
 /** Everything the runtime has of pod `uid`; objects removed while reading are skipped. */
@@ -248,11 +254,59 @@ export async function readPodStatus(
   now: number,
   timeoutMs?: number,
 ): Promise<PodStatus> {
-  const [sandboxes, containers] = await Promise.all([
-    sandboxStatuses(cri, pod.uid, timeoutMs),
-    containerStatuses(cri, pod.uid, timeoutMs),
+  const opts = timeoutMs ? { timeoutMs } : {};
+  const filter = { labelSelector: { [LABEL_POD_UID]: pod.uid } };
+  const [sandboxList, containerList] = await Promise.all([
+    cri.listPodSandbox({ filter }, opts),
+    cri.listContainers({ filter }, opts),
   ]);
-  const latest = sandboxes[0];
-  const ips = latest?.state === "ready" ? latest.ips : [];
-  return { ...pod, ips, sandboxes, containers, timestamp: now };
+  const [sandboxes, containers] = await Promise.all([
+    Promise.all(sandboxList.items.map((sb) => readSandboxStatus(cri, sb.id, opts))),
+    Promise.all(
+      containerList.containers.map((c) => readContainerStatus(cri, c.id, c.podSandboxId, opts)),
+    ),
+  ]);
+  return podStatusOf(pod, present(sandboxes), present(containers), now);
+}
+
+/**
+ * The pod's status after a sync that planned from `before` and made `changes`, read with the
+ * fewest calls: the sandboxes and containers the sync created, and those of `before` that could
+ * have changed (ready sandboxes, containers not exited), are read again; stopped ones are taken
+ * from `before` (they cannot start again), removed ones are left out. A sandbox or container
+ * that something else made or removed meanwhile shows at the next PLEG relist, as any change
+ * the agent did not make itself.
+ */
+export async function readPodStatusAfter(
+  cri: CriRuntime,
+  before: PodStatus,
+  changes: SyncChanges,
+  now: number,
+): Promise<PodStatus> {
+  const removed = new Set(changes.removed);
+  const keptSandboxes = before.sandboxes.filter((s) => s.state !== "ready");
+  const keptContainers = before.containers.filter(
+    (c) => c.state === "exited" && !removed.has(c.id),
+  );
+  const rereadSandboxes = [
+    ...changes.sandboxes,
+    ...before.sandboxes.filter((s) => s.state === "ready").map((s) => s.id),
+  ];
+  const rereadContainers = [
+    ...changes.containers,
+    ...before.containers
+      .filter((c) => c.state !== "exited" && !removed.has(c.id))
+      .map((c) => ({ id: c.id, sandboxId: c.sandboxId })),
+  ];
+  const [sandboxes, containers] = await Promise.all([
+    Promise.all([...new Set(rereadSandboxes)].map((id) => readSandboxStatus(cri, id, {}))),
+    Promise.all(rereadContainers.map((c) => readContainerStatus(cri, c.id, c.sandboxId, {}))),
+  ]);
+  const { uid, name, namespace } = before;
+  return podStatusOf(
+    { uid, name, namespace },
+    [...keptSandboxes, ...present(sandboxes)],
+    [...keptContainers, ...present(containers)],
+    now,
+  );
 }

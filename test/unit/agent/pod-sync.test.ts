@@ -16,6 +16,7 @@ import { nullLogger } from "../../../src/util/log.ts";
 import { makePod } from "../../lib/builders.ts";
 
 const T0 = Date.UTC(2024, 4, 1, 10, 0, 0);
+const noChanges = () => ({ sandboxes: [], containers: [], removed: [] });
 
 function runningStatus(pod: Pod, at: number): PodStatus {
   return {
@@ -50,19 +51,21 @@ function setup(opts: { acts: boolean }, extra: Partial<PodSyncDeps> = {}) {
   const seePending = (call: string) =>
     pending.push(`${call}:${sync.readPending(pod.metadata.uid as string)}`);
   let runtimeSync: PodRuntime["syncPod"] | undefined;
+  const readStatus = async () => {
+    reads.push("status");
+    seePending("status");
+    return runningStatus(pod, clock.now());
+  };
   const runtime: PodRuntime = {
     getPods: async () => [],
-    getPodStatus: async () => {
-      reads.push("status");
-      seePending("status");
-      return runningStatus(pod, clock.now());
-    },
+    getPodStatus: readStatus,
+    getPodStatusAfter: readStatus,
     syncPod: async (p, status, o) => {
       if (runtimeSync) return runtimeSync(p, status, o);
       planned.push(status);
       seePending("sync");
       clock.step(5);
-      return { waiting: new Map() };
+      return { waiting: new Map(), changes: noChanges() };
     },
     killPod: async () => {
       seePending("kill");
@@ -227,7 +230,10 @@ describe("createPodSync() cancelled by a kill", () => {
     s.setRuntimeSync(async (_pod, _status, opts) => {
       seen.push(`runtime signal=${opts.signal === ac.signal}`);
       ac.abort(new Error("the pod is being terminated"));
-      return { waiting: new Map([["app", { reason: "CreatePodSandboxError", message: "x" }]]) };
+      return {
+        waiting: new Map([["app", { reason: "CreatePodSandboxError", message: "x" }]]),
+        changes: noChanges(),
+      };
     });
     const result = await s.sync.syncPod(s.pod, "create", ac.signal);
     expect(result).toEqual({ terminal: false });

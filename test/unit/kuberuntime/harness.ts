@@ -1,5 +1,6 @@
 // A runtime manager over the fake CRI runtime, a fake clock and temp folders, recording events.
 
+import { expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -47,9 +48,16 @@ export function makeHarness(extra: Partial<RuntimeManagerDeps> = {}) {
   };
   const rm = createRuntimeManager(deps);
   /** Reads the pod's status from the fake and syncs it once. */
+  const read = (pod: Pod) => rm.getPodStatus(pod.metadata.uid ?? "", pod.metadata.name, "default");
+  /** Syncs the pod once; the status read after it with the fewest calls must equal a full read. */
   const sync = async (pod: Pod, opts = {}) => {
-    const status = await rm.getPodStatus(pod.metadata.uid ?? "", pod.metadata.name, "default");
+    const status = await read(pod);
     const result = await rm.syncPod(pod, status, opts);
+    // The check's own calls are left out of the record the tests read.
+    const recorded = cri.calls.length;
+    const after = await rm.getPodStatusAfter(status, result.changes);
+    expect({ ...after, timestamp: 0 }).toEqual({ ...(await read(pod)), timestamp: 0 });
+    cri.calls.length = recorded;
     clock.step(1);
     return result;
   };
