@@ -148,6 +148,22 @@ describe("fleetlet agent with edits of a running pod's manifest (needs root and 
     expect(statusOf(fixed)?.containerID).not.toBe(statusOf(first)?.containerID);
   }, 60_000);
 
+  test("a file truncated in place and written a moment later keeps its pod's container", async () => {
+    const file = join(agent.manifests, "inplace.yaml");
+    writeFileSync(file, pod("inplace"));
+    const first = await agent.waitPod("inplace", "Running", running);
+    // As `cmd > file` does: the shell truncates the file, the command writes it later.
+    writeFileSync(file, "");
+    await invalidManifestEvent("inplace.yaml", /the file is empty/);
+    await Bun.sleep(2500); // a full relist of the folder later: still the same container
+    writeFileSync(file, pod("inplace"));
+    await Bun.sleep(500);
+    const kept = await agent.waitPod("inplace", "Running", running);
+    expect(kept.metadata.uid).toBe(first.metadata.uid);
+    expect(statusOf(kept)?.containerID).toBe(statusOf(first)?.containerID);
+    agent.removeManifest("inplace.yaml");
+  }, 60_000);
+
   test("an invalid edit, then deleting the file, removes the pod", async () => {
     await agent.waitPod("edited", "Running", running);
     agent.writeManifest("edited.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: edited\n");

@@ -1,10 +1,12 @@
 // The static pod source: the manifest folder, read whole on every relist, which runs on a
-// change seen by fs.watch (debounced) and every checkFrequencyMs so that a missed event heals.
+// change seen by fs.watch (gathered, see watch.ts) and every checkFrequencyMs so that a missed
+// event heals.
 // Every relist hands the complete set of this source's pods to onSnapshot (SET semantics).
 //
 // Invariants: a file's problem is reported once per distinct content and message; a file
 // whose edit is invalid keeps contributing its last valid pods until it is valid again or
-// deleted; a pod's config.seen time stays the same for as long as its uid is present.
+// deleted (an empty file counts as invalid: a writer truncated it and has not written yet); a
+// pod's config.seen time stays the same for as long as its uid is present.
 
 import { createHash } from "node:crypto";
 import { watch as fsWatch, type Stats } from "node:fs";
@@ -39,9 +41,12 @@ export interface FileSourceDeps {
   onSnapshot(pods: Pod[]): void;
   /** Receives each unusable manifest, once per distinct content. */
   onError(problem: ManifestProblem): void;
-  /** Time after a watch event before relisting, so that the events of one save make one relist
-   * (default 20ms; it adds to the delay from a write to the pod starting). */
-  debounceMs?: number;
+  /** A relist runs once the folder had no change event for this long (default 5 ms), so that
+   * the events of one save, or of many files written at once, make one relist... */
+  quietMs?: number;
+  /** ...and at most this long after the first event (default 20 ms). Both add to the delay from
+   * a write to the pod starting. */
+  maxDelayMs?: number;
   /** Larger files are rejected (default 10 MiB). */
   maxFileBytes?: number;
   /** Watches a folder; defaults to fs.watch. */
@@ -111,7 +116,8 @@ class ManifestFolderSource implements FileSource {
       path: this.deps.path,
       clock: this.deps.clock,
       log: this.deps.log,
-      debounceMs: this.deps.debounceMs ?? 20,
+      quietMs: this.deps.quietMs ?? 5,
+      maxDelayMs: this.deps.maxDelayMs ?? 20,
       watchDir: this.deps.watchDir ?? defaultWatchDir,
     });
     this.deps.log.info("watching static pod folder", { path: this.deps.path });
@@ -215,6 +221,13 @@ class ManifestFolderSource implements FileSource {
     }
     const key = createHash("md5").update(read.content).digest("hex");
     if (prev?.contentKey === key) return true;
+    if (read.content.length === 0) {
+      // Truncated by a writer that has not written yet (`cmd > file`, an editor saving in place):
+      // not a pod-less file, so the file's last valid pods keep running.
+      const message = `manifest ${path}: the file is empty (delete it to remove its pods)`;
+      this.record(path, key, { ok: false, message }, prev);
+      return true;
+    }
     const version = parseManifestFile(read.content.toString("utf8"), {
       path,
       nodeName: this.deps.nodeName,

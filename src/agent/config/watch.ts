@@ -1,5 +1,8 @@
-// Watching the manifest folder: change events are debounced into one wake-up, and the watch
-// is (re)started whenever the folder appears or is replaced by another one of the same path.
+// Watching the manifest folder: change events are gathered into one wake-up, which comes once the
+// folder has been quiet for `quietMs` (so that the events of one save, or of many files copied in
+// at once, make one relist) and no later than `maxDelayMs` after the first event (so that a stream
+// of events cannot put it off). The watch is (re)started whenever the folder appears or is
+// replaced by another one of the same path.
 
 import { stat } from "node:fs/promises";
 import type { Clock } from "../../util/clock.ts";
@@ -19,7 +22,10 @@ export interface FolderWatcherDeps {
   path: string;
   clock: Clock;
   log: Logger;
-  debounceMs: number;
+  /** The wake-up comes once no event came for this long... */
+  quietMs: number;
+  /** ...and at most this long after the first event. */
+  maxDelayMs: number;
   watchDir: WatchDir;
 }
 
@@ -28,7 +34,9 @@ export class FolderWatcher {
   /** Inode of the watched folder; another inode means the folder was replaced. */
   private watchedIno: number | undefined;
   private cancelDebounce: (() => void) | undefined;
-  /** A debounced change not yet consumed by waitForChange. */
+  /** When the first event of the pending wake-up came. */
+  private firstEventAt: number | undefined;
+  /** A gathered change not yet consumed by waitForChange. */
   private dirty = false;
   private wake: (() => void) | undefined;
 
@@ -68,7 +76,7 @@ export class FolderWatcher {
     }
   }
 
-  /** Resolves after a debounced change, after `periodMs`, or when `signal` aborts. */
+  /** Resolves after a gathered change, after `periodMs`, or when `signal` aborts. */
   waitForChange(periodMs: number, signal: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       if (this.dirty || signal.aborted) {
@@ -93,12 +101,17 @@ export class FolderWatcher {
     this.stopWatch();
     this.cancelDebounce?.();
     this.cancelDebounce = undefined;
+    this.firstEventAt = undefined;
   }
 
   private changed(): void {
-    if (this.cancelDebounce !== undefined) return;
-    this.cancelDebounce = this.deps.clock.setTimer(this.deps.debounceMs, () => {
+    const now = this.deps.clock.now();
+    this.firstEventAt ??= now;
+    const wait = Math.min(this.deps.quietMs, this.firstEventAt + this.deps.maxDelayMs - now);
+    this.cancelDebounce?.();
+    this.cancelDebounce = this.deps.clock.setTimer(Math.max(0, wait), () => {
       this.cancelDebounce = undefined;
+      this.firstEventAt = undefined;
       this.dirty = true;
       this.wake?.();
     });

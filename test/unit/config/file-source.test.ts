@@ -131,6 +131,25 @@ describe("file source relist()", () => {
     expect(edited?.metadata.uid).not.toBe(valid?.metadata.uid ?? "");
   });
 
+  test("keeps the last valid pods of a file a writer truncated, and reports a file that stays empty", async () => {
+    const file = join(dir, "web.yaml");
+    await writeFile(file, podYaml("web"));
+    await writeFile(join(dir, "new.yaml"), "");
+    const { source, errors } = harness();
+    const [valid] = await source.relist();
+    expect(valid?.metadata.name).toBe("web-dev1");
+    expect(errors.map((e) => e.message)).toEqual([
+      `manifest ${join(dir, "new.yaml")}: the file is empty (delete it to remove its pods)`,
+    ]);
+    await writeFile(file, "");
+    expect(await source.relist()).toEqual([valid as Pod]);
+    expect(errors[1]?.message).toBe(
+      `manifest ${file}: the file is empty (delete it to remove its pods); its last valid version keeps running`,
+    );
+    await writeFile(file, podYaml("web"));
+    expect(await source.relist()).toEqual([valid as Pod]);
+  });
+
   test("removes the pods of a deleted file", async () => {
     await writeFile(join(dir, "a.yaml"), podYaml("a"));
     await writeFile(join(dir, "b.yaml"), podYaml("b"));
