@@ -10,7 +10,7 @@
 // - ListPodSandbox and ListContainers results are read-only: their items are frozen and may be
 //   shared between calls (list-decoding.ts).
 
-import type { MethodDefinition, ServiceDefinition } from "@grpc/proto-loader";
+import { decodeMessage, encodeMessage } from "./codec.ts";
 import { parseCriEndpoint } from "./endpoint.ts";
 import { CriError, criErrorFromGrpc, GrpcStatus } from "./errors.ts";
 import { createListDecoder } from "./list-decoding.ts";
@@ -77,28 +77,26 @@ const REUSED_LISTS: Partial<Record<CriMethod, { field: string; type: string }>> 
 
 function loadRpcTable(): Record<CriMethod, Rpc> {
   const proto = loadCriProto();
-  const pkg = proto.definition;
   const table = {} as Record<CriMethod, Rpc>;
-  for (const [method, [service, rpc]] of Object.entries(CRI_RPCS) as [
+  for (const [method, [service, name]] of Object.entries(CRI_RPCS) as [
     CriMethod,
     readonly [string, string],
   ][]) {
-    const svc = pkg[`${CRI_PACKAGE}.${service}`] as ServiceDefinition | undefined;
-    const def = svc?.[rpc] as MethodDefinition<unknown, unknown> | undefined;
-    if (!def) throw new Error(`The embedded CRI proto has no RPC ${service}.${rpc}`);
+    const { path, request, response } = proto.rpc(service, name);
+    const decodeResponse = (buf: Buffer) => decodeMessage(response, buf);
     const list = REUSED_LISTS[method];
     table[method] = {
-      rpc,
-      path: def.path,
-      serialize: def.requestSerialize,
+      rpc: name,
+      path,
+      serialize: (value) => encodeMessage(request, value),
       deserialize: list
         ? createListDecoder({
             field: list.field,
-            decodeResponse: def.responseDeserialize,
+            decodeResponse,
             decodeItem: proto.decoder(`${CRI_PACKAGE}.${list.type}`),
             mapFields: proto.mapFields(`${CRI_PACKAGE}.${list.type}`),
           })
-        : def.responseDeserialize,
+        : decodeResponse,
     };
   }
   return table;

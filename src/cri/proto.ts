@@ -4,6 +4,7 @@
 import { fromJSON, type PackageDefinition } from "@grpc/proto-loader";
 import { parse } from "protobufjs";
 import criProto from "../../proto/cri.proto" with { type: "text" };
+import { buildSchemas, decodeMessage, type MessageSchema } from "./codec.ts";
 
 export const CRI_PACKAGE = "runtime.v1";
 
@@ -14,33 +15,59 @@ export function criProtoText(): string {
 
 /**
  * Parses the embedded proto into a grpc-js package definition: camelCase fields, 64-bit integers
- * as numbers, enums as names, every field present in decoded messages. Each call parses afresh;
- * the caller keeps the result as long as it needs it.
+ * as numbers, enums as names, every field present in decoded messages. For grpc-js servers and
+ * clients (tests, benchmarks); the CRI client uses loadCriProto(). Each call parses afresh.
  */
 export function loadCriPackageDefinition(): PackageDefinition {
-  return loadCriProto().definition;
+  const { root } = parse(criProto, { keepCase: false });
+  return fromJSON(root.toJSON(), { longs: Number, enums: String, defaults: true, oneofs: true });
 }
 
-const OBJECT_OPTIONS = { longs: Number, enums: String, defaults: true, oneofs: true };
+/** One RPC as the CRI client calls it. */
+export interface CriRpc {
+  /** The HTTP/2 path, e.g. "/runtime.v1.RuntimeService/Version". */
+  path: string;
+  request: MessageSchema;
+  response: MessageSchema;
+}
 
-/** The package definition, a decoder of one message type ("runtime.v1.Container") that gives
- * the same objects as the definition's response decoders, and a type's map fields (field number →
- * property name in decoded objects). */
+/** The embedded proto as the CRI client uses it: the codec's schemas (codec.ts), each RPC's
+ * path and message types, a decoder of one message type ("runtime.v1.Container") and a type's
+ * map fields (field number → property name in decoded objects). */
 export function loadCriProto(): {
-  definition: PackageDefinition;
+  schemas: ReadonlyMap<string, MessageSchema>;
+  rpc(service: string, method: string): CriRpc;
   decoder(type: string): (buf: Buffer) => unknown;
   mapFields(type: string): ReadonlyMap<number, string>;
 } {
   const { root } = parse(criProto, { keepCase: false });
+  const schemas = buildSchemas(root);
+  const schema = (type: string): MessageSchema => {
+    const s = schemas.get(type.replace(/^\./, ""));
+    if (s === undefined) throw new Error(`The embedded CRI proto has no message ${type}`);
+    return s;
+  };
   return {
-    definition: fromJSON(root.toJSON(), OBJECT_OPTIONS),
+    schemas,
+    rpc(service, method) {
+      const svc = root.lookupService(`${CRI_PACKAGE}.${service}`);
+      const m = svc.methods[method];
+      if (m === undefined)
+        throw new Error(`The embedded CRI proto has no RPC ${service}.${method}`);
+      m.resolve();
+      return {
+        path: `/${CRI_PACKAGE}.${service}/${method}`,
+        request: schema(m.resolvedRequestType?.fullName ?? ""),
+        response: schema(m.resolvedResponseType?.fullName ?? ""),
+      };
+    },
     decoder(type) {
-      const t = root.lookupType(type);
-      return (buf) => t.toObject(t.decode(buf), OBJECT_OPTIONS);
+      const s = schema(type);
+      return (buf) => decodeMessage(s, buf);
     },
     mapFields(type) {
-      const fields = root.lookupType(type).fieldsArray.filter((f) => f.map);
-      return new Map(fields.map((f) => [f.id, f.name]));
+      const fields = schema(type).fields.filter((f) => f.mapKey !== undefined);
+      return new Map(fields.map((f) => [f.no, f.name]));
     },
   };
 }

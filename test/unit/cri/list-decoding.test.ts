@@ -1,10 +1,12 @@
 import { describe, expect, test } from "bun:test";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/proto-loader";
 import { createListDecoder } from "../../../src/cri/list-decoding.ts";
-import { loadCriProto } from "../../../src/cri/proto.ts";
+import { loadCriPackageDefinition, loadCriProto } from "../../../src/cri/proto.ts";
 
+// The decoder under test uses the CRI client's codec; protobufjs (through proto-loader) encodes
+// the responses and gives the plain reading to compare with.
 const proto = loadCriProto();
-const service = proto.definition["runtime.v1.RuntimeService"] as ServiceDefinition;
+const service = loadCriPackageDefinition()["runtime.v1.RuntimeService"] as ServiceDefinition;
 const listContainers = service.ListContainers as MethodDefinition<unknown, unknown>;
 const listSandboxes = service.ListPodSandbox as MethodDefinition<unknown, unknown>;
 
