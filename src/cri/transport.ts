@@ -1,9 +1,9 @@
 // Unary gRPC over HTTP/2 on a unix socket: what the CRI client needs and nothing more. Every CRI
 // call the agent makes is unary, and the agent makes two of them every second (the PLEG relist),
-// so the per-call path is kept short: one HTTP/2 stream, the request frame written at once, the
-// response collected and framed once. A full gRPC stack (resolvers, load balancing, interceptors,
-// filters, channelz) cost the agent about one more point of a core at 110 pods
-// (scripts/bench/README.md, agent-scale).
+// so the per-call path is kept short: one HTTP/2 stream (h2.ts), the request frame written at
+// once, the response collected and framed once. A full gRPC stack (resolvers, load balancing,
+// interceptors, filters, channelz) cost the agent about one more point of a core at 110 pods
+// (scripts/bench/README.md, agent-scale), and node:http2's streams about 100 us of CPU a call.
 //
 // Invariants:
 // - Every call settles exactly once: with the one response message, or a TransportError carrying
@@ -15,9 +15,9 @@
 // - The session never keeps the process alive by itself; a call in flight does, through its
 //   deadline timer.
 
-import http2 from "node:http2";
-import net from "node:net";
 import { GrpcStatus } from "./errors.ts";
+import { H2Connection, type StreamHandler } from "./h2.ts";
+import { encodeHeaders } from "./hpack.ts";
 
 export interface UnaryTransportOptions {
   /** Absolute path of the unix socket. */
@@ -48,7 +48,10 @@ export class TransportError extends Error {
   }
 }
 
-const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM, NGHTTP2_ENHANCE_YOUR_CALM } = http2.constants;
+/** HTTP/2 error codes of RST_STREAM that map to a gRPC status of their own. */
+const H2_REFUSED_STREAM = 0x7;
+const H2_CANCEL = 0x8;
+const H2_ENHANCE_YOUR_CALM = 0xb;
 
 /** The gRPC status of an HTTP response that carries none (the gRPC HTTP/2 mapping). */
 export function statusOfHttp(httpStatus: number): number {
@@ -74,11 +77,11 @@ export function statusOfHttp(httpStatus: number): number {
 /** The gRPC status of a stream the peer reset. */
 export function statusOfReset(rstCode: number): number {
   switch (rstCode) {
-    case NGHTTP2_REFUSED_STREAM:
+    case H2_REFUSED_STREAM:
       return GrpcStatus.UNAVAILABLE;
-    case NGHTTP2_CANCEL:
+    case H2_CANCEL:
       return GrpcStatus.CANCELLED;
-    case NGHTTP2_ENHANCE_YOUR_CALM:
+    case H2_ENHANCE_YOUR_CALM:
       return GrpcStatus.RESOURCE_EXHAUSTED;
     default:
       return GrpcStatus.INTERNAL;
@@ -135,35 +138,41 @@ function frame(message: Uint8Array): Buffer {
   return out;
 }
 
+/** The request header block of a call; the same for every call of one RPC and deadline, so
+ * the blocks are kept (a few dozen: RPCs times the deadlines the client gives them). */
+const headerBlocks = new Map<string, Buffer>();
+
+function requestHeaders(path: string, timeout: string): Buffer {
+  const key = `${path} ${timeout}`;
+  let block = headerBlocks.get(key);
+  if (block === undefined) {
+    if (headerBlocks.size >= 512) headerBlocks.clear();
+    block = encodeHeaders([
+      [":method", "POST"],
+      [":scheme", "http"],
+      [":path", path],
+      [":authority", "localhost"],
+      ["content-type", "application/grpc"],
+      ["te", "trailers"],
+      ["grpc-timeout", timeout],
+    ]);
+    headerBlocks.set(key, block);
+  }
+  return block;
+}
+
 export function createUnaryTransport(options: UnaryTransportOptions): UnaryTransport {
-  let session: http2.ClientHttp2Session | undefined;
+  let connection: H2Connection | undefined;
   let closed = false;
   const inflight = new Set<(err: TransportError) => void>();
 
-  function drop(s: http2.ClientHttp2Session): void {
-    if (session === s) session = undefined;
-  }
-
-  function currentSession(): http2.ClientHttp2Session {
-    if (session && !session.closed && !session.destroyed) return session;
-    const s = http2.connect("http://localhost", {
-      createConnection: () => net.connect(options.socketPath),
-      settings: { initialWindowSize: options.windowBytes, enablePush: false },
+  function currentConnection(): H2Connection {
+    if (connection?.usable) return connection;
+    connection = new H2Connection({
+      socketPath: options.socketPath,
+      windowBytes: options.windowBytes,
     });
-    s.on("connect", () => {
-      try {
-        s.setLocalWindowSize(options.windowBytes);
-      } catch {
-        // the stream windows alone still apply
-      }
-    });
-    // An 'error' with no listener would throw; the streams on the session report it to callers.
-    s.on("error", () => drop(s));
-    s.on("close", () => drop(s));
-    s.on("goaway", () => drop(s));
-    s.unref();
-    session = s;
-    return s;
+    return connection;
   }
 
   function call(
@@ -174,30 +183,15 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
   ): Promise<Buffer> {
     return new Promise<Buffer>((resolve, reject) => {
       if (closed) return reject(new TransportError(GrpcStatus.CANCELLED, "the client is closed"));
-      let s: http2.ClientHttp2Session;
-      let stream: http2.ClientHttp2Stream;
-      try {
-        s = currentSession();
-        stream = s.request(
-          {
-            ":method": "POST",
-            ":path": path,
-            "content-type": "application/grpc",
-            te: "trailers",
-            "grpc-timeout": grpcTimeout(timeoutMs),
-          },
-          { endStream: false },
-        );
-      } catch (cause) {
-        const detail = cause instanceof Error ? cause.message : String(cause);
-        return reject(new TransportError(GrpcStatus.UNAVAILABLE, detail, { cause }));
-      }
       let settled = false;
       let httpStatus = 0;
       let status: number | undefined;
       let details = "";
       const chunks: Buffer[] = [];
       let received = 0;
+      let conn: H2Connection | undefined;
+      let id = 0;
+      let timer: ReturnType<typeof setTimeout> | undefined;
 
       const finish = (result: Buffer | TransportError) => {
         if (settled) return;
@@ -206,7 +200,7 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
         signal?.removeEventListener("abort", onAbort);
         inflight.delete(finish);
         if (result instanceof TransportError) {
-          if (!stream.closed) stream.close(NGHTTP2_CANCEL);
+          conn?.cancel(id);
           reject(result);
         } else {
           resolve(result);
@@ -214,46 +208,9 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
       };
       const onAbort = () =>
         finish(new TransportError(GrpcStatus.CANCELLED, "cancelled by the caller"));
-      const timer = setTimeout(
-        () => finish(new TransportError(GrpcStatus.DEADLINE_EXCEEDED, "deadline exceeded")),
-        timeoutMs,
-      );
-      inflight.add(finish);
-      signal?.addEventListener("abort", onAbort, { once: true });
 
-      const takeStatus = (headers: http2.IncomingHttpHeaders) => {
-        const raw = headers["grpc-status"];
-        if (raw === undefined) return;
-        const code = Number(raw);
-        status = Number.isInteger(code) && code >= 0 ? code : GrpcStatus.UNKNOWN;
-        details = decodeGrpcMessage(headers["grpc-message"]);
-      };
-      stream.on("response", (headers) => {
-        httpStatus = Number(headers[":status"] ?? 0);
-        takeStatus(headers);
-      });
-      stream.on("trailers", takeStatus);
-      stream.on("data", (chunk: Buffer) => {
-        received += chunk.length;
-        if (received > options.maxReceiveBytes + 5) {
-          finish(
-            new TransportError(
-              GrpcStatus.RESOURCE_EXHAUSTED,
-              `response larger than the limit of ${options.maxReceiveBytes} bytes`,
-            ),
-          );
-          return;
-        }
-        chunks.push(chunk);
-      });
-      stream.on("error", (cause: Error) => {
-        const code = s.destroyed || s.closed ? GrpcStatus.UNAVAILABLE : GrpcStatus.INTERNAL;
-        // "The pending stream has been canceled" says less than the connection error under it.
-        const root = cause.cause instanceof Error ? cause.cause : cause;
-        finish(new TransportError(code, root.message, { cause }));
-      });
-      stream.on("close", () => {
-        if (settled) return;
+      /** The stream ended (rstCode: reset by the server): the call's outcome. */
+      const complete = (rstCode?: number) => {
         if (status === undefined) {
           if (httpStatus !== 0 && httpStatus !== 200) {
             return finish(
@@ -263,30 +220,71 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
               ),
             );
           }
-          if (stream.rstCode !== undefined && stream.rstCode !== 0) {
+          if (rstCode !== undefined && rstCode !== 0) {
             return finish(
               new TransportError(
-                statusOfReset(stream.rstCode),
-                `stream reset by the runtime (HTTP/2 code ${stream.rstCode})`,
+                statusOfReset(rstCode),
+                `the runtime closed the stream without answering (HTTP/2 code ${rstCode})`,
               ),
             );
           }
           if (httpStatus === 0) {
-            const why =
-              s.destroyed || s.closed
-                ? "the connection to the runtime closed"
-                : "the runtime closed the stream without answering";
-            return finish(new TransportError(GrpcStatus.UNAVAILABLE, why));
+            return finish(
+              new TransportError(
+                GrpcStatus.UNAVAILABLE,
+                "the runtime closed the stream without answering",
+              ),
+            );
           }
           return finish(
             new TransportError(GrpcStatus.UNKNOWN, "no status received from the runtime"),
           );
         }
         if (status !== GrpcStatus.OK) return finish(new TransportError(status, details));
-        const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-        finish(unframe(body));
-      });
-      stream.end(frame(message));
+        finish(unframe(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)));
+      };
+
+      const handler: StreamHandler = {
+        onHeaders(fields) {
+          for (const [name, value] of fields) {
+            if (name === ":status") httpStatus = Number(value);
+            else if (name === "grpc-status") {
+              const code = Number(value);
+              status = Number.isInteger(code) && code >= 0 ? code : GrpcStatus.UNKNOWN;
+            } else if (name === "grpc-message") details = decodeGrpcMessage(value);
+          }
+        },
+        onData(chunk) {
+          received += chunk.length;
+          if (received > options.maxReceiveBytes + 5) {
+            finish(
+              new TransportError(
+                GrpcStatus.RESOURCE_EXHAUSTED,
+                `response larger than the limit of ${options.maxReceiveBytes} bytes`,
+              ),
+            );
+            return;
+          }
+          chunks.push(chunk);
+        },
+        onEnd: () => complete(),
+        onReset: (code) => complete(code),
+        onLost: (why) => finish(new TransportError(GrpcStatus.UNAVAILABLE, why)),
+      };
+
+      try {
+        conn = currentConnection();
+        id = conn.request(requestHeaders(path, grpcTimeout(timeoutMs)), frame(message), handler);
+      } catch (cause) {
+        const detail = cause instanceof Error ? cause.message : String(cause);
+        return reject(new TransportError(GrpcStatus.UNAVAILABLE, detail, { cause }));
+      }
+      timer = setTimeout(
+        () => finish(new TransportError(GrpcStatus.DEADLINE_EXCEEDED, "deadline exceeded")),
+        timeoutMs,
+      );
+      inflight.add(finish);
+      signal?.addEventListener("abort", onAbort, { once: true });
     });
   }
 
@@ -298,8 +296,8 @@ export function createUnaryTransport(options: UnaryTransportOptions): UnaryTrans
       for (const fail of [...inflight]) {
         fail(new TransportError(GrpcStatus.CANCELLED, "the client is closed"));
       }
-      session?.close();
-      session = undefined;
+      connection?.close("the client is closed");
+      connection = undefined;
     },
   };
 }

@@ -132,6 +132,41 @@ describe("unary transport", () => {
     expect(answer.equals(big)).toBe(true);
   });
 
+  test("sends a request larger than the runtime's HTTP/2 window and takes a response larger than ours", async () => {
+    const path = socketPath();
+    const request = Buffer.alloc(200_000, 3);
+    const response = Buffer.alloc(3_000_000, 9);
+    let got = 0;
+    const server = http2.createServer();
+    server.on("stream", (stream, headers) => {
+      stream.on("data", (d: Buffer) => {
+        got += d.length;
+      });
+      stream.on("end", () => ok(response)(stream as http2.ServerHttp2Stream, headers));
+    });
+    await new Promise<void>((resolve) => server.listen(path, resolve));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const answer = await transport(path, 4_000_000).call("/x/Y", request, 10_000);
+    expect(got).toBe(request.length + 5);
+    expect(answer.equals(response)).toBe(true);
+  });
+
+  test("after the runtime sends GOAWAY, the next call opens a new connection", async () => {
+    const path = socketPath();
+    const sessions: http2.ServerHttp2Session[] = [];
+    await serve(path, (stream, headers) => {
+      ok(Buffer.from("x"))(stream, headers);
+      const session = stream.session as http2.ServerHttp2Session;
+      if (!sessions.includes(session)) sessions.push(session);
+      stream.on("close", () => session.goaway());
+    });
+    const t = transport(path);
+    expect((await t.call("/x/Y", Buffer.alloc(0), 5000)).toString()).toBe("x");
+    await Bun.sleep(50);
+    expect((await t.call("/x/Y", Buffer.alloc(0), 5000)).toString()).toBe("x");
+    expect(sessions).toHaveLength(2);
+  });
+
   test("an error status in the trailers rejects with its code and decoded message", async () => {
     const path = socketPath();
     await serve(path, (stream) => {
