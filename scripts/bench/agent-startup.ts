@@ -4,9 +4,9 @@
 //
 //   node_modules/.bin/bun scripts/bench/agent-startup.ts [--rounds N] [--batch M]
 //       [--batch-rounds K] [--relist-period 1s] [--own-time off|log] [--calibrate no|yes]
-//       [--starts S]
-//       (defaults 15, 30, 10, 1s: the agent's own relist period, off, no, and the agent's
-//       default maxParallelStarts (CPUs, at least 2); needs root and the test bed)
+//       [--starts S] [--scratch-fs ext4|tmp]
+//       (defaults 15, 30, 10, 1s: the agent's own relist period, off, no, the agent's
+//       default maxParallelStarts (CPUs, at least 2), ext4; needs root and the test bed)
 //
 // Single pods: N rounds, each writes one manifest and waits for Running (seen through a pod watch
 // on the API, GET /api/v1/pods?watch=true, so that watching costs the agent little), and
@@ -26,7 +26,11 @@
 // the k-th pod ends at about k/M of the burst, and the rounds agree far better.
 // (Both sides at the same moment is no better: whichever side's calls reach containerd first
 // is served first, and the k-th pods then differ by seconds.)
-// Before every round, the last round's pods are gone from containerd and a second has passed.
+// Before every round, the last round's pods are gone from containerd, a second has passed and
+// containerd is quiet (see quietRuntime). One batch round of each side runs first, not counted:
+// the agent's first burst of many pods runs code its single pods did not, not yet compiled.
+// The agent's folders and the raw pods' files are on a fresh journaled ext4 (see
+// scratchFilesystem; --scratch-fs tmp: the system's temp folder).
 // Host-network busybox pods, image pre-pulled. The raw pods go into the same cgroup hierarchy as
 // the agent's (kubepods/besteffort/pod<uid> under /fleetlet-bench-<run id>), since runc's cgroup
 // setup there is part of the same work.
@@ -54,10 +58,12 @@ import {
   machineTicks,
   ms,
   quantile,
+  quietRuntime,
   rawLogRoot,
   rawPod,
   rawPodFiles,
   removeRawPods,
+  scratchFilesystem,
   sleeperManifest,
   startQueue,
 } from "./agent-common.ts";
@@ -72,10 +78,12 @@ const opts = benchOptions(
     "relist-period": "1s",
     calibrate: "no",
     starts: Math.max(2, availableParallelism()),
+    "scratch-fs": "ext4",
   },
   ["starts"],
 );
 const runId = `startup-${Date.now().toString(36)}`;
+const removeScratch = scratchFilesystem(runId, opts["scratch-fs"]);
 /** The raw pods' cgroups: the same hierarchy as the agent's pods (kubepods/besteffort/pod<uid>). */
 const rawCgroupRoot = `/fleetlet-bench-${runId}`;
 for (const [name, allowed] of [
@@ -250,6 +258,7 @@ async function settle(): Promise<void> {
   await removeRawPods(cri, runId);
   for (let i = 0; i < 600 && (await agentSandboxes()) > 0; i++) await Bun.sleep(50);
   await Bun.sleep(1000);
+  if (!(await quietRuntime(containerdPid))) console.log("  (containerd did not get quiet)");
 }
 
 function report(title: string, agentMs: AgentTiming[], rawMs: number[], overhead: number[]) {
@@ -305,6 +314,21 @@ async function main() {
     single.diff.push(a.latency - r);
   }
   report("1 pod", single.agent, single.raw, single.diff);
+  {
+    const names = Array.from({ length: opts.batch }, (_, k) => `w${k}`);
+    const a = (await agentSide(names)).map((t) => t.latency);
+    await settle();
+    const r = (await rawPods(names)).sort((x, y) => x - y);
+    await settle();
+    console.log(
+      `  warm-up batch (not counted): agent p50 ${ms(quantile(a, 0.5))}, raw p50 ${ms(quantile(r, 0.5))}, overhead p50 ${ms(
+        quantile(
+          a.map((t, k) => t - (r[k] as number)),
+          0.5,
+        ),
+      )}`,
+    );
+  }
   const batch = { agent: [] as AgentTiming[], raw: [] as number[], diff: [] as number[] };
   /** Each round's overhead p50. */
   const roundP50: number[] = [];
@@ -368,4 +392,5 @@ try {
     console.error(`cleanup of cgroups failed: ${e}`),
   );
   cri.close();
+  removeScratch();
 }
