@@ -35,6 +35,17 @@ function accumulate(list: ResourceList | undefined, totals: Totals): Set<QOSReso
  * requests copied from limits are counted.
  */
 export function getPodQOS(pod: Pod): PodQOSClass {
+  // The agent's pods are frozen: a pod object's class never changes.
+  const known = Object.isFrozen(pod) ? classOf.get(pod) : undefined;
+  if (known !== undefined) return known;
+  const qos = computePodQOS(pod);
+  if (Object.isFrozen(pod)) classOf.set(pod, qos);
+  return qos;
+}
+
+const classOf = new WeakMap<Pod, PodQOSClass>();
+
+function computePodQOS(pod: Pod): PodQOSClass {
   const requests: Totals = new Map();
   const limits: Totals = new Map();
   let guaranteed = true;

@@ -69,10 +69,18 @@ export interface CgroupFsDeps {
 
 /** "/a/b" → "a/b", refusing ".." so a name never escapes its hierarchy. */
 export function relativeName(name: string): string {
+  let rel = relativeNames.get(name);
+  if (rel !== undefined) return rel;
   const parts = name.split("/").filter((p) => p !== "" && p !== ".");
   if (parts.includes("..")) throw new Error(`invalid cgroup name ${JSON.stringify(name)}`);
-  return parts.join("/");
+  rel = parts.join("/");
+  if (relativeNames.size >= 4096) relativeNames.clear();
+  relativeNames.set(name, rel);
+  return rel;
 }
+
+/** Names seen lately (each pod's cgroup is named in every hierarchy on every sync). */
+const relativeNames = new Map<string, string>();
 
 export function readText(path: string): string | undefined {
   try {

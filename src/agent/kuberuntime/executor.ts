@@ -81,7 +81,7 @@ export interface RuntimeManager {
 type StepHandler<K extends SyncStepKind> = (
   step: Extract<SyncStep, { kind: K }>,
   run: SyncRun,
-  sandboxConfig: () => Promise<PodSandboxConfig>,
+  sandboxConfig: (attempt?: number) => Promise<PodSandboxConfig>,
 ) => Promise<boolean>;
 
 async function killPodStep(core: Core, step: { createSandboxAfter: boolean }, run: SyncRun) {
@@ -123,7 +123,8 @@ function stepTable(core: Core): { [K in SyncStepKind]: StepHandler<K> } {
         return false;
       }
     },
-    createSandbox: (step, run) => createSandbox(core, run, step.attempt),
+    createSandbox: (step, run, sandboxConfig) =>
+      createSandbox(core, run, step.attempt, sandboxConfig),
     startInitContainer: async (step, run, sandboxConfig) => {
       const container = run.pod.spec.initContainers?.[step.index];
       if (!container) return false;
@@ -217,8 +218,10 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
       ...(opts.signal ? { signal: opts.signal } : {}),
     };
     let config: PodSandboxConfig | undefined;
-    const sandboxConfig = async () => {
-      config ??= await sandboxConfigFor(core, pod, run.attempt);
+    // One sandbox config per sync (per attempt): the new sandbox and its containers share it.
+    const sandboxConfig = async (attempt = run.attempt) => {
+      if (config?.metadata?.attempt !== attempt)
+        config = await sandboxConfigFor(core, pod, attempt);
       return config;
     };
     try {

@@ -17,17 +17,24 @@ function canonical(value: unknown): unknown {
   return out;
 }
 
+const encoder = new TextEncoder();
+
 function fnv1a32(text: string): number {
+  const bytes = encoder.encode(text);
   let h = 0x811c9dc5;
-  for (const byte of new TextEncoder().encode(text)) {
-    h ^= byte;
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
+  for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ (bytes[i] as number), 0x01000193);
   return h >>> 0;
 }
 
+/** The agent's pods are frozen: a container object's hash never changes. */
+const hashOf = new WeakMap<Container, string>();
+
 /** Lower-case hex, as the annotation io.kubernetes.container.hash holds it. */
 export function hashContainer(container: Container): string {
+  const known = hashOf.get(container);
+  if (known !== undefined) return known;
   const { resources: _ignored, ...rest } = container;
-  return fnv1a32(JSON.stringify(canonical(rest))).toString(16);
+  const hash = fnv1a32(JSON.stringify(canonical(rest))).toString(16);
+  if (Object.isFrozen(container)) hashOf.set(container, hash);
+  return hash;
 }

@@ -7,10 +7,11 @@
 //   <rootDir>/pods/<uid>/etc-hosts
 //   <rootDir>/pods/<uid>/containers/<container>/<random>
 
-import { chmod, mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdir, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, join, normalize } from "node:path";
 import type { Container, Pod, Volume, VolumeMount } from "../../api/types.ts";
 import type { Mount } from "../../cri/index.ts";
+import { readHostFile } from "../../util/host-file.ts";
 import { ContainerConfigError } from "./env.ts";
 
 export interface MountContext {
@@ -124,7 +125,12 @@ export async function ensureHostsFile(
   const path = join(dir, "etc-hosts");
   let content: string;
   if (pod.spec.hostNetwork) {
-    const host = await readFile(ctx.hostHostsPath, "utf8").catch(() => "");
+    let host = "";
+    try {
+      host = readHostFile(ctx.hostHostsPath) ?? "";
+    } catch {
+      // unreadable: the pod gets the header line alone
+    }
     content = `# Kubernetes-managed hosts file (host network).\n${host}`;
   } else {
     content = `${MANAGED_HOSTS}\n${ctx.podIP ? `${ctx.podIP}\t${hostname}\n` : ""}`;

@@ -7,10 +7,10 @@
 // dnsConfig is merged in: nameservers and searches appended without duplicates, options merged
 // by name with the pod's winning.
 
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Pod, PodDNSConfig } from "../../api/types.ts";
 import type { DNSConfig, PodSandboxConfig, PortMapping } from "../../cri/index.ts";
+import { readHostFile } from "../../util/host-file.ts";
 import { sandboxAnnotations, sandboxLabels } from "./labels.ts";
 import { sandboxSecurityContext } from "./security.ts";
 
@@ -126,9 +126,8 @@ export function generateSandboxConfig(
 export async function readResolvConf(path: string): Promise<string> {
   if (!path) return "";
   try {
-    return await readFile(path, "utf8");
+    return readHostFile(path) ?? "";
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return "";
     throw new Error(`Cannot read resolv.conf ${path}: ${(err as Error).message}`);
   }
 }

@@ -23,10 +23,16 @@ export async function sandboxConfigFor(
 }
 
 /** Runs a new sandbox for `run.pod`; on success sets run.sandboxId and run.podIPs. */
-export async function createSandbox(core: Core, run: SyncRun, attempt: number): Promise<boolean> {
+export async function createSandbox(
+  core: Core,
+  run: SyncRun,
+  attempt: number,
+  sandboxConfig: (attempt: number) => Promise<PodSandboxConfig> = (a) =>
+    sandboxConfigFor(core, run.pod, a),
+): Promise<boolean> {
   const { pod } = run;
   try {
-    const config = await sandboxConfigFor(core, pod, attempt);
+    const config = await sandboxConfig(attempt);
     await mkdir(config.logDirectory ?? "", { recursive: true, mode: 0o755 });
     const res = await core.startCall(
       pod,
