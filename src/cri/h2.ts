@@ -11,37 +11,36 @@
 //   the connection going away (onLost); after that it gets nothing more.
 // - Frames written in one turn of the event loop go out in one write.
 
+import {
+  DEFAULT_WINDOW,
+  EMPTY_DONE,
+  FLAG_ACK,
+  FLAG_END_HEADERS,
+  FLAG_END_STREAM,
+  FLAG_PADDED,
+  FLAG_PRIORITY,
+  FRAME_CONTINUATION,
+  FRAME_DATA,
+  FRAME_GOAWAY,
+  FRAME_HEADERS,
+  FRAME_PING,
+  FRAME_PUSH_PROMISE,
+  FRAME_RST_STREAM,
+  FRAME_SETTINGS,
+  FRAME_WINDOW_UPDATE,
+  frame,
+  H2_CANCEL,
+  MAX_FRAME,
+  MAX_STREAM_ID,
+  PREFACE,
+  SETTINGS_ENABLE_PUSH,
+  SETTINGS_INITIAL_WINDOW_SIZE,
+  SETTINGS_MAX_CONCURRENT_STREAMS,
+  SETTINGS_MAX_FRAME_SIZE,
+  unpad,
+  windowUpdate,
+} from "./h2-frame.ts";
 import { HpackDecoder, HpackError } from "./hpack.ts";
-
-const FRAME_DATA = 0;
-const FRAME_HEADERS = 1;
-const FRAME_RST_STREAM = 3;
-const FRAME_SETTINGS = 4;
-const FRAME_PUSH_PROMISE = 5;
-const FRAME_PING = 6;
-const FRAME_GOAWAY = 7;
-const FRAME_WINDOW_UPDATE = 8;
-const FRAME_CONTINUATION = 9;
-
-const FLAG_END_STREAM = 0x1;
-const FLAG_ACK = 0x1;
-const FLAG_END_HEADERS = 0x4;
-const FLAG_PADDED = 0x8;
-const FLAG_PRIORITY = 0x20;
-
-const SETTINGS_ENABLE_PUSH = 2;
-const SETTINGS_MAX_CONCURRENT_STREAMS = 3;
-const SETTINGS_INITIAL_WINDOW_SIZE = 4;
-const SETTINGS_MAX_FRAME_SIZE = 5;
-
-/** RST_STREAM error code CANCEL. */
-export const H2_CANCEL = 0x8;
-
-const DEFAULT_WINDOW = 65_535;
-/** The largest frame we accept (the default SETTINGS_MAX_FRAME_SIZE, which we keep). */
-const MAX_FRAME = 16_384;
-const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
-const MAX_STREAM_ID = 0x7fffffff;
 
 /** What happens to one stream, reported to its opener. */
 export interface StreamHandler {
@@ -395,29 +394,4 @@ export class H2Connection {
     this.streams.clear();
     for (const s of lost) s.handler.onLost(why);
   }
-}
-
-const EMPTY_DONE = Buffer.alloc(0);
-
-function frame(type: number, flags: number, id: number, payload: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(9 + payload.length);
-  out.writeUIntBE(payload.length, 0, 3);
-  out[3] = type;
-  out[4] = flags;
-  out.writeUInt32BE(id, 5);
-  out.set(payload, 9);
-  return out;
-}
-
-function windowUpdate(id: number, increment: number): Buffer {
-  const payload = Buffer.allocUnsafe(4);
-  payload.writeUInt32BE(increment, 0);
-  return frame(FRAME_WINDOW_UPDATE, 0, id, payload);
-}
-
-/** A padded frame's content without its pad length byte and padding. */
-function unpad(payload: Buffer): Buffer {
-  const pad = payload[0] ?? 0;
-  if (pad >= payload.length) throw new Error("padding longer than the frame");
-  return payload.subarray(1, payload.length - pad);
 }

@@ -17,6 +17,7 @@
 
 import { GrpcStatus } from "./errors.ts";
 import { H2Connection, type StreamHandler } from "./h2.ts";
+import { H2_CANCEL, H2_ENHANCE_YOUR_CALM, H2_REFUSED_STREAM } from "./h2-frame.ts";
 import { encodeHeaders } from "./hpack.ts";
 
 export interface UnaryTransportOptions {
@@ -47,11 +48,6 @@ export class TransportError extends Error {
     super(details, options);
   }
 }
-
-/** HTTP/2 error codes of RST_STREAM that map to a gRPC status of their own. */
-const H2_REFUSED_STREAM = 0x7;
-const H2_CANCEL = 0x8;
-const H2_ENHANCE_YOUR_CALM = 0xb;
 
 /** The gRPC status of an HTTP response that carries none (the gRPC HTTP/2 mapping). */
 export function statusOfHttp(httpStatus: number): number {

@@ -1,0 +1,58 @@
+// HTTP/2 frame types, flags, settings and the frames the client builds (RFC 9113), for h2.ts.
+
+export const FRAME_DATA = 0;
+export const FRAME_HEADERS = 1;
+export const FRAME_RST_STREAM = 3;
+export const FRAME_SETTINGS = 4;
+export const FRAME_PUSH_PROMISE = 5;
+export const FRAME_PING = 6;
+export const FRAME_GOAWAY = 7;
+export const FRAME_WINDOW_UPDATE = 8;
+export const FRAME_CONTINUATION = 9;
+
+export const FLAG_END_STREAM = 0x1;
+export const FLAG_ACK = 0x1;
+export const FLAG_END_HEADERS = 0x4;
+export const FLAG_PADDED = 0x8;
+export const FLAG_PRIORITY = 0x20;
+
+export const SETTINGS_ENABLE_PUSH = 2;
+export const SETTINGS_MAX_CONCURRENT_STREAMS = 3;
+export const SETTINGS_INITIAL_WINDOW_SIZE = 4;
+export const SETTINGS_MAX_FRAME_SIZE = 5;
+
+/** RST_STREAM error codes that the transport maps to gRPC statuses of their own. */
+export const H2_REFUSED_STREAM = 0x7;
+export const H2_CANCEL = 0x8;
+export const H2_ENHANCE_YOUR_CALM = 0xb;
+
+export const DEFAULT_WINDOW = 65_535;
+/** The largest frame we accept (the default SETTINGS_MAX_FRAME_SIZE, which we keep). */
+export const MAX_FRAME = 16_384;
+export const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+export const MAX_STREAM_ID = 0x7fffffff;
+
+export const EMPTY_DONE = Buffer.alloc(0);
+
+export function frame(type: number, flags: number, id: number, payload: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(9 + payload.length);
+  out.writeUIntBE(payload.length, 0, 3);
+  out[3] = type;
+  out[4] = flags;
+  out.writeUInt32BE(id, 5);
+  out.set(payload, 9);
+  return out;
+}
+
+export function windowUpdate(id: number, increment: number): Buffer {
+  const payload = Buffer.allocUnsafe(4);
+  payload.writeUInt32BE(increment, 0);
+  return frame(FRAME_WINDOW_UPDATE, 0, id, payload);
+}
+
+/** A padded frame's content without its pad length byte and padding. */
+export function unpad(payload: Buffer): Buffer {
+  const pad = payload[0] ?? 0;
+  if (pad >= payload.length) throw new Error("padding longer than the frame");
+  return payload.subarray(1, payload.length - pad);
+}
