@@ -93,6 +93,7 @@ export async function runAgent(
     getPodStatus: (uid, name, ns) => runtime.getPodStatus(uid, name, ns),
     // A pod a sync is acting on gets its status read by that sync; the relist after it takes it.
     readPending: (uid) => podSync.readPending(uid),
+    settledBySync: (uid, status) => podSync.settled(uid, status),
   });
   const health = createRuntimeHealth({
     cri,

@@ -107,6 +107,9 @@ export interface PodSync extends PodSyncFns {
   podDir(uid: string): string;
   /** Whether a sync is acting on the pod and reads its status into the cache when done. */
   readPending(uid: string): boolean;
+  /** Whether `status` is the one the pod's last sync read back after acting and found nothing
+   * more to do with (so a PLEG event for what it shows would start a sync with nothing to do). */
+  settled(uid: string, status: PodStatus): boolean;
 }
 
 const uidOf = (pod: Pod) => pod.metadata.uid as string;
@@ -117,6 +120,9 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
   const lastActed = new Map<string, number>();
   /** Pods a sync is acting on; each such sync reads the pod's status when done. */
   const acting = new Set<string>();
+  /** Per pod: the status its last sync read after acting, when that sync's plan for it was
+   * empty. */
+  const settledStatus = new Map<string, PodStatus>();
 
   async function readStatus(pod: Pod): Promise<PodStatus> {
     const { name, namespace = "default" } = pod.metadata;
@@ -187,6 +193,7 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
     podDir,
     syncErrors: (uid) => errors.get(uid),
     readPending: (uid) => acting.has(uid),
+    settled: (uid, status) => settledStatus.get(uid) === status,
 
     async syncPod(pod: Pod, _type: UpdateType, signal?: AbortSignal) {
       const uid = uidOf(pod);
@@ -224,7 +231,10 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
         errors.set(uid, result.waiting);
         const retry = result.waiting.size > 0;
         if (!acts && unchanged) return { terminal: false, retry };
-        const after = publish(pod, acts ? await readStatusAfter(before, result.changes) : before);
+        const read = acts ? await readStatusAfter(before, result.changes) : before;
+        if (acts && !(deps.hasActions?.(pod, read, opts) ?? true)) settledStatus.set(uid, read);
+        else settledStatus.delete(uid);
+        const after = publish(pod, read);
         return { terminal: after.phase === "Succeeded" || after.phase === "Failed", retry };
       } finally {
         acting.delete(uid);
@@ -257,6 +267,7 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
       await rm(podDir(uid), { recursive: true, force: true });
       errors.delete(uid);
       lastActed.delete(uid);
+      settledStatus.delete(uid);
       deps.updateCache(uid, emptyStatus(pod, deps.clock.now()));
       deps.statusManager.removePod(uid);
     },

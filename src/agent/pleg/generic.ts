@@ -14,7 +14,10 @@
 //   listed state (the sync loop read it right after acting) is not read again: the cached status
 //   is confirmed as of this relist;
 // - a changed pod the sync loop is acting on, and will read itself when done (`readPending`),
-//   is left for the next relist: its record does not advance, so the same events come then.
+//   is left for the next relist: its record does not advance, so the same events come then;
+// - the events of a pod whose cached status the listing confirms, when that status is one a sync
+//   read back after acting and found nothing more to do with (`settledBySync`), are not sent:
+//   the sync they would start could only find the same (fewer wake-ups, no change of outcome).
 
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
@@ -62,6 +65,9 @@ export interface PLEGDeps {
   /** Whether the sync loop is acting on the pod and reads its status when done; such a pod's
    * changes are taken at the next relist. */
   readPending?: (uid: string) => boolean;
+  /** Whether `status` is the pod's status as a sync read it after acting, with nothing more to
+   * do; events that this status already shows are then not sent. */
+  settledBySync?: (uid: string, status: PodStatus) => boolean;
   /** Defaults to a new cache. */
   cache?: PodCache;
 }
@@ -211,12 +217,13 @@ class GenericPLEG implements PLEG {
         if (this.toReinspect.has(uid)) needsReinspection.add(uid);
         continue;
       }
-      if (!(await this.inspect(uid, record.current, timestamp))) {
+      const inspected = await this.inspect(uid, record.current, timestamp);
+      if (inspected === "failed") {
         needsReinspection.add(uid);
         continue;
       }
       advance(this.records, uid, record);
-      this.emit(events);
+      if (inspected !== "settled") this.emit(events);
     }
     this.cache.updateTime(timestamp);
     this.toReinspect = needsReinspection;
@@ -227,27 +234,28 @@ class GenericPLEG implements PLEG {
   }
 
   /** Reads the pod's status into the cache, unless the cached one matches the listing taken at
-   * `listedAt`; false when the read failed. */
+   * `listedAt` ("settled" when a sync read that status and found nothing to do with it);
+   * "failed" when the read failed. */
   private async inspect(
     uid: string,
     pod: RelistPod | undefined,
     listedAt: number,
-  ): Promise<boolean> {
+  ): Promise<"read" | "confirmed" | "settled" | "failed"> {
     if (!pod) {
       this.cache.delete(uid);
-      return true;
+      return "read";
     }
     const cached = this.cache.get(uid);
     if (cached?.status && cached.error === undefined && matchesListing(cached.status, pod)) {
       this.cache.set(uid, cached.status, listedAt);
-      return true;
+      return this.deps.settledBySync?.(uid, cached.status) ? "settled" : "confirmed";
     }
     const timestamp = this.deps.clock.now();
     const previous = cached?.status;
     try {
       const status = await this.deps.getPodStatus(uid, pod.name, pod.namespace);
       this.cache.set(uid, keepPodIPs(previous, status), timestamp);
-      return true;
+      return "read";
     } catch (error) {
       const err = error instanceof Error ? error : new Error(String(error));
       this.deps.logger.error("Cannot read the status of pod from the runtime", {
@@ -256,7 +264,7 @@ class GenericPLEG implements PLEG {
         error: err,
       });
       this.cache.set(uid, previous, timestamp, err);
-      return false;
+      return "failed";
     }
   }
 

@@ -101,6 +101,27 @@ function setup(opts: { acts: boolean }, extra: Partial<PodSyncDeps> = {}) {
   };
 }
 
+describe("createPodSync() settled()", () => {
+  test("marks the status read back after acting only when it leaves nothing more to do", async () => {
+    for (const leftover of [false, true]) {
+      // The plan from the empty status acts; the one from the status read back has `leftover`.
+      const s = setup(
+        { acts: true },
+        { hasActions: (_pod, status) => status.sandboxes.length === 0 || leftover },
+      );
+      await s.sync.syncPod(s.pod, "create");
+      const uid = s.pod.metadata.uid as string;
+      const read = s.cache.get(uid)?.status as PodStatus;
+      expect({ leftover, settled: s.sync.settled(uid, read) }).toEqual({
+        leftover,
+        settled: !leftover,
+      });
+      expect(s.sync.settled(uid, { ...read })).toBe(false);
+      s.done();
+    }
+  });
+});
+
 describe("createPodSync() readPending()", () => {
   test("is true while a sync acts on the pod and reads its status after, false once done", async () => {
     const s = setup({ acts: true });

@@ -296,6 +296,31 @@ describe("createPLEG() status reads", () => {
     ]);
   });
 
+  test("sends no events for what a sync read back and settled, and sends those of a later change", async () => {
+    const settled = new Map<string, PodStatus>();
+    const { clock, rt, pleg } = setup({
+      settledBySync: (uid, status) => settled.get(uid) === status,
+    });
+    rt.set("p1", [["c1", "running"]], true);
+    rt.set("p2", [["c2", "running"]], true);
+    // Both pods were read back by their syncs; only p1's sync found nothing more to do.
+    const p1 = listedStatus(rt, clock, "p1");
+    pleg.updateCache("p1", p1);
+    settled.set("p1", p1);
+    pleg.updateCache("p2", listedStatus(rt, clock, "p2"));
+    clock.step(100);
+    await pleg.relist();
+    expect((await drain(pleg, 2)).map((e) => e.uid)).toEqual(["p2", "p2"]);
+    await expect(pleg.next(AbortSignal.timeout(20))).rejects.toThrow();
+    expect(rt.statusCalls.get("p1")).toBeUndefined();
+    // p1's container dies: a status the sync never saw, so its event is sent.
+    rt.set("p1", [["c1", "exited"]], true);
+    clock.step(1000);
+    await pleg.relist();
+    expect(rt.statusCalls.get("p1")).toBe(1);
+    expect(await drain(pleg, 1)).toEqual([{ uid: "p1", type: "ContainerDied", data: "c1" }]);
+  });
+
   test("removes a gone pod from the cache even while the sync loop acts on it", async () => {
     const pending = new Set<string>();
     const { rt, pleg } = setup({ readPending: (uid) => pending.has(uid) });
