@@ -3,7 +3,8 @@
 // ~1 ms against ~35 ms). It reads some YAML differently from the yaml package, which stays the
 // reference: a key given twice (the last wins instead of an error), merge keys, tags, null keys,
 // anchors (no alias limit), several documents. So it reads only what plainPairs() accepts: one
-// document of block YAML with single-line scalars and flow collections, none of those features,
+// document of block YAML whose quoted scalars and flow collections each stay on one line, with
+// none of those features, plain keys that are names, numbers only in YAML 1.2's core forms, and
 // no tabs, control characters or backslashes; and its result must hold exactly one key for each
 // key/value pair plainPairs() counted in the text, so no key was lost to a duplicate. Anything
 // else returns undefined, for the yaml package (and its error messages with line and column).

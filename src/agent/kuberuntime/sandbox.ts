@@ -27,8 +27,8 @@ export async function createSandbox(
   core: Core,
   run: SyncRun,
   attempt: number,
-  sandboxConfig: (attempt: number) => Promise<PodSandboxConfig> = (a) =>
-    sandboxConfigFor(core, run.pod, a),
+  /** The sync's sandbox config (shared with the containers it starts). */
+  sandboxConfig: (attempt: number) => Promise<PodSandboxConfig>,
 ): Promise<boolean> {
   const { pod } = run;
   try {
