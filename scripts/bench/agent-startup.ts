@@ -17,7 +17,8 @@
 // taking turns to go first). The agent runs with --max-parallel-starts S, and the raw pods make
 // their start calls the same way: at most S at once, a freed slot going to the pod whose name
 // sorts first (S = 0: all at once on both sides). Overhead per pod = the k-th agent latency -
-// the k-th raw latency (both sorted), pooled over the rounds. Each round prints the CPU the
+// the k-th raw latency (both sorted), pooled over the rounds; and, less moved by a round the
+// runtime ran slower or faster as a whole, the median over the rounds of each rank k. Each round prints the CPU the
 // agent, containerd and the whole machine spent on each side.
 // --calibrate yes puts raw pods in the agent's place: the overhead it prints is the noise floor
 // of the design (raw against raw). Here a 30-pod burst takes ~17-20 CPU-s of a saturated 2-core
@@ -26,19 +27,21 @@
 // the k-th pod ends at about k/M of the burst, and the rounds agree far better.
 // (Both sides at the same moment is no better: whichever side's calls reach containerd first
 // is served first, and the k-th pods then differ by seconds.)
-// Before every round, the last round's pods are gone from containerd, a second has passed and
-// containerd is quiet (see quietRuntime). One batch round of each side runs first, not counted:
-// the agent's first burst of many pods runs code its single pods did not, not yet compiled.
+// Before every round, the last round's pods are gone from containerd, a second has passed, the
+// page cache is dropped (see releaseDyingCgroups) and containerd is quiet (see quietRuntime).
+// One batch round of each side runs first, not counted: the agent's first burst of many pods
+// runs code its single pods did not, not yet compiled.
 // The agent's folders and the raw pods' files are on a fresh journaled ext4 (see
 // scratchFilesystem; --scratch-fs tmp: the system's temp folder).
 // Host-network busybox pods, image pre-pulled. The raw pods go into the same cgroup hierarchy as
 // the agent's (kubepods/besteffort/pod<uid> under /fleetlet-bench-<run id>), since runc's cgroup
 // setup there is part of the same work.
 //
-// The agent runs at its default log level. With --own-time log it logs every CRI call (which
-// costs it CPU in a burst: about a sixth of its main thread's samples in a profile), and the
-// bench prints its own time from that log: write -> RunPodSandbox sent, plus StartContainer
-// answered -> Running seen (the k-th of each, sorted, in a batch).
+// The agent runs at its default log level and timings (but the relist period, which is an
+// option). With --own-time log it logs every CRI call (which costs it CPU in a burst: about a
+// sixth of its main thread's samples in a profile), and the bench prints its own time from that
+// log: write -> RunPodSandbox sent, plus StartContainer answered -> Running seen (the k-th of
+// each, sorted, in a batch).
 //
 // Everything it creates is removed at the end (the agent's pods, raw sandboxes labelled
 // io.fleetlet.bench-run=<run id>, their cgroups, temp dirs), also on error.
@@ -62,6 +65,7 @@ import {
   rawLogRoot,
   rawPod,
   rawPodFiles,
+  releaseDyingCgroups,
   removeRawPods,
   scratchFilesystem,
   sleeperManifest,
@@ -99,10 +103,18 @@ for (const [name, allowed] of [
 const calibrate = opts.calibrate === "yes";
 /** Whether the agent logs its CRI calls, for its own time (which costs it CPU). */
 const logCalls = opts["own-time"] === "log";
+// The agent's default timings, not the e2e tests' fast ones (a folder relist every 2 s,
+// housekeeping every second): the agent as it ships does that work less often.
 const agent = new TestAgent({
   args: [
     "--pleg-relist-period",
     opts["relist-period"],
+    "--file-check-frequency",
+    "20s",
+    "--housekeeping-interval",
+    "2s",
+    "--sync-frequency",
+    "60s",
     "--max-parallel-starts",
     String(opts.starts),
     ...(logCalls ? ["--log-level", "debug"] : []),
@@ -258,6 +270,7 @@ async function settle(): Promise<void> {
   await removeRawPods(cri, runId);
   for (let i = 0; i < 600 && (await agentSandboxes()) > 0; i++) await Bun.sleep(50);
   await Bun.sleep(1000);
+  releaseDyingCgroups();
   if (!(await quietRuntime(containerdPid))) console.log("  (containerd did not get quiet)");
 }
 
@@ -332,6 +345,8 @@ async function main() {
   const batch = { agent: [] as AgentTiming[], raw: [] as number[], diff: [] as number[] };
   /** Each round's overhead p50. */
   const roundP50: number[] = [];
+  /** Each round's overhead by rank (k-th agent pod against k-th raw pod). */
+  const byRound: number[][] = [];
   for (let i = 0; i < opts["batch-rounds"]; i++) {
     const names = Array.from({ length: opts.batch }, (_, k) => `b${i}x${k}`);
     let a: AgentTiming[] = [];
@@ -366,6 +381,7 @@ async function main() {
     batch.raw.push(...r);
     batch.diff.push(...diff);
     roundP50.push(quantile(diff, 0.5));
+    byRound.push(diff);
   }
   report(
     `${opts.batch} pods at once (${opts["batch-rounds"]} rounds)`,
@@ -379,6 +395,21 @@ async function main() {
   const sd = Math.sqrt(roundP50.reduce((x, y) => x + (y - mean) ** 2, 0) / Math.max(1, n - 1));
   console.log(
     `  rounds' overhead p50: mean ${ms(mean)}, sd ${ms(sd)}, standard error of the mean ${ms(sd / Math.sqrt(n))}`,
+  );
+  // The overhead of the k-th pod of a burst as the median over the rounds: a round the runtime
+  // ran slower or faster as a whole (which calibration shows raw calls do against raw calls)
+  // moves every pod of that round, and the pooled figures with it; the median of each rank
+  // leaves such rounds out. p99 over 30 ranks is the largest.
+  const ranks = Array.from({ length: opts.batch }, (_, k) =>
+    quantile(
+      byRound.map((d) => d[k] as number),
+      0.5,
+    ),
+  );
+  const rp50 = quantile(ranks, 0.5);
+  const rp99 = quantile(ranks, 0.99);
+  console.log(
+    `  overhead per pod, median of each rank over the rounds: p50 ${ms(rp50)}  p99 ${ms(rp99)}  (targets: ${rp50 <= 100 ? "yes" : "no"}, ${rp99 <= 300 ? "yes" : "no"})`,
   );
 }
 
