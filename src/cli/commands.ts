@@ -42,7 +42,8 @@ const getFlags = {
 export const GET_USAGE = `usage: fleetlet get pods [NAME] [-n NS | -A] [-o wide|json|yaml] [-l SELECTOR] [--field-selector SEL] [-w]
        fleetlet get events [-n NS | -A] [-o json|yaml]
        fleetlet get node [NAME] [-o wide|json|yaml]
-       fleetlet get nodes|pods|events --hub URL [--token T] [-n NS] [-l SELECTOR] [-o wide|json|yaml]
+       fleetlet get nodes|pods [NAME] --hub URL [--token T] [-n NS] [-l SELECTOR] [-o wide|json|yaml]
+       fleetlet get events --hub URL [--token T] [-n NS] [-o json|yaml]
 flags: --socket PATH (default $FLEETLET_SOCKET or /run/fleetlet/agent.sock)
        -w, --watch: after the pods, print a row (or object) each time one changes, until Ctrl-C
        --token T (default $FLEETLET_HUB_TOKEN)
@@ -69,7 +70,7 @@ export async function getCommand(argv: string[], io: CliIO): Promise<number> {
   if (flags.hub !== undefined && flags.watch === true) {
     throw new UsageError("--watch works against the local agent, not with --hub");
   }
-  if (flags.hub !== undefined) return getFromHub(hubResource(resource, name), flags, io);
+  if (flags.hub !== undefined) return getFromHub(hubResource(resource, name), name, flags, io);
   const format = parseOutputFormat(flags.output);
   const client = createAgentClient(resolveSocketPath(flags.socket, io.env));
   const all = flags["all-namespaces"] === true && name === undefined;
@@ -152,12 +153,14 @@ async function watchPods(
   return 0;
 }
 
-/** The hub lists nodes, pods and events (no single object by name yet). */
+/** What the hub serves: nodes and pods (all, or one by name) and events (all). */
 function hubResource(resource: string, name: string | undefined): "nodes" | "pods" | "events" {
-  if (name !== undefined) throw new UsageError("get --hub lists; it takes no name");
   if (podWords.has(resource)) return "pods";
-  if (eventWords.has(resource)) return "events";
-  if (resource === "nodes" || resource === "node" || resource === "no") return "nodes";
+  if (eventWords.has(resource)) {
+    if (name !== undefined) throw new UsageError("get events takes no name");
+    return "events";
+  }
+  if (nodeWords.has(resource)) return "nodes";
   throw new UsageError(`the hub doesn't have a resource type "${resource}" (nodes, pods, events)`);
 }
 

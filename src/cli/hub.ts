@@ -2,6 +2,7 @@
 // `fleetlet get nodes|pods|events --hub URL`: the operator's side of the hub.
 import { parseDuration } from "../api/duration.ts";
 import type { Node } from "../api/node.ts";
+import type { Pod } from "../api/types.ts";
 import { startHub } from "../hub/hub.ts";
 import { HUB_ANNOTATIONS, type JoinTokenResponse } from "../protocol/index.ts";
 import { realClock } from "../util/clock.ts";
@@ -236,19 +237,41 @@ export function printNodeTable(nodes: Node[], now: number, wide = false): string
   return alignTabs([header, ...rows].map((r) => `${r.join("\t")}\n`).join(""), TABLE);
 }
 
-/** `fleetlet get nodes|pods|events --hub URL`: returns the exit code. */
+/**
+ * `fleetlet get nodes|pods|events [NAME] --hub URL`: returns the exit code. With a name, one node
+ * (the hub's `GET /api/v1/nodes/{name}`) or the pods of that name in the namespace (`-n`,
+ * default `default`), one per node that reports such a pod; none is an error, as kubectl's.
+ */
 export async function getFromHub(
   resource: "nodes" | "pods" | "events",
+  name: string | undefined,
   flags: { hub?: string; token?: string; output?: string; namespace?: string; selector?: string },
   io: CliIO,
 ): Promise<number> {
   const target = hubTarget(flags, io);
   const format = parseOutputFormat(flags.output);
   const q = new URLSearchParams();
-  if (flags.namespace !== undefined && resource !== "nodes") q.set("namespace", flags.namespace);
+  const namespace = name !== undefined ? (flags.namespace ?? "default") : flags.namespace;
+  if (namespace !== undefined && resource !== "nodes") q.set("namespace", namespace);
   if (flags.selector !== undefined) q.set("labelSelector", flags.selector);
   const qs = q.size > 0 ? `?${q}` : "";
-  const list = await hubRequest<{ items: unknown[] }>(target, "GET", `/api/v1/${resource}${qs}`);
+  const list =
+    resource === "nodes" && name !== undefined
+      ? {
+          items: [
+            await hubRequest<Node>(target, "GET", `/api/v1/nodes/${encodeURIComponent(name)}`),
+          ],
+        }
+      : await hubRequest<{ items: unknown[] }>(target, "GET", `/api/v1/${resource}${qs}`);
+  if (resource === "pods" && name !== undefined) {
+    list.items = list.items.filter((p) => (p as Pod).metadata.name === name);
+    if (list.items.length === 0)
+      throw new CliError(`the hub has no pod "${name}" in namespace "${namespace}"`);
+  }
+  if (name !== undefined && (format === "json" || format === "yaml") && list.items.length === 1) {
+    io.stdout(printObjects(list.items[0], format));
+    return 0;
+  }
   const now = io.now();
   if (format === "json" || format === "yaml") io.stdout(printObjects(list.items, format));
   else if (list.items.length === 0) io.stderr("No resources found\n");

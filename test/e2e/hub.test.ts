@@ -118,6 +118,45 @@ describe("fleetlet hub (compiled binary, no root, no test bed)", () => {
     expect(out).toMatch(/n-report\s+Unknown\s+yes\s+\S+ ago\s+1\s/);
   });
 
+  test("get node NAME and get pod NAME --hub show one object; an unknown name is an error", async () => {
+    const c = await connected("n-named");
+    c.send(podMsg("n-named", "cam", 1));
+    c.send(podMsg("n-named", "other", 2));
+    await eventually("the second ack", () =>
+      c.received.find((m) => m.type === "ack" && m.seq === 2),
+    );
+    const cli = (...args: string[]) => {
+      const p = Bun.spawnSync([fleetletBin, "get", ...args, "--hub", hub.url], {
+        env: { ...process.env, FLEETLET_HUB_TOKEN: hub.operatorToken },
+      });
+      return { code: p.exitCode, out: p.stdout.toString(), err: p.stderr.toString() };
+    };
+    const node = cli("node", "n-named");
+    expect(node.code).toBe(0);
+    expect(node.out.split("\n").filter((l) => l !== "")).toHaveLength(2);
+    expect(node.out).toMatch(/\nn-named\s+Unknown\s+yes\s+\S+ ago\s+2\s/);
+    const nodeJson = JSON.parse(cli("node", "n-named", "-o", "json").out);
+    expect(nodeJson.kind).toBe("Node");
+    expect(nodeJson.metadata.name).toBe("n-named");
+
+    const pod = cli("pod", "cam");
+    expect(pod.code).toBe(0);
+    const rows = pod.out.split("\n").filter((l) => l !== "");
+    expect(rows).toHaveLength(2);
+    expect(rows[1]).toMatch(/^default\s+cam\s.*\sn-named\b/);
+    const podYaml = cli("pod", "cam", "-o", "yaml");
+    expect(podYaml.out).toContain("name: cam\n");
+    expect(podYaml.out).not.toContain("name: other\n");
+
+    const missingPod = cli("pod", "cam", "-n", "kube-system");
+    expect(missingPod.code).toBe(1);
+    expect(missingPod.err).toContain('the hub has no pod "cam" in namespace "kube-system"');
+    const missingNode = cli("node", "n-nothere");
+    expect(missingNode.code).toBe(1);
+    expect(missingNode.err).toContain('nodes "n-nothere" not found');
+    expect(cli("events", "x").code).not.toBe(0);
+  });
+
   test("a node cannot speak for another node", async () => {
     const cred = await hub.credentialFor("n-self");
     const impostor = new ProtocolClient(hub.url, cred);
