@@ -14,7 +14,84 @@ export const ANNOTATION = {
   revoked: "hub.fleetlet.io/revoked",
 };
 
-const PENDING_REASONS = new Set(["ContainerCreating", "PodInitializing", "Pending", "Terminating"]);
+const PENDING_REASONS = new Set([
+  "ContainerCreating",
+  "PodInitializing",
+  "Pending",
+  "Terminating",
+  "NotReady",
+]);
+
+/**
+ * What `get pods` shows for `pod`, by the same rules as the CLI (kubectl's printPod): the first
+ * init container that has not completed decides (a started sidecar does not), else the last
+ * app container with a waiting or terminated reason, else the pod's reason or phase;
+ * Terminating while deleted. The tests check it against the CLI's columns.
+ * @param {KObject} pod
+ * @returns {{ reason: string, ready: number, total: number, restarts: number }}
+ */
+function tally(pod) {
+  const st = pod.status ?? {};
+  /** @type {Map<string, any>} */
+  const specs = new Map(
+    (pod.spec?.initContainers ?? []).map((/** @type {any} */ c) => [c.name, c]),
+  );
+  const isSidecar = (/** @type {string} */ name) => specs.get(name)?.restartPolicy === "Always";
+  const sidecars = [...specs.keys()].filter(isSidecar).length;
+  const total = (pod.spec?.containers?.length ?? 0) + sidecars;
+  let reason = st.reason || st.phase || "";
+  let ready = 0;
+  let restarts = 0;
+  let sidecarRestarts = 0;
+  let initializing = false;
+  const inits = st.initContainerStatuses ?? [];
+  for (let i = 0; i < inits.length; i++) {
+    const c = inits[i];
+    const s = c.state ?? {};
+    restarts += c.restartCount ?? 0;
+    if (isSidecar(c.name)) sidecarRestarts += c.restartCount ?? 0;
+    if (s.terminated && s.terminated.exitCode === 0) continue;
+    if (isSidecar(c.name) && c.started === true) {
+      if (c.ready) ready++;
+      continue;
+    }
+    initializing = true;
+    if (s.terminated) reason = `Init:${terminatedReason(s.terminated)}`;
+    else if (s.waiting?.reason && s.waiting.reason !== "PodInitializing")
+      reason = `Init:${s.waiting.reason}`;
+    else reason = `Init:${i}/${specs.size}`;
+    break;
+  }
+  const conditions = st.conditions ?? [];
+  const isTrue = (/** @type {string} */ type) =>
+    conditions.some((/** @type {any} */ c) => c.type === type && c.status === "True");
+  if (!initializing || isTrue("Initialized")) {
+    restarts = sidecarRestarts;
+    let running = false;
+    for (const c of [...(st.containerStatuses ?? [])].reverse()) {
+      const s = c.state ?? {};
+      restarts += c.restartCount ?? 0;
+      if (s.waiting?.reason) reason = s.waiting.reason;
+      else if (s.terminated) reason = terminatedReason(s.terminated);
+      else if (s.running && c.ready) {
+        running = true;
+        ready++;
+      }
+    }
+    if (reason === "Completed" && running) reason = isTrue("Ready") ? "Running" : "NotReady";
+  }
+  if (pod.metadata.deletionTimestamp) {
+    if (st.reason === "NodeLost") reason = "Unknown";
+    else if (st.phase !== "Succeeded" && st.phase !== "Failed") reason = "Terminating";
+  }
+  return { reason: reason || "Unknown", ready, total, restarts };
+}
+
+/** @param {{ reason?: string, signal?: number, exitCode: number }} t */
+function terminatedReason(t) {
+  if (t.reason) return t.reason;
+  return t.signal ? `Signal:${t.signal}` : `ExitCode:${t.exitCode}`;
+}
 
 /**
  * The STATUS column of `get pods` for `pod`, with a tone.
@@ -22,37 +99,8 @@ const PENDING_REASONS = new Set(["ContainerCreating", "PodInitializing", "Pendin
  * @returns {State}
  */
 export function podState(pod) {
-  const st = pod.status ?? {};
-  let reason = st.reason || st.phase || "Unknown";
-  let initializing = false;
-  const inits = st.initContainerStatuses ?? [];
-  for (let i = 0; i < inits.length; i++) {
-    const s = inits[i].state ?? {};
-    if (s.terminated && s.terminated.exitCode === 0) continue;
-    initializing = true;
-    if (s.terminated) reason = `Init:${s.terminated.reason || `ExitCode:${s.terminated.exitCode}`}`;
-    else if (s.waiting?.reason && s.waiting.reason !== "PodInitializing")
-      reason = `Init:${s.waiting.reason}`;
-    else reason = `Init:${i}/${(pod.spec?.initContainers ?? inits).length}`;
-    break;
-  }
-  let running = false;
-  if (!initializing) {
-    for (const c of [...(st.containerStatuses ?? [])].reverse()) {
-      const s = c.state ?? {};
-      if (s.waiting?.reason) reason = s.waiting.reason;
-      else if (s.terminated)
-        reason =
-          s.terminated.reason ||
-          (s.terminated.signal
-            ? `Signal:${s.terminated.signal}`
-            : `ExitCode:${s.terminated.exitCode}`);
-      else if (s.running && c.ready) running = true;
-    }
-    if (reason === "Completed" && running) reason = "Running";
-  }
-  if (pod.metadata.deletionTimestamp) reason = "Terminating";
-  return { label: reason, tone: podTone(reason, st.phase, ready(pod)) };
+  const t = tally(pod);
+  return { label: t.reason, tone: podTone(t.reason, pod.status?.phase, t) };
 }
 
 /**
@@ -70,25 +118,20 @@ function podTone(reason, phase, r) {
 }
 
 /**
- * Ready containers of `pod` out of all its containers.
+ * Ready containers of `pod` out of its containers (app containers and sidecars), as READY.
  * @param {KObject} pod
  */
 export function ready(pod) {
-  const statuses = pod.status?.containerStatuses ?? [];
-  const total = Math.max(pod.spec?.containers?.length ?? 0, statuses.length);
-  return { ready: statuses.filter((/** @type {any} */ c) => c.ready).length, total };
+  const t = tally(pod);
+  return { ready: t.ready, total: t.total };
 }
 
 /**
- * Restarts of all containers of `pod`.
+ * RESTARTS of `pod` as `get pods` counts them.
  * @param {KObject} pod
  */
 export function restarts(pod) {
-  const all = [
-    ...(pod.status?.initContainerStatuses ?? []),
-    ...(pod.status?.containerStatuses ?? []),
-  ];
-  return all.reduce((n, c) => n + (c.restartCount ?? 0), 0);
+  return tally(pod).restarts;
 }
 
 /**
