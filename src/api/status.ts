@@ -8,6 +8,7 @@ export type StatusReason =
   | "NotFound"
   | "MethodNotAllowed"
   | "AlreadyExists"
+  | "Conflict"
   | "InternalError"
   | "ServiceUnavailable";
 
@@ -29,6 +30,7 @@ const codes: Record<StatusReason, number> = {
   NotFound: 404,
   MethodNotAllowed: 405,
   AlreadyExists: 409,
+  Conflict: 409,
   InternalError: 500,
   ServiceUnavailable: 503,
 };

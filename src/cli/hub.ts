@@ -24,6 +24,7 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                     [--max-message-bytes 1048576] [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ttl 24h] [--labels k=v,...]
        fleetlet hub node revoke NAME --hub URL [--token T]
+       fleetlet hub node forget NAME --hub URL [--token T]   (a revoked node: drops it, frees its name)
 `;
 
 const serveFlags = {
@@ -181,17 +182,22 @@ async function tokenCreate(argv: string[], io: CliIO): Promise<number> {
   return 0;
 }
 
-async function nodeRevoke(argv: string[], io: CliIO): Promise<number> {
+/** `fleetlet hub node revoke|forget NAME`: POST /api/v1/nodes/NAME/revoke or /forget. */
+async function nodeAction(action: "revoke" | "forget", argv: string[], io: CliIO): Promise<number> {
   const { flags, positionals } = parseArgs(argv, clientFlags);
   const [name, ...extra] = positionals;
   if (name === undefined || extra.length > 0)
-    throw new UsageError(`hub node revoke takes one node name\n${HUB_USAGE}`);
+    throw new UsageError(`hub node ${action} takes one node name\n${HUB_USAGE}`);
   await hubRequest(
     hubTarget(flags, io),
     "POST",
-    `/api/v1/nodes/${encodeURIComponent(name)}/revoke`,
+    `/api/v1/nodes/${encodeURIComponent(name)}/${action}`,
   );
-  io.stdout(`node/${name} revoked\n`);
+  io.stdout(
+    action === "revoke"
+      ? `node/${name} revoked\n`
+      : `node/${name} forgotten (its name may join again)\n`,
+  );
   return 0;
 }
 
@@ -199,7 +205,7 @@ async function nodeRevoke(argv: string[], io: CliIO): Promise<number> {
 export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   const [a, b, ...rest] = argv;
   if (a === "token" && b === "create") return tokenCreate(rest, io);
-  if (a === "node" && b === "revoke") return nodeRevoke(rest, io);
+  if (a === "node" && (b === "revoke" || b === "forget")) return nodeAction(b, rest, io);
   if (a === "token" || a === "node")
     throw new UsageError(
       `unknown hub command ${JSON.stringify(`${a} ${b ?? ""}`.trim())}\n${HUB_USAGE}`,

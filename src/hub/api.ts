@@ -145,6 +145,10 @@ function nodeRoute(
     deps.revoked(name);
     return json(deps.fleet.view(name));
   }
+  if (req.method === "POST" && action === "forget") {
+    deps.identity.releaseRevoked(name);
+    return json(deps.fleet.forget(name));
+  }
   if (req.method !== "GET" || action !== undefined)
     throw new StatusError(
       "MethodNotAllowed",

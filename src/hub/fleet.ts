@@ -138,6 +138,28 @@ export class Fleet {
     return rec.ackedSeq;
   }
 
+  /**
+   * Drops node `name` with its pods and events, here and in the store (the operator forgot a
+   * revoked node); the watch streams get DELETED for each. Returns the Node as it was.
+   */
+  forget(name: string): Node | undefined {
+    const last = this.view(name);
+    if (last === undefined) return undefined;
+    for (const pod of this.pods.get(name)?.values() ?? [])
+      this.opts.onChange({ type: "DELETED", kind: "pods", object: podView(name, pod) });
+    for (const event of this.events.get(name)?.values() ?? [])
+      this.opts.onChange({ type: "DELETED", kind: "events", object: eventView(name, event) });
+    this.pods.delete(name);
+    this.events.delete(name);
+    this.nodes.delete(name);
+    this.online.delete(name);
+    this.offlineSince.delete(name);
+    this.received.delete(name);
+    this.opts.store.forgetNodeNow(name);
+    this.opts.onChange({ type: "DELETED", kind: "nodes", object: last });
+    return last;
+  }
+
   /** Any message from `name` at `now`: it is alive. */
   touch(name: string, now: number): void {
     const rec = this.nodes.get(name);

@@ -138,6 +138,18 @@ export class Identity {
     return { ok: true, nodeName: rec.name };
   }
 
+  /**
+   * Lets go of revoked node `name`'s credential, so that the fleet may forget the node and its
+   * name may join again; refuses a node that is not revoked.
+   */
+  releaseRevoked(name: string): void {
+    const rec = this.deps.nodes.get(name);
+    if (rec === undefined) throw new StatusError("NotFound", `nodes "${name}" not found`);
+    if (rec.revokedAt === undefined)
+      throw new StatusError("Conflict", `node "${name}" is not revoked; revoke it first`);
+    this.credentials.delete(rec.credentialHash);
+  }
+
   /** Revokes node `name`: its credential is refused from now on. */
   revokeNode(name: string, now: number): NodeRecord {
     const rec = this.deps.nodes.get(name);

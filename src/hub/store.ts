@@ -130,6 +130,21 @@ export class HubStore {
     this.flush();
   }
 
+  /** Removes node `name` with its pods and events now, and whatever of it is queued. */
+  forgetNodeNow(name: string): void {
+    this.progress.delete(name);
+    this.nodeObjects.delete(name);
+    this.clearedPods.delete(name);
+    for (const [key, p] of this.pods) if (p.node === name) this.pods.delete(key);
+    for (const [key, e] of this.events) if (e.node === name) this.events.delete(key);
+    this.flush();
+    this.db.transaction(() => {
+      this.db.query("DELETE FROM pods WHERE node = ?").run(name);
+      this.db.query("DELETE FROM events WHERE node = ?").run(name);
+      this.db.query("DELETE FROM nodes WHERE name = ?").run(name);
+    })();
+  }
+
   // ---- queued until flush() ----
 
   queueProgress(progress: NodeProgress): void {

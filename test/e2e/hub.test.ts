@@ -258,6 +258,75 @@ describe("fleetlet hub (compiled binary, no root, no test bed)", () => {
     w.close();
   });
 
+  test("hub node forget drops a revoked node for good, and its name may join again", async () => {
+    const cred = await hub.credentialFor("n-forget");
+    const c = new ProtocolClient(hub.url, cred);
+    clients.push(c);
+    await c.opened;
+    c.send(hello("n-forget"));
+    await c.waitFor("welcome");
+    c.send(podMsg("n-forget", "cam", 3));
+    await c.waitFor("ack");
+    const cli = (...args: string[]) => {
+      const p = Bun.spawnSync([fleetletBin, "hub", "node", ...args, "--hub", hub.url], {
+        env: { ...process.env, FLEETLET_HUB_TOKEN: hub.operatorToken },
+      });
+      return { code: p.exitCode, out: p.stdout.toString(), err: p.stderr.toString() };
+    };
+    const early = cli("forget", "n-forget");
+    expect(early.code).toBe(1);
+    expect(early.err).toContain('node "n-forget" is not revoked; revoke it first');
+    expect((await hub.api("/api/v1/nodes/n-forget")).status).toBe(200);
+    expect(cli("forget", "n-nothere").err).toContain('nodes "n-nothere" not found');
+
+    expect(cli("revoke", "n-forget").code).toBe(0);
+    const w = new WebSocket(
+      `${hub.url.replace("http", "ws")}/api/v1/watch?kinds=pods,nodes&initial=false&token=${hub.operatorToken}`,
+    );
+    const seen: { type: string; object: { kind: string; metadata: { name: string } } }[] = [];
+    w.onmessage = (e) => seen.push(JSON.parse(String(e.data)));
+    await new Promise((r) => {
+      w.onopen = r;
+    });
+    const forgot = cli("forget", "n-forget");
+    expect(forgot).toMatchObject({
+      code: 0,
+      out: "node/n-forget forgotten (its name may join again)\n",
+    });
+    await eventually("DELETED for the pod and the node on the watch stream", () =>
+      ["Pod:cam", "Node:n-forget"].every((k) =>
+        seen.some(
+          (e) => e.type === "DELETED" && `${e.object.kind}:${e.object.metadata.name}` === k,
+        ),
+      ),
+    );
+    w.close();
+
+    const gone = async () => {
+      expect((await hub.api("/api/v1/nodes/n-forget")).status).toBe(404);
+      const pods = (await (await hub.api("/api/v1/pods?nodeName=n-forget")).json()) as {
+        items: unknown[];
+      };
+      expect(pods.items).toEqual([]);
+    };
+    await gone();
+    await hub.kill();
+    await hub.start();
+    await gone();
+
+    const old = new ProtocolClient(hub.url, cred);
+    clients.push(old);
+    expect(await old.waitFor("error")).toMatchObject({
+      code: "unauthorized",
+      reason: "unknown node credential",
+    });
+    const fresh = new ProtocolClient(hub.url, await hub.credentialFor("n-forget"));
+    clients.push(fresh);
+    await fresh.opened;
+    fresh.send(hello("n-forget", "s2"));
+    expect(await fresh.waitFor("welcome")).toMatchObject({ ackedSeq: 0 });
+  });
+
   test("a restarted hub keeps its nodes, pods and acknowledged seqs", async () => {
     const cred = await hub.credentialFor("n-restart");
     const c = new ProtocolClient(hub.url, cred);

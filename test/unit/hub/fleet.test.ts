@@ -145,6 +145,48 @@ describe("HubStore", () => {
     b.store.close();
     for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
   });
+
+  test("a forgotten node stays forgotten, also with writes of it still queued", () => {
+    const clock = new FakeClock();
+    const path = `${process.env.TMPDIR ?? "/tmp"}/hub-store-forget-${process.pid}-${Date.now()}.db`;
+    const a = joined(clock, new HubStore(path));
+    a.fleet.connect("cam-1", hello(), clock.now());
+    const p = pod("web");
+    a.fleet.ingest("cam-1", { type: "pod.upsert", seq: 1, uid: p.metadata.uid ?? "", pod: p });
+    a.fleet.stored("cam-1", a.fleet.markReceived("cam-1"));
+    a.store.flush();
+    const q = pod("db");
+    a.fleet.ingest("cam-1", { type: "pod.upsert", seq: 2, uid: "uid-db", pod: q });
+    a.fleet.markReceived("cam-1");
+    expect(a.store.pending()).toBeGreaterThan(0);
+    expect(() => a.identity.releaseRevoked("cam-1")).toThrow(
+      'node "cam-1" is not revoked; revoke it first',
+    );
+    a.identity.revokeNode("cam-1", clock.now());
+    a.changes.length = 0;
+    a.identity.releaseRevoked("cam-1");
+    expect(a.fleet.forget("cam-1")?.metadata.name).toBe("cam-1");
+    expect(a.changes.map((c) => `${c.type} ${c.kind} ${c.object.metadata.name}`)).toEqual([
+      "DELETED pods web",
+      "DELETED pods db",
+      "DELETED nodes cam-1",
+    ]);
+    expect(a.store.pending()).toBe(0);
+    expect(a.identity.authenticate(a.credential)).toMatchObject({
+      ok: false,
+      code: "unauthorized",
+    });
+    a.store.close();
+    const b = setup(new HubStore(path));
+    expect(b.fleet.nodes.size).toBe(0);
+    expect(b.fleet.allPods()).toEqual([]);
+    const tok = b.identity.createJoinToken(60_000, {}, clock.now());
+    expect(b.identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now()).nodeName).toBe(
+      "cam-1",
+    );
+    b.store.close();
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+  });
 });
 
 describe("Identity", () => {
@@ -166,7 +208,7 @@ describe("Identity", () => {
     );
   });
 
-  test("a revoked node's credential is refused and its name cannot join again", () => {
+  test("a revoked node's credential is refused and its name cannot join again (until forgotten)", () => {
     const clock = new FakeClock();
     const { identity, credential, joinToken } = joined(clock);
     identity.revokeNode("cam-1", clock.now());
