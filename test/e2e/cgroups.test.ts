@@ -3,7 +3,7 @@
 // driver on the host's cgroup2 mount. Needs root and the test bed (scripts/test starts both).
 // Each agent has its own cgroupRoot (/fleetlet-e2e-<node>), removed in afterAll.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCgroupV2 } from "../../src/agent/cm/index.ts";
 import type { Pod } from "../../src/api/types.ts";
@@ -264,6 +264,37 @@ describe("static CPU manager on a 2-CPU machine (needs root and the test bed)", 
     const again = await cpuAgent.waitPod("pinned", "Running", running);
     expect(containerId(again)).toBe(containerId(pod));
     expect(JSON.parse(readFileSync(stateFile, "utf8")).entries).toEqual(saved.entries);
+  }, 90_000);
+
+  test("a Guaranteed pod's init container runs on its exclusive CPU, and the app container after it gets the same one", async () => {
+    // The pod of the test before holds the one CPU there is to give.
+    rmSync(join(cpuAgent.manifests, "pinned.yaml"), { force: true });
+    await eventually(
+      "the pinned pod's CPU back in the shared pool",
+      () => JSON.parse(readFileSync(stateFile, "utf8")).defaultCpuSet === "0-1",
+      30_000,
+    );
+    const res = "{limits: {cpu: '1', memory: 32Mi}}";
+    cpuAgent.writeManifest(
+      "staged.yaml",
+      manifest(
+        "staged",
+        container("main", ["sleep", "3600"], res),
+        `  initContainers:\n${container("setup", sh("grep Cpus_allowed_list /proc/self/status"), res)}`,
+      ),
+    );
+    const pod = await cpuAgent.waitPod("staged", "Running", running);
+    const cg = `${cpuAgent.cgroupRoot}/kubepods/pod${pod.metadata.uid}/${containerId(pod)}`;
+    expect(readCgroupFile("cpuset", cg, "cpuset.cpus")).toBe("1");
+    const saved = JSON.parse(readFileSync(stateFile, "utf8"));
+    expect(saved.entries[pod.metadata.uid ?? ""]).toEqual({ setup: "1", main: "1" });
+    expect(saved.defaultCpuSet).toBe("0");
+    const logs = cpuAgent.cli(["logs", pod.metadata.name ?? "", "-c", "setup"]);
+    expect({ ...logs, stdout: logs.stdout.replace(/\s+/g, " ") }).toMatchObject({
+      code: 0,
+      stdout: "Cpus_allowed_list: 1 ",
+    });
+    cpuAgent.removeManifest("staged.yaml");
   }, 90_000);
 
   test("a corrupt checkpoint is refused with a clear error", async () => {

@@ -41,7 +41,9 @@ export function planCpusetUpdates(
     if (pod === undefined) continue;
     for (const rc of rp.containers) {
       if (rc.state !== "running") continue;
-      const spec = pod.spec.containers.find((c) => c.name === rc.name);
+      const spec =
+        pod.spec.containers.find((c) => c.name === rc.name) ??
+        pod.spec.initContainers?.find((c) => c.name === rc.name);
       if (spec === undefined) continue;
       const cpuset = desired(pod, spec);
       if (cpuset === "" || lastApplied.get(rc.id) === cpuset) continue;

@@ -82,7 +82,14 @@ export function reservedCpus(
   return takeByTopology(topology, allCpus(topology), Math.ceil(reservedMilli / 1000)) ?? [];
 }
 
-/** Assigns exclusive CPUs to the pod's containers that need them (already assigned are kept). */
+/**
+ * Assigns exclusive CPUs to the pod's containers that need them (already assigned are kept), in
+ * the order they run: init containers, then app containers. As in the kubelet, the CPUs of an
+ * init container that runs to completion may be given again to the containers after it (they
+ * never run at the same time); a sidecar's (restartPolicy Always) run beside the app containers
+ * and are not. CPUs of an init container that no later container took stay the pod's until it
+ * is gone.
+ */
 export function allocatePod(
   state: CpuManagerState,
   topology: CpuTopology,
@@ -92,18 +99,27 @@ export function allocatePod(
   const uid = pod.metadata.uid ?? "";
   let defaultSet = state.defaultCpuSet;
   const assigned: Record<string, CpuSet> = { ...state.entries[uid] };
-  for (const c of pod.spec.containers) {
+  let reusable: CpuSet = [];
+  const inOrder = [
+    ...(pod.spec.initContainers ?? []).map((c) => ({ c, runsAlone: c.restartPolicy !== "Always" })),
+    ...pod.spec.containers.map((c) => ({ c, runsAlone: false })),
+  ];
+  for (const { c, runsAlone } of inOrder) {
     const n = exclusiveCpus(pod, c);
-    if (n === 0 || assigned[c.name] !== undefined) continue;
-    const available = difference(defaultSet, reserved);
-    const cpus = takeByTopology(topology, available, n);
+    if (n === 0) continue;
+    let cpus = assigned[c.name];
     if (cpus === undefined) {
-      return {
-        error: `not enough cpus available to satisfy request of container ${JSON.stringify(c.name)}: requested=${n}, available=${available.length}`,
-      };
+      const available = union(difference(defaultSet, reserved), reusable);
+      cpus = takeByTopology(topology, available, n);
+      if (cpus === undefined) {
+        return {
+          error: `not enough cpus available to satisfy request of container ${JSON.stringify(c.name)}: requested=${n}, available=${available.length}`,
+        };
+      }
+      assigned[c.name] = cpus;
+      defaultSet = difference(defaultSet, cpus);
     }
-    assigned[c.name] = cpus;
-    defaultSet = difference(defaultSet, cpus);
+    reusable = runsAlone ? union(reusable, cpus) : difference(reusable, cpus);
   }
   if (Object.keys(assigned).length === 0) return { state };
   return {
@@ -135,11 +151,15 @@ export function validateState(
   const all = allCpus(topology);
   let covered = state.defaultCpuSet;
   for (const [uid, containers] of Object.entries(state.entries)) {
+    // Containers of one pod may share CPUs (an init container's, given again to an app
+    // container); pods may not, nor with the shared pool.
+    let pod: CpuSet = [];
     for (const [name, cpus] of Object.entries(containers)) {
       if (cpus.some((c) => covered.includes(c)))
         return `the CPUs ${formatCpuSet(cpus)} of container ${name} of pod ${uid} are also assigned elsewhere`;
-      covered = union(covered, cpus);
+      pod = union(pod, cpus);
     }
+    covered = union(covered, pod);
   }
   if (!sameSet(covered, all))
     return `the CPUs in the state (${formatCpuSet(covered)}) are not the online CPUs (${formatCpuSet(all)})`;

@@ -64,6 +64,26 @@ describe("planCpusetUpdates()", () => {
     expect(planCpusetUpdates([burstable], renamed, shared, new Map())).toEqual([]);
     expect(planCpusetUpdates([burstable], running, () => "", new Map())).toEqual([]);
   });
+
+  test("updates a running sidecar (an init container) like an app container", () => {
+    const withSidecar = makePod({
+      name: "shared",
+      initContainers: [makeContainer({ name: "proxy", restartPolicy: "Always" })],
+      containers: [makeContainer({ name: "app" })],
+    });
+    const both: RuntimePodContainers[] = [
+      {
+        uid: "uid-default-shared",
+        containers: [
+          { id: "s1", name: "proxy", state: "running" },
+          { id: "c1", name: "app", state: "running" },
+        ],
+      },
+    ];
+    expect(
+      planCpusetUpdates([withSidecar], both, shared, new Map()).map((u) => u.containerName),
+    ).toEqual(["proxy", "app"]);
+  });
 });
 
 /** Runs the pod's containers in the fake runtime with the given cpuset. */

@@ -90,9 +90,64 @@ describe("static policy", () => {
     });
   });
 
+  const withInit = (init: string, app: string, sidecar = false) =>
+    makePod({
+      name: "i",
+      initContainers: [
+        makeContainer({
+          name: "setup",
+          ...(sidecar && { restartPolicy: "Always" as const }),
+          resources: { limits: { cpu: init, memory: "64Mi" } },
+        }),
+      ],
+      containers: [
+        makeContainer({ name: "main", resources: { limits: { cpu: app, memory: "64Mi" } } }),
+      ],
+    });
+
+  test("gives an init container exclusive CPUs, which the app container after it may take again", () => {
+    const r = allocatePod(start, topo, reserved, withInit("2", "2"));
+    if ("error" in r) throw new Error(r.error);
+    expect(r.state.entries["uid-default-i"]).toEqual({ setup: [1, 5], main: [1, 5] });
+    expect(r.state.defaultCpuSet).toEqual([0, 2, 3, 4, 6, 7]);
+    expect(validateState(r.state, topo, reserved)).toBe(undefined);
+    expect(releasePod(r.state, "uid-default-i").defaultCpuSet).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  });
+
+  test("an init container's CPUs count as free for the app container, also when it needs more", () => {
+    // 7 CPUs outside the reserved one: the init container's 4 and the 3 others make the 7.
+    const r = allocatePod(start, topo, reserved, withInit("4", "7"));
+    if ("error" in r) throw new Error(r.error);
+    expect(r.state.entries["uid-default-i"]).toEqual({
+      setup: [2, 3, 6, 7],
+      main: [1, 2, 3, 4, 5, 6, 7],
+    });
+    expect(r.state.defaultCpuSet).toEqual([0]);
+    expect(validateState(r.state, topo, reserved)).toBe(undefined);
+  });
+
+  test("a sidecar's CPUs are its own: the app container beside it gets others", () => {
+    const r = allocatePod(start, topo, reserved, withInit("2", "2", true));
+    if ("error" in r) throw new Error(r.error);
+    expect(r.state.entries["uid-default-i"]).toEqual({ setup: [1, 5], main: [2, 6] });
+    const tooMany = allocatePod(start, topo, reserved, withInit("4", "4", true));
+    expect(tooMany).toEqual({
+      error:
+        'not enough cpus available to satisfy request of container "main": requested=4, available=3',
+    });
+  });
+
   test("validateState() finds CPUs assigned twice and a state of another machine", () => {
     const twice = { ...start, entries: { p: { c: [0] } } };
     expect(validateState(twice, topo, reserved)).toContain("also assigned elsewhere");
+    const twoPods = {
+      ...start,
+      defaultCpuSet: [0, 2, 3, 4, 6, 7],
+      entries: { p: { a: [1] }, q: { b: [1, 5] } },
+    };
+    expect(validateState(twoPods, topo, reserved)).toContain(
+      "of container b of pod q are also assigned elsewhere",
+    );
     const other = { ...start, defaultCpuSet: [0, 1] };
     expect(validateState(other, topo, reserved)).toContain("are not the online CPUs");
   });
