@@ -31,9 +31,9 @@ function podMsg(nodeName: string, name: string, seq: number, phase = "Running") 
   return { type: "pod.upsert", seq, uid: pod.metadata.uid, pod };
 }
 
-/** A connected, welcomed client for a freshly joined node. */
-async function connected(nodeName: string): Promise<ProtocolClient> {
-  const c = new ProtocolClient(hub.url, await hub.credentialFor(nodeName));
+/** A connected, welcomed client for a node (freshly joined unless its credential is given). */
+async function connected(nodeName: string, credential?: string): Promise<ProtocolClient> {
+  const c = new ProtocolClient(hub.url, credential ?? (await hub.credentialFor(nodeName)));
   clients.push(c);
   await c.opened;
   c.send(hello(nodeName));
@@ -208,11 +208,7 @@ describe("fleetlet hub (compiled binary, no root, no test bed)", () => {
 
   test("hub node revoke closes the node's connection and refuses its credential", async () => {
     const cred = await hub.credentialFor("n-revoke");
-    const c = new ProtocolClient(hub.url, cred);
-    clients.push(c);
-    await c.opened;
-    c.send(hello("n-revoke"));
-    await c.waitFor("welcome");
+    const c = await connected("n-revoke", cred);
     const r = Bun.spawnSync([fleetletBin, "hub", "node", "revoke", "n-revoke", "--hub", hub.url], {
       env: { ...process.env, FLEETLET_HUB_TOKEN: hub.operatorToken },
     });
@@ -260,11 +256,7 @@ describe("fleetlet hub (compiled binary, no root, no test bed)", () => {
 
   test("hub node forget drops a revoked node for good, and its name may join again", async () => {
     const cred = await hub.credentialFor("n-forget");
-    const c = new ProtocolClient(hub.url, cred);
-    clients.push(c);
-    await c.opened;
-    c.send(hello("n-forget"));
-    await c.waitFor("welcome");
+    const c = await connected("n-forget", cred);
     c.send(podMsg("n-forget", "cam", 3));
     await c.waitFor("ack");
     const cli = (...args: string[]) => {
@@ -329,11 +321,7 @@ describe("fleetlet hub (compiled binary, no root, no test bed)", () => {
 
   test("a restarted hub keeps its nodes, pods and acknowledged seqs", async () => {
     const cred = await hub.credentialFor("n-restart");
-    const c = new ProtocolClient(hub.url, cred);
-    clients.push(c);
-    await c.opened;
-    c.send(hello("n-restart"));
-    await c.waitFor("welcome");
+    const c = await connected("n-restart", cred);
     c.send(podMsg("n-restart", "web", 7));
     await c.waitFor("ack");
     await hub.kill();

@@ -125,14 +125,23 @@ describe("Fleet", () => {
 });
 
 describe("HubStore", () => {
-  test("what was flushed is loaded again by a new store on the same file", () => {
-    const clock = new FakeClock();
-    const path = `${process.env.TMPDIR ?? "/tmp"}/hub-store-${process.pid}-${Date.now()}.db`;
+  /** cam-1 joined and connected on a store file, its pod "web" stored; remove() deletes the file. */
+  function onFile(clock: FakeClock, tag: string) {
+    const path = `${process.env.TMPDIR ?? "/tmp"}/hub-store-${tag}-${process.pid}-${Date.now()}.db`;
     const a = joined(clock, new HubStore(path));
     a.fleet.connect("cam-1", hello(), clock.now());
     const p = pod("web");
     a.fleet.ingest("cam-1", { type: "pod.upsert", seq: 1, uid: p.metadata.uid ?? "", pod: p });
     a.fleet.stored("cam-1", a.fleet.markReceived("cam-1"));
+    const remove = () => {
+      for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+    };
+    return { ...a, path, p, remove };
+  }
+
+  test("what was flushed is loaded again by a new store on the same file", () => {
+    const clock = new FakeClock();
+    const { path, p, remove, ...a } = onFile(clock, "reload");
     a.store.close();
     const b = setup(new HubStore(path));
     expect(b.fleet.nodes.get("cam-1")).toMatchObject({
@@ -143,17 +152,12 @@ describe("HubStore", () => {
     expect(b.fleet.podsOf("cam-1").get(p.metadata.uid ?? "")).toEqual(p);
     expect(b.identity.authenticate(a.credential)).toEqual({ ok: true, nodeName: "cam-1" });
     b.store.close();
-    for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+    remove();
   });
 
   test("a forgotten node stays forgotten, also with writes of it still queued", () => {
     const clock = new FakeClock();
-    const path = `${process.env.TMPDIR ?? "/tmp"}/hub-store-forget-${process.pid}-${Date.now()}.db`;
-    const a = joined(clock, new HubStore(path));
-    a.fleet.connect("cam-1", hello(), clock.now());
-    const p = pod("web");
-    a.fleet.ingest("cam-1", { type: "pod.upsert", seq: 1, uid: p.metadata.uid ?? "", pod: p });
-    a.fleet.stored("cam-1", a.fleet.markReceived("cam-1"));
+    const { path, remove, ...a } = onFile(clock, "forget");
     a.store.flush();
     const q = pod("db");
     a.fleet.ingest("cam-1", { type: "pod.upsert", seq: 2, uid: "uid-db", pod: q });
@@ -185,7 +189,7 @@ describe("HubStore", () => {
       "cam-1",
     );
     b.store.close();
-    for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+    remove();
   });
 });
 
