@@ -1,5 +1,6 @@
 // Pod QoS class, with the rules of kubelet's pkg/apis/core/v1/helper/qos.
 
+import { memoizeFrozen } from "../util/freeze.ts";
 import {
   addQuantity,
   compareQuantity,
@@ -34,16 +35,7 @@ function accumulate(list: ResourceList | undefined, totals: Totals): Set<QOSReso
  * resources, unparseable and zero quantities are ignored. Apply defaults first so that
  * requests copied from limits are counted.
  */
-export function getPodQOS(pod: Pod): PodQOSClass {
-  // The agent's pods are frozen: a pod object's class never changes.
-  const known = Object.isFrozen(pod) ? classOf.get(pod) : undefined;
-  if (known !== undefined) return known;
-  const qos = computePodQOS(pod);
-  if (Object.isFrozen(pod)) classOf.set(pod, qos);
-  return qos;
-}
-
-const classOf = new WeakMap<Pod, PodQOSClass>();
+export const getPodQOS: (pod: Pod) => PodQOSClass = memoizeFrozen(computePodQOS);
 
 function computePodQOS(pod: Pod): PodQOSClass {
   const requests: Totals = new Map();

@@ -5,14 +5,13 @@ import {
   type FieldSchema,
   type Kind,
   type MessageSchema,
+  TWO_32,
   WIRE_32,
   WIRE_64,
   WIRE_DELIMITED,
   WIRE_VARINT,
   wireType,
 } from "./codec.ts";
-
-const TWO_32 = 4294967296;
 
 function defaultOf(field: FieldSchema): unknown {
   switch (field.kind) {

@@ -4,11 +4,10 @@ import {
   type FieldSchema,
   type Kind,
   type MessageSchema,
+  TWO_32,
   WIRE_DELIMITED,
   wireType,
 } from "./codec.ts";
-
-const TWO_32 = 4294967296;
 
 /** A growing byte buffer with a write position. */
 class Writer {

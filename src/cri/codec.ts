@@ -112,6 +112,9 @@ function fieldSchema(f: Field, where: string, schemaOf: (t: Type) => MessageSche
 }
 
 /** Wire types. */
+/** 2^32: the high word of a 64-bit integer counts in these. */
+export const TWO_32 = 4294967296;
+
 export const WIRE_VARINT = 0;
 export const WIRE_64 = 1;
 export const WIRE_DELIMITED = 2;

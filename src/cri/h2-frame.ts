@@ -17,7 +17,6 @@ export const FLAG_PADDED = 0x8;
 export const FLAG_PRIORITY = 0x20;
 
 export const SETTINGS_ENABLE_PUSH = 2;
-export const SETTINGS_MAX_CONCURRENT_STREAMS = 3;
 export const SETTINGS_INITIAL_WINDOW_SIZE = 4;
 export const SETTINGS_MAX_FRAME_SIZE = 5;
 

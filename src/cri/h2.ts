@@ -35,7 +35,6 @@ import {
   PREFACE,
   SETTINGS_ENABLE_PUSH,
   SETTINGS_INITIAL_WINDOW_SIZE,
-  SETTINGS_MAX_CONCURRENT_STREAMS,
   SETTINGS_MAX_FRAME_SIZE,
   unpad,
   windowUpdate,
@@ -68,8 +67,6 @@ export interface H2ConnectionOptions {
   socketPath: string;
   /** Our receive window for the connection and each stream (bytes). */
   windowBytes: number;
-  /** Called once when the connection can take no new stream (closed, failed or told to go). */
-  onGone?: () => void;
 }
 
 export class H2Connection {
@@ -88,7 +85,6 @@ export class H2Connection {
   private sendWindow = DEFAULT_WINDOW;
   private peerInitialWindow = DEFAULT_WINDOW;
   private peerMaxFrame = MAX_FRAME;
-  private peerMaxStreams = Number.POSITIVE_INFINITY;
   private unacked = 0;
   /** Why the connection closed, for streams opened after. */
   private closeReason = "";
@@ -130,16 +126,6 @@ export class H2Connection {
   /** Whether a new stream may be opened here. */
   get usable(): boolean {
     return !this.closed && !this.goingAway && this.nextId <= MAX_STREAM_ID;
-  }
-
-  /** Streams open now. */
-  get active(): number {
-    return this.streams.size;
-  }
-
-  /** Whether the server allows another stream at once. */
-  get hasRoom(): boolean {
-    return this.streams.size < this.peerMaxStreams;
   }
 
   /** Opens a stream: sends the header block (encodeHeaders(); it must not add to the server's
@@ -335,8 +321,6 @@ export class H2Connection {
         for (const s of this.streams.values()) s.sendWindow += delta;
       } else if (key === SETTINGS_MAX_FRAME_SIZE) {
         this.peerMaxFrame = value;
-      } else if (key === SETTINGS_MAX_CONCURRENT_STREAMS) {
-        this.peerMaxStreams = value;
       }
       // SETTINGS_HEADER_TABLE_SIZE limits the server's decoder table, which we never add to.
     }
@@ -375,7 +359,6 @@ export class H2Connection {
     if (this.goingAway) return;
     this.goingAway = true;
     this.closeReason = why;
-    this.opts.onGone?.();
   }
 
   private maybeFinishGoingAway(): void {

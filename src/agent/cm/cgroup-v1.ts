@@ -2,6 +2,7 @@
 // hierarchy. Limits go to cpu (cpu.shares, cpu.cfs_period_us, cpu.cfs_quota_us), memory
 // (memory.limit_in_bytes), pids (pids.max) and cpuset (cpuset.cpus). A new cpuset cgroup starts
 // with empty cpus/mems, which no task may join, so they are copied from the parent.
+import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import {
   type CgroupFsDeps,
@@ -9,7 +10,6 @@ import {
   type CgroupStats,
   killAll,
   makeCgroupDir,
-  pathExists,
   procsBelow,
   type ResourceConfig,
   readNumber,
@@ -80,7 +80,7 @@ export function createCgroupV1(opts: CgroupV1Options): CgroupManager {
     paths,
 
     async exists(name) {
-      return mounts.length > 0 && paths(name).every(pathExists);
+      return mounts.length > 0 && paths(name).every((dir) => existsSync(dir));
     },
 
     async create(name, config) {

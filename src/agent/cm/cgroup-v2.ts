@@ -2,6 +2,7 @@
 // controllers the root offers (cgroup.controllers) are enabled down the path through each
 // parent's cgroup.subtree_control; limits are written only for enabled controllers: cpu.weight
 // (kubelet's linear conversion of shares), cpu.max, memory.max, pids.max, cpuset.cpus.
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import {
   type CgroupFsDeps,
@@ -9,7 +10,6 @@ import {
   type CgroupStats,
   killAll,
   makeCgroupDir,
-  pathExists,
   procsBelow,
   type ResourceConfig,
   readNumber,
@@ -93,7 +93,7 @@ export function createCgroupV2(opts: CgroupV2Options): CgroupManager {
     paths: (name) => [dirOf(name)],
 
     async exists(name) {
-      return pathExists(dirOf(name));
+      return existsSync(dirOf(name));
     },
 
     async create(name, config) {
@@ -133,7 +133,7 @@ export function createCgroupV2(opts: CgroupV2Options): CgroupManager {
 
     async kill(name) {
       const file = join(dirOf(name), "cgroup.kill");
-      if (pathExists(file)) write(file, "1");
+      if (existsSync(file)) write(file, "1");
       await killAll(() => procsBelow(dirOf(name)), kill);
     },
 

@@ -6,14 +6,7 @@
 // microseconds, and a synchronous call costs about a seventh of the CPU of an asynchronous one
 // (which goes through a thread pool). A new pod costs some 30 of these calls, and every sync of
 // a pod checks its cgroup again.
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmdirSync,
-  writeFileSync,
-} from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** Resources of one cgroup; an absent field is left as it is. */
@@ -114,8 +107,6 @@ export function makeCgroupDir(dir: string): void {
     throw new Error(`Cannot create cgroup ${dir}: ${(err as Error).message}`);
   }
 }
-
-export const pathExists = (path: string): boolean => existsSync(path);
 
 /** The pids of cgroup.procs in `dir` and every directory below it. */
 export function procsBelow(dir: string): number[] {

@@ -33,7 +33,7 @@ export class FolderWatcher {
   private watch: DirWatch | undefined;
   /** Inode of the watched folder; another inode means the folder was replaced. */
   private watchedIno: number | undefined;
-  private cancelDebounce: (() => void) | undefined;
+  private cancelWake: (() => void) | undefined;
   /** When the first event of the pending wake-up came. */
   private firstEventAt: number | undefined;
   /** A gathered change not yet consumed by waitForChange. */
@@ -99,8 +99,8 @@ export class FolderWatcher {
 
   close(): void {
     this.stopWatch();
-    this.cancelDebounce?.();
-    this.cancelDebounce = undefined;
+    this.cancelWake?.();
+    this.cancelWake = undefined;
     this.firstEventAt = undefined;
   }
 
@@ -108,9 +108,9 @@ export class FolderWatcher {
     const now = this.deps.clock.now();
     this.firstEventAt ??= now;
     const wait = Math.min(this.deps.quietMs, this.firstEventAt + this.deps.maxDelayMs - now);
-    this.cancelDebounce?.();
-    this.cancelDebounce = this.deps.clock.setTimer(Math.max(0, wait), () => {
-      this.cancelDebounce = undefined;
+    this.cancelWake?.();
+    this.cancelWake = this.deps.clock.setTimer(Math.max(0, wait), () => {
+      this.cancelWake = undefined;
       this.firstEventAt = undefined;
       this.dirty = true;
       this.wake?.();

@@ -5,6 +5,7 @@
 // Container type does not change the hash of containers that do not set it.
 
 import type { Container } from "../../api/types.ts";
+import { memoizeFrozen } from "../../util/freeze.ts";
 
 function canonical(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(canonical);
@@ -26,15 +27,9 @@ function fnv1a32(text: string): number {
   return h >>> 0;
 }
 
-/** The agent's pods are frozen: a container object's hash never changes. */
-const hashOf = new WeakMap<Container, string>();
-
-/** Lower-case hex, as the annotation io.kubernetes.container.hash holds it. */
-export function hashContainer(container: Container): string {
-  const known = hashOf.get(container);
-  if (known !== undefined) return known;
+/** Lower-case hex, as the annotation io.kubernetes.container.hash holds it (kept per frozen
+ * container object, which never changes). */
+export const hashContainer: (container: Container) => string = memoizeFrozen((container) => {
   const { resources: _ignored, ...rest } = container;
-  const hash = fnv1a32(JSON.stringify(canonical(rest))).toString(16);
-  if (Object.isFrozen(container)) hashOf.set(container, hash);
-  return hash;
-}
+  return fnv1a32(JSON.stringify(canonical(rest))).toString(16);
+});
