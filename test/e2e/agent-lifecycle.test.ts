@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { ContainerStatus, Event, Pod } from "../../src/api/types.ts";
 import { createCriClient } from "../../src/cri/index.ts";
 import { TestAgent } from "../lib/agent.ts";
-import { eventually } from "../lib/testbed.ts";
+import { eventually, inSubnet } from "../lib/testbed.ts";
 
 const agent = new TestAgent();
 const img = agent.tb.busybox;
@@ -393,7 +393,7 @@ describe("host network and host ports (needs root and the test bed)", () => {
     const spec = `  terminationGracePeriodSeconds: 1\n  containers:\n${ctr("web", httpd("hello-port", "8080"), `      ports:\n        - { containerPort: 8080, hostPort: ${hostPort} }\n`)}`;
     agent.writeManifest("hostport.yaml", manifest("hostport", spec));
     const pod = await agent.waitPod("hostport", "Running", (p) => p.status?.phase === "Running");
-    expect(pod.status?.podIP).toMatch(/^10\.99\./);
+    expect(inSubnet(pod.status?.podIP ?? "", agent.tb.cniSubnet)).toBe(true);
     expect(await get(`http://${pod.status?.podIP}:8080/`)).toBe("hello-port\n");
     expect(await get(`http://127.0.0.1:${hostPort}/`)).toBe("hello-port\n");
     await removeAndWaitGone("hostport.yaml", "hostport");

@@ -23,6 +23,8 @@ export interface Testbed {
   authPassword: string;
   /** A busybox image only in the password registry, with an image id of its own. */
   authBusybox: string;
+  /** The pods' subnet on the test bed's CNI bridge, "A.B.C.D/N". */
+  cniSubnet: string;
 }
 
 export function loadTestbed(): Testbed {
@@ -56,7 +58,16 @@ export function loadTestbed(): Testbed {
     authUser: get("AUTH_USER"),
     authPassword: get("AUTH_PASSWORD"),
     authBusybox: get("IMAGE_AUTH_BUSYBOX"),
+    cniSubnet: get("CNI_SUBNET"),
   };
+}
+
+/** Whether the IPv4 address `ip` lies in `cidr` ("A.B.C.D/N"). */
+export function inSubnet(ip: string, cidr: string): boolean {
+  const toInt = (a: string) => a.split(".").reduce((n, o) => n * 256 + Number(o), 0);
+  const [base = "", bits = "32"] = cidr.split("/");
+  const size = 2 ** (32 - Number(bits));
+  return Math.floor(toInt(ip) / size) === Math.floor(toInt(base) / size);
 }
 
 /** Polls `fn` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
