@@ -9,7 +9,7 @@ import { type Clock, realClock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { buildInfo } from "../util/version.ts";
 import { setupContainerManager, toResourceList } from "./cm/index.ts";
-import { type AgentConfig, createFileSource, createPodConfig } from "./config/index.ts";
+import type { AgentConfig } from "./config/index.ts";
 import { createEventRecorder, manifestRef } from "./events/index.ts";
 import { createAgentHub } from "./hubclient/index.ts";
 import { computePodActions, planSteps } from "./kuberuntime/index.ts";
@@ -23,6 +23,7 @@ import { createAgentRuntime } from "./runtime.ts";
 import { createRuntimeHealth } from "./runtime-health.ts";
 import { startAgentServer } from "./server/index.ts";
 import { createServerDeps } from "./server-deps.ts";
+import { createFileSource, createPodConfig } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
 import { createSyncLoop } from "./sync-loop.ts";
 

@@ -12,13 +12,13 @@ import type { Pod } from "../api/types.ts";
 import type { Clock } from "../util/clock.ts";
 import { deepFreeze } from "../util/freeze.ts";
 import type { Logger } from "../util/log.ts";
-import type { PodUpdate as ConfigUpdate, PodConfig } from "./config/index.ts";
 import type { EventRecorder } from "./events/index.ts";
 import { podRef } from "./events/index.ts";
 import type { RunningPod } from "./kubecontainer/types.ts";
 import type { PodLifecycleEvent } from "./pleg/index.ts";
 import type { PodRuntime, PodSync } from "./pod-sync.ts";
 import type { PodWorkers } from "./podworkers/index.ts";
+import type { PodUpdate as ConfigUpdate, PodConfig } from "./sources/index.ts";
 import type { StatusManager } from "./status/index.ts";
 
 export interface SyncLoopDeps {

@@ -1,5 +1,5 @@
-// The agent's configuration and its pod sources: the agent config (file + flags), the static
-// pod folder, and PodConfig, which merges the sources into ADD/UPDATE/REMOVE/... updates.
+// The agent's own settings: the agent config (a YAML file and flags for the same fields).
+// The pods it runs and the objects they use come from src/agent/sources/.
 
 export {
   AGENT_CONFIG_DEFAULTS,
@@ -9,33 +9,3 @@ export {
   loadAgentConfig,
 } from "./agent-config.ts";
 export { agentFlagList } from "./agent-flags.ts";
-export {
-  createFileSource,
-  type FileSource,
-  type FileSourceDeps,
-  isIgnoredManifestName,
-  MAX_MANIFEST_BYTES,
-  type ManifestProblem,
-} from "./file-source.ts";
-export {
-  CONFIG_HASH_ANNOTATION,
-  CONFIG_MIRROR_ANNOTATION,
-  CONFIG_SEEN_ANNOTATION,
-  CONFIG_SOURCE_ANNOTATION,
-  type ManifestContext,
-  type ParseManifestResult,
-  parseManifestFile,
-  staticPodUID,
-} from "./parse.ts";
-export {
-  createPodConfig,
-  differSemantically,
-  type PodConfig,
-  type PodConfigDeps,
-  type PodConflict,
-  type PodOperation,
-  type PodSourceName,
-  type PodUpdate,
-} from "./pod-config.ts";
-export { PodUpdateQueue } from "./update-queue.ts";
-export type { DirWatch, WatchDir } from "./watch.ts";

@@ -13,9 +13,9 @@ import { randomBytes } from "node:crypto";
 import type { Pod } from "../../api/types.ts";
 import type { CallOptions, PodSandboxConfig } from "../../cri/index.ts";
 import { type PriorityKey, PriorityLimiter } from "../../util/priority-limiter.ts";
-import { CONFIG_SEEN_ANNOTATION } from "../config/parse.ts";
 import { createImageManager } from "../images/index.ts";
 import type { PodStatus, RunningPod, SyncChanges } from "../kubecontainer/types.ts";
+import { CONFIG_SEEN_ANNOTATION } from "../sources/parse.ts";
 import {
   type Core,
   type RuntimeManagerDeps,

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { parseManifestFile } from "../../../src/agent/config/index.ts";
+import { parseManifestFile } from "../../../src/agent/sources/index.ts";
 import type { Pod } from "../../../src/api/index.ts";
 
 const ctx = { path: "/etc/fleetlet/manifests/web.yaml", nodeName: "dev1" };

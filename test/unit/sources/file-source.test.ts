@@ -6,7 +6,7 @@ import {
   createFileSource,
   type FileSourceDeps,
   type ManifestProblem,
-} from "../../../src/agent/config/index.ts";
+} from "../../../src/agent/sources/index.ts";
 import type { Pod } from "../../../src/api/index.ts";
 import { FakeClock, realClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";

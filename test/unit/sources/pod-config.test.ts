@@ -3,7 +3,7 @@ import {
   createPodConfig,
   type PodConflict,
   type PodUpdate,
-} from "../../../src/agent/config/index.ts";
+} from "../../../src/agent/sources/index.ts";
 import type { Pod } from "../../../src/api/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { makeContainer, makePod } from "../../lib/builders.ts";

@@ -10,7 +10,7 @@
 // else returns undefined, for the yaml package (and its error messages with line and column).
 //
 // Soundness rests on plainPairs() never counting fewer pairs than the text has: a line it
-// cannot read with certainty makes it give up. test/unit/config/yaml-fast.test.ts checks the two
+// cannot read with certainty makes it give up. test/unit/sources/yaml-fast.test.ts checks the two
 // parsers agree on every generated text the fast path takes.
 
 /** Whether the text has a character never in a fast-path text: a tab, CR or other control

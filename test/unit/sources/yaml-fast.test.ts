@@ -2,8 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import { parseManifestFile } from "../../../src/agent/config/index.ts";
-import { plainPairs, readPlainYaml } from "../../../src/agent/config/yaml-fast.ts";
+import { parseManifestFile } from "../../../src/agent/sources/index.ts";
+import { plainPairs, readPlainYaml } from "../../../src/agent/sources/yaml-fast.ts";
 import { sleeperManifest } from "../../lib/manifests.ts";
 import { generateYaml, prng } from "../../lib/yaml-gen.ts";
 

@@ -1,0 +1,33 @@
+// The agent's pod sources and what they bring: the static pod folder (file source), and
+// PodConfig, which merges the sources into ADD/UPDATE/REMOVE/... updates for the sync loop.
+
+export {
+  createFileSource,
+  type FileSource,
+  type FileSourceDeps,
+  isIgnoredManifestName,
+  MAX_MANIFEST_BYTES,
+  type ManifestProblem,
+} from "./file-source.ts";
+export {
+  CONFIG_HASH_ANNOTATION,
+  CONFIG_MIRROR_ANNOTATION,
+  CONFIG_SEEN_ANNOTATION,
+  CONFIG_SOURCE_ANNOTATION,
+  type ManifestContext,
+  type ParseManifestResult,
+  parseManifestFile,
+  staticPodUID,
+} from "./parse.ts";
+export {
+  createPodConfig,
+  differSemantically,
+  type PodConfig,
+  type PodConfigDeps,
+  type PodConflict,
+  type PodOperation,
+  type PodSourceName,
+  type PodUpdate,
+} from "./pod-config.ts";
+export { PodUpdateQueue } from "./update-queue.ts";
+export type { DirWatch, WatchDir } from "./watch.ts";
