@@ -227,7 +227,12 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
           deps.workers.couldHaveRunningContainers(uid)
         )
           continue;
-        await rm(join(podsDir, uid), { recursive: true, force: true }).catch(() => {});
+        await rm(join(podsDir, uid), { recursive: true, force: true }).catch((error) =>
+          log.warn("cannot remove a removed pod's folder; trying again at the next housekeeping", {
+            uid,
+            error,
+          }),
+        );
       }
       for (const uid of deps.statusManager.uids()) {
         if (!desired.has(uid) && !deps.workers.couldHaveRunningContainers(uid)) {
@@ -244,28 +249,37 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
     },
 
     async run(signal) {
+      // Each input's wait rejects when `signal` aborts, which ends its loop. Any other rejection
+      // is a fault: next() logs it and pauses a second, so a broken input cannot spin the loop.
+      const next = <T>(what: string, wait: Promise<T>): Promise<T | undefined> =>
+        wait.catch(async (error) => {
+          if (signal.aborted) return undefined;
+          log.error(`reading the next ${what} failed; trying again in 1 s`, { error });
+          await deps.clock.sleep(1000, signal).catch(() => undefined); // rejects on abort only
+          return undefined;
+        });
       const loops = [
         (async () => {
           while (!signal.aborted) {
-            const update = await deps.podConfig.updates.next(signal).catch(() => undefined);
+            const update = await next("pod update", deps.podConfig.updates.next(signal));
             if (update !== undefined) this.handleConfigUpdate(update);
           }
         })(),
         (async () => {
           while (!signal.aborted) {
-            const event = await deps.nextPLEGEvent(signal).catch(() => undefined);
+            const event = await next("PLEG event", deps.nextPLEGEvent(signal));
             if (event !== undefined) this.handlePLEGEvent(event);
           }
         })(),
         (async () => {
           while (!signal.aborted) {
-            await deps.clock.sleep(deps.syncTickMs ?? 1000, signal).catch(() => {});
+            await next("sync tick", deps.clock.sleep(deps.syncTickMs ?? 1000, signal));
             if (!signal.aborted) this.syncTick();
           }
         })(),
         (async () => {
           while (!signal.aborted) {
-            await deps.clock.sleep(deps.housekeepingIntervalMs, signal).catch(() => {});
+            await next("housekeeping tick", deps.clock.sleep(deps.housekeepingIntervalMs, signal));
             if (signal.aborted) break;
             await this.housekeeping().catch((error) => log.error("housekeeping failed", { error }));
           }

@@ -45,6 +45,8 @@ export function createNodeStatusManager(deps: NodeStatusDeps): NodeStatusManager
   const reportMs = deps.reportFrequencyMs ?? 5 * 60_000;
   const subscribers = new Set<(node: Node) => void>();
   let runtimeVersion = "";
+  /** The last error reading the root dir's filesystem, logged once until a read succeeds. */
+  let storageError: string | undefined;
   let current: Node | undefined;
   current = build();
   let lastReport = Number.NEGATIVE_INFINITY;
@@ -83,8 +85,28 @@ export function createNodeStatusManager(deps: NodeStatusDeps): NodeStatusManager
 
   async function update(): Promise<Node> {
     try {
+      // An unreachable runtime is reported by the runtime health check (the Ready condition);
+      // its version is asked again at the next update.
       if (runtimeVersion === "") runtimeVersion = await deps.runtimeVersion().catch(() => "");
-      const storage = await deps.ephemeralStorage().catch(() => undefined);
+      const storage = await deps.ephemeralStorage().then(
+        (bytes) => {
+          storageError = undefined;
+          return bytes;
+        },
+        (error: unknown) => {
+          const message = error instanceof Error ? error.message : String(error);
+          if (message !== storageError) {
+            deps.logger.warn(
+              "cannot read the root dir's filesystem; no ephemeral-storage capacity",
+              {
+                error: message,
+              },
+            );
+          }
+          storageError = message;
+          return undefined;
+        },
+      );
       const next = build(storage);
       const now = deps.clock.now();
       const report = nodeChanged(current, next) || now - lastReport >= reportMs;

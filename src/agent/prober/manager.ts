@@ -91,15 +91,24 @@ export function createProberManager(deps: ProberManagerDeps): ProberManager {
   const startedAt = deps.clock.now();
   let running = false;
 
-  const results: ResultsManager = createResultsManager((change) => {
-    if (change.kind === "startup" && change.result === "success") {
-      for (const key of byPod.get(change.podUid) ?? []) {
-        const w = workers.get(key);
-        if (w && w.kind !== "startup" && w.containerId === change.containerId) w.trigger();
+  const results: ResultsManager = createResultsManager(
+    (change) => {
+      if (change.kind === "startup" && change.result === "success") {
+        for (const key of byPod.get(change.podUid) ?? []) {
+          const w = workers.get(key);
+          if (w && w.kind !== "startup" && w.containerId === change.containerId) w.trigger();
+        }
       }
-    }
-    deps.onResult(change);
-  });
+      deps.onResult(change);
+    },
+    (error, change) =>
+      log.error("a probe result could not be passed on; it is kept", {
+        probe: change.kind,
+        container: change.containerId,
+        result: change.result ?? "removed",
+        error,
+      }),
+  );
 
   const proberDeps = {
     clock: deps.clock,
@@ -165,6 +174,13 @@ export function createProberManager(deps: ProberManagerDeps): ProberManager {
         isTerminating: () => deps.isTerminating(uid),
         managerStartedAt: startedAt,
         recordDelay: (ms) => delays.add(ms),
+        reportError: (error) =>
+          log.error("probe worker failed; it probes again at its next period", {
+            pod: `${pod.metadata.namespace}/${pod.metadata.name}`,
+            container: c.name,
+            probe: kind,
+            error,
+          }),
       },
       {
         kind,

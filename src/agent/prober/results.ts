@@ -1,7 +1,7 @@
 // The results manager (kubelet's prober results.Manager): the latest settled result of each
 // probe kind per container ID. Workers write it; the sync loop and the status generator read it.
 // Invariant: `onChange` is called only when a stored result actually changes (set or removed),
-// and a throw from it never reaches the worker that wrote the result.
+// and a throw from it never reaches the worker that wrote the result: it goes to `onError`.
 
 import type { ProbeKind, ProbeResult } from "./types.ts";
 
@@ -28,6 +28,7 @@ interface Entry {
 
 export function createResultsManager(
   onChange: (change: ResultChange) => void = () => {},
+  onError: (error: unknown, change: ResultChange) => void = () => {},
 ): ResultsManager {
   const byKind = new Map<ProbeKind, Map<string, Entry>>();
   const table = (kind: ProbeKind) => {
@@ -41,8 +42,9 @@ export function createResultsManager(
   const notify = (change: ResultChange) => {
     try {
       onChange(change);
-    } catch {
-      // A listener's failure is its own; results stay consistent.
+    } catch (error) {
+      // A listener's failure is its own: it is reported, and the results stay consistent.
+      onError(error, change);
     }
   };
   return {

@@ -40,6 +40,8 @@ export interface WorkerDeps {
   managerStartedAt: number;
   /** Reports how late a scheduled probe ran (ms). */
   recordDelay(ms: number): void;
+  /** Reports an error of the worker itself (not a probe failure, which is a result). */
+  reportError(error: unknown): void;
 }
 
 export interface WorkerSpec {
@@ -87,7 +89,10 @@ export class ProbeWorker {
   async doProbe(): Promise<boolean> {
     try {
       return await this.probeOnce();
-    } catch {
+    } catch (error) {
+      // The probe itself never throws (its failures are results): this is a fault of the worker's
+      // bookkeeping. It is reported, and the worker goes on probing at its next period.
+      this.deps.reportError(error);
       return true;
     }
   }

@@ -9,6 +9,7 @@ import {
 } from "../../../src/agent/prober/index.ts";
 import type { PodStatus as ApiPodStatus, Container, Pod, Probe } from "../../../src/api/types.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
+import { createLogger } from "../../../src/util/log.ts";
 import { makeContainer, makePod } from "../../lib/builders.ts";
 
 export interface Harness {
@@ -20,6 +21,10 @@ export interface Harness {
   events: string[];
   changes: ResultChange[];
   terminating: Set<string>;
+  /** Log lines of the manager. */
+  logs: string[];
+  /** When set, onResult throws it (a fault of the code the results go to). */
+  onResultError?: Error;
 }
 
 const kindOf = (p: Probe, c: Container): ProbeKind =>
@@ -34,6 +39,7 @@ export function harness(opts: { startAt?: number } = {}): Harness {
     events: [],
     changes: [],
     terminating: new Set<string>(),
+    logs: [],
   } as unknown as Harness;
   const handler: ProbeHandlerFn = async (probe, target) => {
     const kind = kindOf(probe, target.container);
@@ -49,7 +55,11 @@ export function harness(opts: { startAt?: number } = {}): Harness {
     event: (pod, name, type, reason, message) =>
       h.events.push(`${type} ${reason} ${pod.metadata.name}/${name}: ${message}`),
     isTerminating: (uid) => h.terminating.has(uid),
-    onResult: (c) => h.changes.push(c),
+    onResult: (c) => {
+      if (h.onResultError) throw h.onResultError;
+      h.changes.push(c);
+    },
+    logger: createLogger({ write: (line) => h.logs.push(line) }),
     random: () => 0.5,
     hardLimitMs: 1000,
   });

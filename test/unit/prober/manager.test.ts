@@ -1,5 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { EVENT_OUTPUT_MAX } from "../../../src/agent/prober/index.ts";
+import { createResultsManager } from "../../../src/agent/prober/results.ts";
+import { ProbeWorker } from "../../../src/agent/prober/worker.ts";
+import { FakeClock } from "../../../src/util/clock.ts";
 import { flush, harness, podWith, probe, runningStatus } from "./fixtures.ts";
 
 const uid = (pod: { metadata: { uid?: string } }) => pod.metadata.uid as string;
@@ -64,6 +67,50 @@ describe("prober manager workers", () => {
 });
 
 describe("probe worker semantics", () => {
+  test("doProbe() reports a fault of the worker itself and keeps probing", async () => {
+    const clock = new FakeClock();
+    const errors: unknown[] = [];
+    const pod = podWith([{ name: "a", readinessProbe: probe() }]);
+    const container = pod.spec.containers[0] as (typeof pod.spec.containers)[0];
+    const worker = new ProbeWorker(
+      {
+        clock,
+        random: () => 0,
+        results: createResultsManager(),
+        probe: async () => {
+          throw new Error("prober broke");
+        },
+        isStarted: () => true,
+        isTerminating: () => false,
+        managerStartedAt: clock.now() - 60_000,
+        recordDelay: () => {},
+        reportError: (e) => errors.push(e),
+      },
+      {
+        kind: "readiness",
+        probe: probe(),
+        podUid: uid(pod),
+        startedAt: clock.now(),
+        target: { pod, container, containerId: "one", host: "127.0.0.1" },
+      },
+    );
+    expect(await worker.doProbe()).toBe(true);
+    expect(errors.map((e) => (e as Error).message)).toEqual(["prober broke"]);
+  });
+
+  test("a result its listener fails to take is logged with probe, container and result, and kept", async () => {
+    const h = harness();
+    const pod = podWith([{ name: "a", readinessProbe: probe() }]);
+    h.manager.updatePod(pod, runningStatus(pod, { a: "one" }, h.clock.now()));
+    h.onResultError = new Error("status sink broke");
+    expect(await h.manager.worker(uid(pod), "a", "readiness")?.doProbe()).toBe(true);
+    expect(h.manager.readiness("one")).toBe(true);
+    expect(h.logs).toHaveLength(1);
+    expect(h.logs[0]).toContain("a probe result could not be passed on");
+    expect(h.logs[0]).toContain("probe=readiness container=one result=success");
+    expect(h.logs[0]).toContain('error="status sink broke"');
+  });
+
   test("readiness is unknown (not ready) until the first probe, then follows the threshold", async () => {
     const h = harness();
     const pod = podWith([{ name: "a", readinessProbe: probe({ successThreshold: 2 }) }]);
