@@ -38,15 +38,25 @@ const PENDING: PodStatus = deepFreeze({ phase: "Pending" });
  * (frozen by the status manager) changes, the same frozen object, so that its JSON is made once
  * (see server/frozen-json.ts) however often a client polls.
  */
-const views = new WeakMap<Pod, { status: PodStatus | undefined; view: Pod }>();
+export class PodViews {
+  /** The last view of each pod object, with the status it was made with. */
+  private readonly views = new WeakMap<Pod, { status: PodStatus | undefined; view: Pod }>();
 
-export function podView(pod: Pod, statusManager: Pick<StatusManager, "getPodStatus">): Pod {
-  const status = statusManager.getPodStatus(pod.metadata.uid as string);
-  const last = views.get(pod);
-  if (last !== undefined && last.status === status) return last.view;
-  const view = Object.freeze({ ...pod, apiVersion: "v1", kind: "Pod", status: status ?? PENDING });
-  views.set(pod, { status, view });
-  return view;
+  constructor(private readonly statusManager: Pick<StatusManager, "getPodStatus">) {}
+
+  view(pod: Pod): Pod {
+    const status = this.statusManager.getPodStatus(pod.metadata.uid as string);
+    const last = this.views.get(pod);
+    if (last !== undefined && last.status === status) return last.view;
+    const view = Object.freeze({
+      ...pod,
+      apiVersion: "v1",
+      kind: "Pod",
+      status: status ?? PENDING,
+    });
+    this.views.set(pod, { status, view });
+    return view;
+  }
 }
 
 export function createServerDeps(input: ServerDepsInput): ServerDeps {
@@ -85,7 +95,8 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
     "Bytes the JavaScript heap holds: live objects and garbage not yet collected.",
   );
   if (input.probeStats) registerProbeMetrics(metrics, input.probeStats);
-  const listPods = () => loop.visiblePods().map((p) => podView(p, statusManager));
+  const views = new PodViews(statusManager);
+  const listPods = () => loop.visiblePods().map((p) => views.view(p));
   metrics.onCollect(() => {
     podsGauge.reset();
     restarts.reset();

@@ -8,13 +8,13 @@ import {
   type CgroupFsDeps,
   type CgroupManager,
   type CgroupStats,
+  createRelativeNames,
   killAll,
   makeCgroupDir,
   procsBelow,
   type ResourceConfig,
   readNumber,
   readText,
-  relativeName,
   removeTree,
   subdirs,
   writeCgroupFile as write,
@@ -30,6 +30,7 @@ export interface CgroupV1Options extends CgroupFsDeps {
 
 export function createCgroupV1(opts: CgroupV1Options): CgroupManager {
   const kill = opts.kill ?? ((pid, sig) => process.kill(pid, sig));
+  const relativeName = createRelativeNames();
   const mounts = [...new Set(opts.controllers.values())];
   if (opts.unified !== undefined) mounts.push(opts.unified);
   const dirOf = (controller: string, name: string): string | undefined => {

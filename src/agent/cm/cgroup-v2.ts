@@ -8,13 +8,13 @@ import {
   type CgroupFsDeps,
   type CgroupManager,
   type CgroupStats,
+  createRelativeNames,
   killAll,
   makeCgroupDir,
   procsBelow,
   type ResourceConfig,
   readNumber,
   readText,
-  relativeName,
   removeTree,
   subdirs,
   writeCgroupFile as write,
@@ -37,6 +37,7 @@ const WANTED = ["cpuset", "cpu", "memory", "pids"];
 
 export function createCgroupV2(opts: CgroupV2Options): CgroupManager {
   const kill = opts.kill ?? ((pid, sig) => process.kill(pid, sig));
+  const relativeName = createRelativeNames();
   const dirOf = (name: string) => join(opts.mountPoint, relativeName(name));
   let available: Set<string> | undefined;
 

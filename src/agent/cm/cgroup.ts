@@ -60,20 +60,24 @@ export interface CgroupFsDeps {
   kill?: (pid: number, signal: NodeJS.Signals) => void;
 }
 
-/** "/a/b" → "a/b", refusing ".." so a name never escapes its hierarchy. */
-export function relativeName(name: string): string {
-  let rel = relativeNames.get(name);
-  if (rel !== undefined) return rel;
-  const parts = name.split("/").filter((p) => p !== "" && p !== ".");
-  if (parts.includes("..")) throw new Error(`invalid cgroup name ${JSON.stringify(name)}`);
-  rel = parts.join("/");
-  if (relativeNames.size >= 4096) relativeNames.clear();
-  relativeNames.set(name, rel);
-  return rel;
+/**
+ * A function "/a/b" → "a/b", refusing ".." so a name never escapes its hierarchy. It remembers
+ * the names it saw lately (each pod's cgroup is named in every hierarchy on every sync); each
+ * driver makes its own.
+ */
+export function createRelativeNames(): (name: string) => string {
+  const seen = new Map<string, string>();
+  return (name) => {
+    let rel = seen.get(name);
+    if (rel !== undefined) return rel;
+    const parts = name.split("/").filter((p) => p !== "" && p !== ".");
+    if (parts.includes("..")) throw new Error(`invalid cgroup name ${JSON.stringify(name)}`);
+    rel = parts.join("/");
+    if (seen.size >= 4096) seen.clear();
+    seen.set(name, rel);
+    return rel;
+  };
 }
-
-/** Names seen lately (each pod's cgroup is named in every hierarchy on every sync). */
-const relativeNames = new Map<string, string>();
 
 export function readText(path: string): string | undefined {
   try {

@@ -4,6 +4,7 @@
 import type { Container, Pod } from "../../api/types.ts";
 import type { CallOptions, CriRuntime } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
+import type { HostFiles } from "../../util/host-file.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ImageManager, PodEventRecorder } from "../images/index.ts";
 import type { ContainerStatus, PodStatus, SyncChanges } from "../kubecontainer/types.ts";
@@ -81,6 +82,8 @@ export interface Core {
   deps: RuntimeManagerDeps;
   images: ImageManager;
   crashLoop: CrashLoopBackoff;
+  /** The host's resolv.conf and hosts file, read once per change. */
+  hostFiles: HostFiles;
   /** Runs a start call (RunPodSandbox, CreateContainer, StartContainer) of `pod` within
    * maxParallelStarts, the pod seen first going first; rejects if `signal` aborts first. */
   startCall<T>(pod: Pod, call: () => Promise<T>, signal?: AbortSignal): Promise<T>;

@@ -12,6 +12,7 @@
 import { randomBytes } from "node:crypto";
 import type { Pod } from "../../api/types.ts";
 import type { CallOptions, PodSandboxConfig } from "../../cri/index.ts";
+import { HostFiles } from "../../util/host-file.ts";
 import { type PriorityKey, PriorityLimiter } from "../../util/priority-limiter.ts";
 import { createImageManager } from "../images/index.ts";
 import type { PodStatus, RunningPod, SyncChanges } from "../kubecontainer/types.ts";
@@ -165,6 +166,7 @@ function makeCore(deps: RuntimeManagerDeps): Core {
         ...(deps.credentials ? { credentialsPath: deps.credentials } : {}),
       }),
     crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff),
+    hostFiles: new HostFiles(),
     startCall: (pod, call, signal) => starts.run(startKey(pod), call, signal),
     lifecycle(extraMs = 0, signal?: AbortSignal): CallOptions {
       const opts: CallOptions = { timeoutMs: deps.runtimeRequestTimeoutMs + extraMs };

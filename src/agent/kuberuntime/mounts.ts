@@ -11,15 +11,15 @@ import { chmod, mkdir, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, join, normalize } from "node:path";
 import type { Container, Pod, Volume, VolumeMount } from "../../api/types.ts";
 import type { Mount } from "../../cri/index.ts";
-import { readHostFile } from "../../util/host-file.ts";
 import { ContainerConfigError } from "./env.ts";
 
 export interface MountContext {
   rootDir: string;
   /** The pod's primary IP; "" for host-network pods. */
   podIP: string;
-  /** The host's hosts file, copied for host-network pods. */
-  hostHostsPath: string;
+  /** The host's hosts file, copied for host-network pods: undefined when missing; throws when
+   * unreadable. */
+  hostHosts: () => string | undefined;
   /** Random suffix of the termination message file (8 hex digits). */
   random: () => string;
 }
@@ -127,7 +127,7 @@ export async function ensureHostsFile(
   if (pod.spec.hostNetwork) {
     let host = "";
     try {
-      host = readHostFile(ctx.hostHostsPath) ?? "";
+      host = ctx.hostHosts() ?? "";
     } catch {
       // unreadable: the pod gets the header line alone
     }

@@ -10,7 +10,7 @@
 import { join } from "node:path";
 import type { Pod, PodDNSConfig } from "../../api/types.ts";
 import type { DNSConfig, PodSandboxConfig, PortMapping } from "../../cri/index.ts";
-import { readHostFile } from "../../util/host-file.ts";
+import type { HostFiles } from "../../util/host-file.ts";
 import { sandboxAnnotations, sandboxLabels } from "./labels.ts";
 import { sandboxSecurityContext } from "./security.ts";
 
@@ -123,10 +123,10 @@ export function generateSandboxConfig(
 }
 
 /** Reads the host's resolv.conf; a missing file reads as empty. */
-export async function readResolvConf(path: string): Promise<string> {
+export async function readResolvConf(files: HostFiles, path: string): Promise<string> {
   if (!path) return "";
   try {
-    return readHostFile(path) ?? "";
+    return files.read(path) ?? "";
   } catch (err) {
     throw new Error(`Cannot read resolv.conf ${path}: ${(err as Error).message}`);
   }

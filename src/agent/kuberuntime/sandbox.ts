@@ -14,7 +14,10 @@ export async function sandboxConfigFor(
   pod: Pod,
   attempt: number,
 ): Promise<PodSandboxConfig> {
-  const hostResolvConf = await readResolvConf(core.deps.resolvConfPath ?? "/etc/resolv.conf");
+  const hostResolvConf = await readResolvConf(
+    core.hostFiles,
+    core.deps.resolvConfPath ?? "/etc/resolv.conf",
+  );
   return generateSandboxConfig(pod, attempt, {
     podLogsDir: core.deps.podLogsDir,
     hostResolvConf,

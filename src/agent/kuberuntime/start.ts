@@ -106,7 +106,7 @@ function buildConfig(
     mounts: {
       rootDir: core.deps.rootDir,
       podIP,
-      hostHostsPath: core.deps.hostsPath ?? "/etc/hosts",
+      hostHosts: () => core.hostFiles.read(core.deps.hostsPath ?? "/etc/hosts"),
       random: core.random,
     },
     hostname: podHostname(pod),

@@ -7,6 +7,7 @@ import type { Server } from "bun";
 import { SelectorError } from "../../api/selectors.ts";
 import type { Clock } from "../../util/clock.ts";
 import { type Logger, nullLogger } from "../../util/log.ts";
+import { FrozenJson } from "./frozen-json.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "./metrics.ts";
 import { nodeRoute } from "./node-route.ts";
 import { findPod, listEvents, listPods, podExec, podLog } from "./routes.ts";
@@ -36,6 +37,11 @@ export interface AgentServer {
 }
 
 /** Removes a socket file left by an agent that died; refuses to remove anything else. */
+/** The options of a running server and what it keeps while it runs. */
+interface Serving extends ServerOptions {
+  json: FrozenJson;
+}
+
 async function removeStaleSocket(path: string): Promise<void> {
   const st = await lstat(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === "ENOENT") return undefined;
@@ -89,7 +95,7 @@ function healthz(deps: ServerDeps): Response {
 }
 
 /** Maps method and path to a handler; undefined for an unknown path. */
-function route(deps: ServerDeps, opts: ServerOptions, method: string, parts: string[]) {
+function route(deps: ServerDeps, opts: Serving, method: string, parts: string[]) {
   const get = (h: Route) => (method === "GET" ? h : "GET");
   const [a, b, c, ns, kind, name, sub, ...extra] = parts;
   if (parts.length === 1 && a === "healthz") return get(() => healthz(deps));
@@ -103,6 +109,7 @@ function route(deps: ServerDeps, opts: ServerOptions, method: string, parts: str
     get((req, u) =>
       listPods(deps, u.searchParams, namespace, {
         signal: req.signal,
+        json: opts.json,
         ...(opts.clock !== undefined && { clock: opts.clock }),
         ...(opts.watchResyncMs !== undefined && { resyncMs: opts.watchResyncMs }),
       }),
@@ -136,7 +143,7 @@ function route(deps: ServerDeps, opts: ServerOptions, method: string, parts: str
 
 async function handle(
   deps: ServerDeps,
-  opts: ServerOptions,
+  opts: Serving,
   req: Request,
   server: Server<undefined>,
 ): Promise<Response> {
@@ -176,10 +183,11 @@ export async function startAgentServer(
   // server.timeout(req, 0) was called for it. Its typings offer idleTimeout for TCP servers only,
   // but it applies to a unix socket as well (test/unit/server/watch.test.ts checks it). The
   // socket is root-only and local.
+  const serving: Serving = { ...opts, json: new FrozenJson() };
   const options = {
     unix: path,
     idleTimeout: 0,
-    fetch: (req: Request, srv: Server<undefined>) => handle(deps, opts, req, srv),
+    fetch: (req: Request, srv: Server<undefined>) => handle(deps, serving, req, srv),
   };
   const server = Bun.serve(options as Omit<typeof options, "idleTimeout">);
   try {

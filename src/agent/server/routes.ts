@@ -11,7 +11,6 @@ import {
 import type { Container, Pod } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import { readLog } from "../logs/index.ts";
-import { listJson } from "./frozen-json.ts";
 import { badRequest, json, podNotFound, type StatusError } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
 import { type WatchOptions, watchPods } from "./watch.ts";
@@ -59,7 +58,7 @@ export function listPods(
       ...(timeoutSeconds !== undefined && { timeoutSeconds }),
     });
   }
-  return listJson("PodList", deps.listPods().filter(matches));
+  return watch.json.list("PodList", deps.listPods().filter(matches));
 }
 
 export function findPod(deps: ServerDeps, namespace: string, name: string): Pod {

@@ -10,7 +10,7 @@
 
 import type { Pod } from "../../api/types.ts";
 import { type Clock, realClock } from "../../util/clock.ts";
-import { frozenJson } from "./frozen-json.ts";
+import type { FrozenJson } from "./frozen-json.ts";
 import type { ServerDeps } from "./types.ts";
 
 export interface WatchOptions {
@@ -21,6 +21,8 @@ export interface WatchOptions {
   clock?: Clock;
   /** How often the pods are compared without being told of a change; 1 s by default. */
   resyncMs?: number;
+  /** The server's JSON of its frozen pod views. */
+  json: FrozenJson;
 }
 
 /** Events a slow client may leave unread before the stream is ended (it can watch again). */
@@ -55,7 +57,7 @@ export function watchPods(
   };
 
   const send = (type: "ADDED" | "MODIFIED" | "DELETED", pod: Pod) => {
-    controller?.enqueue(encoder.encode(`{"type":"${type}","object":${frozenJson(pod)}}\n`));
+    controller?.enqueue(encoder.encode(`{"type":"${type}","object":${opts.json.text(pod)}}\n`));
   };
 
   const compare = () => {

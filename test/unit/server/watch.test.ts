@@ -4,6 +4,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
+import { FrozenJson } from "../../../src/agent/server/frozen-json.ts";
 import { type ServerDeps, startAgentServer } from "../../../src/agent/server/index.ts";
 import { watchPods } from "../../../src/agent/server/watch.ts";
 import type { Pod } from "../../../src/api/types.ts";
@@ -218,7 +219,11 @@ describe("watchPods()", () => {
         return () => {};
       },
     } as unknown as ServerDeps;
-    const res = watchPods(deps, () => true, { signal: new AbortController().signal, clock });
+    const res = watchPods(deps, () => true, {
+      signal: new AbortController().signal,
+      clock,
+      json: new FrozenJson(),
+    });
     // Each change replaces the only pod: an ADDED and a DELETED event, none of them read.
     for (n = 1; n <= 600; n++) {
       for (const l of listeners) l();
