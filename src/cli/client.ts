@@ -1,6 +1,7 @@
 // The client of the agent's local API (src/agent/server) over its unix socket. Server refusals
 // become ApiStatusError with kubectl's wording; an unreachable agent is one clear CliError.
 import type { Node } from "../api/node.ts";
+import { isStatus } from "../api/status.ts";
 import type { Event, EventList, Pod, PodList } from "../api/types.ts";
 import { CliError } from "./errors.ts";
 
@@ -130,15 +131,13 @@ function transport(socketPath: string): Send {
 async function checked(res: Response, path: string): Promise<Response> {
   if (res.ok) return res;
   const text = await res.text();
-  let body: Partial<ApiStatus> | undefined;
+  let body: unknown;
   try {
     body = JSON.parse(text);
   } catch {
-    body = undefined;
+    body = undefined; // not JSON: reported below with the status code and the text
   }
-  if (body?.kind === "Status" && typeof body.message === "string") {
-    throw new ApiStatusError(body as ApiStatus);
-  }
+  if (isStatus(body)) throw new ApiStatusError(body);
   const message = `${path} answered ${res.status}: ${text.trim() || res.statusText}`;
   throw new ApiStatusError({ kind: "Status", message, code: res.status });
 }
