@@ -12,6 +12,7 @@ import type {
   Probe,
   PullPolicy,
   ResourceRequirements,
+  Volume,
 } from "./types.ts";
 
 export const DEFAULT_NAMESPACE = "default";
@@ -36,13 +37,28 @@ export function applyPodDefaults(pod: Pod): Pod {
       applyContainerDefaults(c, { hostNetwork }),
     );
   }
-  if (spec.volumes) {
-    spec.volumes = spec.volumes.map((v) =>
-      v.hostPath ? { ...v, hostPath: { ...v.hostPath, type: v.hostPath.type ?? "" } } : v,
-    );
-  }
+  if (spec.volumes) spec.volumes = spec.volumes.map(applyVolumeDefaults);
   const metadata = { ...pod.metadata, namespace: pod.metadata.namespace || DEFAULT_NAMESPACE };
   return { ...pod, metadata, spec };
+}
+
+/** Files of configMap, secret, downwardAPI and projected volumes default to mode 0644. */
+export const DEFAULT_VOLUME_FILE_MODE = 0o644;
+
+function applyVolumeDefaults(v: Volume): Volume {
+  const mode = DEFAULT_VOLUME_FILE_MODE;
+  if (v.hostPath) return { ...v, hostPath: { ...v.hostPath, type: v.hostPath.type ?? "" } };
+  if (v.configMap)
+    return { ...v, configMap: { ...v.configMap, defaultMode: v.configMap.defaultMode ?? mode } };
+  if (v.secret) return { ...v, secret: { ...v.secret, defaultMode: v.secret.defaultMode ?? mode } };
+  if (v.downwardAPI)
+    return {
+      ...v,
+      downwardAPI: { ...v.downwardAPI, defaultMode: v.downwardAPI.defaultMode ?? mode },
+    };
+  if (v.projected)
+    return { ...v, projected: { ...v.projected, defaultMode: v.projected.defaultMode ?? mode } };
+  return v;
 }
 
 /**

@@ -9,7 +9,8 @@ export type FieldErrorType =
   | "NotSupported"
   | "NotFound"
   | "Forbidden"
-  | "TooMany";
+  | "TooMany"
+  | "TooLong";
 
 export interface FieldError {
   type: FieldErrorType;
@@ -57,6 +58,7 @@ const typeLabels: Record<FieldErrorType, string> = {
   NotFound: "Not found",
   Forbidden: "Forbidden",
   TooMany: "Too many",
+  TooLong: "Too long",
 };
 
 /** Types whose message shows the bad value after the label. */
@@ -119,6 +121,14 @@ export function tooMany(field: PathLike, actual: number, max: number): FieldErro
     type: "TooMany",
     field: String(field),
     detail: `${actual}: must have at most ${max} items`,
+  };
+}
+
+export function tooLong(field: PathLike, maxBytes: number): FieldError {
+  return {
+    type: "TooLong",
+    field: String(field),
+    detail: `may not be more than ${maxBytes} bytes`,
   };
 }
 

@@ -8,6 +8,7 @@ export {
   DEFAULT_NAMESPACE,
   DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS,
   DEFAULT_TERMINATION_MESSAGE_PATH,
+  DEFAULT_VOLUME_FILE_MODE,
   defaultPullPolicy,
 } from "./defaults.ts";
 export {
@@ -24,8 +25,17 @@ export {
   formatInvalidObject,
 } from "./field-error.ts";
 export {
+  formatFieldMap,
+  type NodeAllocatable,
+  type PodFieldContext,
+  podFieldValue,
+  resourceFieldValue,
+} from "./fieldpath.ts";
+export {
+  isConfigMapKey,
   isDNS1123Label,
   isDNS1123Subdomain,
+  isEnvVarName,
   isQualifiedName,
   isValidIP,
   isValidLabelValue,
@@ -53,3 +63,18 @@ export {
   validatePod,
 } from "./schema.ts";
 export type * from "./types.ts";
+export {
+  DOCKER_CONFIG_JSON_KEY,
+  DOCKERCFG_KEY,
+  SECRET_TYPE_DOCKER_CONFIG_JSON,
+  SECRET_TYPE_DOCKERCFG,
+  SECRET_TYPE_OPAQUE,
+} from "./types-config.ts";
+export {
+  decodeBase64Strict,
+  MAX_OBJECT_DATA_BYTES,
+  type ValidateResult,
+  validateConfigMap,
+  validateImmutableUpdate,
+  validateSecret,
+} from "./validate-objects.ts";

@@ -108,6 +108,24 @@ export function isEnvVarName(value: string): string[] {
   return [regexError(msg, envVarNameFmt, ["my.env-name", "MY_ENV.NAME", "MyEnvName1"])];
 }
 
+const configMapKeyFmt = "[-._a-zA-Z0-9]+";
+const configMapKeyRe = new RegExp(`^${configMapKeyFmt}$`);
+
+/** A key of a ConfigMap or Secret: a file name that is never "." or ".." and never hidden
+ * behind "..". */
+export function isConfigMapKey(value: string): string[] {
+  const errs: string[] = [];
+  if (value.length > DNS1123_SUBDOMAIN_MAX) errs.push(maxLen(DNS1123_SUBDOMAIN_MAX));
+  if (!configMapKeyRe.test(value)) {
+    const msg = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
+    errs.push(regexError(msg, configMapKeyFmt, ["key.name", "KEY_NAME", "key-name"]));
+  }
+  if (value === ".") errs.push("must not be '.'");
+  else if (value === "..") errs.push("must not be '..'");
+  else if (value.startsWith("..")) errs.push("must not start with '..'");
+  return errs;
+}
+
 /** True for a port number in 1..65535. */
 export function isValidPortNum(port: number): boolean {
   return Number.isInteger(port) && port >= 1 && port <= 65535;

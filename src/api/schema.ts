@@ -4,6 +4,7 @@
 
 import { z } from "zod";
 import { type FieldError, notSupported, required } from "./field-error.ts";
+import { envFromSource, envVar, objectMetaSchema, quantity, volume } from "./schema-config.ts";
 import type * as api from "./types.ts";
 import { validatePodValues } from "./validation.ts";
 
@@ -13,10 +14,8 @@ const bool = z.boolean();
 const strList = z.array(str);
 const strMap = z.record(str, str);
 
-/** A quantity as the user may write it: "500m", "1Gi", or a bare YAML number (0.5, 2). */
-const quantity = z
-  .union([str, z.number()])
-  .transform((v) => (typeof v === "number" ? String(v) : v));
+export { objectMetaSchema };
+
 const resourceList = z.record(str, quantity);
 const intOrString = z.union([int, str]);
 
@@ -68,19 +67,8 @@ const container = z.object({
   command: strList.optional(),
   args: strList.optional(),
   workingDir: str.optional(),
-  env: z
-    .array(
-      z.object({
-        name: str,
-        value: str.optional(),
-        valueFrom: z
-          .object({
-            fieldRef: z.object({ apiVersion: str.optional(), fieldPath: str }).optional(),
-          })
-          .optional(),
-      }),
-    )
-    .optional(),
+  env: z.array(envVar).optional(),
+  envFrom: z.array(envFromSource).optional(),
   ports: z
     .array(
       z.object({
@@ -102,6 +90,7 @@ const container = z.object({
         mountPath: str,
         readOnly: bool.optional(),
         subPath: str.optional(),
+        subPathExpr: str.optional(),
       }),
     )
     .optional(),
@@ -118,25 +107,6 @@ const container = z.object({
   stdin: bool.optional(),
   stdinOnce: bool.optional(),
   tty: bool.optional(),
-});
-
-const hostPathTypes = [
-  "",
-  "DirectoryOrCreate",
-  "Directory",
-  "FileOrCreate",
-  "File",
-  "Socket",
-  "CharDevice",
-  "BlockDevice",
-] as const;
-
-const volume = z.object({
-  name: str,
-  emptyDir: z
-    .object({ medium: z.enum(["", "Memory"]).optional(), sizeLimit: quantity.optional() })
-    .optional(),
-  hostPath: z.object({ path: str, type: z.enum(hostPathTypes).optional() }).optional(),
 });
 
 const podSecurityContext = z.object({
@@ -170,23 +140,10 @@ const podSpec = z.object({
   nodeName: str.optional(),
   nodeSelector: strMap.optional(),
   volumes: z.array(volume).optional(),
+  imagePullSecrets: z.array(z.object({ name: str.optional() })).optional(),
   securityContext: podSecurityContext.optional(),
   priority: int.optional(),
   priorityClassName: str.optional(),
-});
-
-/** metadata of a Kubernetes object, as fleetlet reads it. */
-export const objectMetaSchema = z.object({
-  name: str,
-  namespace: str.optional(),
-  uid: str.optional(),
-  labels: strMap.optional(),
-  annotations: strMap.optional(),
-  creationTimestamp: str.optional(),
-  deletionTimestamp: str.optional(),
-  deletionGracePeriodSeconds: int.optional(),
-  generation: int.optional(),
-  resourceVersion: str.optional(),
 });
 
 /** The decoder for a Pod manifest. Its `status`, if any, is dropped (as on create). */
@@ -211,14 +168,25 @@ export type ValidatePodResult = { ok: true; pod: api.Pod } | { ok: false; errors
  * problem found is returned; type errors are reported before value checks run.
  */
 export function validatePod(obj: unknown): ValidatePodResult {
+  const decoded = decodeObject(podManifestSchema, obj);
+  if (!decoded.ok) return decoded;
+  const pod: api.Pod = decoded.value;
+  const errors = validatePodValues(pod);
+  return errors.length === 0 ? { ok: true, pod } : { ok: false, errors };
+}
+
+/** Decodes a parsed document with `schema` as the API server's JSON decoder would: nulls are
+ * unset, unknown fields dropped, type errors returned as field errors. */
+export function decodeObject<T>(
+  schema: z.ZodType<T>,
+  obj: unknown,
+): { ok: true; value: T } | { ok: false; errors: FieldError[] } {
   const input = dropNulls(obj);
-  const decoded = podManifestSchema.safeParse(input);
+  const decoded = schema.safeParse(input);
   if (!decoded.success) {
     return { ok: false, errors: decoded.error.issues.map((i) => issueToFieldError(i, input)) };
   }
-  const pod: api.Pod = decoded.data;
-  const errors = validatePodValues(pod);
-  return errors.length === 0 ? { ok: true, pod } : { ok: false, errors };
+  return { ok: true, value: decoded.data };
 }
 
 /** Object keys set to null mean "not set", as in the API server's JSON decoding. A
@@ -234,7 +202,16 @@ function dropNulls(v: unknown): unknown {
 }
 
 /** Fields that are maps; their keys print as `[key]`, as Kubernetes does. */
-const mapFields = new Set(["labels", "annotations", "nodeSelector", "requests", "limits"]);
+const mapFields = new Set([
+  "labels",
+  "annotations",
+  "nodeSelector",
+  "requests",
+  "limits",
+  "data",
+  "binaryData",
+  "stringData",
+]);
 
 function formatPath(path: readonly PropertyKey[]): string {
   let out = "";

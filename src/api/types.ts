@@ -1,6 +1,11 @@
 // Kubernetes core/v1 shapes for the subset fleetlet supports. Field names, spelling and
 // optionality follow the upstream JSON; an absent field means "not set" (defaults.ts fills the
 // ones the API server would). Quantities are kept as the user wrote them (see quantity.ts).
+// Volumes, env sources, ConfigMaps and Secrets are in types-config.ts.
+
+import type { EnvFromSource, EnvVarSource, LocalObjectReference, Volume } from "./types-config.ts";
+
+export type * from "./types-config.ts";
 
 /** A map of resource name ("cpu", "memory", "ephemeral-storage", ...) to a quantity string. */
 export type ResourceList = Record<string, string>;
@@ -16,16 +21,6 @@ export type PullPolicy = "Always" | "IfNotPresent" | "Never";
 export type DNSPolicy = "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None";
 export type TerminationMessagePolicy = "File" | "FallbackToLogsOnError";
 export type URIScheme = "HTTP" | "HTTPS";
-export type StorageMedium = "" | "Memory";
-export type HostPathType =
-  | ""
-  | "DirectoryOrCreate"
-  | "Directory"
-  | "FileOrCreate"
-  | "File"
-  | "Socket"
-  | "CharDevice"
-  | "BlockDevice";
 export type PodPhase = "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown";
 export type PodQOSClass = "Guaranteed" | "Burstable" | "BestEffort";
 export type ConditionStatus = "True" | "False" | "Unknown";
@@ -73,15 +68,6 @@ export interface ListMeta {
 
 // ---- Containers ----
 
-export interface ObjectFieldSelector {
-  apiVersion?: string;
-  fieldPath: string;
-}
-
-export interface EnvVarSource {
-  fieldRef?: ObjectFieldSelector;
-}
-
 export interface EnvVar {
   name: string;
   value?: string;
@@ -106,6 +92,8 @@ export interface VolumeMount {
   mountPath: string;
   readOnly?: boolean;
   subPath?: string;
+  /** Like subPath, with $(VAR) references to the container's environment expanded. */
+  subPathExpr?: string;
 }
 
 export interface ExecAction {
@@ -192,6 +180,8 @@ export interface Container {
   args?: string[];
   workingDir?: string;
   env?: EnvVar[];
+  /** Variables from every key of a ConfigMap or Secret; `env` overrides them. */
+  envFrom?: EnvFromSource[];
   ports?: ContainerPort[];
   resources?: ResourceRequirements;
   volumeMounts?: VolumeMount[];
@@ -210,23 +200,6 @@ export interface Container {
 }
 
 // ---- Pod spec ----
-
-export interface EmptyDirVolumeSource {
-  medium?: StorageMedium;
-  sizeLimit?: string;
-}
-
-export interface HostPathVolumeSource {
-  path: string;
-  type?: HostPathType;
-}
-
-/** A volume; exactly one source is set. */
-export interface Volume {
-  name: string;
-  emptyDir?: EmptyDirVolumeSource;
-  hostPath?: HostPathVolumeSource;
-}
 
 export interface PodDNSConfigOption {
   name: string;
@@ -269,6 +242,8 @@ export interface PodSpec {
   nodeName?: string;
   nodeSelector?: Record<string, string>;
   volumes?: Volume[];
+  /** Secrets (kubernetes.io/dockerconfigjson) whose credentials pull this pod's images. */
+  imagePullSecrets?: LocalObjectReference[];
   securityContext?: PodSecurityContext;
   priority?: number;
   priorityClassName?: string;

@@ -7,12 +7,10 @@ import {
   forbidden,
   invalid,
   notFound,
-  notSupported,
   required,
 } from "./field-error.ts";
 import {
   isDNS1123Label,
-  isEnvVarName,
   isQualifiedName,
   isValidIP,
   isValidPortName,
@@ -20,14 +18,10 @@ import {
   PORT_RANGE_MSG,
 } from "./names.ts";
 import { compareQuantity, type Quantity, quantitySign, tryParseQuantity } from "./quantity.ts";
-import type {
-  Container,
-  ContainerPort,
-  EnvVar,
-  ResourceRequirements,
-  SecurityContext,
-} from "./types.ts";
+import type { Container, ContainerPort, ResourceRequirements, SecurityContext } from "./types.ts";
+import { validateEnv, validateEnvFrom } from "./validate-env.ts";
 import { validateLifecycleHandler, validateProbe } from "./validate-handlers.ts";
+import { validateLocalDescendingPath } from "./validate-volumes.ts";
 
 /** What a container's checks need to know about its pod. */
 export interface ContainerContext {
@@ -43,21 +37,6 @@ const MAX_ID = 2147483647;
 const QUANTITY_MSG =
   "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 const standardResources = new Set(["cpu", "memory", "ephemeral-storage"]);
-const fieldPaths = [
-  "metadata.name",
-  "metadata.namespace",
-  "metadata.uid",
-  "metadata.labels",
-  "metadata.annotations",
-  "spec.nodeName",
-  "spec.serviceAccountName",
-  "status.hostIP",
-  "status.hostIPs",
-  "status.podIP",
-  "status.podIPs",
-];
-const subscriptedFieldRe = /^metadata\.(labels|annotations)\['[^']+'\]$/;
-
 export function validateContainer(
   c: Container,
   path: FieldPath,
@@ -78,6 +57,7 @@ export function validateContainer(
   }
   errs.push(...validatePorts(c.ports ?? [], path.child("ports"), ctx.hostNetwork));
   errs.push(...validateEnv(c.env ?? [], path.child("env")));
+  errs.push(...validateEnvFrom(c.envFrom ?? [], path.child("envFrom")));
   errs.push(...validateResources(c.resources ?? {}, path.child("resources")));
   errs.push(...validateVolumeMounts(c, path.child("volumeMounts"), ctx.volumes));
   errs.push(...validateSecurityContext(c.securityContext ?? {}, path.child("securityContext")));
@@ -140,39 +120,6 @@ function validatePorts(
   return errs;
 }
 
-function validateEnv(env: EnvVar[], path: FieldPath): FieldError[] {
-  const errs: FieldError[] = [];
-  env.forEach((e, i) => {
-    const p = path.index(i);
-    if (e.name === "") errs.push(required(p.child("name")));
-    else errs.push(...isEnvVarName(e.name).map((m) => invalid(p.child("name"), e.name, m)));
-    if (!e.valueFrom) return;
-    const vf = p.child("valueFrom");
-    if (e.value !== undefined && e.value !== "") {
-      errs.push(invalid(vf, "", "may not be specified when `value` is not empty"));
-    }
-    const ref = e.valueFrom.fieldRef;
-    if (!ref) {
-      errs.push(
-        required(
-          vf,
-          "must specify `fieldRef` (configMapKeyRef, secretKeyRef and resourceFieldRef are not supported)",
-        ),
-      );
-      return;
-    }
-    const fp = vf.child("fieldRef");
-    if (ref.apiVersion !== undefined && ref.apiVersion !== "" && ref.apiVersion !== "v1") {
-      errs.push(notSupported(fp.child("apiVersion"), ref.apiVersion, ["v1"]));
-    }
-    if (ref.fieldPath === "") errs.push(required(fp.child("fieldPath")));
-    else if (!fieldPaths.includes(ref.fieldPath) && !subscriptedFieldRe.test(ref.fieldPath)) {
-      errs.push(notSupported(fp.child("fieldPath"), ref.fieldPath, fieldPaths));
-    }
-  });
-  return errs;
-}
-
 function validateResourceName(name: string, path: FieldPath): FieldError[] {
   if (standardResources.has(name) || name.startsWith("hugepages-")) return [];
   if (name.includes("/")) return isQualifiedName(name).map((m) => invalid(path, name, m));
@@ -227,10 +174,13 @@ function validateVolumeMounts(
     else if (mountPaths.has(m.mountPath))
       errs.push(invalid(p.child("mountPath"), m.mountPath, "must be unique"));
     mountPaths.add(m.mountPath);
-    const sub = m.subPath ?? "";
-    if (sub.startsWith("/")) errs.push(invalid(p.child("subPath"), sub, "must be a relative path"));
-    else if (sub.split("/").includes(".."))
-      errs.push(invalid(p.child("subPath"), sub, "must not contain '..'"));
+    if (m.subPath) errs.push(...validateLocalDescendingPath(m.subPath, p.child("subPath")));
+    if (m.subPath && m.subPathExpr) {
+      const detail = "subPathExpr and subPath are mutually exclusive";
+      errs.push(invalid(p.child("subPathExpr"), m.subPathExpr, detail));
+    }
+    if (m.subPathExpr)
+      errs.push(...validateLocalDescendingPath(m.subPathExpr, p.child("subPathExpr")));
   });
   return errs;
 }

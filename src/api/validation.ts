@@ -5,7 +5,6 @@ import {
   duplicate,
   type FieldError,
   FieldPath,
-  forbidden,
   invalid,
   required,
   tooMany,
@@ -17,9 +16,9 @@ import {
   isValidIP,
   isValidLabelValue,
 } from "./names.ts";
-import { quantitySign, tryParseQuantity } from "./quantity.ts";
-import type { Container, ObjectMeta, PodDNSConfig, PodSpec, Volume } from "./types.ts";
+import type { Container, ObjectMeta, PodDNSConfig, PodSpec } from "./types.ts";
 import { type ContainerContext, validateContainer, validateId } from "./validate-container.ts";
+import { validateVolumes } from "./validate-volumes.ts";
 
 const DEFAULT_GRACE_PERIOD_SECONDS = 30;
 const MAX_NAMESERVERS = 3;
@@ -34,7 +33,7 @@ export function validatePodValues(pod: { metadata: ObjectMeta; spec: PodSpec }):
   ];
 }
 
-function validateObjectMeta(meta: ObjectMeta, path: FieldPath): FieldError[] {
+export function validateObjectMeta(meta: ObjectMeta, path: FieldPath): FieldError[] {
   const errs: FieldError[] = [];
   if (meta.name === "") errs.push(required(path.child("name"), "name or generateName is required"));
   else
@@ -133,36 +132,6 @@ function validateSpecScalars(spec: PodSpec, path: FieldPath): FieldError[] {
     errs.push(...isValidLabelValue(v).map((m) => invalid(p.key(k), v, m)));
   }
   return errs;
-}
-
-/** Checks each volume; appends errors to `errs` and returns the set of volume names. */
-function validateVolumes(volumes: Volume[], path: FieldPath, errs: FieldError[]): Set<string> {
-  const names = new Set<string>();
-  volumes.forEach((v, i) => {
-    const p = path.index(i);
-    if (v.name === "") errs.push(required(p.child("name")));
-    else errs.push(...isDNS1123Label(v.name).map((m) => invalid(p.child("name"), v.name, m)));
-    if (names.has(v.name)) errs.push(duplicate(p.child("name"), v.name));
-    names.add(v.name);
-    const sources = (["emptyDir", "hostPath"] as const).filter((s) => v[s] !== undefined);
-    if (sources.length === 0) {
-      errs.push(required(p, "must specify a volume type (emptyDir and hostPath are supported)"));
-    }
-    for (const s of sources.slice(1)) {
-      errs.push(forbidden(p.child(s), "may not specify more than 1 volume type"));
-    }
-    if (v.hostPath && v.hostPath.path === "")
-      errs.push(required(p.child("hostPath").child("path")));
-    const size = v.emptyDir?.sizeLimit;
-    if (size !== undefined) {
-      const q = tryParseQuantity(size);
-      const sp = p.child("emptyDir").child("sizeLimit");
-      if (!q) errs.push(invalid(sp, size, "must be a valid quantity"));
-      else if (quantitySign(q) < 0)
-        errs.push(invalid(sp, size, "must be greater than or equal to 0"));
-    }
-  });
-  return names;
 }
 
 /** No two containers may claim the same host port for the same protocol and host IP. */

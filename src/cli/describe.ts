@@ -9,6 +9,7 @@ import type {
   Event,
   Pod,
   Probe,
+  Volume,
 } from "../api/types.ts";
 import { age } from "./printers.ts";
 import { alignTabs, DESCRIBE } from "./tabwriter.ts";
@@ -135,6 +136,49 @@ function describeContainer(out: Out, c: Container, status: ContainerStatus | und
   }
 }
 
+/** One volume as kubectl describes it. */
+function describeVolume(out: Out, v: Volume): void {
+  out.w(1, `${v.name}:`);
+  if (v.hostPath) {
+    out.w(2, "Type:\tHostPath (bare host directory volume)");
+    out.w(2, `Path:\t${v.hostPath.path}`);
+    out.w(2, `HostPathType:\t${v.hostPath.type ?? ""}`);
+  } else if (v.emptyDir) {
+    out.w(2, "Type:\tEmptyDir (a temporary directory that shares a pod's lifetime)");
+    out.w(2, `Medium:\t${v.emptyDir.medium ?? ""}`);
+    out.w(2, `SizeLimit:\t${v.emptyDir.sizeLimit ?? "<unset>"}`);
+  } else if (v.configMap) {
+    out.w(2, "Type:\tConfigMap (a volume populated by a ConfigMap)");
+    out.w(2, `Name:\t${v.configMap.name ?? ""}`);
+    out.w(2, `Optional:\t${v.configMap.optional === true}`);
+  } else if (v.secret) {
+    out.w(2, "Type:\tSecret (a volume populated by a Secret)");
+    out.w(2, `SecretName:\t${v.secret.secretName ?? ""}`);
+    out.w(2, `Optional:\t${v.secret.optional === true}`);
+  } else if (v.downwardAPI) {
+    out.w(2, "Type:\tDownwardAPI (a volume populated by information about the pod)");
+    out.w(2, "Items:");
+    for (const item of v.downwardAPI.items ?? [])
+      out.w(
+        3,
+        `${item.fieldRef?.fieldPath ?? item.resourceFieldRef?.resource ?? ""} -> ${item.path}`,
+      );
+  } else if (v.projected) {
+    out.w(2, "Type:\tProjected (a volume that contains injected data from multiple sources)");
+    const opt = (o: boolean | undefined) => (o === undefined ? "<nil>" : String(o));
+    for (const src of v.projected.sources ?? []) {
+      if (src.secret) {
+        out.w(2, `SecretName:\t${src.secret.name ?? ""}`);
+        out.w(2, `SecretOptionalName:\t${opt(src.secret.optional)}`);
+      } else if (src.downwardAPI) out.w(2, "DownwardAPI:\ttrue");
+      else if (src.configMap) {
+        out.w(2, `ConfigMapName:\t${src.configMap.name ?? ""}`);
+        out.w(2, `ConfigMapOptional:\t${opt(src.configMap.optional)}`);
+      }
+    }
+  }
+}
+
 function describeEvents(out: Out, events: Event[], now: number): void {
   if (events.length === 0) {
     out.w(0, "Events:\t<none>");
@@ -215,18 +259,7 @@ export function describePod(pod: Pod, events: Event[], now: number): string {
   if (volumes.length === 0) out.w(0, "Volumes:\t<none>");
   else {
     out.w(0, "Volumes:");
-    for (const v of volumes) {
-      out.w(1, `${v.name}:`);
-      if (v.hostPath) {
-        out.w(2, "Type:\tHostPath (bare host directory volume)");
-        out.w(2, `Path:\t${v.hostPath.path}`);
-        out.w(2, `HostPathType:\t${v.hostPath.type ?? ""}`);
-      } else if (v.emptyDir) {
-        out.w(2, "Type:\tEmptyDir (a temporary directory that shares a pod's lifetime)");
-        out.w(2, `Medium:\t${v.emptyDir.medium ?? ""}`);
-        out.w(2, `SizeLimit:\t${v.emptyDir.sizeLimit ?? "<unset>"}`);
-      }
-    }
+    for (const v of volumes) describeVolume(out, v);
   }
   out.w(0, `QoS Class:\t${pod.status?.qosClass ?? ""}`);
   multiline(out, 0, "Node-Selectors", pod.spec.nodeSelector);

@@ -159,9 +159,9 @@ describe("validatePod()", () => {
       'spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: Unsupported value: "spec.foo"',
     ],
     [
-      "an env valueFrom with an unsupported source",
-      withContainer({ env: [{ name: "X", valueFrom: { secretKeyRef: { name: "s", key: "k" } } }] }),
-      "spec.containers[0].env[0].valueFrom: Required value: must specify `fieldRef`",
+      "an env valueFrom with no source",
+      withContainer({ env: [{ name: "X", valueFrom: { fileKeyRef: { path: "p" } } }] }),
+      'spec.containers[0].env[0].valueFrom: Invalid value: "": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`',
     ],
     [
       "a probe with two handlers",
@@ -257,7 +257,7 @@ describe("validatePod()", () => {
     ],
     [
       "a volume without a source",
-      makeManifest({ volumes: [{ name: "cfg", configMap: { name: "x" } }] }),
+      makeManifest({ volumes: [{ name: "cfg", persistentVolumeClaim: { claimName: "x" } }] }),
       "spec.volumes[0]: Required value: must specify a volume type",
     ],
     [

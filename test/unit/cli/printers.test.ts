@@ -277,6 +277,52 @@ describe("describePod()", () => {
     expect(describePod(makePod(), [], now)).toMatch(/\nEvents: +<none>\n$/);
   });
 
+  test("prints configMap, secret, downwardAPI and projected volumes as kubectl", () => {
+    const text = describePod(
+      makePod({
+        spec: {
+          containers: [],
+          volumes: [
+            { name: "cfg", configMap: { name: "app" } },
+            { name: "sec", secret: { secretName: "creds", optional: true } },
+            {
+              name: "info",
+              downwardAPI: {
+                items: [
+                  { path: "labels", fieldRef: { fieldPath: "metadata.labels" } },
+                  {
+                    path: "mem",
+                    resourceFieldRef: { containerName: "app", resource: "limits.memory" },
+                  },
+                ],
+              },
+            },
+            {
+              name: "proj",
+              projected: {
+                sources: [
+                  { configMap: { name: "app" } },
+                  { secret: { name: "creds", optional: false } },
+                  { downwardAPI: {} },
+                ],
+              },
+            },
+          ],
+        },
+      }),
+      [],
+      now,
+    );
+    for (const line of [
+      "  cfg:\n    Type:      ConfigMap (a volume populated by a ConfigMap)\n    Name:      app\n    Optional:  false\n",
+      "    SecretName:  creds\n    Optional:    true\n",
+      "    Items:\n      metadata.labels -> labels\n      limits.memory -> mem\n",
+      "    ConfigMapName:       app\n    ConfigMapOptional:   <nil>\n    SecretName:          creds\n    SecretOptionalName:  false\n    DownwardAPI:         true\n",
+    ]) {
+      expect(text).toContain(line);
+    }
+  });
+
   test("describeProbe() prints tcp-socket and grpc probes as kubectl", () => {
     expect(describeProbe({ tcpSocket: { port: 22 } })).toBe(
       "tcp-socket :22 delay=0s timeout=1s period=10s #success=1 #failure=3",
