@@ -1,7 +1,9 @@
 // The static pod source: the manifest folder, read whole on every relist, which runs on a
 // change seen by fs.watch (gathered, see watch.ts) and every checkFrequencyMs so that a missed
 // event heals.
-// Every relist hands the complete set of this source's pods to onSnapshot (SET semantics).
+// Every relist hands the complete set of this source's ConfigMaps and Secrets to onObjects, then
+// the complete set of its pods to onSnapshot (SET semantics), so that a pod never starts before
+// an object written with it is known.
 //
 // Invariants: a file's problem is reported once per distinct content and message; a file
 // whose edit is invalid keeps contributing its last valid pods until it is valid again or
@@ -15,8 +17,14 @@ import { join } from "node:path";
 import type { Pod } from "../../api/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
-import { type FileVersion, selectFilePods } from "./file-select.ts";
-import { CONFIG_SEEN_ANNOTATION, parseManifestFile, rfc3339Nano } from "./parse.ts";
+import { type FileContent, type FileVersion, selectFilePods } from "./file-select.ts";
+import {
+  CONFIG_SEEN_ANNOTATION,
+  type ConfigObject,
+  objectKey,
+  parseManifestFile,
+  rfc3339Nano,
+} from "./parse.ts";
 import { FolderWatcher, type WatchDir } from "./watch.ts";
 
 export const MAX_MANIFEST_BYTES = 10 * 1024 * 1024;
@@ -39,6 +47,9 @@ export interface FileSourceDeps {
   log: Logger;
   /** Receives the complete set of pods of this source after every relist. */
   onSnapshot(pods: Pod[]): void;
+  /** Receives the complete set of ConfigMaps and Secrets of this source after every relist,
+   * just before onSnapshot. */
+  onObjects?(objects: ConfigObject[]): void;
   /** Receives each unusable manifest, once per distinct content. */
   onError(problem: ManifestProblem): void;
   /** A relist runs once the folder had no change event for this long (default 5 ms), so that
@@ -72,7 +83,7 @@ interface FileRecord {
   /** md5 of the content last read and the version parsed from it. */
   contentKey: string;
   version: FileVersion;
-  lastValid?: Pod[];
+  lastValid?: FileContent;
   /** contentKey + message of the last problem reported for this file. */
   reported?: string;
 }
@@ -96,6 +107,8 @@ class ManifestFolderSource implements FileSource {
   /** uid → when first seen (ms). */
   private readonly seen = new Map<string, number>();
   private last: Pod[] = [];
+  /** The objects of the last selection, by objectKey (immutable ones may not change). */
+  private objects = new Map<string, ConfigObject>();
   private missingLogged = false;
   /** Serializes relists (run() and direct calls). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -256,13 +269,17 @@ class ManifestFolderSource implements FileSource {
       ...(rec.lastValid ? { lastValid: rec.lastValid } : {}),
     }));
     const pods: Pod[] = [];
-    for (const outcome of selectFilePods(inputs)) {
+    const objects = new Map<string, ConfigObject>();
+    for (const outcome of selectFilePods(inputs, this.objects)) {
       const rec = this.files.get(outcome.path);
       if (rec === undefined) continue;
-      if (outcome.current) rec.lastValid = outcome.pods;
+      if (outcome.current) rec.lastValid = { pods: outcome.pods, objects: outcome.objects };
       this.report(outcome.path, rec, outcome.error);
       pods.push(...outcome.pods);
+      for (const o of outcome.objects) objects.set(objectKey(o), o);
     }
+    this.objects = objects;
+    this.deps.onObjects?.([...objects.values()]);
     this.last = this.stampSeen(pods);
     this.deps.onSnapshot(this.last);
     return this.last;

@@ -1,5 +1,6 @@
-// The agent's pod sources and what they bring: the static pod folder (file source), and
-// PodConfig, which merges the sources into ADD/UPDATE/REMOVE/... updates for the sync loop.
+// The agent's pod sources and what they bring: the static pod folder (file source); PodConfig,
+// which merges the sources' pods into ADD/UPDATE/REMOVE/... updates for the sync loop; and the
+// object store, which merges their ConfigMaps and Secrets for volumes, env and image pulls.
 
 export {
   createFileSource,
@@ -10,11 +11,23 @@ export {
   type ManifestProblem,
 } from "./file-source.ts";
 export {
+  createObjectStore,
+  type ObjectConflict,
+  type ObjectLookup,
+  type ObjectStore,
+  type ObjectStoreDeps,
+  objectsUsedBy,
+} from "./object-store.ts";
+export {
   CONFIG_HASH_ANNOTATION,
   CONFIG_MIRROR_ANNOTATION,
   CONFIG_SEEN_ANNOTATION,
   CONFIG_SOURCE_ANNOTATION,
+  type ConfigObject,
+  describeObject,
   type ManifestContext,
+  objectKey,
+  objectKeyOf,
   type ParseManifestResult,
   parseManifestFile,
   staticPodUID,

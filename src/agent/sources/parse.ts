@@ -1,16 +1,22 @@
 // Turning the text of one manifest file into static pods, as the kubelet's file source does:
 // decode (YAML; JSON is YAML), validate, give the pod its static identity, apply defaults.
-// A file is all or nothing: one bad document makes the whole file invalid.
+// Besides Pods a file may hold the ConfigMaps and Secrets they use, validated as the API server
+// does. A file is all or nothing: one bad document makes the whole file invalid.
 
 import { createHash } from "node:crypto";
-import { parseAllDocuments } from "yaml";
+import { parseAllDocuments, type ScalarTag } from "yaml";
 import {
   applyPodDefaults,
+  type ConfigMap,
   DEFAULT_NAMESPACE,
+  type FieldError,
   formatFieldError,
   isDNS1123Subdomain,
   type Pod,
+  type Secret,
+  validateConfigMap,
   validatePod,
+  validateSecret,
 } from "../../api/index.ts";
 import { canonicalJSON } from "./canonical.ts";
 import { readPlainYaml } from "./yaml-fast.ts";
@@ -32,7 +38,28 @@ export interface ManifestContext {
   nodeName: string;
 }
 
-export type ParseManifestResult = { ok: true; pods: Pod[] } | { ok: false; message: string };
+/** A ConfigMap or Secret of a source, as the volume manager and env read them. */
+export type ConfigObject = ConfigMap | Secret;
+
+export type ParseManifestResult =
+  | { ok: true; pods: Pod[]; objects: ConfigObject[] }
+  | { ok: false; message: string };
+
+/** "configmap \"default/cfg\"": how messages name an object (kind in lower case, as kubectl). */
+export function describeObject(o: ConfigObject): string {
+  return `${o.kind.toLowerCase()} ${JSON.stringify(`${o.metadata.namespace ?? DEFAULT_NAMESPACE}/${o.metadata.name}`)}`;
+}
+
+/** The key of an object among the objects of all sources: "Kind/namespace/name". */
+export function objectKeyOf(kind: ConfigObject["kind"], namespace: string, name: string): string {
+  return `${kind}/${namespace}/${name}`;
+}
+
+export function objectKey(o: ConfigObject): string {
+  return objectKeyOf(o.kind, o.metadata.namespace ?? DEFAULT_NAMESPACE, o.metadata.name);
+}
+
+const KINDS = ["Pod", "ConfigMap", "Secret"];
 
 /**
  * Parses every document of a manifest file into a static pod (empty documents are skipped).
@@ -45,30 +72,73 @@ export function parseManifestFile(text: string, ctx: ManifestContext): ParseMani
   const docs = yamlDocuments(text);
   const many = docs.length > 1;
   const pods: Pod[] = [];
+  const objects: ConfigObject[] = [];
   const names = new Map<string, number>();
   for (const [i, doc] of docs.entries()) {
     const where = `manifest ${ctx.path}${many ? ` (document ${i + 1})` : ""}`;
     if ("error" in doc) return fail(where, `invalid YAML: ${doc.error}`);
     if (doc.value === null || doc.value === undefined) continue;
-    const decoded = decodePod(doc.value, ctx);
+    const decoded = decodeDocument(doc.value, ctx);
     if (!decoded.ok) return fail(where, decoded.message);
-    const key = `${decoded.pod.metadata.namespace}/${decoded.pod.metadata.name}`;
-    const earlier = names.get(key);
-    if (earlier !== undefined) {
-      return fail(where, `pod ${JSON.stringify(key)} is also defined in document ${earlier + 1}`);
-    }
-    names.set(key, i);
-    pods.push(decoded.pod);
+    const what = "pod" in decoded ? decoded.pod : decoded.object;
+    const label =
+      "pod" in decoded
+        ? `pod ${JSON.stringify(`${what.metadata.namespace}/${what.metadata.name}`)}`
+        : describeObject(decoded.object);
+    const earlier = names.get(label);
+    if (earlier !== undefined)
+      return fail(where, `${label} is also defined in document ${earlier + 1}`);
+    names.set(label, i);
+    if ("pod" in decoded) pods.push(decoded.pod);
+    else objects.push(decoded.object);
   }
-  return { ok: true, pods };
+  return { ok: true, pods, objects };
 }
+
+type DecodedDocument =
+  | { ok: true; pod: Pod }
+  | { ok: true; object: ConfigObject }
+  | { ok: false; message: string };
+
+/** One document by its kind: a Pod, a ConfigMap or a Secret. */
+function decodeDocument(obj: unknown, ctx: ManifestContext): DecodedDocument {
+  const kind = (obj as { kind?: unknown } | null)?.kind;
+  if (typeof kind === "string" && kind !== "" && !KINDS.includes(kind)) {
+    const supported = KINDS.map((k) => JSON.stringify(k)).join(", ");
+    return {
+      ok: false,
+      message: `kind: Unsupported value: ${JSON.stringify(kind)}: supported values: ${supported}`,
+    };
+  }
+  if (kind !== "ConfigMap" && kind !== "Secret") return decodePod(obj, ctx);
+  const result: { ok: true; object: ConfigObject } | { ok: false; errors: FieldError[] } =
+    kind === "ConfigMap" ? validateConfigMap(obj) : validateSecret(obj);
+  if (result.ok) return result;
+  const rawName = (obj as { metadata?: { name?: unknown } }).metadata?.name;
+  const label =
+    typeof rawName === "string" ? `${kind.toLowerCase()} ${JSON.stringify(rawName)}: ` : "";
+  return { ok: false, message: label + result.errors.map(formatFieldError).join("; ") };
+}
+
+/** An integer written with a leading zero ("0644") is octal, as in the YAML 1.1 that Kubernetes
+ * reads manifests with: file modes are written so. ("0o644" is octal in YAML 1.2 too.) */
+const octalInt: ScalarTag = {
+  tag: "tag:yaml.org,2002:int",
+  format: "OCT",
+  default: true,
+  test: /^[-+]?0[0-7]+$/,
+  resolve: (text: string) => {
+    const value = Number.parseInt(text.replace(/^[-+]/, ""), 8);
+    return text.startsWith("-") ? -value : value;
+  },
+};
 
 /** The documents of a manifest file, each its value or why it is not valid YAML: read by the
  * fast path when it can (yaml-fast.ts), else by the yaml package. */
 function yamlDocuments(text: string): ({ value: unknown } | { error: string })[] {
   const plain = readPlainYaml(text);
   if (plain !== undefined) return plain.value === null ? [] : [plain];
-  return parseAllDocuments(text).map((doc) => {
+  return parseAllDocuments(text, { customTags: (tags) => [octalInt, ...tags] }).map((doc) => {
     const firstError = doc.errors[0];
     if (firstError !== undefined) return { error: yamlMessage(firstError) };
     try {

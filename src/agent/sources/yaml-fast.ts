@@ -81,10 +81,11 @@ const PLAIN_KEY = /^[A-Za-z_][A-Za-z0-9_./-]*$/;
 const KEYWORD = /^(true|True|TRUE|false|False|FALSE|null|Null|NULL)$/;
 
 /** A plain scalar that may be a number must be one of YAML 1.2's core schema, which both parsers
- * read alike (Bun also reads forms such as "-0o17" as numbers). */
+ * read alike (Bun also reads forms such as "-0o17" as numbers), and not an integer with a
+ * leading zero: manifests read those as octal (a file mode written "0644"), as Kubernetes does. */
 const NUMBER_LIKE = /^[-+]?[.0-9][0-9a-zA-Z.+-]*$/;
 const CORE_NUMBER =
-  /^([-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+|[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))$/;
+  /^([-+]?(0|[1-9][0-9]*)|0o[0-7]+|0x[0-9a-fA-F]+|[-+]?(\.[0-9]+|[0-9]+\.[0-9]*|0|[1-9][0-9]*)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))$/;
 
 /** What node() read: a scalar's text (with whether it was quoted), a flow collection, or a
  * block scalar header. */
