@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import YAML from "yaml";
 import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
-import { eventually, fleetletBin } from "../lib/testbed.ts";
+import { eventually, fleetletBin, inSubnet } from "../lib/testbed.ts";
 
 const agent = new TestAgent();
 const img = agent.tb.busybox;
@@ -78,9 +78,11 @@ describe("fleetlet get (needs root and the test bed)", () => {
     const talk = rows.find((l) => l.startsWith(full("talk")));
     expect(talk).toMatch(
       new RegExp(
-        `^${full("talk")}\\s+2/2\\s+Running\\s+0\\s+\\d+s\\s+10\\.99\\.\\d+\\.\\d+\\s+${agent.nodeName}\\s+<none>\\s+<none>$`,
+        `^${full("talk")}\\s+2/2\\s+Running\\s+0\\s+\\d+s\\s+([\\d.]+)\\s+${agent.nodeName}\\s+<none>\\s+<none>$`,
       ),
     );
+    const ip = /\s(\d+\.\d+\.\d+\.\d+)\s/.exec(talk ?? "")?.[1] ?? "";
+    expect(inSubnet(ip, agent.tb.cniSubnet)).toBe(true);
     const twice = rows.find((l) => l.startsWith(full("twice")));
     expect(twice).toMatch(/\s1\/1\s+Running\s+1 \(\d+s ago\)\s/);
   }, 30_000);
@@ -213,7 +215,7 @@ describe("fleetlet describe (needs root and the test bed)", () => {
       /^Namespace:\s+default$/m,
       new RegExp(`^Node:\\s+${agent.nodeName}`, "m"),
       /^Status:\s+Running$/m,
-      /^IP:\s+10\.99\.\d+\.\d+$/m,
+      /^IP:\s+\d+\.\d+\.\d+\.\d+$/m,
       /^Containers:$/m,
       /^ {4}State:\s+Running$/m,
       /^ {4}Last State:\s+Terminated$/m,
@@ -227,6 +229,8 @@ describe("fleetlet describe (needs root and the test bed)", () => {
     ]) {
       expect(r.stdout).toMatch(line);
     }
+    const ip = /^IP:\s+(\S+)$/m.exec(r.stdout)?.[1] ?? "";
+    expect(inSubnet(ip, agent.tb.cniSubnet)).toBe(true);
   }, 30_000);
 });
 
