@@ -10,7 +10,7 @@ import type { Logger } from "../util/log.ts";
 import { buildInfo } from "../util/version.ts";
 import { setupContainerManager, toResourceList } from "./cm/index.ts";
 import type { AgentConfig } from "./config/index.ts";
-import { createEventRecorder, manifestRef } from "./events/index.ts";
+import { createEventRecorder, manifestRef, podRef } from "./events/index.ts";
 import { createAgentHub } from "./hubclient/index.ts";
 import { computePodActions, planSteps } from "./kuberuntime/index.ts";
 import { runMemoryTrim } from "./memory.ts";
@@ -23,9 +23,10 @@ import { createAgentRuntime } from "./runtime.ts";
 import { createRuntimeHealth } from "./runtime-health.ts";
 import { startAgentServer } from "./server/index.ts";
 import { createServerDeps } from "./server-deps.ts";
-import { createFileSource, createPodConfig } from "./sources/index.ts";
+import { createFileSource, createObjectStore, createPodConfig } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
 import { createSyncLoop } from "./sync-loop.ts";
+import { createSystemMounter, createVolumeManager } from "./volumes/index.ts";
 
 export interface AgentDeps {
   clock?: Clock;
@@ -82,7 +83,30 @@ export async function runAgent(
       },
     },
   });
-  const runtime = createAgentRuntime({ cri, clock, logger: log, recorder, config, hostIP, cm });
+  // The ConfigMaps and Secrets of the sources, and the volumes made of them.
+  const objects = createObjectStore({
+    sources: ["file"],
+    onError: (c) => {
+      log.warn("object refused", { source: c.source, reason: c.message });
+      const { kind, namespace, name } = c;
+      recorder.event({ kind, namespace, name }, "Warning", "Refused", c.message);
+    },
+  });
+  const allocatable = () => cm.allocatable();
+  const volumes = createVolumeManager({
+    rootDir: config.rootDir,
+    nodeName: config.nodeName,
+    objects,
+    allocatable,
+    clock,
+    logger: log.with({ component: "volumes" }),
+    recorder: (pod, type, reason, message) => recorder.event(podRef(pod), type, reason, message),
+    mounter: createSystemMounter(),
+  });
+  const runtime = createAgentRuntime({
+    ...{ cri, clock, logger: log, recorder, config, hostIP, cm },
+    ...{ volumes, objects, allocatable },
+  });
   const statusManager = createStatusManager({ clock, logger: log });
   // Housekeeping takes PLEG's last listing rather than listing every pod again.
   const listing = createListingCache(() => runtime.getPods(), clock, config.plegRelistPeriod * 2);
@@ -144,6 +168,7 @@ export async function runAgent(
     cachedStatus: (uid) => pleg.cache.get(uid),
     hasActions: (pod, status, opts) => planSteps(computePodActions(pod, status, opts)).length > 0,
     prepareInTurn: runtime.prepareInTurn,
+    volumes,
     podCgroups: {
       ensure: (pod) => cm.ensurePodCgroup(pod),
       remove: (uid) => cm.removePodCgroup(uid),
@@ -179,7 +204,9 @@ export async function runAgent(
     runtimePods: () => listing.recent(),
     housekeepingIntervalMs: config.housekeepingInterval,
     resources: cm,
+    removePodDir: (uid) => volumes.removePod(uid),
   });
+  objects.subscribe((keys) => loop?.handleObjectsChanged(keys));
   const fileSource = createFileSource({
     path: config.staticPodPath,
     nodeName: config.nodeName,
@@ -187,6 +214,7 @@ export async function runAgent(
     clock,
     log: log.with({ component: "manifests" }),
     onSnapshot: (pods: Pod[]) => podConfig.set("file", pods),
+    onObjects: (list) => objects.set("file", list),
     onError: (p) => {
       log.warn("invalid manifest", { file: p.path, error: p.message });
       recorder.event(manifestRef(p.path), "Warning", "InvalidManifest", p.message);

@@ -58,6 +58,15 @@ export interface PodSyncDeps {
   /** Runs a new pod's preparation (its folder and cgroup) in the order pods start in (see
    * maxParallelStarts), so that in a burst the first pods reach the runtime first. */
   prepareInTurn?: (pod: Pod, prepare: () => Promise<void>, signal?: AbortSignal) => Promise<void>;
+  /** The pod's volumes (the volume manager); absent: the pod folder is removed as it is. */
+  volumes?: {
+    /** Sets up the pod's volumes; `ready` false while one it never had is missing. */
+    mountPod(pod: Pod, podRunning: boolean): Promise<{ ready: boolean }>;
+    /** Unmounts what is mounted under the pod's folder (a finished pod keeps its folder). */
+    unmountPod(uid: string): Promise<boolean>;
+    /** Unmounts what is mounted under the pod's folder and removes it. */
+    removePod(uid: string): Promise<boolean>;
+  };
   /** The pod's cgroup (the container manager); absent: the runtime's default. */
   podCgroups?: {
     /** Creates the pod cgroup if missing; throws naming the cgroup. */
@@ -211,6 +220,12 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
       if (before.sandboxes.length === 0 && deps.prepareInTurn)
         await deps.prepareInTurn(pod, prepare, signal);
       else await prepare();
+      // kubelet's WaitForAttachAndMount: no sandbox and no container before the volumes are
+      // there; the pod waits in ContainerCreating and is synced again (at once when an object
+      // it reads appears).
+      const running = before.sandboxes.length > 0 || before.containers.length > 0;
+      const volumes = await deps.volumes?.mountPod(pod, running);
+      if (volumes && !volumes.ready) return { terminal: false, retry: true };
       const livenessFailed = deps.livenessFailed?.(uid);
       const startupFailed = deps.startupFailed?.(uid);
       const opts: SyncOptions = {
@@ -258,13 +273,19 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
 
     async syncTerminatedPod(pod: Pod) {
       const uid = uidOf(pod);
-      if (deps.isDesired(uid)) return; // a finished pod keeps its containers for logs and status
+      if (deps.isDesired(uid)) {
+        // A finished pod keeps its containers for logs and status; its tmpfs volumes go, as the
+        // kubelet tears down the volumes of terminated pods.
+        await deps.volumes?.unmountPod(uid);
+        return;
+      }
       const running = await runningPodOf(pod);
       await deps.runtime.removePod(running);
       await deps.podCgroups
         ?.remove(uid)
         .catch((error) => deps.logger.warn("could not remove a pod cgroup", { uid, error }));
-      await rm(podDir(uid), { recursive: true, force: true });
+      if (deps.volumes) await deps.volumes.removePod(uid);
+      else await rm(podDir(uid), { recursive: true, force: true });
       errors.delete(uid);
       lastActed.delete(uid);
       settledStatus.delete(uid);

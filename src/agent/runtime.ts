@@ -1,5 +1,6 @@
 // The runtime manager as the agent configures it: CRI, events, timings from the agent config.
 import { availableParallelism, totalmem } from "node:os";
+import type { NodeAllocatable } from "../api/index.ts";
 import type { CriRuntime } from "../cri/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
@@ -7,7 +8,12 @@ import type { ContainerManager } from "./cm/index.ts";
 import type { AgentConfig } from "./config/index.ts";
 import type { EventRecorder } from "./events/index.ts";
 import { podRef } from "./events/index.ts";
-import { createRuntimeManager, type RuntimeManager } from "./kuberuntime/index.ts";
+import {
+  type ContainerVolumes,
+  createRuntimeManager,
+  type EnvObjects,
+  type RuntimeManager,
+} from "./kuberuntime/index.ts";
 
 export interface AgentRuntimeDeps {
   cri: CriRuntime;
@@ -18,12 +24,21 @@ export interface AgentRuntimeDeps {
   hostIP: string;
   /** The pod cgroup and CPU manager cpuset (the container manager); absent: none. */
   cm?: Pick<ContainerManager, "podCgroupParent" | "cpusetFor">;
+  /** The pod's volumes as containers mount them (the volume manager). */
+  volumes: ContainerVolumes;
+  /** ConfigMaps and Secrets for env and imagePullSecrets (the object store). */
+  objects: EnvObjects;
+  /** The node's allocatable, for resourceFieldRef of a container with no limit. */
+  allocatable: () => NodeAllocatable;
 }
 
 export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
   const { config } = deps;
   return createRuntimeManager({
     cri: deps.cri,
+    volumes: deps.volumes,
+    objects: deps.objects,
+    allocatable: deps.allocatable,
     clock: deps.clock,
     logger: deps.logger.with({ component: "runtime" }),
     recorder: (pod, type, reason, message, fieldPath) => {

@@ -10,7 +10,7 @@ import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Pod } from "../api/types.ts";
 import type { Clock } from "../util/clock.ts";
-import { deepFreeze } from "../util/freeze.ts";
+import { deepFreeze, memoizeFrozen } from "../util/freeze.ts";
 import type { Logger } from "../util/log.ts";
 import type { EventRecorder } from "./events/index.ts";
 import { podRef } from "./events/index.ts";
@@ -18,7 +18,7 @@ import type { RunningPod } from "./kubecontainer/types.ts";
 import type { PodLifecycleEvent } from "./pleg/index.ts";
 import type { PodRuntime, PodSync } from "./pod-sync.ts";
 import type { PodWorkers } from "./podworkers/index.ts";
-import type { PodUpdate as ConfigUpdate, PodConfig } from "./sources/index.ts";
+import { type PodUpdate as ConfigUpdate, objectsUsedBy, type PodConfig } from "./sources/index.ts";
 import type { StatusManager } from "./status/index.ts";
 
 export interface SyncLoopDeps {
@@ -41,6 +41,9 @@ export interface SyncLoopDeps {
   runtimePods?: () => Promise<RunningPod[]>;
   syncTickMs?: number;
   housekeepingIntervalMs: number;
+  /** Removes an orphaned pod folder, unmounting its volumes first (the volume manager);
+   * absent: the folder is removed as it is. */
+  removePodDir?: (uid: string) => Promise<unknown>;
   /** Resource admission and cgroup housekeeping (the container manager); absent: none. */
   resources?: {
     /** Why `pod` does not fit next to the `active` pods (kubelet's reason), or undefined. */
@@ -53,6 +56,8 @@ export interface SyncLoopDeps {
 export interface SyncLoop {
   handleConfigUpdate(update: ConfigUpdate): void;
   handlePLEGEvent(event: PodLifecycleEvent): void;
+  /** Syncs the pods that read any of the changed ConfigMaps or Secrets (keys: objectKeyOf). */
+  handleObjectsChanged(keys: ReadonlySet<string>): void;
   /** Dispatches a sync for every pod whose requeue time has come. */
   syncTick(): void;
   /** Cleans up orphaned runtime pods, pod directories and statuses. */
@@ -75,6 +80,8 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
   /** Pods removed by their source whose workers are still terminating them. */
   const removing = new Map<string, Pod>();
   const due = new Map<string, number>();
+  /** The objects a pod reads, once per (frozen) pod. */
+  const usedObjects = memoizeFrozen(objectsUsedBy);
 
   /** Admitted pods that are not terminated. */
   const activePods = () =>
@@ -184,6 +191,15 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
       deps.workers.updatePod({ pod, type: "sync" });
     },
 
+    handleObjectsChanged(keys) {
+      if (!deps.runtimeHealthy()) return;
+      for (const [uid, pod] of known) {
+        if (rejected.has(uid)) continue;
+        if ([...usedObjects(pod)].some((k) => keys.has(k)))
+          deps.workers.updatePod({ pod, type: "sync" });
+      }
+    },
+
     requeue(uid, delayMs) {
       due.set(uid, deps.clock.now() + delayMs);
     },
@@ -227,7 +243,10 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
           deps.workers.couldHaveRunningContainers(uid)
         )
           continue;
-        await rm(join(podsDir, uid), { recursive: true, force: true }).catch((error) =>
+        const remove =
+          deps.removePodDir ??
+          ((id: string) => rm(join(podsDir, id), { recursive: true, force: true }));
+        await remove(uid).catch((error) =>
           log.warn("cannot remove a removed pod's folder; trying again at the next housekeeping", {
             uid,
             error,

@@ -7,18 +7,24 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { createRuntimeManager, type RuntimeManager } from "../../src/agent/kuberuntime/index.ts";
+import {
+  createSystemMounter,
+  createVolumeManager,
+  type VolumeManager,
+} from "../../src/agent/volumes/index.ts";
 import type { Container, Pod } from "../../src/api/types.ts";
 import { type CriClient, createCriClient } from "../../src/cri/index.ts";
 import { realClock } from "../../src/util/clock.ts";
 import { nullLogger } from "../../src/util/log.ts";
 import { makeContainer, makePod } from "../lib/builders.ts";
-import { eventually, loadTestbed, type Testbed, uniqueName } from "../lib/testbed.ts";
+import { eventually, inSubnet, loadTestbed, type Testbed, uniqueName } from "../lib/testbed.ts";
 
 setDefaultTimeout(90_000);
 
 let tb: Testbed;
 let cri: CriClient;
 let rm: RuntimeManager;
+let volumes: VolumeManager;
 let dir: string;
 const events: string[] = [];
 const uids: string[] = [];
@@ -27,7 +33,19 @@ beforeAll(() => {
   tb = loadTestbed();
   cri = createCriClient({ endpoint: tb.endpoint });
   dir = mkdtempSync(join(tmpdir(), "fleetlet-e2e-kuberuntime-"));
+  volumes = createVolumeManager({
+    rootDir: join(dir, "root"),
+    nodeName: "e2e-node",
+    objects: { configMap: () => undefined, secret: () => undefined },
+    allocatable: () => ({ cpu: 2000, memory: totalmem(), ephemeralStorage: 0 }),
+    clock: realClock,
+    logger: nullLogger,
+    recorder: (pod, type, reason, message) =>
+      events.push(`${pod.metadata.name} ${type} ${reason}: ${message}`),
+    mounter: createSystemMounter(),
+  });
   rm = createRuntimeManager({
+    volumes,
     cri,
     clock: realClock,
     logger: nullLogger,
@@ -79,6 +97,7 @@ async function statusOf(pod: Pod) {
 
 /** Syncs the pod once; the status read after it with the fewest calls must equal a full read. */
 async function syncOnce(pod: Pod) {
+  expect((await volumes.mountPod(pod, false)).failed).toEqual([]);
   const before = await statusOf(pod);
   const result = await rm.syncPod(pod, before);
   expect(result.errors).toEqual([]);
@@ -144,7 +163,7 @@ describe("runtime manager on containerd", () => {
     await syncOnce(pod);
     const status = await statusOf(pod);
     expect(status.sandboxes[0]?.hostNetwork).toBe(false);
-    expect(status.ips[0]).toMatch(/^10\.99\.\d+\.\d+$/);
+    expect(inSubnet(status.ips[0] ?? "", tb.cniSubnet)).toBe(true);
     expect(status.containers).toMatchObject([{ name: "web", state: "running", restartCount: 0 }]);
     const log = join(
       dir,

@@ -1,9 +1,17 @@
 // Runs the compiled `fleetlet agent` the way a user does, against the test bed's containerd, with
 // its own manifest folder, root dir, log dir and socket, and the fast timing knobs.
-import { mkdirSync, mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Pod } from "../../src/api/types.ts";
+import type { Event, Pod } from "../../src/api/types.ts";
 import { createAgentClient } from "../../src/cli/client.ts";
 import { createCriClient } from "../../src/cri/index.ts";
 import { removeCgroupRoot } from "./cgroups.ts";
@@ -193,7 +201,23 @@ export class TestAgent {
     return { code: p.exitCode, stdout: p.stdout.toString(), stderr: p.stderr.toString() };
   }
 
-  /** Stops the agent and removes every sandbox of this node's pods, then the temp folder. */
+  /** Every event the agent keeps (GET /api/v1/events). */
+  async events(): Promise<Event[]> {
+    const res = await this.request("/api/v1/events");
+    return ((await res.json()) as { items: Event[] }).items;
+  }
+
+  /** The mount points under the agent's folder (tmpfs volumes, subPath binds), from the host's
+   * mount table. */
+  mountsUnder(dir = this.dir): string[] {
+    return readFileSync("/proc/self/mountinfo", "utf8")
+      .split("\n")
+      .map((line) => line.split(" ")[4] ?? "")
+      .filter((m) => m === dir || m.startsWith(`${dir}/`));
+  }
+
+  /** Stops the agent and removes every sandbox of this node's pods, then the temp folder (after
+   * unmounting what the agent left mounted in it when it was killed). */
   async cleanup(): Promise<void> {
     await this.stop("SIGKILL").catch(() => {});
     const cri = createCriClient({ endpoint: this.tb.endpoint });
@@ -208,6 +232,9 @@ export class TestAgent {
       cri.close();
     }
     await removeCgroupRoot(this.cgroupRoot).catch(() => {});
-    rmSync(this.dir, { recursive: true, force: true });
+    for (const m of this.mountsUnder().sort().reverse()) {
+      Bun.spawnSync(["umount", "-l", m.replace(/\\040/g, " ")]);
+    }
+    if (this.mountsUnder().length === 0) rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -19,6 +19,12 @@ export {
   type PodEventRecorder,
 } from "./manager.ts";
 export {
+  aggregateErrors,
+  type PodPullCredentials,
+  podPullCredentials,
+  pullAuths,
+} from "./pull-secrets.ts";
+export {
   type ImageReference,
   InvalidImageReferenceError,
   parseImageReference,

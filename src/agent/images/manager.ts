@@ -12,7 +12,8 @@ import type { CriRuntime, ImageSpec, PodSandboxConfig } from "../../cri/index.ts
 import { Backoff } from "../../util/backoff.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
-import { findCredential, loadDockerConfig } from "./credentials.ts";
+import { loadDockerConfig } from "./credentials.ts";
+import { aggregateErrors, type PodPullCredentials, pullAuths } from "./pull-secrets.ts";
 import {
   type ImageReference,
   InvalidImageReferenceError,
@@ -49,6 +50,8 @@ export interface ImageManagerDeps {
   backoff: { initialMs: number; maxMs: number };
   /** A docker config.json with registry credentials; read at every pull. */
   credentialsPath?: string;
+  /** The credentials of the pod's imagePullSecrets, tried before the node's. */
+  podCredentials?: (pod: Pod) => PodPullCredentials;
   /** Deadline of ImageStatus; the client's default when absent. */
   requestTimeoutMs?: number;
 }
@@ -102,15 +105,29 @@ export function createImageManager(deps: ImageManagerDeps): ImageManager {
     return res.image?.id ?? "";
   };
 
-  const pull = async (ref: ImageReference, spec: ImageSpec, opts: EnsureImageOptions) => {
-    const creds = deps.credentialsPath ? await loadDockerConfig(deps.credentialsPath) : [];
-    const auth = findCredential(creds, ref);
-    const res = await deps.cri.pullImage(
-      { image: spec, auth: auth ?? null, sandboxConfig: opts.sandboxConfig ?? null },
-      opts.signal ? { signal: opts.signal } : {},
-    );
-    const status = await deps.cri.imageStatus({ image: { image: res.imageRef } });
-    return { imageRef: res.imageRef, size: status.image?.size ?? 0 };
+  /** Pulls with each credential that may fit (the pod's pull secrets, then the node's) until
+   * one succeeds. */
+  const pull = async (pod: Pod, ref: ImageReference, spec: ImageSpec, opts: EnsureImageOptions) => {
+    const node = deps.credentialsPath ? await loadDockerConfig(deps.credentialsPath) : [];
+    const fromPod = deps.podCredentials?.(pod) ?? { credentials: [], missing: [] };
+    if (fromPod.missing.length > 0) {
+      const message = `Unable to retrieve some image pull secrets (${fromPod.missing.join(", ")}); attempting to pull the image may not succeed.`;
+      deps.recorder(pod, "Warning", "FailedToRetrieveImagePullSecret", message);
+    }
+    const errors: Error[] = [];
+    for (const auth of pullAuths(ref, fromPod.credentials, node)) {
+      try {
+        const res = await deps.cri.pullImage(
+          { image: spec, auth, sandboxConfig: opts.sandboxConfig ?? null },
+          opts.signal ? { signal: opts.signal } : {},
+        );
+        const status = await deps.cri.imageStatus({ image: { image: res.imageRef } });
+        return { imageRef: res.imageRef, size: status.image?.size ?? 0 };
+      } catch (err) {
+        errors.push(err as Error);
+      }
+    }
+    throw aggregateErrors(errors);
   };
 
   async function ensureImageExists(
@@ -176,7 +193,7 @@ export function createImageManager(deps: ImageManagerDeps): ImageManager {
       const result = await serialized(async () => {
         event("Normal", "Pulling", `Pulling image ${JSON.stringify(image)}`);
         const startedAt = deps.clock.now();
-        const pulled = await pull(ref, spec, opts);
+        const pulled = await pull(pod, ref, spec, opts);
         return { ...pulled, pullMs: deps.clock.now() - startedAt };
       });
       const total = formatElapsed(deps.clock.now() - queuedAt);

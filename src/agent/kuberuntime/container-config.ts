@@ -49,7 +49,7 @@ export async function generateContainerConfig(
     args,
     workingDir: c.workingDir ?? "",
     envs,
-    mounts: await makeMounts(pod, c, ctx.hostname, ctx.mounts),
+    mounts: await makeMounts(pod, c, ctx.hostname, envs, ctx.mounts),
     labels: containerLabels(pod, c),
     annotations: containerAnnotations(pod, c, restartCount),
     logPath: containerLogPath(c.name, restartCount),

@@ -1,6 +1,7 @@
 // The runtime manager's dependencies and the state shared by its parts (kill.ts, start.ts,
 // sandbox.ts, executor.ts). Created once per manager by createRuntimeManager().
 
+import type { NodeAllocatable } from "../../api/index.ts";
 import type { Container, Pod } from "../../api/types.ts";
 import type { CallOptions, CriRuntime } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
@@ -9,6 +10,8 @@ import type { Logger } from "../../util/log.ts";
 import type { ImageManager, PodEventRecorder } from "../images/index.ts";
 import type { ContainerStatus, PodStatus, SyncChanges } from "../kubecontainer/types.ts";
 import type { CrashLoopBackoff } from "./crashloop.ts";
+import type { EnvObjects } from "./env.ts";
+import type { ContainerVolumes } from "./mounts.ts";
 import type { SyncStepKind } from "./steps.ts";
 
 export interface BackoffSettings {
@@ -41,6 +44,12 @@ export interface RuntimeManagerDeps {
   imagePullBackOff: BackoffSettings;
   /** A docker config.json with registry credentials. */
   credentials?: string;
+  /** The pod's volumes as containers mount them (the volume manager). */
+  volumes: ContainerVolumes;
+  /** The ConfigMaps and Secrets env and imagePullSecrets read (absent: none). */
+  objects?: EnvObjects;
+  /** The node's allocatable, for resourceFieldRef of a container with no limit. */
+  allocatable?: () => NodeAllocatable;
   /** Deadline of sandbox and container lifecycle calls (kubelet: 2 min). */
   runtimeRequestTimeoutMs: number;
   /** The host's resolv.conf (default /etc/resolv.conf); "" for none. */

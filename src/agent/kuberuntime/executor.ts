@@ -14,7 +14,7 @@ import type { Pod } from "../../api/types.ts";
 import type { CallOptions, PodSandboxConfig } from "../../cri/index.ts";
 import { HostFiles } from "../../util/host-file.ts";
 import { type PriorityKey, PriorityLimiter } from "../../util/priority-limiter.ts";
-import { createImageManager } from "../images/index.ts";
+import { createImageManager, podPullCredentials } from "../images/index.ts";
 import type { PodStatus, RunningPod, SyncChanges } from "../kubecontainer/types.ts";
 import { CONFIG_SEEN_ANNOTATION } from "../sources/parse.ts";
 import {
@@ -26,6 +26,7 @@ import {
   type WaitingReason,
 } from "./core.ts";
 import { CrashLoopBackoff } from "./crashloop.ts";
+import type { EnvObjects } from "./env.ts";
 import { errorMessage } from "./format.ts";
 import { killContainer, killPod, pruneDeadContainers, removePod, runningPodOf } from "./kill.ts";
 import { computePodActions } from "./plan.ts";
@@ -164,6 +165,7 @@ function makeCore(deps: RuntimeManagerDeps): Core {
         recorder: deps.recorder,
         backoff: deps.imagePullBackOff,
         ...(deps.credentials ? { credentialsPath: deps.credentials } : {}),
+        ...(deps.objects && { podCredentials: podCredentialsFrom(deps.objects) }),
       }),
     crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff),
     hostFiles: new HostFiles(),
@@ -184,6 +186,11 @@ function makeCore(deps: RuntimeManagerDeps): Core {
     random: deps.random ?? (() => randomBytes(4).toString("hex")),
   };
   return core;
+}
+
+/** The credentials of a pod's imagePullSecrets, from the object store. */
+function podCredentialsFrom(objects: EnvObjects) {
+  return (pod: Pod) => podPullCredentials(pod, (ns, name) => objects.secret(ns, name));
 }
 
 /** A pod's place in the queue of start calls: when its source first saw it, then its name. */

@@ -11,6 +11,7 @@ export { CrashLoopBackoff } from "./crashloop.ts";
 export {
   ContainerConfigError,
   type EnvContext,
+  type EnvObjects,
   expand,
   expandCommandAndArgs,
   fieldRefValue,
@@ -27,7 +28,7 @@ export { hashContainer } from "./hash.ts";
 export { hookURL, resolvePort, runHook } from "./hooks.ts";
 export { MIN_GRACE_PERIOD_SECONDS, runningPodOf } from "./kill.ts";
 export * from "./labels.ts";
-export { emptyDirPath, podDir } from "./mounts.ts";
+export type { ContainerVolumes } from "./mounts.ts";
 export {
   type ContainerToKill,
   computePodActions,

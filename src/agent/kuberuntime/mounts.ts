@@ -1,17 +1,34 @@
-// The mounts of a container: its volumeMounts (emptyDir folders under the pod dir, hostPath
-// paths checked or created by type), the pod's managed /etc/hosts, and the termination message
-// file (a fresh empty file per container instance, as kubelet mounts it).
+// The mounts of a container: its volumeMounts (the volume manager's folders, prepared before the
+// containers start; subPath and subPathExpr through the volume manager's safe bind mounts), the
+// pod's managed /etc/hosts, and the termination message file (a fresh empty file per container
+// instance, as kubelet mounts it).
 //
 // Paths (docs/runtime-contract.md):
-//   <rootDir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<volume>
+//   <rootDir>/pods/<uid>/volumes/<plugin>/<volume>        (see ../volumes/paths.ts)
 //   <rootDir>/pods/<uid>/etc-hosts
 //   <rootDir>/pods/<uid>/containers/<container>/<random>
 
-import { chmod, mkdir, stat, writeFile } from "node:fs/promises";
-import { isAbsolute, join, normalize } from "node:path";
-import type { Container, Pod, Volume, VolumeMount } from "../../api/types.ts";
-import type { Mount } from "../../cri/index.ts";
-import { ContainerConfigError } from "./env.ts";
+import { chmod, mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Container, Pod, VolumeMount } from "../../api/types.ts";
+import type { KeyValue, Mount } from "../../cri/index.ts";
+import { podDir } from "../volumes/paths.ts";
+import { ContainerConfigError, expand } from "./env.ts";
+
+/** How containers reach their pod's volumes (the volume manager). */
+export interface ContainerVolumes {
+  /** The host path of a volume and whether containers mount it read-only. */
+  hostPath(pod: Pod, volume: string): { path: string; readOnly: boolean } | undefined;
+  /** The host path for a subPath mount (checked, bind-mounted); throws with the kubelet's
+   * message. */
+  subPath(
+    pod: Pod,
+    container: string,
+    index: number,
+    volume: string,
+    subPath: string,
+  ): Promise<string>;
+}
 
 export interface MountContext {
   rootDir: string;
@@ -22,86 +39,47 @@ export interface MountContext {
   hostHosts: () => string | undefined;
   /** Random suffix of the termination message file (8 hex digits). */
   random: () => string;
+  volumes: ContainerVolumes;
 }
 
-export function podDir(rootDir: string, uid: string): string {
-  return join(rootDir, "pods", uid);
+/** kubelet's subPathExpr expansion: every $(VAR) must name a non-empty variable. */
+function expandSubPath(expr: string, envs: KeyValue[]): string {
+  const env = new Map(envs.map((e) => [e.key, e.value]));
+  const missing = new Set<string>();
+  const out = expand(expr, (name) => {
+    const value = env.get(name);
+    if (!value) missing.add(name);
+    return value ?? "";
+  });
+  if (missing.size > 0)
+    throw new ContainerConfigError(`missing value for ${[...missing].sort().join(", ")}`);
+  return out;
 }
 
-export function emptyDirPath(rootDir: string, uid: string, volume: string): string {
-  return join(podDir(rootDir, uid), "volumes", "kubernetes.io~empty-dir", volume);
-}
-
-async function kindOf(
-  path: string,
-): Promise<"dir" | "file" | "socket" | "char" | "block" | "none"> {
-  try {
-    const s = await stat(path);
-    if (s.isDirectory()) return "dir";
-    if (s.isSocket()) return "socket";
-    if (s.isCharacterDevice()) return "char";
-    if (s.isBlockDevice()) return "block";
-    return "file";
-  } catch {
-    return "none";
-  }
-}
-
-const EXPECTED_KIND = {
-  Directory: "dir",
-  File: "file",
-  Socket: "socket",
-  CharDevice: "char",
-  BlockDevice: "block",
-} as const;
-
-async function prepareHostPath(volume: Volume & { hostPath: { path: string } }): Promise<string> {
-  const { path, type = "" } = volume.hostPath;
-  const kind = await kindOf(path);
-  if (type === "DirectoryOrCreate" && kind === "none")
-    await mkdir(path, { recursive: true, mode: 0o755 });
-  else if (type === "FileOrCreate" && kind === "none") await writeFile(path, "", { mode: 0o644 });
-  else if (type !== "" && type !== "DirectoryOrCreate" && type !== "FileOrCreate") {
-    if (kind !== EXPECTED_KIND[type]) {
-      throw new ContainerConfigError(
-        `hostPath volume ${JSON.stringify(volume.name)}: ${path} is not a ${type} (found ${kind})`,
-      );
-    }
-  }
-  return path;
-}
-
-async function volumeHostPath(pod: Pod, vm: VolumeMount, rootDir: string): Promise<string> {
-  const volume = pod.spec.volumes?.find((v) => v.name === vm.name);
-  if (!volume) {
+async function volumeMount(
+  pod: Pod,
+  c: Container,
+  vm: VolumeMount,
+  index: number,
+  envs: KeyValue[],
+  ctx: MountContext,
+): Promise<Mount> {
+  const host = ctx.volumes.hostPath(pod, vm.name);
+  if (!host) {
     throw new ContainerConfigError(
-      `cannot find volume ${JSON.stringify(vm.name)} to mount at ${vm.mountPath}`,
+      `cannot find volume ${JSON.stringify(vm.name)} to mount into container ${JSON.stringify(c.name)}`,
     );
   }
-  if (volume.emptyDir) {
-    const dir = emptyDirPath(rootDir, pod.metadata.uid ?? "", volume.name);
-    await mkdir(dir, { recursive: true });
-    await chmod(dir, 0o777);
-    return dir;
-  }
-  if (volume.hostPath) return prepareHostPath({ ...volume, hostPath: volume.hostPath });
-  throw new ContainerConfigError(`volume ${JSON.stringify(vm.name)} has no supported source`);
-}
-
-async function volumeMount(pod: Pod, vm: VolumeMount, rootDir: string): Promise<Mount> {
-  let hostPath = await volumeHostPath(pod, vm, rootDir);
-  if (vm.subPath) {
-    const sub = normalize(vm.subPath);
-    if (isAbsolute(sub) || sub.startsWith("..")) {
-      throw new ContainerConfigError(
-        `subPath ${JSON.stringify(vm.subPath)} must stay inside volume ${vm.name}`,
-      );
+  let hostPath = host.path;
+  const subPath = vm.subPathExpr ? expandSubPath(vm.subPathExpr, envs) : (vm.subPath ?? "");
+  if (subPath !== "") {
+    try {
+      hostPath = await ctx.volumes.subPath(pod, c.name, index, vm.name, subPath);
+    } catch (err) {
+      throw new ContainerConfigError((err as Error).message);
     }
-    hostPath = join(hostPath, sub);
-    if ((await kindOf(hostPath)) === "none")
-      await mkdir(hostPath, { recursive: true, mode: 0o755 });
   }
-  return { containerPath: vm.mountPath, hostPath, readonly: vm.readOnly === true };
+  return { containerPath: vm.mountPath, hostPath, readonly: vm.readOnly === true || host.readOnly };
 }
 
 const MANAGED_HOSTS = [
@@ -153,15 +131,18 @@ async function terminationMessageMount(
   return { containerPath: c.terminationMessagePath, hostPath: file };
 }
 
-/** All mounts of `c`; creates the folders and files they need. Throws ContainerConfigError. */
+/** All mounts of `c` (`envs`: its environment, for subPathExpr); creates the files they need.
+ * Throws ContainerConfigError. */
 export async function makeMounts(
   pod: Pod,
   c: Container,
   hostname: string,
+  envs: KeyValue[],
   ctx: MountContext,
 ): Promise<Mount[]> {
   const mounts: Mount[] = [];
-  for (const vm of c.volumeMounts ?? []) mounts.push(await volumeMount(pod, vm, ctx.rootDir));
+  for (const [i, vm] of (c.volumeMounts ?? []).entries())
+    mounts.push(await volumeMount(pod, c, vm, i, envs, ctx));
   if (!mounts.some((m) => m.containerPath === "/etc/hosts")) {
     mounts.push({
       containerPath: "/etc/hosts",

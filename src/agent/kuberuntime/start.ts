@@ -102,12 +102,17 @@ function buildConfig(
       podIP,
       podIPs: podIP ? [podIP, ...run.podIPs.slice(1)] : [],
       hostIP,
+      ...(core.deps.objects && { objects: core.deps.objects }),
+      ...(core.deps.allocatable && { allocatable: core.deps.allocatable() }),
+      onInvalidNames: (message) =>
+        core.event(pod, "Warning", "InvalidEnvironmentVariableNames", message),
     },
     mounts: {
       rootDir: core.deps.rootDir,
       podIP,
       hostHosts: () => core.hostFiles.read(core.deps.hostsPath ?? "/etc/hosts"),
       random: core.random,
+      volumes: core.deps.volumes,
     },
     hostname: podHostname(pod),
     nodeMemoryBytes: core.deps.nodeMemoryBytes,

@@ -264,3 +264,68 @@ describe("createPodSync() cancelled by a kill", () => {
     s.done();
   });
 });
+
+describe("createPodSync() with a volume manager", () => {
+  test("does not reach the runtime while a volume is missing, and asks to be retried; a running pod goes on", async () => {
+    const calls: string[] = [];
+    let ready = false;
+    const s = setup(
+      { acts: true },
+      {
+        volumes: {
+          mountPod: async (_pod, running) => {
+            calls.push(`mount running=${running}`);
+            // As the volume manager: a running pod is never held back.
+            return { ready: ready || running };
+          },
+          unmountPod: async () => true,
+          removePod: async () => true,
+        },
+      },
+    );
+    try {
+      expect(await s.sync.syncPod(s.pod, "create")).toEqual({ terminal: false, retry: true });
+      expect(s.planned).toEqual([]);
+      ready = true;
+      expect((await s.sync.syncPod(s.pod, "sync")).terminal).toBe(false);
+      expect(s.planned).toHaveLength(1);
+      // The runtime now has the pod: it is synced whatever the volumes say.
+      ready = false;
+      await s.sync.syncPod(s.pod, "sync");
+      expect(s.planned).toHaveLength(2);
+      expect(calls).toEqual(["mount running=false", "mount running=false", "mount running=true"]);
+    } finally {
+      s.done();
+    }
+  });
+
+  test("removes a terminated pod's folder through the volume manager, and only unmounts a finished pod still wanted", async () => {
+    const calls: string[] = [];
+    let desired = true;
+    const s = setup(
+      { acts: false },
+      {
+        isDesired: () => desired,
+        volumes: {
+          mountPod: async () => ({ ready: true }),
+          unmountPod: async (uid) => {
+            calls.push(`unmount ${uid}`);
+            return true;
+          },
+          removePod: async (uid) => {
+            calls.push(`remove ${uid}`);
+            return true;
+          },
+        },
+      },
+    );
+    try {
+      await s.sync.syncTerminatedPod(s.pod);
+      desired = false;
+      await s.sync.syncTerminatedPod(s.pod);
+      expect(calls).toEqual(["unmount uid-default-web", "remove uid-default-web"]);
+    } finally {
+      s.done();
+    }
+  });
+});

@@ -8,10 +8,12 @@ import {
   createRuntimeManager,
   type RuntimeManagerDeps,
 } from "../../../src/agent/kuberuntime/index.ts";
+import { createVolumeManager } from "../../../src/agent/volumes/index.ts";
 import type { Pod } from "../../../src/api/types.ts";
 import { createFakeRuntime } from "../../../src/cri/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
+import { FakeMounter } from "../../lib/fake-mounter.ts";
 import { T0 } from "./fixtures.ts";
 
 export interface RecordedEvent {
@@ -27,7 +29,19 @@ export function makeHarness(extra: Partial<RuntimeManagerDeps> = {}) {
   cri.images.add("busybox:1.36");
   const dir = mkdtempSync(join(tmpdir(), "fleetlet-kuberuntime-"));
   const events: RecordedEvent[] = [];
+  const mounter = new FakeMounter();
+  const volumes = createVolumeManager({
+    rootDir: join(dir, "root"),
+    nodeName: "node1",
+    objects: extra.objects ?? { configMap: () => undefined, secret: () => undefined },
+    allocatable: () => ({ cpu: 2000, memory: 4 * 1024 ** 3, ephemeralStorage: 0 }),
+    clock,
+    logger: nullLogger,
+    recorder: (_pod, type, reason, message) => events.push({ type, reason, message }),
+    mounter,
+  });
   const deps: RuntimeManagerDeps = {
+    volumes,
     cri,
     clock,
     logger: nullLogger,
@@ -51,6 +65,7 @@ export function makeHarness(extra: Partial<RuntimeManagerDeps> = {}) {
   const read = (pod: Pod) => rm.getPodStatus(pod.metadata.uid ?? "", pod.metadata.name, "default");
   /** Syncs the pod once; the status read after it with the fewest calls must equal a full read. */
   const sync = async (pod: Pod, opts = {}) => {
+    await volumes.mountPod(pod, false);
     const status = await read(pod);
     const result = await rm.syncPod(pod, status, opts);
     // The check's own calls are left out of the record the tests read.
@@ -63,5 +78,5 @@ export function makeHarness(extra: Partial<RuntimeManagerDeps> = {}) {
   };
   const reasons = () => events.map((e) => e.reason);
   const cleanup = () => rmSync(dir, { recursive: true, force: true });
-  return { clock, cri, dir, events, deps, rm, sync, reasons, cleanup };
+  return { clock, cri, dir, events, deps, rm, sync, reasons, cleanup, volumes, mounter };
 }

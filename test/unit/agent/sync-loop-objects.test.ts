@@ -1,0 +1,76 @@
+import { describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createEventRecorder } from "../../../src/agent/events/index.ts";
+import type { PodWorkers } from "../../../src/agent/podworkers/index.ts";
+import { createPodConfig } from "../../../src/agent/sources/index.ts";
+import { createStatusManager } from "../../../src/agent/status/index.ts";
+import { createSyncLoop, type SyncLoopDeps } from "../../../src/agent/sync-loop.ts";
+import { FakeClock } from "../../../src/util/clock.ts";
+import { nullLogger } from "../../../src/util/log.ts";
+import { makeContainer, makePod } from "../../lib/builders.ts";
+
+function setup() {
+  const clock = new FakeClock(Date.UTC(2026, 0, 1));
+  const dir = mkdtempSync(join(tmpdir(), "fleetlet-syncloop-"));
+  const updates: string[] = [];
+  const removed: string[] = [];
+  const workers = {
+    updatePod: (u: { pod: { metadata: { name: string } }; type: string }) =>
+      updates.push(`${u.type} ${u.pod.metadata.name}`),
+    state: () => "syncing",
+    syncKnownPods: () => new Map(),
+    couldHaveRunningContainers: () => false,
+  } as unknown as PodWorkers;
+  const podConfig = createPodConfig({ sources: ["file"], clock, onError: () => {} });
+  const deps = {
+    clock,
+    logger: nullLogger,
+    podConfig,
+    workers,
+    podSync: {},
+    runtime: { getPods: async () => [] },
+    statusManager: createStatusManager({ clock }),
+    recorder: createEventRecorder({ clock, nodeName: "dev1" }),
+    rootDir: dir,
+    maxPods: 110,
+    runtimeHealthy: () => true,
+    nextPLEGEvent: () => new Promise(() => {}),
+    forgetCache: () => {},
+    housekeepingIntervalMs: 1000,
+    removePodDir: async (uid: string) => removed.push(uid),
+  } as unknown as SyncLoopDeps;
+  const loop = createSyncLoop(deps);
+  return { loop, podConfig, updates, removed, dir, done: () => rmSync(dir, { recursive: true }) };
+}
+
+describe("sync loop and objects", () => {
+  test("a changed ConfigMap or Secret syncs exactly the pods that read it", () => {
+    const s = setup();
+    const reader = makePod({
+      name: "reader",
+      spec: { containers: [], volumes: [{ name: "c", configMap: { name: "cfg" } }] },
+    });
+    const env = makePod({
+      name: "env",
+      containers: [makeContainer({ envFrom: [{ secretRef: { name: "creds" } }] })],
+    });
+    const other = makePod({ name: "other" });
+    s.loop.handleConfigUpdate({ op: "ADD", source: "file", pods: [reader, env, other] });
+    s.updates.length = 0;
+    s.loop.handleObjectsChanged(new Set(["ConfigMap/default/cfg"]));
+    s.loop.handleObjectsChanged(new Set(["Secret/default/creds", "ConfigMap/other/cfg"]));
+    expect(s.updates).toEqual(["sync reader", "sync env"]);
+    s.done();
+  });
+
+  test("housekeeping removes an orphaned pod folder through the volume manager", async () => {
+    const s = setup();
+    mkdirSync(join(s.dir, "pods", "gone-uid"), { recursive: true });
+    s.podConfig.set("file", []);
+    await s.loop.housekeeping();
+    expect(s.removed).toEqual(["gone-uid"]);
+    s.done();
+  });
+});
