@@ -4,17 +4,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
-import {
-  b64,
-  configMapManifest as configMap,
-  configPods,
-  podManifest,
-  containerStatus as status,
-} from "../lib/config-pods.ts";
+import { configPods } from "../lib/config-pods.ts";
 import { eventually } from "../lib/testbed.ts";
 
 const agent = new TestAgent();
-const { container, sh, eventsOf, waitEvent, running } = configPods(agent);
+const { container, sh, eventsOf, waitEvent, running, b64, status, podManifest, configMap } =
+  configPods(agent);
 
 beforeAll(() => agent.start(), 30_000);
 afterAll(() => agent.cleanup(), 60_000);
@@ -140,28 +135,19 @@ ${container("c", "sleep 3600", "      volumeMounts: [{ name: cfg, mountPath: /cf
   }, 60_000);
 
   test("tmpfs volumes are unmounted with their pod; a restarted agent keeps them under running containers and cleans up those of pods removed meanwhile", async () => {
-    agent.writeManifest(
-      "tmp.yaml",
-      `apiVersion: v1
-kind: Secret
-metadata:
-  name: tmp-secret
-stringData:
-  k: v
----
-${podManifest(
-  "tmpa",
-  `  volumes: [{ name: s, secret: { secretName: tmp-secret } }]
+    const secretPod = (name: string) =>
+      podManifest(
+        name,
+        `  volumes: [{ name: s, secret: { secretName: tmp-secret } }]
   containers:
 ${container("c", "sleep 3600", "      volumeMounts: [{ name: s, mountPath: /s }]\n")}`,
-)}---
-${podManifest(
-  "tmpb",
-  `  volumes: [{ name: s, secret: { secretName: tmp-secret } }]
-  containers:
-${container("c", "sleep 3600", "      volumeMounts: [{ name: s, mountPath: /s }]\n")}`,
-)}`,
-    );
+      );
+    const file = (...pods: string[]) =>
+      [
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tmp-secret\nstringData:\n  k: v\n",
+        ...pods.map(secretPod),
+      ].join("---\n");
+    agent.writeManifest("tmp.yaml", file("tmpa", "tmpb"));
     const a = await running("tmpa");
     const b = await running("tmpb");
     const podMounts = (pod: Pod) => agent.mountsUnder(`${agent.rootDir}/pods/${pod.metadata.uid}`);
@@ -169,22 +155,7 @@ ${container("c", "sleep 3600", "      volumeMounts: [{ name: s, mountPath: /s }]
     expect(podMounts(b)).toHaveLength(1);
     await agent.stop("SIGKILL");
     // While the agent is down, tmpb goes away.
-    agent.writeManifest(
-      "tmp.yaml",
-      `apiVersion: v1
-kind: Secret
-metadata:
-  name: tmp-secret
-stringData:
-  k: v
----
-${podManifest(
-  "tmpa",
-  `  volumes: [{ name: s, secret: { secretName: tmp-secret } }]
-  containers:
-${container("c", "sleep 3600", "      volumeMounts: [{ name: s, mountPath: /s }]\n")}`,
-)}`,
-    );
+    agent.writeManifest("tmp.yaml", file("tmpa"));
     await agent.start();
     await eventually("tmpb's tmpfs to be unmounted", async () => podMounts(b).length === 0, 20_000);
     const again = await running("tmpa");

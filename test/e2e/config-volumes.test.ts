@@ -5,18 +5,23 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
-import {
-  b64,
-  configMapManifest as configMap,
-  configPods,
-  podManifest,
-  containerStatus as status,
-} from "../lib/config-pods.ts";
+import { configPods } from "../lib/config-pods.ts";
 import { eventually } from "../lib/testbed.ts";
 
 const agent = new TestAgent();
 const img = agent.tb.busybox;
-const { fullName, container, sh, eventsOf, waitEvent, running } = configPods(agent);
+const {
+  fullName,
+  container,
+  sh,
+  eventsOf,
+  waitEvent,
+  running,
+  b64,
+  status,
+  podManifest,
+  configMap,
+} = configPods(agent);
 
 beforeAll(() => agent.start(), 30_000);
 afterAll(() => agent.cleanup(), 60_000);

@@ -4,10 +4,12 @@ import {
   applyContainerDefaults,
   applyPodDefaults,
   type Container,
+  formatFieldError,
   type ObjectMeta,
   type Pod,
   type PodSpec,
   type PodStatus,
+  validatePod,
 } from "../../src/api/index.ts";
 
 export interface PodOverrides {
@@ -71,4 +73,18 @@ export function makeManifest(
     metadata: { name: "web", ...metadata },
     spec: { containers: [{ name: "app", image: "busybox:1.36" }], ...spec },
   };
+}
+
+/** A manifest whose one container is "app" (busybox) with the fields of `c`. */
+export function manifestWithContainer(
+  c: Record<string, unknown>,
+  spec: Record<string, unknown> = {},
+) {
+  return makeManifest({ containers: [{ name: "app", image: "busybox:1.36", ...c }], ...spec });
+}
+
+/** The validation errors of a manifest as kubectl prints them (none: []). */
+export function manifestErrors(obj: unknown): string[] {
+  const r = validatePod(obj);
+  return r.ok ? [] : r.errors.map(formatFieldError);
 }

@@ -34,6 +34,10 @@ ${lines.join("\n")}
 export function configPods(agent: TestAgent) {
   const fullName = (name: string) => `${name}-${agent.nodeName}`;
   return {
+    b64,
+    status: containerStatus,
+    podManifest,
+    configMap: configMapManifest,
     fullName,
     /** A busybox container running `command` with sh; `extra` is more of its YAML. */
     container: (name: string, command: string, extra = "") => `    - name: ${name}

@@ -12,23 +12,14 @@ import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Container, Pod, VolumeMount } from "../../api/types.ts";
 import type { KeyValue, Mount } from "../../cri/index.ts";
+import type { VolumeManager } from "../volumes/index.ts";
 import { podDir } from "../volumes/paths.ts";
 import { ContainerConfigError, expand } from "./env.ts";
 
-/** How containers reach their pod's volumes (the volume manager). */
-export interface ContainerVolumes {
-  /** The host path of a volume and whether containers mount it read-only. */
-  hostPath(pod: Pod, volume: string): { path: string; readOnly: boolean } | undefined;
-  /** The host path for a subPath mount (checked, bind-mounted); throws with the kubelet's
-   * message. */
-  subPath(
-    pod: Pod,
-    container: string,
-    index: number,
-    volume: string,
-    subPath: string,
-  ): Promise<string>;
-}
+/** How containers reach their pod's volumes (the volume manager): the host path of a volume
+ * and whether containers mount it read-only; the host path for a subPath mount (checked,
+ * bind-mounted), throwing with the kubelet's message. */
+export type ContainerVolumes = Pick<VolumeManager, "hostPath" | "subPath">;
 
 export interface MountContext {
   rootDir: string;
@@ -74,7 +65,8 @@ async function volumeMount(
   const subPath = vm.subPathExpr ? expandSubPath(vm.subPathExpr, envs) : (vm.subPath ?? "");
   if (subPath !== "") {
     try {
-      hostPath = await ctx.volumes.subPath(pod, c.name, index, vm.name, subPath);
+      const mount = { container: c.name, index, volume: vm.name, subPath };
+      hostPath = await ctx.volumes.subPath(pod, mount);
     } catch (err) {
       throw new ContainerConfigError((err as Error).message);
     }

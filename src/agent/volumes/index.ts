@@ -5,8 +5,8 @@
 import type { Pod } from "../../api/index.ts";
 import {
   type DiskEmptyDirLimit,
-  type FailedVolume,
   type MountPodResult,
+  type SubPathMount,
   type VolumeManagerDeps,
   Volumes,
 } from "./manager.ts";
@@ -16,6 +16,7 @@ export type {
   DiskEmptyDirLimit,
   FailedVolume,
   MountPodResult,
+  SubPathMount,
   VolumeManagerDeps,
 } from "./manager.ts";
 export { createSystemMounter, type Mounter, type MountPoint, mountPointsUnder } from "./mounter.ts";
@@ -37,17 +38,11 @@ export interface VolumeManager {
    * (configMap, secret, downwardAPI, projected); undefined for a volume the pod lacks. */
   hostPath(pod: Pod, volume: string): { path: string; readOnly: boolean } | undefined;
   /**
-   * Prepares the subPath (already expanded) of the `index`th volumeMount of `container`: checked
-   * to stay inside the volume, bind-mounted under the pod's folder; returns the host path to
-   * mount. Throws SubPathError with the kubelet's message.
+   * Prepares a container's subPath mount (its subPath already expanded): checked to stay
+   * inside the volume, bind-mounted under the pod's folder; returns the host path to mount.
+   * Throws SubPathError with the kubelet's message.
    */
-  subPath(
-    pod: Pod,
-    container: string,
-    index: number,
-    volume: string,
-    subPath: string,
-  ): Promise<string>;
+  subPath(pod: Pod, mount: SubPathMount): Promise<string>;
   /** Disk-backed emptyDirs with a sizeLimit: the eviction manager measures and enforces them. */
   diskEmptyDirLimits(pod: Pod): DiskEmptyDirLimit[];
   /** Unmounts everything under the pod's folder (its tmpfs volumes and subPath binds: a finished
@@ -61,5 +56,3 @@ export interface VolumeManager {
 export function createVolumeManager(deps: VolumeManagerDeps): VolumeManager {
   return new Volumes(deps);
 }
-
-export type { FailedVolume as VolumeFailure };

@@ -56,6 +56,14 @@ export interface FailedVolume {
   message: string;
 }
 
+/** A subPath mount of a container: the `index`th of its volumeMounts, `subPath` expanded. */
+export interface SubPathMount {
+  container: string;
+  index: number;
+  volume: string;
+  subPath: string;
+}
+
 /** A disk-backed emptyDir with a sizeLimit: its usage is the eviction manager's to check. */
 export interface DiskEmptyDirLimit {
   volume: string;
@@ -189,16 +197,11 @@ export class Volumes {
     };
   }
 
-  subPath(
-    pod: Pod,
-    container: string,
-    index: number,
-    volume: string,
-    subPath: string,
-  ): Promise<string> {
-    const host = this.hostPath(pod, volume);
-    if (!host) throw new Error(`cannot find volume ${JSON.stringify(volume)}`);
+  async subPath(pod: Pod, mount: SubPathMount): Promise<string> {
+    const host = this.hostPath(pod, mount.volume);
+    if (!host) throw new Error(`cannot find volume ${JSON.stringify(mount.volume)}`);
     const uid = pod.metadata.uid ?? "";
+    const { volume, container, index, subPath } = mount;
     const target = subPathTarget(this.deps.rootDir, uid, volume, container, index);
     const req = {
       volumePath: host.path,

@@ -40,55 +40,51 @@ function aggregate(messages: string[]): string {
   return messages.length === 1 ? (messages[0] as string) : `[${messages.join(", ")}]`;
 }
 
-function configMapFiles(
-  cm: ConfigMap,
-  items: KeyToPath[] | undefined,
-  mode: number,
-  optional: boolean,
-  files: Payload,
-): string | undefined {
-  const value = (key: string): Buffer | undefined => {
-    const text = cm.data?.[key];
-    if (text !== undefined) return Buffer.from(text);
-    const b64 = cm.binaryData?.[key];
-    return b64 === undefined ? undefined : Buffer.from(b64, "base64");
-  };
-  if (!items || items.length === 0) {
-    for (const key of [...Object.keys(cm.data ?? {}), ...Object.keys(cm.binaryData ?? {})])
-      files.set(key, { data: value(key) as Buffer, mode });
-    return undefined;
-  }
-  for (const item of items) {
-    const data = value(item.key);
-    if (data === undefined) {
-      if (optional) continue;
-      return `configmap references non-existent config key: ${item.key}`;
-    }
-    files.set(item.path, { data, mode: item.mode ?? mode });
-  }
-  return undefined;
+/** A reference to a ConfigMap or Secret with the keys to project. */
+interface ObjectSource {
+  kind: "configMap" | "secret";
+  name: string;
+  items: KeyToPath[] | undefined;
+  optional: boolean;
 }
 
-function secretFiles(
-  secret: Secret,
-  items: KeyToPath[] | undefined,
+/** The object's values by key: a ConfigMap's data and binaryData, a Secret's data, decoded. */
+function objectValues(o: ConfigMap | Secret): Map<string, Buffer> {
+  const out = new Map<string, Buffer>();
+  if (o.kind === "ConfigMap")
+    for (const [k, v] of Object.entries(o.data ?? {})) out.set(k, Buffer.from(v));
+  const b64 = o.kind === "ConfigMap" ? o.binaryData : o.data;
+  for (const [k, v] of Object.entries(b64 ?? {})) out.set(k, Buffer.from(v, "base64"));
+  return out;
+}
+
+/** Adds the source's files (every key, or its items) to `files`; the kubelet's message when
+ * the object or a key is missing and the source is not optional. */
+function objectFiles(
+  pod: Pod,
+  src: ObjectSource,
   mode: number,
-  optional: boolean,
+  ctx: PayloadContext,
   files: Payload,
 ): string | undefined {
-  const data = secret.data ?? {};
-  if (!items || items.length === 0) {
-    for (const [key, b64] of Object.entries(data))
-      files.set(key, { data: Buffer.from(b64, "base64"), mode });
+  const ns = pod.metadata.namespace ?? "default";
+  const o =
+    src.kind === "configMap"
+      ? ctx.objects.configMap(ns, src.name)
+      : ctx.objects.secret(ns, src.name);
+  if (!o && !src.optional) return `${src.kind.toLowerCase()} ${JSON.stringify(src.name)} not found`;
+  const values = o ? objectValues(o) : new Map<string, Buffer>();
+  if (!src.items || src.items.length === 0) {
+    for (const [key, data] of values) files.set(key, { data, mode });
     return undefined;
   }
-  for (const item of items) {
-    const b64 = data[item.key];
-    if (b64 === undefined) {
-      if (optional) continue;
-      return `references non-existent secret key: ${item.key}`;
-    }
-    files.set(item.path, { data: Buffer.from(b64, "base64"), mode: item.mode ?? mode });
+  for (const item of src.items) {
+    const data = values.get(item.key);
+    if (data !== undefined) files.set(item.path, { data, mode: item.mode ?? mode });
+    else if (!src.optional)
+      return src.kind === "configMap"
+        ? `configmap references non-existent config key: ${item.key}`
+        : `references non-existent secret key: ${item.key}`;
   }
   return undefined;
 }
@@ -127,33 +123,8 @@ function normalize(p: string): string {
     .join("/");
 }
 
-function lookupConfigMap(
-  ctx: PayloadContext,
-  ns: string,
-  name: string,
-  optional: boolean,
-): ConfigMap | string {
-  const cm = ctx.objects.configMap(ns, name);
-  if (cm) return cm;
-  if (optional) return { apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace: ns } };
-  return `configmap ${JSON.stringify(name)} not found`;
-}
-
-function lookupSecret(
-  ctx: PayloadContext,
-  ns: string,
-  name: string,
-  optional: boolean,
-): Secret | string {
-  const s = ctx.objects.secret(ns, name);
-  if (s) return s;
-  if (optional) return { apiVersion: "v1", kind: "Secret", metadata: { name, namespace: ns } };
-  return `secret ${JSON.stringify(name)} not found`;
-}
-
 /** The files of a configMap, secret, downwardAPI or projected volume. */
 export function volumePayload(pod: Pod, v: Volume, ctx: PayloadContext): PayloadResult {
-  const ns = pod.metadata.namespace ?? "default";
   const files: Payload = new Map();
   const errors: string[] = [];
   const done = (): PayloadResult => {
@@ -167,21 +138,21 @@ export function volumePayload(pod: Pod, v: Volume, ctx: PayloadContext): Payload
     return errors.length === 0 ? { ok: true, files } : { ok: false, message: aggregate(errors) };
   };
   const push = (e: string | undefined) => e !== undefined && errors.push(e);
+  const mode = (m: number | undefined) => m ?? DEFAULT_VOLUME_FILE_MODE;
   if (v.configMap) {
-    const src = v.configMap;
-    const optional = src.optional === true;
-    const cm = lookupConfigMap(ctx, ns, src.name ?? "", optional);
-    const mode = src.defaultMode ?? DEFAULT_VOLUME_FILE_MODE;
-    push(typeof cm === "string" ? cm : configMapFiles(cm, src.items, mode, optional, files));
+    const { name = "", items, optional = false, defaultMode } = v.configMap;
+    push(
+      objectFiles(pod, { kind: "configMap", name, items, optional }, mode(defaultMode), ctx, files),
+    );
   } else if (v.secret) {
-    const src = v.secret;
-    const optional = src.optional === true;
-    const s = lookupSecret(ctx, ns, src.secretName ?? "", optional);
-    const mode = src.defaultMode ?? DEFAULT_VOLUME_FILE_MODE;
-    push(typeof s === "string" ? s : secretFiles(s, src.items, mode, optional, files));
+    const { secretName: name = "", items, optional = false, defaultMode } = v.secret;
+    push(
+      objectFiles(pod, { kind: "secret", name, items, optional }, mode(defaultMode), ctx, files),
+    );
   } else if (v.downwardAPI) {
-    const mode = v.downwardAPI.defaultMode ?? DEFAULT_VOLUME_FILE_MODE;
-    errors.push(...downwardFiles(pod, v.downwardAPI.items, mode, ctx, files));
+    errors.push(
+      ...downwardFiles(pod, v.downwardAPI.items, mode(v.downwardAPI.defaultMode), ctx, files),
+    );
   } else if (v.projected) {
     errors.push(...projectedFiles(pod, v, ctx, files));
   }
@@ -189,23 +160,19 @@ export function volumePayload(pod: Pod, v: Volume, ctx: PayloadContext): Payload
 }
 
 function projectedFiles(pod: Pod, v: Volume, ctx: PayloadContext, files: Payload): string[] {
-  const ns = pod.metadata.namespace ?? "default";
   const mode = v.projected?.defaultMode ?? DEFAULT_VOLUME_FILE_MODE;
   const errors: string[] = [];
   for (const source of v.projected?.sources ?? []) {
-    if (source.configMap) {
-      const optional = source.configMap.optional === true;
-      const cm = lookupConfigMap(ctx, ns, source.configMap.name ?? "", optional);
-      const e =
-        typeof cm === "string"
-          ? cm
-          : configMapFiles(cm, source.configMap.items, mode, optional, files);
-      if (e !== undefined) errors.push(e);
-    } else if (source.secret) {
-      const optional = source.secret.optional === true;
-      const s = lookupSecret(ctx, ns, source.secret.name ?? "", optional);
-      const e =
-        typeof s === "string" ? s : secretFiles(s, source.secret.items, mode, optional, files);
+    const ref = source.configMap ?? source.secret;
+    if (ref) {
+      const kind = source.configMap ? "configMap" : "secret";
+      const src = {
+        kind,
+        name: ref.name ?? "",
+        items: ref.items,
+        optional: ref.optional === true,
+      } as const;
+      const e = objectFiles(pod, src, mode, ctx, files);
       if (e !== undefined) errors.push(e);
     } else if (source.downwardAPI) {
       errors.push(...downwardFiles(pod, source.downwardAPI.items, mode, ctx, files));

@@ -1,15 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { applyPodDefaults, formatFieldError, validatePod } from "../../../src/api/index.ts";
-import { makeManifest } from "../../lib/builders.ts";
+import { applyPodDefaults, validatePod } from "../../../src/api/index.ts";
+import { makeManifest, manifestErrors, manifestWithContainer } from "../../lib/builders.ts";
 
-function errorsOf(obj: unknown): string[] {
-  const r = validatePod(obj);
-  return r.ok ? [] : r.errors.map(formatFieldError);
-}
-
-function withContainer(c: Record<string, unknown>, spec: Record<string, unknown> = {}) {
-  return makeManifest({ containers: [{ name: "app", image: "busybox:1.36", ...c }], ...spec });
-}
+const errorsOf = manifestErrors;
+const withContainer = manifestWithContainer;
 
 describe("validatePod() of volumes and env sources", () => {
   test("accepts every volume type and env source, and defaults volume file modes to 0644", () => {

@@ -1,15 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { formatFieldError, formatInvalidObject, validatePod } from "../../../src/api/index.ts";
-import { makeManifest } from "../../lib/builders.ts";
+import { formatInvalidObject, validatePod } from "../../../src/api/index.ts";
+import { makeManifest, manifestErrors, manifestWithContainer } from "../../lib/builders.ts";
 
-function errorsOf(obj: unknown): string[] {
-  const r = validatePod(obj);
-  return r.ok ? [] : r.errors.map(formatFieldError);
-}
-
-function withContainer(c: Record<string, unknown>, spec: Record<string, unknown> = {}) {
-  return makeManifest({ containers: [{ name: "app", image: "busybox:1.36", ...c }], ...spec });
-}
+const errorsOf = manifestErrors;
+const withContainer = manifestWithContainer;
 
 describe("validatePod()", () => {
   test("accepts a minimal manifest and returns it without defaults", () => {
