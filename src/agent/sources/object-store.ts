@@ -7,7 +7,7 @@
 //   first; another source's object with that key is refused (reported once) until it is free,
 //   and then taken over without a gap;
 // - listeners hear the keys whose object was added, changed or removed, after the view changed;
-// - objects are frozen: readers share them and never copy.
+// - objects are frozen (the ones set() is given): readers share them and never copy.
 
 import type { ConfigMap, Pod, Secret } from "../../api/index.ts";
 import { deepFreeze } from "../../util/freeze.ts";
@@ -38,7 +38,8 @@ export interface ObjectLookup {
 }
 
 export interface ObjectStore extends ObjectLookup {
-  /** Replaces the complete set of objects of `source`. */
+  /** Replaces the complete set of objects of `source`. The store keeps the objects it is given,
+   * frozen: the caller must not change them afterwards. */
   set(source: PodSourceName, objects: readonly ConfigObject[]): void;
   /** Calls `fn` with the keys (objectKeyOf) of the objects each set() added, changed or
    * removed; returns an unsubscribe function. */
@@ -84,10 +85,9 @@ class MergedObjectStore implements ObjectStore {
       const key = objectKey(o);
       if (next.has(key)) continue;
       const prev = old.get(key);
-      next.set(
-        key,
-        prev !== undefined && jsonEqual(prev, o) ? prev : deepFreeze(structuredClone(o)),
-      );
+      // An unchanged file hands the same objects again: no deep comparison for them.
+      const same = prev !== undefined && (prev === o || jsonEqual(prev, o));
+      next.set(key, same ? prev : deepFreeze(o));
     }
     const keys = new Set([...old.keys(), ...next.keys()]);
     const before = new Map([...keys].map((k) => [k, this.get(k)]));
