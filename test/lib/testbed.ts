@@ -17,6 +17,8 @@ export interface Testbed {
   busybox: string;
   busyboxV2: string;
   missingImage: string;
+  /** busybox plus 8, 16, 24 and 32 MiB that do not compress: images of known, different sizes. */
+  filler: { "8m": string; "16m": string; "24m": string; "32m": string };
   /** The registry that wants a password (htpasswd basic auth), "127.0.0.1:PORT". */
   authRegistry: string;
   authUser: string;
@@ -54,6 +56,12 @@ export function loadTestbed(): Testbed {
     busybox: get("IMAGE_BUSYBOX"),
     busyboxV2: get("IMAGE_BUSYBOX_V2"),
     missingImage: get("IMAGE_MISSING"),
+    filler: {
+      "8m": get("IMAGE_FILLER_8M"),
+      "16m": get("IMAGE_FILLER_16M"),
+      "24m": get("IMAGE_FILLER_24M"),
+      "32m": get("IMAGE_FILLER_32M"),
+    },
     authRegistry: get("AUTH_REGISTRY"),
     authUser: get("AUTH_USER"),
     authPassword: get("AUTH_PASSWORD"),
