@@ -10,7 +10,7 @@ import {
 } from "../../api/selectors.ts";
 import type { Container, Pod } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
-import { readLog } from "../logs/index.ts";
+import { logExists, readLog } from "../logs/index.ts";
 import { badRequest, json, podNotFound, type StatusError } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
 import { type WatchOptions, watchPods } from "./watch.ts";
@@ -133,7 +133,7 @@ export async function podLog(
   const timestamps = boolParam(q, "timestamps");
   const tailLines = intParam(q, "tailLines");
   const path = deps.logPath(pod, container, previous);
-  if (path === undefined || !(await Bun.file(path).exists())) {
+  if (path === undefined || !(await logExists(path))) {
     throw noLogError(pod, container, previous);
   }
   const abort = new AbortController();
