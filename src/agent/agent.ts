@@ -11,6 +11,7 @@ import { buildInfo } from "../util/version.ts";
 import { setupContainerManager, toResourceList } from "./cm/index.ts";
 import type { AgentConfig } from "./config/index.ts";
 import { createEventRecorder, manifestRef, podRef } from "./events/index.ts";
+import { createAgentGC, type PodGCState } from "./gc/index.ts";
 import { createAgentHub } from "./hubclient/index.ts";
 import { computePodActions, planSteps } from "./kuberuntime/index.ts";
 import { runMemoryTrim } from "./memory.ts";
@@ -126,6 +127,19 @@ export async function runAgent(
     logger: log,
     plegHealthy: () => pleg.healthy(),
   });
+  const gc = createAgentGC({
+    config,
+    cri,
+    clock,
+    logger: log,
+    runtime,
+    recorder,
+    sourcesReady: () => podConfig.seenAllSources(),
+    podState: (uid): PodGCState => {
+      if (loop?.pods().has(uid)) return workers.state(uid) === "terminated" ? "finished" : "active";
+      return workers.couldHaveRunningContainers(uid) ? "active" : "gone";
+    },
+  });
   const nodeStatus = await createAgentNodeStatus({
     config,
     hostIP,
@@ -197,6 +211,7 @@ export async function runAgent(
     statusManager,
     recorder,
     rootDir: config.rootDir,
+    podLogsDir: config.podLogsDir,
     maxPods: config.maxPods,
     runtimeHealthy: () => health.healthy(),
     nextPLEGEvent: (s) => pleg.next(s),
@@ -258,6 +273,7 @@ export async function runAgent(
     fileSource.run(signal),
     loop.run(signal),
     prober.run(signal),
+    gc.run(signal),
     runMemoryTrim(clock, signal),
   ]);
   log.info("stopping: pods keep running");

@@ -6,7 +6,6 @@
 // - Nothing is dispatched while the runtime is unhealthy; the loop backs off and reports why.
 // - Orphans (runtime pods no source wants) are removed only after every source was seen once,
 //   so a restarted agent never stops pods before it has read the manifest folder.
-import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Pod } from "../api/types.ts";
 import type { Clock } from "../util/clock.ts";
@@ -15,6 +14,7 @@ import type { Logger } from "../util/log.ts";
 import type { EventRecorder } from "./events/index.ts";
 import { podRef } from "./events/index.ts";
 import type { RunningPod } from "./kubecontainer/types.ts";
+import { podUidOfLogDir, removeOrphanDirs } from "./orphan-dirs.ts";
 import type { PodLifecycleEvent } from "./pleg/index.ts";
 import type { PodRuntime, PodSync } from "./pod-sync.ts";
 import type { PodWorkers } from "./podworkers/index.ts";
@@ -31,6 +31,8 @@ export interface SyncLoopDeps {
   statusManager: StatusManager;
   recorder: EventRecorder;
   rootDir: string;
+  /** Pod log folders of pods gone are removed from here; absent: none are. */
+  podLogsDir?: string;
   maxPods: number;
   /** Is the container runtime usable now (CRI Status answered and ready, PLEG relisting)? */
   runtimeHealthy(): boolean;
@@ -60,7 +62,7 @@ export interface SyncLoop {
   handleObjectsChanged(keys: ReadonlySet<string>): void;
   /** Dispatches a sync for every pod whose requeue time has come. */
   syncTick(): void;
-  /** Cleans up orphaned runtime pods, pod directories and statuses. */
+  /** Cleans up orphaned runtime pods, pod and pod log folders, and statuses. */
   housekeeping(): Promise<void>;
   /** Marks a pod to sync again after `delayMs`. */
   requeue(uid: string, delayMs: number): void;
@@ -234,24 +236,21 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
         }
       }
       const runningUids = new Set(running.map((p) => p.uid));
-      const podsDir = join(deps.rootDir, "pods");
-      const dirs = await readdir(podsDir).catch(() => [] as string[]);
-      for (const uid of dirs) {
-        if (
-          desired.has(uid) ||
-          runningUids.has(uid) ||
-          deps.workers.couldHaveRunningContainers(uid)
-        )
-          continue;
-        const remove =
-          deps.removePodDir ??
-          ((id: string) => rm(join(podsDir, id), { recursive: true, force: true }));
-        await remove(uid).catch((error) =>
-          log.warn("cannot remove a removed pod's folder; trying again at the next housekeeping", {
-            uid,
-            error,
-          }),
-        );
+      const keep = (uid: string) =>
+        desired.has(uid) || runningUids.has(uid) || deps.workers.couldHaveRunningContainers(uid);
+      const failed = (what: string) => (name: string, error: unknown) =>
+        log.warn(`cannot remove a removed pod's ${what}; trying again at the next housekeeping`, {
+          folder: name,
+          error,
+        });
+      await removeOrphanDirs(join(deps.rootDir, "pods"), (uid) => uid, keep, {
+        onError: failed("folder"),
+        ...(deps.removePodDir !== undefined && { remove: deps.removePodDir }),
+      });
+      if (deps.podLogsDir !== undefined) {
+        await removeOrphanDirs(deps.podLogsDir, podUidOfLogDir, keep, {
+          onError: failed("log folder"),
+        });
       }
       for (const uid of deps.statusManager.uids()) {
         if (!desired.has(uid) && !deps.workers.couldHaveRunningContainers(uid)) {

@@ -140,7 +140,7 @@ describe("runtime manager on containerd", () => {
     expect(again).toEqual({
       errors: [],
       waiting: new Map(),
-      changes: { sandboxes: [], containers: [], removed: [] },
+      changes: { sandboxes: [], containers: [] },
     });
     expect((await statusOf(pod)).containers).toHaveLength(1);
     await killAndRemove(pod);

@@ -23,6 +23,8 @@ export interface AgentOptions {
   args?: string[];
   /** The agent's cgroupRoot (default "/fleetlet-e2e-<nodeName>", removed by cleanup()). */
   cgroupRoot?: string;
+  /** The CRI endpoint (default: the test bed's containerd). */
+  endpoint?: string;
 }
 
 export class TestAgent {
@@ -35,11 +37,18 @@ export class TestAgent {
   /** Unique per agent, so that parallel agents never touch each other's pod cgroups. */
   readonly cgroupRoot: string;
   readonly tb: Testbed;
+  /** The CRI endpoint the agent talks to. */
+  readonly endpoint: string;
+  /** Extra `--flag value` arguments of the next start(); a test may change them between runs. */
+  args: string[];
   proc: ReturnType<typeof Bun.spawn> | undefined;
   output = "";
 
-  constructor(private readonly opts: AgentOptions = {}) {
+  constructor(opts: AgentOptions = {}) {
     this.tb = loadTestbed();
+    this.endpoint = opts.endpoint ?? this.tb.endpoint;
+    // The caller's array itself: a test may push flags to it before start() (the hub's URL).
+    this.args = opts.args ?? [];
     this.dir = mkdtempSync(join(tmpdir(), "fleetlet-agent-e2e-"));
     this.manifests = join(this.dir, "manifests");
     this.rootDir = join(this.dir, "root");
@@ -64,7 +73,7 @@ export class TestAgent {
       "--api-socket",
       this.socket,
       "--container-runtime-endpoint",
-      this.tb.endpoint,
+      this.endpoint,
       "--node-name",
       this.nodeName,
       "--cgroup-root",
@@ -85,7 +94,7 @@ export class TestAgent {
       "1s",
       "--image-pull-back-off-max",
       "4s",
-      ...(this.opts.args ?? []),
+      ...this.args,
     ];
   }
 
@@ -220,7 +229,7 @@ export class TestAgent {
    * unmounting what the agent left mounted in it when it was killed). */
   async cleanup(): Promise<void> {
     await this.stop("SIGKILL").catch(() => {});
-    const cri = createCriClient({ endpoint: this.tb.endpoint });
+    const cri = createCriClient({ endpoint: this.endpoint });
     try {
       const { items } = await cri.listPodSandbox({});
       for (const sb of items) {

@@ -3,31 +3,12 @@
 // Durations are written as Go durations ("20s") and come out in milliseconds.
 
 import { z } from "zod";
-import {
-  isDNS1123Subdomain,
-  isQualifiedName,
-  isValidLabelValue,
-  parseDuration,
-} from "../../api/index.ts";
+import { isDNS1123Subdomain, isQualifiedName, isValidLabelValue } from "../../api/index.ts";
 import { parseCriEndpoint } from "../../cri/endpoint.ts";
+import { gcConfigFields } from "./gc-schema.ts";
 import { resourceConfigFields } from "./resources-schema.ts";
+import { duration, integerFrom } from "./schema-parts.ts";
 import { closestName } from "./suggest.ts";
-
-const DURATION_HINT = 'is not a duration (e.g. "20s", "5m")';
-
-function toMs(value: string): number | undefined {
-  try {
-    return parseDuration(value);
-  } catch {
-    return undefined;
-  }
-}
-
-const duration = z
-  .string({ error: `must be a duration string (e.g. "20s", "5m")` })
-  .refine((v) => toMs(v) !== undefined, { error: DURATION_HINT })
-  .transform((v) => toMs(v) ?? 0)
-  .refine((ms) => ms > 0, { error: "must be greater than 0" });
 
 const path = z.string({ error: "must be a string" }).min(1, { error: "must not be empty" });
 
@@ -77,12 +58,6 @@ const labels = z
     }
   });
 
-const integerFrom = (min: number, error: string) =>
-  z
-    .number({ error: "must be an integer" })
-    .int({ error: "must be an integer" })
-    .min(min, { error });
-
 const count = integerFrom(1, "must be at least 1");
 const countOrZero = integerFrom(0, "must be 0 or more");
 
@@ -119,6 +94,7 @@ export const agentConfigFileSchema = z.strictObject(
     hubReconnectBackOffMax: duration.optional(),
     nodeLabels: labels.optional(),
     ...resourceConfigFields,
+    ...gcConfigFields,
     hub: z
       .strictObject(
         {

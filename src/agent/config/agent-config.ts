@@ -76,6 +76,14 @@ export interface AgentConfig {
   reservedSystemCPUs: string;
   /** The CPU manager's checkpoint (default <rootDir>/cpu_manager_state). */
   cpuManagerStateFile: string;
+  /** Dead containers younger than this are kept (ms; 0 = no minimum). */
+  minimumContainerTTLDuration: number;
+  /** Dead instances kept per container of a pod (-1 = no limit). */
+  maximumDeadContainersPerContainer: number;
+  /** Dead containers kept on the node in all (-1 = no limit). */
+  maximumDeadContainers: number;
+  /** How often dead containers and sandboxes are collected (ms; the kubelet's is 1 min). */
+  containerGCPeriod: number;
   /** The fleet hub to join; absent when the agent runs alone. */
   hub?: { url: string; joinToken?: string; caFile?: string };
 }
@@ -135,6 +143,10 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   podPidsLimit: -1,
   cpuManagerPolicy: "none",
   reservedSystemCPUs: "",
+  minimumContainerTTLDuration: 0,
+  maximumDeadContainersPerContainer: 1,
+  maximumDeadContainers: -1,
+  containerGCPeriod: 60_000,
 });
 
 const pathFields = [

@@ -2,6 +2,7 @@
 // config field (`--file-check-frequency 20s` or `--file-check-frequency=20s`) setting the same
 // field as the file. The hub fields have short flags: --hub, --join-token, --hub-ca-file.
 
+import { gcFlags, gcIntegerFields } from "./gc-schema.ts";
 import { resourceFlags, resourceFlagValue } from "./resources-schema.ts";
 import { closestName } from "./suggest.ts";
 
@@ -40,7 +41,12 @@ const scalarFields = [
   "hubReconnectBackOffMax",
 ] as const;
 
-const integerFields = new Set<string>(["maxPods", "hubOutboxMaxEvents", "maxParallelStarts"]);
+const integerFields = new Set<string>([
+  "maxPods",
+  "hubOutboxMaxEvents",
+  "maxParallelStarts",
+  ...gcIntegerFields,
+]);
 
 function kebab(name: string): string {
   return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -54,6 +60,7 @@ const flagToField = new Map<string, string>([
   ["join-token", "hub.joinToken"],
   ["hub-ca-file", "hub.caFile"],
   ...resourceFlags,
+  ...gcFlags,
 ]);
 
 /** Every flag of `fleetlet agent` with the config field it sets, for --help. */

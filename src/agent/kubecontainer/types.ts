@@ -59,11 +59,10 @@ export interface PodStatus {
   timestamp: number;
 }
 
-/** The sandboxes and containers a sync created, and the containers it removed (by ID). */
+/** The sandboxes and containers a sync created (by ID). */
 export interface SyncChanges {
   sandboxes: string[];
   containers: { id: string; sandboxId: string }[];
-  removed: string[];
 }
 
 /** A pod found in the runtime, possibly one the agent no longer knows (an orphan). */

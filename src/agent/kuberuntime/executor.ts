@@ -28,7 +28,14 @@ import {
 import { CrashLoopBackoff } from "./crashloop.ts";
 import type { EnvObjects } from "./env.ts";
 import { errorMessage } from "./format.ts";
-import { killContainer, killPod, pruneDeadContainers, removePod, runningPodOf } from "./kill.ts";
+import {
+  killContainer,
+  killPod,
+  removeContainer,
+  removePod,
+  removeSandbox,
+  runningPodOf,
+} from "./kill.ts";
 import { computePodActions } from "./plan.ts";
 import { createSandbox, sandboxConfigFor } from "./sandbox.ts";
 import { startContainer } from "./start.ts";
@@ -72,6 +79,14 @@ export interface RuntimeManager {
   ): Promise<void>;
   /** Removes the (stopped) pod's containers, sandboxes and log folder. */
   removePod(running: RunningPod): Promise<void>;
+  /** Removes a dead container and its log files, the current and the rotated ones; resolves to
+   * the bytes of logs removed. A container already gone is not an error. */
+  removeContainer(containerId: string): Promise<number>;
+  /** Stops a container the agent may know nothing of, with the grace period its annotations
+   * recorded (and its preStop hook); `message` is the Killing event's. */
+  stopContainer(containerId: string, name: string, message: string): Promise<void>;
+  /** Stops (if needed) and removes a sandbox; one already gone is not an error. */
+  removeSandbox(sandboxId: string): Promise<void>;
   /** Forgets back-off entries that expired. */
   gc(): void;
   /** Runs a new pod's own preparation (its folder, its cgroup) in the start order of
@@ -223,7 +238,7 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
       podIPs: status?.ips ?? [],
       errors: [],
       waiting: new Map(),
-      changes: { sandboxes: [], containers: [], removed: [] },
+      changes: { sandboxes: [], containers: [] },
       ...(opts.signal ? { signal: opts.signal } : {}),
     };
     let config: PodSandboxConfig | undefined;
@@ -234,9 +249,6 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
       return config;
     };
     try {
-      if (!actions.createSandbox) {
-        run.changes.removed.push(...(await pruneDeadContainers(core, pod, status)));
-      }
       for (const step of planSteps(actions)) {
         if (!(await runStep(step, run, sandboxConfig))) break;
       }
@@ -260,6 +272,10 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
     syncPod,
     killPod: (pod, running, grace) => killPod(core, pod, running, grace),
     removePod: (running) => removePod(core, running),
+    removeContainer: (id) => removeContainer(core, id),
+    stopContainer: (containerId, name, message) =>
+      killContainer(core, undefined, { containerId, name, reason: "Unknown", message }),
+    removeSandbox: (id) => removeSandbox(core, id),
     prepareInTurn: (pod, prepare, signal) => preparations.run(startKey(pod), prepare, signal),
     gc() {
       core.crashLoop.gc(deps.clock.now());

@@ -58,6 +58,7 @@ export {
   criLogMessages,
   listRunningPods,
   readPodStatus,
+  toContainerState,
   toContainerStatus,
   toSandboxStatus,
 } from "./status.ts";

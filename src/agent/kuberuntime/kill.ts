@@ -1,7 +1,7 @@
 // Stopping and removing: killContainer (preStop hook within the grace period, then
 // StopContainer with what is left, at least 2 s), killPod (containers in parallel, then every
-// sandbox), removePod (everything of a pod, and its log folder) and pruneDeadContainers (keeps
-// the newest dead instance of each container, for `logs --previous` and lastState).
+// sandbox), removeContainer (with its log files), removeSandbox and removePod (everything of a
+// pod, and its log folder). Dead containers of live pods are left to the container GC.
 //
 // Grace period, as kubelet: the pod's deletionGracePeriodSeconds, else the probe's
 // terminationGracePeriodSeconds when killed for a failed liveness/startup probe, else
@@ -12,7 +12,8 @@ import { rm } from "node:fs/promises";
 import type { Container, LifecycleHandler, Pod } from "../../api/types.ts";
 import { isNotFound } from "../../cri/index.ts";
 import type { PodStatus, RunningPod } from "../kubecontainer/types.ts";
-import { type Core, podName } from "./core.ts";
+import { removeContainerLogs } from "../logs/index.ts";
+import type { Core } from "./core.ts";
 import { errorMessage, fieldPathOf, findContainerSpec } from "./format.ts";
 import { runHook } from "./hooks.ts";
 import {
@@ -214,8 +215,8 @@ export async function killPod(
   if (failures.length > 0) throw new Error(failures.join("; "));
 }
 
-/** Removes a container and its log file. */
-export async function removeContainer(core: Core, containerId: string): Promise<void> {
+/** Removes a container and its log files (current and rotated); resolves to their bytes. */
+export async function removeContainer(core: Core, containerId: string): Promise<number> {
   let logPath = "";
   try {
     const res = await core.deps.cri.containerStatus({ containerId });
@@ -224,18 +225,21 @@ export async function removeContainer(core: Core, containerId: string): Promise<
     if (!isNotFound(err)) throw err;
   }
   await core.deps.cri.removeContainer({ containerId }, core.lifecycle());
-  if (logPath) await rm(logPath, { force: true });
+  return logPath ? removeContainerLogs(logPath) : 0;
+}
+
+/** Stops (idempotent) and removes a sandbox, which must be stopped before its removal. */
+export async function removeSandbox(core: Core, id: string): Promise<void> {
+  await core.deps.cri.stopPodSandbox({ podSandboxId: id }, core.lifecycle()).catch((err) => {
+    if (!isNotFound(err)) throw err;
+  });
+  await core.deps.cri.removePodSandbox({ podSandboxId: id }, core.lifecycle());
 }
 
 /** Removes every container and sandbox of a stopped pod, and the pod's log folder. */
 export async function removePod(core: Core, running: RunningPod): Promise<void> {
   for (const c of running.containers) await removeContainer(core, c.id);
-  for (const { id } of running.sandboxes) {
-    await core.deps.cri.stopPodSandbox({ podSandboxId: id }, core.lifecycle()).catch((err) => {
-      if (!isNotFound(err)) throw err;
-    });
-    await core.deps.cri.removePodSandbox({ podSandboxId: id }, core.lifecycle());
-  }
+  for (const { id } of running.sandboxes) await removeSandbox(core, id);
   const stub: Pod = {
     apiVersion: "v1",
     kind: "Pod",
@@ -243,35 +247,4 @@ export async function removePod(core: Core, running: RunningPod): Promise<void> 
     spec: { containers: [] },
   };
   await rm(podLogDirectory(core.deps.podLogsDir, stub), { recursive: true, force: true });
-}
-
-/** Removes all but the newest dead (not running) instance of each container of the pod;
- * returns the IDs it removed. */
-export async function pruneDeadContainers(
-  core: Core,
-  pod: Pod,
-  status: PodStatus | undefined,
-): Promise<string[]> {
-  const removed: string[] = [];
-  const seen = new Set<string>();
-  const sorted = [...(status?.containers ?? [])].sort((a, b) => b.createdAt - a.createdAt);
-  for (const c of sorted) {
-    if (c.state === "running") continue;
-    if (!seen.has(c.name)) {
-      seen.add(c.name);
-      continue;
-    }
-    try {
-      await removeContainer(core, c.id);
-      removed.push(c.id);
-    } catch (err) {
-      core.deps.logger.warn("cannot remove dead container", {
-        pod: podName(pod),
-        container: c.name,
-        id: c.id,
-        error: errorMessage(err),
-      });
-    }
-  }
-  return removed;
 }

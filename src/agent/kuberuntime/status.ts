@@ -273,7 +273,7 @@ export async function readPodStatus(
  * The pod's status after a sync that planned from `before` and made `changes`, read with the
  * fewest calls: the sandboxes and containers the sync created, and those of `before` that could
  * have changed (ready sandboxes, containers not exited), are read again; stopped ones are taken
- * from `before` (they cannot start again), removed ones are left out. A sandbox or container
+ * from `before` (they cannot start again). A sandbox or container
  * that something else made or removed meanwhile shows at the next PLEG relist, as any change
  * the agent did not make itself.
  */
@@ -283,11 +283,8 @@ export async function readPodStatusAfter(
   changes: SyncChanges,
   now: number,
 ): Promise<PodStatus> {
-  const removed = new Set(changes.removed);
   const keptSandboxes = before.sandboxes.filter((s) => s.state !== "ready");
-  const keptContainers = before.containers.filter(
-    (c) => c.state === "exited" && !removed.has(c.id),
-  );
+  const keptContainers = before.containers.filter((c) => c.state === "exited");
   const rereadSandboxes = [
     ...changes.sandboxes,
     ...before.sandboxes.filter((s) => s.state === "ready").map((s) => s.id),
@@ -295,7 +292,7 @@ export async function readPodStatusAfter(
   const rereadContainers = [
     ...changes.containers,
     ...before.containers
-      .filter((c) => c.state !== "exited" && !removed.has(c.id))
+      .filter((c) => c.state !== "exited")
       .map((c) => ({ id: c.id, sandboxId: c.sandboxId })),
   ];
   const [sandboxes, containers] = await Promise.all([

@@ -16,7 +16,7 @@ import { nullLogger } from "../../../src/util/log.ts";
 import { makePod } from "../../lib/builders.ts";
 
 const T0 = Date.UTC(2024, 4, 1, 10, 0, 0);
-const noChanges = () => ({ sandboxes: [], containers: [], removed: [] });
+const noChanges = () => ({ sandboxes: [], containers: [] });
 
 function runningStatus(pod: Pod, at: number): PodStatus {
   return {

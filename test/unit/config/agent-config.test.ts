@@ -74,6 +74,10 @@ describe("loadAgentConfig()", () => {
       cpuManagerPolicy: "none",
       reservedSystemCPUs: "",
       cpuManagerStateFile: "/var/lib/fleetlet/cpu_manager_state",
+      minimumContainerTTLDuration: 0,
+      maximumDeadContainersPerContainer: 1,
+      maximumDeadContainers: -1,
+      containerGCPeriod: 60_000,
     });
   });
 
@@ -111,6 +115,20 @@ describe("loadAgentConfig()", () => {
     const both = await loadAgentConfig(["--config", file, "--max-parallel-starts", "3"], {}, deps);
     expect(both.maxParallelStarts).toBe(3);
     expect("maxParallelStarts" in (await loadAgentConfig([], {}, deps))).toBe(false);
+  });
+
+  test("reads the container GC fields from the file and flags", async () => {
+    const file = await writeConfig(
+      ["maximumDeadContainers: 100", "minimumContainerTTLDuration: 1m"].join("\n"),
+    );
+    const config = await loadAgentConfig(
+      ["--config", file, "--maximum-dead-containers-per-container", "-1"],
+      {},
+      deps,
+    );
+    expect(config.maximumDeadContainers).toBe(100);
+    expect(config.maximumDeadContainersPerContainer).toBe(-1);
+    expect(config.minimumContainerTTLDuration).toBe(60_000);
   });
 
   test("merges hub flags into the file's hub settings", async () => {
@@ -190,6 +208,11 @@ describe("loadAgentConfig() errors", () => {
       "a back-off base above its max",
       "crashLoopBackOffBase: 10m",
       "crashLoopBackOffBase (600000ms) must not be greater than crashLoopBackOffMax (300000ms)",
+    ],
+    [
+      "a dead container limit below -1",
+      "maximumDeadContainers: -2",
+      "maximumDeadContainers: -2 must be -1 (no limit) or more",
     ],
   ];
   for (const [what, yaml, expected] of fileCases) {

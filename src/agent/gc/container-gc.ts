@@ -1,0 +1,191 @@
+// The container GC (kubelet's containerGC): every period, lists the node's containers and
+// sandboxes, plans with planContainerGC() and removes what the plan says, a container with its
+// log files. deleteAllUnusedContainers() is the eviction manager's reclaim step: the same pass
+// with no dead instance kept.
+//
+// Invariants:
+// - run() never throws: a pass that cannot list the runtime is logged, reported as a
+//   ContainerGCFailed node event and tried again next period; one failed removal does not stop
+//   the others (it is logged and retried next pass).
+// - A sandbox is removed only after every container the plan removed from it is gone.
+// - Passes never overlap: a reclaim during a periodic pass waits for it.
+import type { CriRuntime } from "../../cri/index.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import {
+  LABEL_CONTAINER_NAME,
+  LABEL_POD_UID,
+  nodeSelector,
+  toContainerState,
+} from "../kuberuntime/index.ts";
+import {
+  type ContainerGCAction,
+  type ContainerGCPolicy,
+  type GCContainer,
+  type GCSandbox,
+  type PodGCState,
+  planContainerGC,
+} from "./container-plan.ts";
+
+export interface ContainerGCDeps {
+  cri: Pick<CriRuntime, "listContainers" | "listPodSandbox">;
+  clock: Clock;
+  logger: Logger;
+  /** Only objects labelled for this node are looked at. */
+  nodeName: string;
+  policy: ContainerGCPolicy;
+  /** Time between passes (kubelet: 1 min). */
+  periodMs: number;
+  /** A container in state "created" younger than this is being started, not dead (the agent's
+   * StartContainer deadline). */
+  createdGraceMs: number;
+  /** Whether every pod source was seen once (PodConfig.seenAllSources). */
+  sourcesReady(): boolean;
+  podState(uid: string): PodGCState;
+  /** Removes a dead container and its log files; resolves to the bytes of logs removed. */
+  removeContainer(id: string): Promise<number>;
+  /** Stops a container in unknown state (it could be running) before it is removed. */
+  stopContainer(id: string, name: string): Promise<void>;
+  /** Stops (idempotent) and removes a sandbox. */
+  removeSandbox(id: string): Promise<void>;
+  /** A Warning event about the node (reason ContainerGCFailed). */
+  nodeEvent(reason: string, message: string): void;
+}
+
+/** What a pass removed. */
+export interface ContainersFreed {
+  containers: number;
+  sandboxes: number;
+  /** Bytes of container log files removed with the containers. */
+  logBytes: number;
+}
+
+export interface ContainerGC {
+  /** One periodic pass with the configured policy. Throws when the runtime cannot be listed. */
+  garbageCollect(): Promise<ContainersFreed>;
+  /** Removes every dead container it may (no minimum age, no dead instance kept; the newest
+   * instance of a finished pod's containers stays) and the sandboxes left empty. */
+  deleteAllUnusedContainers(): Promise<ContainersFreed>;
+  run(signal: AbortSignal): Promise<void>;
+}
+
+const nsToMs = (ns: number) => Math.floor(ns / 1e6);
+
+async function observe(
+  deps: ContainerGCDeps,
+): Promise<{ containers: GCContainer[]; sandboxes: GCSandbox[] }> {
+  const filter = { labelSelector: nodeSelector(deps.nodeName) };
+  const [cs, sbs] = await Promise.all([
+    deps.cri.listContainers({ filter }),
+    deps.cri.listPodSandbox({ filter }),
+  ]);
+  const containers = cs.containers.map((c) => ({
+    id: c.id,
+    podUid: c.labels[LABEL_POD_UID] ?? "",
+    name: c.labels[LABEL_CONTAINER_NAME] ?? c.metadata?.name ?? "",
+    sandboxId: c.podSandboxId,
+    state: toContainerState(c.state),
+    createdAt: nsToMs(c.createdAt),
+  }));
+  const sandboxes = sbs.items.map((s) => ({
+    id: s.id,
+    podUid: s.labels[LABEL_POD_UID] ?? s.metadata?.uid ?? "",
+    ready: s.state === "SANDBOX_READY",
+    createdAt: nsToMs(s.createdAt),
+  }));
+  return { containers, sandboxes };
+}
+
+type Executor = {
+  [K in ContainerGCAction["kind"]]: (
+    action: Extract<ContainerGCAction, { kind: K }>,
+    freed: ContainersFreed,
+    failed: Set<string>,
+  ) => Promise<void>;
+};
+
+function executor(deps: ContainerGCDeps): Executor {
+  const warn = (what: string, id: string, uid: string, err: unknown) =>
+    deps.logger.warn(`container GC: cannot remove ${what}`, {
+      id,
+      pod: uid,
+      error: err instanceof Error ? err.message : String(err),
+    });
+  return {
+    async removeContainer(a, freed, failed) {
+      try {
+        if (a.stopFirst) await deps.stopContainer(a.id, a.name);
+        freed.logBytes += await deps.removeContainer(a.id);
+        freed.containers++;
+      } catch (err) {
+        failed.add(a.id);
+        warn("container", a.id, a.podUid, err);
+      }
+    },
+    async removeSandbox(a, freed, failed) {
+      if (a.after.some((id) => failed.has(id))) return;
+      try {
+        await deps.removeSandbox(a.id);
+        freed.sandboxes++;
+      } catch (err) {
+        warn("sandbox", a.id, a.podUid, err);
+      }
+    },
+  };
+}
+
+export function createContainerGC(deps: ContainerGCDeps): ContainerGC {
+  const table = executor(deps);
+  let running: Promise<unknown> = Promise.resolve();
+
+  async function pass(policy: ContainerGCPolicy): Promise<ContainersFreed> {
+    const seen = await observe(deps);
+    const actions = planContainerGC({
+      ...seen,
+      now: deps.clock.now(),
+      policy,
+      sourcesReady: deps.sourcesReady(),
+      createdGraceMs: deps.createdGraceMs,
+      podState: deps.podState,
+    });
+    const freed: ContainersFreed = { containers: 0, sandboxes: 0, logBytes: 0 };
+    const failed = new Set<string>();
+    for (const a of actions) {
+      await (table[a.kind] as Executor[ContainerGCAction["kind"]])(a as never, freed, failed);
+    }
+    if (freed.containers + freed.sandboxes > 0) {
+      deps.logger.info("container GC", { ...freed });
+    }
+    return freed;
+  }
+
+  /** Runs passes one at a time. */
+  const serialized = (policy: ContainerGCPolicy): Promise<ContainersFreed> => {
+    const next = running.then(
+      () => pass(policy),
+      () => pass(policy),
+    );
+    running = next.catch(() => undefined);
+    return next;
+  };
+
+  const gc: ContainerGC = {
+    garbageCollect: () => serialized(deps.policy),
+    deleteAllUnusedContainers: () =>
+      serialized({ minAgeMs: 0, maxPerPodContainer: 0, maxContainers: 0 }),
+    async run(signal) {
+      while (!signal.aborted) {
+        await deps.clock.sleep(deps.periodMs, signal).catch(() => {});
+        if (signal.aborted) break;
+        try {
+          await gc.garbageCollect();
+        } catch (err) {
+          const message = err instanceof Error ? err.message : String(err);
+          deps.logger.error("container garbage collection failed", { error: message });
+          deps.nodeEvent("ContainerGCFailed", message);
+        }
+      }
+    },
+  };
+  return gc;
+}

@@ -1,0 +1,19 @@
+// Garbage collection of dead containers and sandboxes (container GC). The eviction manager
+// reclaims disk through ContainerGC.deleteAllUnusedContainers().
+
+export {
+  type ContainerGC,
+  type ContainerGCDeps,
+  type ContainersFreed,
+  createContainerGC,
+} from "./container-gc.ts";
+export {
+  type ContainerGCAction,
+  type ContainerGCInput,
+  type ContainerGCPolicy,
+  type GCContainer,
+  type GCSandbox,
+  type PodGCState,
+  planContainerGC,
+} from "./container-plan.ts";
+export { type AgentGC, type AgentGCInput, createAgentGC } from "./setup.ts";

@@ -1,0 +1,64 @@
+// The agent's garbage collectors, configured from the agent config, each with its own loop. Node
+// events go to the agent's recorder.
+import type { CriRuntime } from "../../cri/index.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import type { AgentConfig } from "../config/index.ts";
+import type { EventRecorder } from "../events/index.ts";
+import type { RuntimeManager } from "../kuberuntime/index.ts";
+import { type ContainerGC, createContainerGC } from "./container-gc.ts";
+import type { PodGCState } from "./container-plan.ts";
+
+export interface AgentGCInput {
+  config: AgentConfig;
+  cri: CriRuntime;
+  clock: Clock;
+  logger: Logger;
+  runtime: Pick<RuntimeManager, "removeContainer" | "stopContainer" | "removeSandbox">;
+  recorder: Pick<EventRecorder, "event">;
+  /** Whether every pod source was seen once. */
+  sourcesReady(): boolean;
+  podState(uid: string): PodGCState;
+}
+
+export interface AgentGC {
+  containers: ContainerGC;
+  run(signal: AbortSignal): Promise<void>;
+}
+
+export function createAgentGC(input: AgentGCInput): AgentGC {
+  const { config, cri, clock } = input;
+  const nodeEvent = (reason: string, message: string) =>
+    input.recorder.event(
+      { kind: "Node", namespace: "", name: config.nodeName, uid: config.nodeName },
+      "Warning",
+      reason,
+      message,
+    );
+  const containers = createContainerGC({
+    cri,
+    clock,
+    logger: input.logger.with({ component: "container-gc" }),
+    nodeName: config.nodeName,
+    policy: {
+      minAgeMs: config.minimumContainerTTLDuration,
+      maxPerPodContainer: config.maximumDeadContainersPerContainer,
+      maxContainers: config.maximumDeadContainers,
+    },
+    periodMs: config.containerGCPeriod,
+    createdGraceMs: config.runtimeRequestTimeout,
+    sourcesReady: input.sourcesReady,
+    podState: input.podState,
+    removeContainer: (id) => input.runtime.removeContainer(id),
+    stopContainer: (id, name) =>
+      input.runtime.stopContainer(id, name, "Container is in unknown state, try killing it"),
+    removeSandbox: (id) => input.runtime.removeSandbox(id),
+    nodeEvent,
+  });
+  return {
+    containers,
+    async run(signal) {
+      await containers.run(signal);
+    },
+  };
+}
