@@ -249,6 +249,12 @@ describe("fleetlet agent with a bad config (needs root and the test bed)", () =>
     ["an unknown flag", "", ["--max-pod", "3"], /--max-pod/],
     ["a flag with a bad value", "", ["--max-pods", "-1"], /--max-pods/],
     ["a flag with a bad duration", "", ["--pleg-relist-period", "fast"], /--pleg-relist-period/],
+    [
+      "a log file count below 2",
+      "",
+      ["--container-log-max-files", "1"],
+      /--container-log-max-files: 1 must be at least 2/,
+    ],
   ];
   for (const [what, yaml, flags, field] of cases) {
     test(`${what} exits 2 with one line naming it, before anything starts`, () => {

@@ -84,6 +84,12 @@ export interface AgentConfig {
   maximumDeadContainers: number;
   /** How often dead containers and sandboxes are collected (ms; the kubelet's is 1 min). */
   containerGCPeriod: number;
+  /** A running container's log is rotated when it reaches this size (bytes). */
+  containerLogMaxSize: number;
+  /** Log files kept per container, the current one included (at least 2). */
+  containerLogMaxFiles: number;
+  /** How often container log sizes are checked (ms). */
+  containerLogMonitorInterval: number;
   /** The fleet hub to join; absent when the agent runs alone. */
   hub?: { url: string; joinToken?: string; caFile?: string };
 }
@@ -147,6 +153,9 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   maximumDeadContainersPerContainer: 1,
   maximumDeadContainers: -1,
   containerGCPeriod: 60_000,
+  containerLogMaxSize: 10 * 1024 * 1024,
+  containerLogMaxFiles: 5,
+  containerLogMonitorInterval: 10_000,
 });
 
 const pathFields = [

@@ -1,5 +1,5 @@
-// Garbage collection of dead containers and sandboxes (container GC). The eviction manager
-// reclaims disk through ContainerGC.deleteAllUnusedContainers().
+// Garbage collection of dead containers and sandboxes (container GC) and container log rotation.
+// The eviction manager reclaims disk through ContainerGC.deleteAllUnusedContainers().
 
 export {
   type ContainerGC,
@@ -16,4 +16,12 @@ export {
   type PodGCState,
   planContainerGC,
 } from "./container-plan.ts";
+export {
+  createLogRotation,
+  type LogRotation,
+  type LogRotationDeps,
+  type LogRotationPolicy,
+  planRotation,
+  type RotationPlan,
+} from "./log-rotation.ts";
 export { type AgentGC, type AgentGCInput, createAgentGC } from "./setup.ts";

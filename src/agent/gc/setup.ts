@@ -1,5 +1,5 @@
-// The agent's garbage collectors, configured from the agent config, each with its own loop. Node
-// events go to the agent's recorder.
+// The agent's garbage collectors, configured from the agent config: container GC and log
+// rotation, each with its own loop. Node events go to the agent's recorder.
 import type { CriRuntime } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
@@ -8,6 +8,7 @@ import type { EventRecorder } from "../events/index.ts";
 import type { RuntimeManager } from "../kuberuntime/index.ts";
 import { type ContainerGC, createContainerGC } from "./container-gc.ts";
 import type { PodGCState } from "./container-plan.ts";
+import { createLogRotation, type LogRotation } from "./log-rotation.ts";
 
 export interface AgentGCInput {
   config: AgentConfig;
@@ -23,6 +24,7 @@ export interface AgentGCInput {
 
 export interface AgentGC {
   containers: ContainerGC;
+  logs: LogRotation;
   run(signal: AbortSignal): Promise<void>;
 }
 
@@ -55,10 +57,19 @@ export function createAgentGC(input: AgentGCInput): AgentGC {
     removeSandbox: (id) => input.runtime.removeSandbox(id),
     nodeEvent,
   });
+  const logs = createLogRotation({
+    cri,
+    clock,
+    logger: input.logger.with({ component: "log-rotation" }),
+    nodeName: config.nodeName,
+    policy: { maxSizeBytes: config.containerLogMaxSize, maxFiles: config.containerLogMaxFiles },
+    monitorIntervalMs: config.containerLogMonitorInterval,
+  });
   return {
     containers,
+    logs,
     async run(signal) {
-      await containers.run(signal);
+      await Promise.all([containers.run(signal), logs.run(signal)]);
     },
   };
 }

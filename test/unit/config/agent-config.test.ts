@@ -78,6 +78,9 @@ describe("loadAgentConfig()", () => {
       maximumDeadContainersPerContainer: 1,
       maximumDeadContainers: -1,
       containerGCPeriod: 60_000,
+      containerLogMaxSize: 10 * 1024 * 1024,
+      containerLogMaxFiles: 5,
+      containerLogMonitorInterval: 10_000,
     });
   });
 
@@ -117,9 +120,14 @@ describe("loadAgentConfig()", () => {
     expect("maxParallelStarts" in (await loadAgentConfig([], {}, deps))).toBe(false);
   });
 
-  test("reads the container GC fields from the file and flags", async () => {
+  test("reads the container GC and log rotation fields from the file and flags", async () => {
     const file = await writeConfig(
-      ["maximumDeadContainers: 100", "minimumContainerTTLDuration: 1m"].join("\n"),
+      [
+        "maximumDeadContainers: 100",
+        "minimumContainerTTLDuration: 1m",
+        "containerLogMaxSize: 1Mi",
+        "containerLogMonitorInterval: 500ms",
+      ].join("\n"),
     );
     const config = await loadAgentConfig(
       ["--config", file, "--maximum-dead-containers-per-container", "-1"],
@@ -129,6 +137,8 @@ describe("loadAgentConfig()", () => {
     expect(config.maximumDeadContainers).toBe(100);
     expect(config.maximumDeadContainersPerContainer).toBe(-1);
     expect(config.minimumContainerTTLDuration).toBe(60_000);
+    expect(config.containerLogMaxSize).toBe(1024 * 1024);
+    expect(config.containerLogMonitorInterval).toBe(500);
   });
 
   test("merges hub flags into the file's hub settings", async () => {
@@ -213,6 +223,22 @@ describe("loadAgentConfig() errors", () => {
       "a dead container limit below -1",
       "maximumDeadContainers: -2",
       "maximumDeadContainers: -2 must be -1 (no limit) or more",
+    ],
+    ["a single log file", "containerLogMaxFiles: 1", "containerLogMaxFiles: 1 must be at least 2"],
+    [
+      "a log size that is not a quantity",
+      "containerLogMaxSize: big",
+      'containerLogMaxSize: "big" is not a quantity greater than 0',
+    ],
+    [
+      "a zero log size",
+      "containerLogMaxSize: 0",
+      "containerLogMaxSize: 0 is not a quantity greater than 0",
+    ],
+    [
+      "a zero log monitor interval",
+      "containerLogMonitorInterval: 0s",
+      'containerLogMonitorInterval: "0s" must be greater than 0',
     ],
   ];
   for (const [what, yaml, expected] of fileCases) {
