@@ -149,6 +149,7 @@ export async function runAgent(
     clock,
     logger: log.with({ component: "nodestatus" }),
     allocatable: () => toResourceList(cm.allocatable()),
+    images: () => gc.images.imageList(),
   });
   const podConfig = createPodConfig({
     sources: ["file"],

@@ -37,12 +37,21 @@ export interface NodeSystemInfo {
   architecture: string;
 }
 
+/** An image present on the node. */
+export interface ContainerImage {
+  /** Up to 5 names: repo digests, then tags. */
+  names: string[];
+  sizeBytes: number;
+}
+
 export interface NodeStatus {
   capacity?: ResourceList;
   allocatable?: ResourceList;
   conditions?: NodeCondition[];
   addresses?: NodeAddress[];
   nodeInfo?: NodeSystemInfo;
+  /** The largest images on the node (nodeStatusMaxImages, 50 by default). */
+  images?: ContainerImage[];
 }
 
 export interface NodeSpec {

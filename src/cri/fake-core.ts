@@ -31,6 +31,8 @@ export abstract class FakeRuntimeBase {
   readonly images: FakeImages;
   /** Answers ExecSync; default: exit code 0, no output. */
   execHandler: (container: FakeContainer, cmd: string[]) => ExecResult = () => ({ exitCode: 0 });
+  /** The `info` of a verbose Status (containerd puts its config JSON under "config"). */
+  statusInfo: Record<string, string> = {};
   /** Conditions reported by Status. */
   conditions: t.RuntimeCondition[] = [
     { type: "RuntimeReady", status: true, reason: "", message: "" },

@@ -54,7 +54,7 @@ export class FakeRuntime extends FakeRuntimeBase implements CriRuntime {
     await this.enter("status", req, o);
     return {
       status: { conditions: structuredClone(this.conditions) },
-      info: {},
+      info: req.verbose ? { ...this.statusInfo } : {},
       runtimeHandlers: [],
       features: null,
     };

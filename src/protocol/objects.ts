@@ -43,6 +43,7 @@ export const nodeStatusSchema = z.object({
     .array(z.object({ type: z.enum(["InternalIP", "ExternalIP", "Hostname"]), address: str }))
     .optional(),
   nodeInfo: nodeSystemInfo.optional(),
+  images: z.array(z.object({ names: z.array(str), sizeBytes: z.number() })).optional(),
 });
 
 export const nodeSchema = z.object({

@@ -250,6 +250,18 @@ describe("fleetlet agent with a bad config (needs root and the test bed)", () =>
     ["a flag with a bad value", "", ["--max-pods", "-1"], /--max-pods/],
     ["a flag with a bad duration", "", ["--pleg-relist-period", "fast"], /--pleg-relist-period/],
     [
+      "an image GC threshold out of range",
+      "imageGCHighThresholdPercent: 101\n",
+      [],
+      /imageGCHighThresholdPercent: 101 must be between 0 and 100/,
+    ],
+    [
+      "a low image GC threshold above the high one",
+      "imageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 90\n",
+      [],
+      /imageGCLowThresholdPercent \(90\) must be less than imageGCHighThresholdPercent \(70\)/,
+    ],
+    [
       "a log file count below 2",
       "",
       ["--container-log-max-files", "1"],

@@ -88,6 +88,16 @@ describe("fleetlet agent reporting to fleetlet hub (needs root and the test bed)
     const local = agent.cli(["get", "node", "-o", "json"]);
     expect(local.code).toBe(0);
     expect((JSON.parse(local.stdout) as Node).metadata.name).toBe(agent.nodeName);
+    // The images the device holds, as Node.status.images, reach the hub.
+    const image = await eventually(
+      "the pod's image in the hub's node",
+      async () => {
+        const [n] = await hubNodes();
+        return n?.status.images?.find((i) => i.names.includes(agent.tb.busybox));
+      },
+      30_000,
+    );
+    expect(image.sizeBytes).toBeGreaterThan(0);
   }, 60_000);
 
   test("hub killed: pods keep running unchanged; hub restarted: the hub converges", async () => {

@@ -84,6 +84,18 @@ export interface AgentConfig {
   maximumDeadContainers: number;
   /** How often dead containers and sandboxes are collected (ms; the kubelet's is 1 min). */
   containerGCPeriod: number;
+  /** How often unused images are collected (ms; the kubelet's is 5 min). */
+  imageGCPeriod: number;
+  /** Image filesystem usage (%) at or above which unused images are removed; 100 = never. */
+  imageGCHighThresholdPercent: number;
+  /** Usage (%) that image GC brings the image filesystem down to. */
+  imageGCLowThresholdPercent: number;
+  /** An image first seen more recently than this is not removed (ms). */
+  imageMinimumGCAge: number;
+  /** An unused image not used for this long is removed whatever the disk (ms; 0 = off). */
+  imageMaximumGCAge: number;
+  /** Images listed in Node.status.images, largest first (-1 = all). */
+  nodeStatusMaxImages: number;
   /** A running container's log is rotated when it reaches this size (bytes). */
   containerLogMaxSize: number;
   /** Log files kept per container, the current one included (at least 2). */
@@ -153,6 +165,12 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   maximumDeadContainersPerContainer: 1,
   maximumDeadContainers: -1,
   containerGCPeriod: 60_000,
+  imageGCPeriod: 300_000,
+  imageGCHighThresholdPercent: 85,
+  imageGCLowThresholdPercent: 80,
+  imageMinimumGCAge: 120_000,
+  imageMaximumGCAge: 0,
+  nodeStatusMaxImages: 50,
   containerLogMaxSize: 10 * 1024 * 1024,
   containerLogMaxFiles: 5,
   containerLogMonitorInterval: 10_000,
@@ -293,6 +311,19 @@ function checkRelations(config: AgentConfig, where: string): void {
         `${where}: ${kind}Base (${base}ms) must not be greater than ${kind}Max (${max}ms)`,
       );
     }
+  }
+  const low = config.imageGCLowThresholdPercent;
+  const high = config.imageGCHighThresholdPercent;
+  if (low >= high) {
+    throw new ConfigError(
+      `${where}: imageGCLowThresholdPercent (${low}) must be less than imageGCHighThresholdPercent (${high})`,
+    );
+  }
+  const { imageMaximumGCAge: maxAge, imageMinimumGCAge: minAge } = config;
+  if (maxAge !== 0 && maxAge <= minAge) {
+    throw new ConfigError(
+      `${where}: imageMaximumGCAge (${maxAge}ms) must be greater than imageMinimumGCAge (${minAge}ms), or 0`,
+    );
   }
   if (config.cgroupDriver === "systemd") {
     throw new ConfigError(

@@ -1,10 +1,14 @@
-// The agent config fields of garbage collection (dead containers and sandboxes) and of container
-// log rotation. Names, meanings and defaults are KubeletConfiguration's (and the kubelet's
-// flags') where the kubelet has the setting; the periods are constants in the kubelet and
-// settings here, so that tests can run the loops fast.
+// The agent config fields of garbage collection (dead containers, sandboxes, images) and of
+// container log rotation. Names, meanings and defaults are KubeletConfiguration's (and the
+// kubelet's flags') where the kubelet has the setting; the periods are constants in the kubelet
+// and settings here, so that tests can run the loops fast.
 import { z } from "zod";
 import { memoryToBytes, tryParseQuantity } from "../../api/index.ts";
 import { duration, durationOrZero, integerFrom } from "./schema-parts.ts";
+
+const percent = integerFrom(0, "must be between 0 and 100").max(100, {
+  error: "must be between 0 and 100",
+});
 
 const noLimitOrCount = integerFrom(-1, "must be -1 (no limit) or more");
 
@@ -22,6 +26,12 @@ export const gcConfigFields = {
   maximumDeadContainersPerContainer: noLimitOrCount.optional(),
   maximumDeadContainers: noLimitOrCount.optional(),
   containerGCPeriod: duration.optional(),
+  imageGCPeriod: duration.optional(),
+  imageGCHighThresholdPercent: percent.optional(),
+  imageGCLowThresholdPercent: percent.optional(),
+  imageMinimumGCAge: durationOrZero.optional(),
+  imageMaximumGCAge: durationOrZero.optional(),
+  nodeStatusMaxImages: noLimitOrCount.optional(),
   containerLogMaxSize: size.optional(),
   containerLogMaxFiles: integerFrom(2, "must be at least 2").optional(),
   containerLogMonitorInterval: duration.optional(),
@@ -33,6 +43,12 @@ export const gcFlags: [string, string][] = [
   ["maximum-dead-containers-per-container", "maximumDeadContainersPerContainer"],
   ["maximum-dead-containers", "maximumDeadContainers"],
   ["container-gc-period", "containerGCPeriod"],
+  ["image-gc-period", "imageGCPeriod"],
+  ["image-gc-high-threshold", "imageGCHighThresholdPercent"],
+  ["image-gc-low-threshold", "imageGCLowThresholdPercent"],
+  ["minimum-image-ttl-duration", "imageMinimumGCAge"],
+  ["image-maximum-gc-age", "imageMaximumGCAge"],
+  ["node-status-max-images", "nodeStatusMaxImages"],
   ["container-log-max-size", "containerLogMaxSize"],
   ["container-log-max-files", "containerLogMaxFiles"],
   ["container-log-monitor-interval", "containerLogMonitorInterval"],
@@ -42,5 +58,8 @@ export const gcFlags: [string, string][] = [
 export const gcIntegerFields: readonly string[] = [
   "maximumDeadContainersPerContainer",
   "maximumDeadContainers",
+  "imageGCHighThresholdPercent",
+  "imageGCLowThresholdPercent",
+  "nodeStatusMaxImages",
   "containerLogMaxFiles",
 ];

@@ -1,5 +1,6 @@
 // Garbage collection of dead containers and sandboxes (container GC) and container log rotation.
-// The eviction manager reclaims disk through ContainerGC.deleteAllUnusedContainers().
+// Image GC lives beside the image manager (src/agent/images/gc.ts). The eviction manager reclaims
+// disk through ContainerGC.deleteAllUnusedContainers() and ImageGC.deleteUnusedImages().
 
 export {
   type ContainerGC,
@@ -24,4 +25,4 @@ export {
   planRotation,
   type RotationPlan,
 } from "./log-rotation.ts";
-export { type AgentGC, type AgentGCInput, createAgentGC } from "./setup.ts";
+export { type AgentGC, type AgentGCInput, createAgentGC, type DiskReclaim } from "./setup.ts";

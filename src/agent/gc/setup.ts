@@ -1,12 +1,14 @@
-// The agent's garbage collectors, configured from the agent config: container GC and log
-// rotation, each with its own loop. Node events go to the agent's recorder.
+// The agent's garbage collectors, configured from the agent config: container GC, image GC and
+// log rotation, each with its own loop. Node events go to the agent's recorder.
+import { join } from "node:path";
 import type { CriRuntime } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { AgentConfig } from "../config/index.ts";
 import type { EventRecorder } from "../events/index.ts";
+import { createImageGC, type ImageGC, type ImagesFreed } from "../images/index.ts";
 import type { RuntimeManager } from "../kuberuntime/index.ts";
-import { type ContainerGC, createContainerGC } from "./container-gc.ts";
+import { type ContainerGC, type ContainersFreed, createContainerGC } from "./container-gc.ts";
 import type { PodGCState } from "./container-plan.ts";
 import { createLogRotation, type LogRotation } from "./log-rotation.ts";
 
@@ -22,9 +24,20 @@ export interface AgentGCInput {
   podState(uid: string): PodGCState;
 }
 
+/** The disk reclaim steps the eviction manager takes before it evicts pods, in the kubelet's
+ * order; each resolves to what it freed. */
+export interface DiskReclaim {
+  /** Every dead container and the sandboxes left empty (ContainerGC.deleteAllUnusedContainers). */
+  deleteAllUnusedContainers(): Promise<ContainersFreed>;
+  /** Every unused image past the minimum age (ImageGC.deleteUnusedImages). */
+  deleteUnusedImages(): Promise<ImagesFreed>;
+}
+
 export interface AgentGC {
   containers: ContainerGC;
+  images: ImageGC;
   logs: LogRotation;
+  reclaim: DiskReclaim;
   run(signal: AbortSignal): Promise<void>;
 }
 
@@ -57,6 +70,21 @@ export function createAgentGC(input: AgentGCInput): AgentGC {
     removeSandbox: (id) => input.runtime.removeSandbox(id),
     nodeEvent,
   });
+  const images = createImageGC({
+    cri,
+    clock,
+    logger: input.logger.with({ component: "image-gc" }),
+    policy: {
+      highThresholdPercent: config.imageGCHighThresholdPercent,
+      lowThresholdPercent: config.imageGCLowThresholdPercent,
+      minAgeMs: config.imageMinimumGCAge,
+      maxAgeMs: config.imageMaximumGCAge,
+    },
+    periodMs: config.imageGCPeriod,
+    maxImagesInStatus: config.nodeStatusMaxImages,
+    recordsPath: join(config.rootDir, "state", "image-gc.json"),
+    nodeEvent,
+  });
   const logs = createLogRotation({
     cri,
     clock,
@@ -67,9 +95,14 @@ export function createAgentGC(input: AgentGCInput): AgentGC {
   });
   return {
     containers,
+    images,
     logs,
+    reclaim: {
+      deleteAllUnusedContainers: () => containers.deleteAllUnusedContainers(),
+      deleteUnusedImages: () => images.deleteUnusedImages(),
+    },
     async run(signal) {
-      await Promise.all([containers.run(signal), logs.run(signal)]);
+      await Promise.all([containers.run(signal), images.run(signal), logs.run(signal)]);
     },
   };
 }

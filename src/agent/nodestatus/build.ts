@@ -1,7 +1,7 @@
 // buildNode: the node object from its static facts and the agent's current state, as a pure
 // function of (facts, state, now, previous). Conditions follow kubelet's rules: every update sets
 // lastHeartbeatTime to now; lastTransitionTime changes only when a condition's status changes.
-import type { Node, NodeCondition, NodeConditionType } from "../../api/node.ts";
+import type { ContainerImage, Node, NodeCondition, NodeConditionType } from "../../api/node.ts";
 import type { ConditionStatus, ResourceList } from "../../api/types.ts";
 import { formatTime } from "../events/index.ts";
 import type { NodeFacts } from "./facts.ts";
@@ -20,6 +20,8 @@ export interface NodeState {
   allocatable?: ResourceList;
   /** Pressure from the eviction manager; false when absent. */
   pressure?: { memory?: boolean; disk?: boolean; pid?: boolean };
+  /** The images on the node (the image GC's list); absent until listed. */
+  images?: ContainerImage[];
 }
 
 export const CPU_MODEL_ANNOTATION = "fleetlet.io/cpu-model";
@@ -161,6 +163,7 @@ export function buildNode(
         operatingSystem: facts.operatingSystem,
         architecture: facts.architecture,
       },
+      ...(state.images !== undefined && { images: state.images }),
     },
   };
 }

@@ -24,6 +24,8 @@ export interface NodeStatusDeps {
   allocatable?: () => ResourceList;
   /** Memory/disk/PID pressure from the eviction manager; none when absent. */
   pressure?: () => NodeState["pressure"];
+  /** The images on the node (the image GC's list); none reported when absent. */
+  images?: () => NodeState["images"];
   updateFrequencyMs?: number;
   reportFrequencyMs?: number;
   /** How often runtime health is looked at between updates (no I/O); 500 ms by default. */
@@ -60,6 +62,7 @@ export function createNodeStatusManager(deps: NodeStatusDeps): NodeStatusManager
       ephemeralStorageBytes: undefined,
       ...(deps.allocatable && { allocatable: deps.allocatable() }),
       ...(deps.pressure && { pressure: deps.pressure() }),
+      ...(deps.images && { images: deps.images() }),
     };
   }
 

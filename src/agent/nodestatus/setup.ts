@@ -1,4 +1,5 @@
 // Creates the agent's node status manager from its config and the managers it reads.
+import type { ContainerImage } from "../../api/node.ts";
 import type { ResourceList } from "../../api/types.ts";
 import type { CriRuntime } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
@@ -17,6 +18,8 @@ export interface AgentNodeStatusInput {
   logger: Logger;
   /** Allocatable from the container manager (reservations and eviction thresholds). */
   allocatable?: () => ResourceList;
+  /** The images on the node, for Node.status.images. */
+  images?: () => ContainerImage[] | undefined;
 }
 
 /** Gathers the static facts once and returns the manager (not yet running). */
@@ -43,6 +46,7 @@ export async function createAgentNodeStatus(
     },
     ephemeralStorage: () => filesystemBytes(config.rootDir),
     ...(input.allocatable !== undefined && { allocatable: input.allocatable }),
+    ...(input.images !== undefined && { images: input.images }),
     updateFrequencyMs: config.nodeStatusUpdateFrequency,
   });
 }

@@ -266,6 +266,25 @@ function round(n) {
   return Math.round(n * 100) / 100;
 }
 
+/**
+ * The images a device reported (Node.status.images, largest first): its first tag (else its
+ * first name) and its size.
+ * @param {KObject} node
+ * @returns {{ name: string, size: string }[]}
+ */
+export function imageRows(node) {
+  const images = /** @type {{ names?: string[], sizeBytes?: number }[]} */ (
+    node.status?.images ?? []
+  );
+  return images.map((i) => {
+    const names = i.names ?? [];
+    return {
+      name: names.find((n) => !n.includes("@")) ?? names[0] ?? "",
+      size: bytes(i.sizeBytes ?? 0),
+    };
+  });
+}
+
 /** @param {number} n */
 export function bytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];

@@ -5,6 +5,7 @@ import {
   ANNOTATION,
   connState,
   formatQuantity,
+  imageRows,
   newestFirst,
   nodeState,
   podState,
@@ -87,6 +88,19 @@ function system(n) {
       ["Boot ID", i.bootID && code(i.bootID)],
     ]),
     chips(n.metadata.labels),
+  );
+}
+
+/** @param {KObject} n */
+function images(n) {
+  const rows = imageRows(n);
+  return panel(
+    `Images (${rows.length})`,
+    table(
+      ["Image", "Size"],
+      rows.map((r) => [code(r.name), h("span", { cls: "num" }, r.size)]),
+      "The device has not reported its images yet.",
+    ),
   );
 }
 
@@ -214,6 +228,7 @@ export function mountNode(root, state, name) {
       podTable(name, state.podsOf(name), now),
       conditions(n, now),
       h("div", { cls: "grid-2" }, capacity(n), system(n)),
+      images(n),
       panel("Events", eventTable(state.eventsOf(name), now, true)),
     );
   };

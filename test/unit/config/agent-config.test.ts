@@ -78,6 +78,12 @@ describe("loadAgentConfig()", () => {
       maximumDeadContainersPerContainer: 1,
       maximumDeadContainers: -1,
       containerGCPeriod: 60_000,
+      imageGCPeriod: 300_000,
+      imageGCHighThresholdPercent: 85,
+      imageGCLowThresholdPercent: 80,
+      imageMinimumGCAge: 120_000,
+      imageMaximumGCAge: 0,
+      nodeStatusMaxImages: 50,
       containerLogMaxSize: 10 * 1024 * 1024,
       containerLogMaxFiles: 5,
       containerLogMonitorInterval: 10_000,
@@ -120,11 +126,14 @@ describe("loadAgentConfig()", () => {
     expect("maxParallelStarts" in (await loadAgentConfig([], {}, deps))).toBe(false);
   });
 
-  test("reads the container GC and log rotation fields from the file and flags", async () => {
+  test("reads the garbage collection and log rotation fields from the file and flags", async () => {
     const file = await writeConfig(
       [
+        "imageGCHighThresholdPercent: 70",
+        "imageGCLowThresholdPercent: 0",
+        "imageMaximumGCAge: 168h",
+        "imageMinimumGCAge: 0s",
         "maximumDeadContainers: 100",
-        "minimumContainerTTLDuration: 1m",
         "containerLogMaxSize: 1Mi",
         "containerLogMonitorInterval: 500ms",
       ].join("\n"),
@@ -134,9 +143,12 @@ describe("loadAgentConfig()", () => {
       {},
       deps,
     );
+    expect(config.imageGCHighThresholdPercent).toBe(70);
+    expect(config.imageGCLowThresholdPercent).toBe(0);
+    expect(config.imageMaximumGCAge).toBe(168 * 3600_000);
+    expect(config.imageMinimumGCAge).toBe(0);
     expect(config.maximumDeadContainers).toBe(100);
     expect(config.maximumDeadContainersPerContainer).toBe(-1);
-    expect(config.minimumContainerTTLDuration).toBe(60_000);
     expect(config.containerLogMaxSize).toBe(1024 * 1024);
     expect(config.containerLogMonitorInterval).toBe(500);
   });
@@ -220,9 +232,39 @@ describe("loadAgentConfig() errors", () => {
       "crashLoopBackOffBase (600000ms) must not be greater than crashLoopBackOffMax (300000ms)",
     ],
     [
+      "an image GC threshold above 100",
+      "imageGCHighThresholdPercent: 101",
+      "imageGCHighThresholdPercent: 101 must be between 0 and 100",
+    ],
+    [
+      "a negative image GC threshold",
+      "imageGCLowThresholdPercent: -5",
+      "imageGCLowThresholdPercent: -5 must be between 0 and 100",
+    ],
+    [
+      "a low image GC threshold above the high one",
+      "imageGCHighThresholdPercent: 60\nimageGCLowThresholdPercent: 70",
+      "imageGCLowThresholdPercent (70) must be less than imageGCHighThresholdPercent (60)",
+    ],
+    [
+      "a low image GC threshold equal to the default high one",
+      "imageGCLowThresholdPercent: 85",
+      "imageGCLowThresholdPercent (85) must be less than imageGCHighThresholdPercent (85)",
+    ],
+    [
+      "a negative image age",
+      "imageMaximumGCAge: -1h",
+      'imageMaximumGCAge: "-1h" must not be negative',
+    ],
+    [
       "a dead container limit below -1",
       "maximumDeadContainers: -2",
       "maximumDeadContainers: -2 must be -1 (no limit) or more",
+    ],
+    [
+      "a maximum image age below the minimum one",
+      "imageMaximumGCAge: 1m",
+      "imageMaximumGCAge (60000ms) must be greater than imageMinimumGCAge (120000ms), or 0",
     ],
     ["a single log file", "containerLogMaxFiles: 1", "containerLogMaxFiles: 1 must be at least 2"],
     [
@@ -276,6 +318,14 @@ describe("loadAgentConfig() errors", () => {
     [["--node-name"], "flag --node-name needs a value"],
     [["extra"], 'unexpected argument "extra"'],
     [["--node-labels", "novalue"], 'invalid flag --node-labels: "novalue" is not key=value'],
+    [
+      ["--image-gc-high-threshold", "150"],
+      "invalid flag --image-gc-high-threshold: 150 must be between 0 and 100",
+    ],
+    [
+      ["--image-gc-low-threshold", "90"],
+      "imageGCLowThresholdPercent (90) must be less than imageGCHighThresholdPercent (85)",
+    ],
   ];
   for (const [argv, expected] of flagCases) {
     test(`names the flag and value for ${argv.join(" ")}`, async () => {

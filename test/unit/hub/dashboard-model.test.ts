@@ -9,6 +9,7 @@ import {
   eventIsFor,
   fleetSummary,
   formatQuantity,
+  imageRows,
   newestFirst,
   nodeState,
   parseQuantity,
@@ -102,6 +103,19 @@ describe("dashboard model: nodes", () => {
     });
     const revoked = node("a", "True", { "hub.fleetlet.io/revoked": "2026-12-01T10:00:00Z" });
     expect(nodeState(revoked)).toEqual({ label: "Revoked", tone: "bad" });
+  });
+
+  test("imageRows() names each reported image by its first tag, with its size", () => {
+    const n = node("a", "True");
+    n.status.images = [
+      { names: ["r@sha256:1", "r:2", "r:1"], sizeBytes: 33 * 2 ** 20 },
+      { names: ["only@sha256:2"], sizeBytes: 1536 },
+    ];
+    expect(imageRows(n)).toEqual([
+      { name: "r:2", size: "33 MiB" },
+      { name: "only@sha256:2", size: "1.5 KiB" },
+    ]);
+    expect(imageRows(node("b", "True"))).toEqual([]);
   });
 
   test("pressures() lists the pressure conditions that are True", () => {

@@ -128,6 +128,14 @@ describe("buildNode()", () => {
     expect(cond(n4, "Ready")?.lastTransitionTime).toBe(at(T0 + 20_000));
   });
 
+  test("reports the image GC's image list as status.images, and none before it is listed", () => {
+    const images = [{ names: ["r@sha256:1", "r:1"], sizeBytes: 1234 }];
+    const n = buildNode(facts, { ...healthy, images }, T0, undefined);
+    expect(n.status.images).toEqual(images);
+    expect("images" in buildNode(facts, healthy, T0, undefined).status).toBe(false);
+    expect(nodeChanged(n, buildNode(facts, { ...healthy, images: [] }, T0, n))).toBe(true);
+  });
+
   test("nodeChanged() ignores heartbeat times and sees a condition change", () => {
     const n1 = buildNode(facts, healthy, T0, undefined);
     expect(nodeChanged(n1, buildNode(facts, healthy, T0 + 10_000, n1))).toBe(false);
