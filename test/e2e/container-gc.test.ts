@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { Pod } from "../../src/api/types.ts";
 import { createCriClient } from "../../src/cri/index.ts";
 import { TestAgent } from "../lib/agent.ts";
+import { shellPodManifest } from "../lib/manifests.ts";
 import { eventually } from "../lib/testbed.ts";
 
 const agent = new TestAgent({
@@ -26,23 +27,7 @@ const cri = createCriClient({ endpoint: agent.tb.endpoint });
 /** A pod whose container fails `failures` times (counted in an emptyDir) and then keeps running. */
 function failingThenRunning(name: string, failures: number): string {
   const script = `n=$(cat /data/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /data/n; echo "run $n"; if [ $n -gt ${failures} ]; then exec sleep 3600; fi; exit 1`;
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  volumes:
-    - name: data
-      emptyDir: {}
-  containers:
-    - name: c
-      image: ${agent.tb.busybox}
-      command: ["sh", "-c", ${JSON.stringify(script)}]
-      volumeMounts:
-        - { name: data, mountPath: /data }
-`;
+  return shellPodManifest(name, agent.tb.busybox, script, { data: true });
 }
 
 const restarts = (p: Pod) => p.status?.containerStatuses?.[0]?.restartCount ?? 0;

@@ -11,7 +11,7 @@ import type { Node } from "../../src/api/node.ts";
 import type { Event } from "../../src/api/types.ts";
 import { createCriClient, type Image } from "../../src/cri/index.ts";
 import { TestAgent } from "../lib/agent.ts";
-import { sleeperManifest } from "../lib/manifests.ts";
+import { shellPodManifest, sleeperManifest } from "../lib/manifests.ts";
 import { SmallContainerd } from "../lib/small-containerd.ts";
 import { eventually } from "../lib/testbed.ts";
 
@@ -31,18 +31,7 @@ const fast = [
   "1s",
 ];
 
-const keepManifest = `apiVersion: v1
-kind: Pod
-metadata:
-  name: keep
-spec:
-  hostNetwork: true
-  restartPolicy: Never
-  containers:
-    - name: c
-      image: ${tb.busybox}
-      command: ["true"]
-`;
+const keepManifest = shellPodManifest("keep", tb.busybox, "true", { restartPolicy: "Never" });
 
 async function images(): Promise<Image[]> {
   return (await cri.listImages({})).images;

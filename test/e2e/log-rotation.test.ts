@@ -6,6 +6,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
+import { shellPodManifest } from "../lib/manifests.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 
 const LINES = 40_000;
@@ -34,18 +35,7 @@ done
 echo done
 exec sleep 3600`;
 
-const manifest = `apiVersion: v1
-kind: Pod
-metadata:
-  name: writer
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: ${agent.tb.busybox}
-      command: ["sh", "-c", ${JSON.stringify(script)}]
-`;
+const manifest = shellPodManifest("writer", agent.tb.busybox, script);
 
 beforeAll(() => agent.start(), 30_000);
 afterAll(() => agent.cleanup(), 60_000);

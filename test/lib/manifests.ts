@@ -1,7 +1,13 @@
 // Pod manifests the e2e tests and benchmarks write into an agent's manifest folder.
 
-/** A host-network pod whose one container `c` sleeps for an hour; stops within 1 s. */
-export function sleeperManifest(name: string, image: string): string {
+/** A host-network pod stopping within 1 s, with one container `c` running `command` (a YAML flow
+ * sequence); `spec` and `container` are more lines of each, indented. */
+function hostNetworkPod(
+  name: string,
+  image: string,
+  command: string,
+  more: { spec?: string; container?: string } = {},
+): string {
   return `apiVersion: v1
 kind: Pod
 metadata:
@@ -9,9 +15,33 @@ metadata:
 spec:
   hostNetwork: true
   terminationGracePeriodSeconds: 1
-  containers:
+${more.spec ?? ""}  containers:
     - name: c
       image: ${image}
-      command: ["sleep", "3600"]
-`;
+      command: ${command}
+${more.container ?? ""}`;
+}
+
+/** A host-network pod whose one container `c` sleeps for an hour; stops within 1 s. */
+export function sleeperManifest(name: string, image: string): string {
+  return hostNetworkPod(name, image, '["sleep", "3600"]');
+}
+
+/** A host-network pod whose one container `c` runs `script` with sh; stops within 1 s. With
+ * `data`, an emptyDir (which outlives the container's restarts) is mounted at /data. */
+export function shellPodManifest(
+  name: string,
+  image: string,
+  script: string,
+  opts: { data?: boolean; restartPolicy?: "Always" | "OnFailure" | "Never" } = {},
+): string {
+  const restart = opts.restartPolicy ? `  restartPolicy: ${opts.restartPolicy}\n` : "";
+  const volumes = opts.data ? "  volumes:\n    - name: data\n      emptyDir: {}\n" : "";
+  const mounts = opts.data
+    ? "      volumeMounts:\n        - { name: data, mountPath: /data }\n"
+    : "";
+  return hostNetworkPod(name, image, `["sh", "-c", ${JSON.stringify(script)}]`, {
+    spec: restart + volumes,
+    container: mounts,
+  });
 }
