@@ -117,6 +117,18 @@ export const objectMetaSchema = z.object({
   deletionGracePeriodSeconds: int.optional(),
   generation: int.optional(),
   resourceVersion: str.optional(),
+  ownerReferences: z
+    .array(
+      z.object({
+        apiVersion: str,
+        kind: str,
+        name: str,
+        uid: str,
+        controller: bool.optional(),
+        blockOwnerDeletion: bool.optional(),
+      }),
+    )
+    .optional(),
 });
 
 export const configMapSchema = z.object({

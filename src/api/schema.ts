@@ -3,6 +3,7 @@
 // validation.ts checks values. `validatePod` runs both.
 
 import { z } from "zod";
+import { affinitySchema } from "./affinity.ts";
 import { type FieldError, notSupported, required } from "./field-error.ts";
 import { envFromSource, envVar, objectMetaSchema, quantity, volume } from "./schema-config.ts";
 import type * as api from "./types.ts";
@@ -118,7 +119,8 @@ const podSecurityContext = z.object({
   sysctls: z.array(z.object({ name: str, value: str })).optional(),
 });
 
-const podSpec = z.object({
+/** The decoder for a PodSpec (also a DaemonSet's pod template). */
+export const podSpecSchema = z.object({
   containers: z.array(container),
   initContainers: z.array(container).optional(),
   restartPolicy: z.enum(["Always", "OnFailure", "Never"]).optional(),
@@ -139,6 +141,7 @@ const podSpec = z.object({
     .optional(),
   nodeName: str.optional(),
   nodeSelector: strMap.optional(),
+  affinity: affinitySchema.optional(),
   volumes: z.array(volume).optional(),
   imagePullSecrets: z.array(z.object({ name: str.optional() })).optional(),
   securityContext: podSecurityContext.optional(),
@@ -151,7 +154,7 @@ export const podManifestSchema = z.object({
   apiVersion: z.literal("v1"),
   kind: z.literal("Pod"),
   metadata: objectMetaSchema,
-  spec: podSpec,
+  spec: podSpecSchema,
 });
 
 /** The decoded manifest is exactly a Pod; a mismatch with types.ts fails to compile. */
@@ -191,7 +194,7 @@ export function decodeObject<T>(
 
 /** Object keys set to null mean "not set", as in the API server's JSON decoding. A
  * "__proto__" key is dropped so that it cannot change the copy's prototype. */
-function dropNulls(v: unknown): unknown {
+export function dropNulls(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(dropNulls);
   if (v === null || typeof v !== "object") return v;
   const out: Record<string, unknown> = {};
@@ -211,6 +214,7 @@ const mapFields = new Set([
   "data",
   "binaryData",
   "stringData",
+  "matchLabels",
 ]);
 
 function formatPath(path: readonly PropertyKey[]): string {
@@ -240,7 +244,8 @@ function describeType(expected: string): string {
   return expected;
 }
 
-function issueToFieldError(issue: z.core.$ZodIssue, input: unknown): FieldError {
+/** A zod issue of decoding `input` as a field error with the API server's wording. */
+export function issueToFieldError(issue: z.core.$ZodIssue, input: unknown): FieldError {
   const field = formatPath(issue.path);
   const value = valueAt(input, issue.path);
   if (value === undefined) return required(field);

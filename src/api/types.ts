@@ -7,6 +7,8 @@ import type { EnvFromSource, EnvVarSource, LocalObjectReference, Volume } from "
 
 export type * from "./types-config.ts";
 
+import type { Affinity } from "./affinity.ts";
+
 /** A map of resource name ("cpu", "memory", "ephemeral-storage", ...) to a quantity string. */
 export type ResourceList = Record<string, string>;
 
@@ -48,6 +50,7 @@ export interface ObjectMeta {
   deletionGracePeriodSeconds?: number;
   generation?: number;
   resourceVersion?: string;
+  ownerReferences?: OwnerReference[];
 }
 
 export interface ObjectReference {
@@ -64,6 +67,16 @@ export interface ObjectReference {
 export interface ListMeta {
   resourceVersion?: string;
   continue?: string;
+}
+
+/** The object that owns this one (a hub pod's DaemonSet). */
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
 }
 
 // ---- Containers ----
@@ -241,6 +254,7 @@ export interface PodSpec {
   dnsConfig?: PodDNSConfig;
   nodeName?: string;
   nodeSelector?: Record<string, string>;
+  affinity?: Affinity;
   volumes?: Volume[];
   /** Secrets (kubernetes.io/dockerconfigjson) whose credentials pull this pod's images. */
   imagePullSecrets?: LocalObjectReference[];

@@ -1,6 +1,7 @@
 // Value checks for a decoded Pod, with the rules and messages of the API server's
 // pkg/apis/core/validation for the fields fleetlet supports.
 
+import { validateAffinity } from "./affinity.ts";
 import {
   duplicate,
   type FieldError,
@@ -63,7 +64,7 @@ export function validateObjectMeta(meta: ObjectMeta, path: FieldPath): FieldErro
   return errs;
 }
 
-function validatePodSpec(spec: PodSpec, path: FieldPath): FieldError[] {
+export function validatePodSpec(spec: PodSpec, path: FieldPath): FieldError[] {
   const errs: FieldError[] = [];
   const volumes = validateVolumes(spec.volumes ?? [], path.child("volumes"), errs);
   const ctx: Omit<ContainerContext, "isInit"> = {
@@ -86,6 +87,7 @@ function validatePodSpec(spec: PodSpec, path: FieldPath): FieldError[] {
   errs.push(...validateHostPorts(spec, path));
   errs.push(...validateSpecScalars(spec, path));
   errs.push(...validateDNS(spec, path));
+  errs.push(...validateAffinity(spec.affinity, path.child("affinity")));
   const sc = spec.securityContext ?? {};
   const scPath = path.child("securityContext");
   errs.push(...validateId(sc.runAsUser, scPath.child("runAsUser")));
