@@ -3,6 +3,7 @@
 // them from the runtime's labels without restarting anything.
 
 import { networkInterfaces } from "node:os";
+import { join } from "node:path";
 import type { Pod } from "../api/types.ts";
 import { type CriClient, createCriClient } from "../cri/index.ts";
 import { type Clock, realClock } from "../util/clock.ts";
@@ -19,12 +20,18 @@ import { createAgentNodeStatus } from "./nodestatus/index.ts";
 import { createListingCache, createPLEG } from "./pleg/index.ts";
 import { createPodSync } from "./pod-sync.ts";
 import { createPodWorkers } from "./podworkers/index.ts";
+import { createPolicyAdmission } from "./policy/index.ts";
 import { createAgentProber } from "./prober/agent-prober.ts";
 import { createAgentRuntime } from "./runtime.ts";
 import { createRuntimeHealth } from "./runtime-health.ts";
 import { startAgentServer } from "./server/index.ts";
 import { createServerDeps } from "./server-deps.ts";
-import { createFileSource, createObjectStore, createPodConfig } from "./sources/index.ts";
+import {
+  createFileSource,
+  createHubPodSource,
+  createObjectStore,
+  createPodConfig,
+} from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
 import { createSyncLoop } from "./sync-loop.ts";
 import { createSystemMounter, createVolumeManager } from "./volumes/index.ts";
@@ -151,15 +158,31 @@ export async function runAgent(
     allocatable: () => toResourceList(cm.allocatable()),
     images: () => gc.images.imageList(),
   });
+  let hub: ReturnType<typeof createAgentHub>;
   const podConfig = createPodConfig({
-    sources: ["file"],
+    // The manifest folder first: its pods win a name from the hub's.
+    sources: config.hub === undefined ? ["file"] : ["file", "api"],
     clock,
     onError: (c) => {
       log.warn("pod refused", { pod: c.pod, source: c.source, reason: c.message });
       const [namespace = "default", name = c.pod] = c.pod.split("/");
       recorder.event({ kind: "Pod", namespace, name }, "Warning", "Refused", c.message);
     },
+    onConflictsChanged: (source) => {
+      if (source === "api") hub?.desiredChanged();
+    },
   });
+  const hubSource =
+    config.hub === undefined
+      ? undefined
+      : createHubPodSource({
+          nodeName: config.nodeName,
+          path: join(config.rootDir, "hub", "desired.json"),
+          log: log.with({ component: "hubsource" }),
+          apply: (pods) => podConfig.set("api", pods),
+        });
+  hubSource?.load();
+  const policy = createPolicyAdmission(config.hubPodPolicy);
   let loop: ReturnType<typeof createSyncLoop> | undefined;
   const prober = createAgentProber({
     clock,
@@ -219,7 +242,11 @@ export async function runAgent(
     forgetCache: (uid) => pleg.cache.delete(uid),
     runtimePods: () => listing.recent(),
     housekeepingIntervalMs: config.housekeepingInterval,
-    resources: cm,
+    // Hub pods must keep to the device's policy before they may take resources.
+    resources: {
+      admit: (pod, active) => policy.admit(pod, active) ?? cm.admit(pod, active),
+      housekeeping: (active, keep) => cm.housekeeping(active, keep),
+    },
     removePodDir: (uid) => volumes.removePod(uid),
   });
   objects.subscribe((keys) => loop?.handleObjectsChanged(keys));
@@ -255,7 +282,7 @@ export async function runAgent(
   // One relist before the first health check, so a healthy runtime is never reported down.
   await pleg.relist();
   await health.check();
-  const hub = createAgentHub({
+  hub = createAgentHub({
     config,
     version: info.version,
     clock,
@@ -265,6 +292,16 @@ export async function runAgent(
     recorder,
     pods: () => loop.pods(),
     podsSynced: () => podConfig.seenAllSources(),
+    ...(hubSource !== undefined && {
+      desired: {
+        get generation() {
+          return hubSource.generation;
+        },
+        accept: (input) => hubSource.accept(input),
+        conflicts: () =>
+          podConfig.conflicts("api").map((c) => ({ pod: c.pod, uid: c.uid, message: c.message })),
+      },
+    }),
   });
   await Promise.all([
     nodeStatus.run(signal),

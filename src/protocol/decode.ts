@@ -12,7 +12,11 @@ import {
 /** The default limit on one message, in bytes. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024;
 
-export type Decoded<M> = { ok: true; message: M } | { ok: false; code: ErrorCode; reason: string };
+/** A refusal names the message's `type` when it had a known one (the agent treats a bad
+ * `desired` apart: it keeps its state and says why, without closing). */
+export type Decoded<M> =
+  | { ok: true; message: M }
+  | { ok: false; code: ErrorCode; reason: string; type?: string };
 
 const HEARTBEAT = '{"type":"hb"}';
 const heartbeat = { type: "hb" } as const;
@@ -77,6 +81,7 @@ function decodeWith<M>(
       ok: false,
       code: "malformed",
       reason: `bad ${type} message: ${describeZodError(parsed.error)}`,
+      type,
     };
   return { ok: true, message: parsed.data };
 }

@@ -4,6 +4,14 @@
 import { z } from "zod";
 import { eventSchema, nodeSchema, nodeStatusSchema, podSchema } from "./objects.ts";
 
+/** Features an agent announces in hello (docs/protocol.md, "Desired state"). */
+export const AGENT_FEATURES = {
+  /** Runs the pods of its desired state. */
+  desiredPods: "desired-pods",
+  /** Also takes the ConfigMaps and Secrets of its desired state. */
+  desiredConfig: "desired-config",
+} as const;
+
 /** The protocol version this build speaks. */
 export const PROTOCOL_VERSION = 1;
 /** The versions a hub of this build accepts in `hello`. */
@@ -28,6 +36,8 @@ export const helloSchema = z.object({
   lastAckedSeq: z.int().min(0).optional(),
   /** The desired-state generation the agent has saved on disk. */
   desiredGeneration: generation.optional(),
+  /** What this agent does beyond reporting (AGENT_FEATURES); absent on older agents. */
+  features: z.array(z.string().max(64)).max(32).optional(),
 });
 
 export const nodeMessageSchema = z.object({ type: z.literal("node"), seq, node: nodeSchema });
@@ -52,7 +62,22 @@ export const eventMessageSchema = z.object({ type: z.literal("event"), seq, even
 
 export const heartbeatSchema = z.object({ type: z.literal("hb") });
 
-export const desiredAckSchema = z.object({ type: z.literal("desired.ack"), generation });
+/** A hub pod of the stored desired state that the device does not run (name taken by a file pod). */
+export const desiredConflictSchema = z.object({
+  /** namespace/name */
+  pod: z.string().max(320),
+  uid,
+  message: z.string().max(1024),
+});
+
+export const desiredAckSchema = z.object({
+  type: z.literal("desired.ack"),
+  /** The generation stored on disk and applied. */
+  generation,
+  /** The last desired message refused (the device kept `generation`), and why. */
+  refused: z.object({ generation: generation.optional(), reason: z.string().max(4096) }).optional(),
+  conflicts: z.array(desiredConflictSchema).max(1000).optional(),
+});
 
 export const agentMessageSchema = z.discriminatedUnion("type", [
   helloSchema,
@@ -73,6 +98,7 @@ export type PodDelete = z.output<typeof podDeleteSchema>;
 export type EventMessage = z.output<typeof eventMessageSchema>;
 export type Heartbeat = z.output<typeof heartbeatSchema>;
 export type DesiredAck = z.output<typeof desiredAckSchema>;
+export type DesiredConflict = z.output<typeof desiredConflictSchema>;
 export type AgentMessage = z.output<typeof agentMessageSchema>;
 /** The agent messages that carry a seq (kept in the agent's outbox until acknowledged). */
 export type SequencedMessage = NodeMessage | NodePatch | PodUpsert | PodDelete | EventMessage;
@@ -126,10 +152,16 @@ export const welcomeSchema = z.object({
 
 export const ackSchema = z.object({ type: z.literal("ack"), seq });
 
+/**
+ * The node's whole desired state. The objects are decoded by the agent itself (with the API's
+ * validation and field errors), so that a bad object is refused without closing the connection.
+ */
 export const desiredSchema = z.object({
   type: z.literal("desired"),
   generation,
-  pods: z.array(podSchema),
+  pods: z.array(z.unknown()),
+  configMaps: z.array(z.unknown()).optional(),
+  secrets: z.array(z.unknown()).optional(),
 });
 
 export const errorSchema = z.object({

@@ -58,6 +58,21 @@ const labels = z
     }
   });
 
+const absolutePath = z
+  .string({ error: "must be a string" })
+  .refine((v) => v.startsWith("/"), { error: "must be an absolute path" });
+
+/** The fields of hubPodPolicy (docs/deploy.md, "Device policy"). */
+export const hubPodPolicyFields = [
+  "allowPrivileged",
+  "allowHostNetwork",
+  "allowHostPID",
+  "allowHostIPC",
+  "allowedHostPathPrefixes",
+  "allowedRegistries",
+  "maxPods",
+] as const;
+
 const count = integerFrom(1, "must be at least 1");
 const countOrZero = integerFrom(0, "must be 0 or more");
 
@@ -95,6 +110,26 @@ export const agentConfigFileSchema = z.strictObject(
     nodeLabels: labels.optional(),
     ...resourceConfigFields,
     ...gcConfigFields,
+    hubPodPolicy: z
+      .strictObject(
+        {
+          allowPrivileged: z.boolean({ error: "must be true or false" }).optional(),
+          allowHostNetwork: z.boolean({ error: "must be true or false" }).optional(),
+          allowHostPID: z.boolean({ error: "must be true or false" }).optional(),
+          allowHostIPC: z.boolean({ error: "must be true or false" }).optional(),
+          allowedHostPathPrefixes: z
+            .array(absolutePath, { error: "must be a list of absolute paths" })
+            .optional(),
+          allowedRegistries: z
+            .array(z.string({ error: "must be a string" }).min(1), {
+              error: 'must be a list of registry hosts, e.g. ["docker.io"]',
+            })
+            .optional(),
+          maxPods: countOrZero.optional(),
+        },
+        { error: `must be a mapping with ${hubPodPolicyFields.join(", ")}` },
+      )
+      .optional(),
     hub: z
       .strictObject(
         {
@@ -141,7 +176,12 @@ function describeIssue(issue: z.core.$ZodIssue, raw: unknown): FieldProblem {
   const parent = issue.path.map(String).join(".");
   if (issue.code === "unrecognized_keys") {
     const key = issue.keys[0] ?? "";
-    const known = parent === "hub" ? ["url", "joinToken", "caFile"] : agentConfigFields;
+    const known =
+      parent === "hub"
+        ? ["url", "joinToken", "caFile"]
+        : parent === "hubPodPolicy"
+          ? hubPodPolicyFields
+          : agentConfigFields;
     const guess = closestName(key, known);
     const hint =
       guess === undefined ? "" : ` (did you mean "${parent ? `${parent}.` : ""}${guess}"?)`;

@@ -104,6 +104,22 @@ export interface AgentConfig {
   containerLogMonitorInterval: number;
   /** The fleet hub to join; absent when the agent runs alone. */
   hub?: { url: string; joinToken?: string; caFile?: string };
+  /** What the hub's pods may do on this device (docs/deploy.md, "Device policy"). */
+  hubPodPolicy: HubPodPolicy;
+}
+
+/** The device's limits on hub pods; the hub cannot change them. */
+export interface HubPodPolicy {
+  allowPrivileged: boolean;
+  allowHostNetwork: boolean;
+  allowHostPID: boolean;
+  allowHostIPC: boolean;
+  /** hostPath volumes must be under one of these; empty: no hostPath at all. */
+  allowedHostPathPrefixes: string[];
+  /** Image registries allowed; empty: any. */
+  allowedRegistries: string[];
+  /** Hub pods at most. */
+  maxPods: number;
 }
 
 /** What loadAgentConfig reads from outside; each defaults to the real one. */
@@ -174,6 +190,15 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   containerLogMaxSize: 10 * 1024 * 1024,
   containerLogMaxFiles: 5,
   containerLogMonitorInterval: 10_000,
+  hubPodPolicy: {
+    allowPrivileged: false,
+    allowHostNetwork: false,
+    allowHostPID: false,
+    allowHostIPC: false,
+    allowedHostPathPrefixes: [],
+    allowedRegistries: [],
+    maxPods: 10,
+  },
 });
 
 const pathFields = [
@@ -272,8 +297,8 @@ function merge(
   hostname: () => string,
   where: string,
 ): AgentConfig {
-  const { hub: fileHub, ...fileRest } = file;
-  const { hub: flagHub, ...flagRest } = flags;
+  const { hub: fileHub, hubPodPolicy: filePolicy, ...fileRest } = file;
+  const { hub: flagHub, hubPodPolicy: _flagPolicy, ...flagRest } = flags;
   const config: AgentConfig = {
     ...AGENT_CONFIG_DEFAULTS,
     nodeLabels: {},
@@ -281,6 +306,10 @@ function merge(
     cpuManagerStateFile: "",
     ...dropUndefined(fileRest),
     ...dropUndefined(flagRest),
+    hubPodPolicy: {
+      ...AGENT_CONFIG_DEFAULTS.hubPodPolicy,
+      ...dropUndefined(filePolicy ?? {}),
+    },
   };
   if (config.cpuManagerStateFile === "")
     config.cpuManagerStateFile = join(config.rootDir, "cpu_manager_state");

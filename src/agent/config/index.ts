@@ -6,6 +6,7 @@ export {
   type AgentConfig,
   type AgentConfigDeps,
   ConfigError,
+  type HubPodPolicy,
   loadAgentConfig,
 } from "./agent-config.ts";
 export { agentFlagList } from "./agent-flags.ts";

@@ -2,18 +2,23 @@
 // one connection to the hub, reconnecting with exponential backoff and full jitter (base 1 s, cap
 // 60 s; the attempt count resets after a connection that was welcomed and lasted a minute). On
 // each welcome it converges the hub's view: a full node, the dropped-events count, every pod the
-// hub has not seen as it is now, and deletes for pods that are gone. Whatever the hub does, it
-// never touches pods: its only effects are the outbox, the credential and desired.json.
+// hub has not seen as it is now, and deletes for pods that are gone, then a desired.ack reporting
+// its desired state. The hub's desired state goes to the `desired` handler (the "api" pod
+// source), whose answer is acknowledged; the client itself never touches pods.
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
-import type { Desired, Welcome } from "../../protocol/index.ts";
+import {
+  AGENT_FEATURES,
+  type DesiredAck,
+  type DesiredConflict,
+  type Welcome,
+} from "../../protocol/index.ts";
 import { fullJitter } from "../../util/backoff.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
-import { type DesiredState, savedGeneration } from "./desired.ts";
 import { JoinError } from "./join.ts";
 import { fingerprint, type Outbox } from "./outbox.ts";
-import { type Session, type SessionResult, startSession } from "./session.ts";
+import { type DesiredReceived, type Session, type SessionResult, startSession } from "./session.ts";
 import type { Dial } from "./socket.ts";
 
 export interface HubClientDeps {
@@ -39,12 +44,34 @@ export interface HubClientDeps {
   podsSynced: () => boolean;
   /** Records an event about this node (the dropped-events report). */
   nodeEvent: (type: "Normal" | "Warning", reason: string, message: string) => void;
-  /** Where the desired state is saved. */
-  desiredPath: string;
-  saveDesired: (path: string, desired: DesiredState) => void;
+  /** The hub's desired state on this device; absent: the agent only reports. */
+  desired?: DesiredHandler;
   backoffBaseMs?: number;
   backoffMaxMs?: number;
   stableAfterMs?: number;
+}
+
+/** Takes the hub's desired state (the "api" pod source and what it conflicts with). */
+export interface DesiredHandler {
+  /** The generation saved and applied. */
+  readonly generation: number;
+  /** Validates, saves, then applies a desired state; on failure nothing changes. */
+  accept(input: {
+    generation: number;
+    pods: unknown[];
+    configMaps?: unknown[];
+    secrets?: unknown[];
+  }): { ok: true } | { ok: false; reason: string };
+  /** Pods of the saved state that the device does not run (name taken by a file pod). */
+  conflicts(): DesiredConflict[];
+}
+
+/** Whether Secrets may come over `connectUrl`: TLS, or a loopback hub. */
+export function secretsAllowed(connectUrl: string): boolean {
+  const u = new URL(connectUrl);
+  if (u.protocol === "wss:" || u.protocol === "https:") return true;
+  const host = u.hostname.replace(/^\[|\]$/g, "");
+  return host === "localhost" || host === "::1" || /^127\./.test(host);
 }
 
 export interface HubClient {
@@ -54,6 +81,8 @@ export interface HubClient {
   podChanged(uid: string): void;
   /** An event was recorded or its count went up. */
   event(e: Event): void;
+  /** The desired state's report changed (its conflicts): tell the hub. */
+  desiredChanged(): void;
   /** One connection, from credential to close (the iteration tests call). */
   connectOnce(signal: AbortSignal): Promise<SessionResult & { permanent: boolean }>;
   /** Connects and reconnects until `signal` is aborted. */
@@ -83,7 +112,8 @@ export function createHubClient(deps: HubClientDeps): HubClient {
   const stableAfterMs = deps.stableAfterMs ?? 60_000;
   const random = deps.random ?? Math.random;
   let session: Session | undefined;
-  let desiredGeneration = savedGeneration(deps.desiredPath);
+  /** The last desired state refused, until one is used. */
+  let refused: { generation?: number; reason: string } | undefined;
 
   const wake = () => session?.wake();
 
@@ -126,10 +156,52 @@ export function createHubClient(deps: HubClientDeps): HubClient {
     }
   }
 
-  async function onDesired(d: Desired): Promise<void> {
-    deps.saveDesired(deps.desiredPath, { generation: d.generation, pods: d.pods });
-    desiredGeneration = d.generation;
-    log.info("saved the hub's desired state", { generation: d.generation, pods: d.pods.length });
+  function report(): Omit<DesiredAck, "type"> {
+    const conflicts = deps.desired?.conflicts() ?? [];
+    return {
+      generation: deps.desired?.generation ?? 0,
+      ...(refused !== undefined && { refused }),
+      ...(conflicts.length > 0 && { conflicts }),
+    };
+  }
+
+  function refuse(reason: string, generation: number | undefined): void {
+    refused = { ...(generation !== undefined && { generation }), reason };
+    log.warn("refused the hub's desired state; pods keep running as they are", {
+      generation,
+      reason,
+    });
+    deps.nodeEvent("Warning", "DesiredStateRefused", `desired state refused: ${reason}`);
+  }
+
+  function onDesired(d: DesiredReceived): Omit<DesiredAck, "type"> {
+    const handler = deps.desired;
+    if (!d.ok) refuse(d.reason, d.generation);
+    else if (handler === undefined)
+      refuse("this agent does not run hub pods", d.message.generation);
+    else if (d.message.generation === handler.generation) refused = undefined;
+    else {
+      const { generation, pods, configMaps } = d.message;
+      let secrets = d.message.secrets;
+      if (secrets !== undefined && !secretsAllowed(deps.connectUrl)) {
+        log.warn("dropped Secrets sent over a connection that is neither TLS nor loopback", {
+          url: deps.connectUrl,
+          secrets: secrets.length,
+        });
+        secrets = undefined;
+      }
+      const r = handler.accept({
+        generation,
+        pods,
+        ...(configMaps !== undefined && { configMaps }),
+        ...(secrets !== undefined && { secrets }),
+      });
+      if (r.ok) {
+        refused = undefined;
+        log.info("applied the hub's desired state", { generation, pods: pods.length });
+      } else refuse(r.reason, generation);
+    }
+    return report();
   }
 
   async function connectOnce(signal: AbortSignal) {
@@ -152,7 +224,8 @@ export function createHubClient(deps: HubClientDeps): HubClient {
         agentVersion: deps.agentVersion,
         streamId: outbox.streamId,
         lastAckedSeq: outbox.ackedSeq,
-        desiredGeneration,
+        desiredGeneration: deps.desired?.generation ?? 0,
+        features: deps.desired === undefined ? [] : [AGENT_FEATURES.desiredPods],
       },
       outbox,
       onWelcome: (w) => {
@@ -162,6 +235,7 @@ export function createHubClient(deps: HubClientDeps): HubClient {
           pending: outbox.size,
         });
         converge(w);
+        if (deps.desired !== undefined) s.report(report());
       },
       onDesired,
     });
@@ -184,6 +258,9 @@ export function createHubClient(deps: HubClientDeps): HubClient {
     event(e) {
       outbox.push({ type: "event", event: e });
       wake();
+    },
+    desiredChanged() {
+      session?.report(report());
     },
     connectOnce,
     async run(signal) {

@@ -2,11 +2,12 @@
 // WebSocket, through a bounded outbox on disk (docs/protocol.md).
 export {
   createHubClient,
+  type DesiredHandler,
   type HubClient,
   type HubClientDeps,
   reconnectDelay,
+  secretsAllowed,
 } from "./client.ts";
-export { type DesiredState, saveDesired, savedGeneration } from "./desired.ts";
 export {
   hubEndpoints,
   JoinError,
@@ -21,7 +22,13 @@ export {
   type OutboxOptions,
   openOutbox,
 } from "./outbox.ts";
-export { type Session, type SessionDeps, type SessionResult, startSession } from "./session.ts";
+export {
+  type DesiredReceived,
+  type Session,
+  type SessionDeps,
+  type SessionResult,
+  startSession,
+} from "./session.ts";
 export {
   type AgentHubInput,
   type AgentHubWiring,

@@ -1,12 +1,14 @@
 // One connection to the hub, from dial to close (docs/protocol.md, "The connection"): sends
 // hello, waits for welcome, then sends every outbox entry after the hub's ackedSeq in seq order
-// within the hub's rate limit, applies acks, answers desired with desired.ack once it is saved,
-// sends heartbeats and gives up on a hub silent for three heartbeat intervals. A message from
-// the hub that does not decode is logged and refused by closing the connection; nothing here
-// throws to the caller, and nothing here touches pods.
+// within the hub's rate limit, applies acks, answers desired with the desired.ack its handler
+// returns, sends heartbeats and gives up on a hub silent for three heartbeat intervals. A
+// message from the hub that does not decode is logged and refused by closing the connection,
+// except a bad `desired`, which goes to the handler (the device keeps its state and says why);
+// nothing here throws to the caller, and nothing here touches pods.
 import {
   CLOSE_CODES,
   type Desired,
+  type DesiredAck,
   decodeHubMessage,
   type ErrorMessage,
   type Hello,
@@ -19,6 +21,11 @@ import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { Outbox } from "./outbox.ts";
 import type { Dial, HubSocket } from "./socket.ts";
+
+/** A desired message as decoded, or why it could not be (with its generation when readable). */
+export type DesiredReceived =
+  | { ok: true; message: Desired }
+  | { ok: false; reason: string; generation?: number };
 
 /** How one connection ended. */
 export interface SessionResult {
@@ -42,8 +49,9 @@ export interface SessionDeps {
   outbox: Outbox;
   /** Called on welcome, before the outbox is sent: push what converges the hub's view. */
   onWelcome(welcome: Welcome): void;
-  /** Saves the desired state; the session acknowledges the generation when it resolves. */
-  onDesired(desired: Desired): Promise<void> | void;
+  /** Takes a desired state from the hub (or why one could not be decoded) and returns the
+   * desired.ack to answer with. */
+  onDesired(desired: DesiredReceived): Omit<DesiredAck, "type">;
   /** No welcome within this long closes the connection (10 s by default). */
   welcomeTimeoutMs?: number;
 }
@@ -54,7 +62,19 @@ export interface Session {
   wake(): void;
   /** Closes the connection (agent stopping). */
   close(code: number, reason: string): void;
+  /** Sends a desired.ack report now, if welcomed (its state changed). */
+  report(ack: Omit<DesiredAck, "type">): void;
   readonly welcomed: boolean;
+}
+
+/** The `generation` of an undecodable desired message, when it has a usable one. */
+function generationOf(data: string | ArrayBuffer | Uint8Array): { generation?: number } {
+  try {
+    const g = (JSON.parse(String(data)) as { generation?: unknown }).generation;
+    return typeof g === "number" && Number.isSafeInteger(g) && g >= 0 ? { generation: g } : {};
+  } catch {
+    return {};
+  }
 }
 
 /** Bytes left queued in the socket before the session waits for it to drain. */
@@ -220,17 +240,15 @@ export function startSession(deps: SessionDeps): Session {
     pump();
   }
 
-  async function onDesired(d: Desired): Promise<void> {
+  function onDesired(d: DesiredReceived): void {
+    let ack: Omit<DesiredAck, "type">;
     try {
-      await deps.onDesired(d);
+      ack = deps.onDesired(d);
     } catch (err) {
-      log.error("cannot save the hub's desired state; not acknowledged", {
-        generation: d.generation,
-        error: err,
-      });
+      log.error("taking the hub's desired state failed; not acknowledged", { error: err });
       return;
     }
-    if (!finished) send({ type: "desired.ack", generation: d.generation });
+    if (!finished) send({ type: "desired.ack", ...ack });
   }
 
   function handle(m: HubMessage): void {
@@ -251,7 +269,7 @@ export function startSession(deps: SessionDeps): Session {
       case "hb":
         return;
       case "desired":
-        void onDesired(m);
+        onDesired({ ok: true, message: m });
         return;
       case "error":
         hubError = m;
@@ -264,6 +282,10 @@ export function startSession(deps: SessionDeps): Session {
     if (finished) return;
     lastHeard = clock.now();
     const decoded = decodeHubMessage(data);
+    if (!decoded.ok && decoded.type === "desired" && welcome !== undefined) {
+      onDesired({ ok: false, reason: decoded.reason, ...generationOf(data) });
+      return;
+    }
     if (!decoded.ok) {
       log.warn("refused a message from the hub", { code: decoded.code, reason: decoded.reason });
       close(CLOSE_CODES[decoded.code], decoded.reason.slice(0, 120));
@@ -302,6 +324,9 @@ export function startSession(deps: SessionDeps): Session {
     done,
     wake: () => pump(),
     close,
+    report(ack) {
+      if (!finished && welcome !== undefined) send({ type: "desired.ack", ...ack });
+    },
     get welcomed() {
       return welcome !== undefined;
     },

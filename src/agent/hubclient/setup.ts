@@ -7,8 +7,7 @@ import type { Event, Pod } from "../../api/types.ts";
 import { CREDENTIAL_FILE } from "../../protocol/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
-import { createHubClient, type HubClient } from "./client.ts";
-import { saveDesired } from "./desired.ts";
+import { createHubClient, type DesiredHandler, type HubClient } from "./client.ts";
 import { hubEndpoints, loadOrJoin } from "./join.ts";
 import { openOutbox } from "./outbox.ts";
 import { dialWebSocket } from "./socket.ts";
@@ -37,6 +36,8 @@ export interface AgentHubInput {
   pod: (uid: string) => Pod | undefined;
   pods: () => Pod[];
   podsSynced: () => boolean;
+  /** The hub's desired state on this device (the "api" pod source). */
+  desired?: DesiredHandler;
 }
 
 function readCA(caFile: string | undefined): string | undefined {
@@ -87,8 +88,7 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
         reason,
         message,
       ),
-    desiredPath: join(dir, "desired.json"),
-    saveDesired,
+    ...(input.desired !== undefined && { desired: input.desired }),
     backoffBaseMs: input.backoffBaseMs,
     backoffMaxMs: input.backoffMaxMs,
   });
@@ -125,12 +125,13 @@ export interface AgentHubWiring {
   /** The sync loop's pods by uid. */
   pods: () => ReadonlyMap<string, Pod>;
   podsSynced: () => boolean;
+  desired?: DesiredHandler;
 }
 
 /** The hub client of an agent whose config names a hub; undefined when it runs alone. */
 export function createAgentHub(
   w: AgentHubWiring,
-): { run(signal: AbortSignal): Promise<void> } | undefined {
+): { run(signal: AbortSignal): Promise<void>; desiredChanged(): void } | undefined {
   const { config } = w;
   if (config.hub === undefined) return undefined;
   const withStatus = (pod: Pod): Pod | undefined => {
@@ -156,8 +157,10 @@ export function createAgentHub(
     },
     pods: () => [...w.pods().values()].flatMap((p) => withStatus(p) ?? []),
     podsSynced: w.podsSynced,
+    ...(w.desired !== undefined && { desired: w.desired }),
   });
   return {
+    desiredChanged: () => client.desiredChanged(),
     async run(signal) {
       try {
         await client.run(signal);

@@ -11,6 +11,15 @@ export {
   type ManifestProblem,
 } from "./file-source.ts";
 export {
+  createHubPodSource,
+  type DesiredInput,
+  type DesiredState,
+  decodeDesired,
+  type HubPodSource,
+  type HubPodSourceDeps,
+  makeHubPod,
+} from "./hub-source.ts";
+export {
   createObjectStore,
   type ObjectConflict,
   type ObjectLookup,

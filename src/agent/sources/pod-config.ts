@@ -1,11 +1,14 @@
-// PodConfig merges the desired pods of every source ("file", later "hub") into one stream of
-// incremental updates for the sync loop, as the kubelet's config package does. Each source
-// sends complete snapshots (SET); PodConfig diffs each against what it holds for that source.
+// PodConfig merges the desired pods of every source ("file", and "api" for the hub's pods) into
+// one stream of incremental updates for the sync loop, as the kubelet's config package does.
+// Each source sends complete snapshots (SET); PodConfig diffs each against what it holds for
+// that source.
 //
 // Invariants:
-// - a pod full name (namespace/name) belongs to at most one source: the one that holds it
-//   first; another source's pod with that name is rejected (reported once) until it is free;
-//   within one snapshot the first pod of a name wins;
+// - a pod full name (namespace/name) belongs to at most one source: the first of
+//   `deps.sources` (the highest priority) whose snapshot has it. A lower source's pod with that
+//   name is refused (reported once, and listed by conflicts()) until the name is free; a lower
+//   source's running pod is removed when a higher source claims its name. Within one snapshot
+//   the first pod of a name wins;
 // - the updates of one snapshot are queued in the kubelet's order: REMOVE, ADD, UPDATE, DELETE,
 //   RECONCILE; a source's first snapshot with no ADD/UPDATE/DELETE queues an empty ADD, so
 //   that the consumer wakes up and sees seenAllSources();
@@ -23,7 +26,8 @@ import {
 } from "./parse.ts";
 import { PodUpdateQueue } from "./update-queue.ts";
 
-export type PodSourceName = "file" | "hub";
+/** "file": the manifest folder; "api": the hub's pods (the kubelet's name for non-file pods). */
+export type PodSourceName = "file" | "api";
 
 /**
  * ADD: a new pod. UPDATE: a pod whose spec, labels or annotations changed. REMOVE: a pod no
@@ -50,11 +54,14 @@ export interface PodConflict {
 }
 
 export interface PodConfigDeps {
-  /** Every source that will send snapshots; seenAllSources() waits for each. */
+  /** Every source that will send snapshots, highest priority first; seenAllSources() waits
+   * for each. */
   sources: readonly PodSourceName[];
   clock: Clock;
   /** Receives each refused pod once (until it is accepted or leaves its source). */
   onError(conflict: PodConflict): void;
+  /** Called when the list of refused pods of `source` changed (grew or shrank). */
+  onConflictsChanged?(source: PodSourceName): void;
 }
 
 export interface PodConfig {
@@ -66,6 +73,8 @@ export interface PodConfig {
   readonly updates: PodUpdateQueue;
   /** Every pod currently accepted, of all sources. */
   pods(): Pod[];
+  /** The pods of `source`'s latest snapshot that are refused now, and why. */
+  conflicts(source: PodSourceName): PodConflict[];
 }
 
 export function createPodConfig(deps: PodConfigDeps): PodConfig {
@@ -79,6 +88,13 @@ const localAnnotations = [
   CONFIG_MIRROR_ANNOTATION,
 ];
 
+/** What applying one source's snapshot changed. */
+interface SourceUpdates {
+  source: PodSourceName;
+  out: Record<PodOperation, Pod[]>;
+  firstSet: boolean;
+}
+
 function fullName(pod: Pod): string {
   return `${pod.metadata.namespace ?? ""}/${pod.metadata.name}`;
 }
@@ -89,22 +105,31 @@ class MergedPodConfig implements PodConfig {
   private readonly accepted = new Map<PodSourceName, Map<string, Pod>>();
   /** Per source: its last snapshot as sent. */
   private readonly latest = new Map<PodSourceName, Pod[]>();
-  /** Per source: conflicts already reported. */
-  private readonly reported = new Map<PodSourceName, Set<string>>();
+  /** Per source: conflicts reported, by a key of name, uid and message. */
+  private readonly reported = new Map<PodSourceName, Map<string, PodConflict>>();
 
   constructor(private readonly deps: PodConfigDeps) {}
 
   set(source: PodSourceName, pods: readonly Pod[]): void {
-    if (!this.deps.sources.includes(source))
-      throw new Error(`PodConfig: unknown source ${JSON.stringify(source)}`);
+    const rank = this.deps.sources.indexOf(source);
+    if (rank < 0) throw new Error(`PodConfig: unknown source ${JSON.stringify(source)}`);
     const firstSet = !this.latest.has(source);
     this.latest.set(source, structuredClone([...pods]));
     const before = this.namesOf(source);
-    this.apply(source, firstSet);
+    const outs = [this.apply(source, firstSet)];
     const after = this.namesOf(source);
-    if ([...before].some((n) => !after.has(n))) {
-      for (const other of this.latest.keys()) if (other !== source) this.apply(other, false);
+    const changed = before.size !== after.size || [...before].some((n) => !after.has(n));
+    if (changed) {
+      // Lower sources may lose a name to this one, or get back one it let go.
+      for (const other of this.deps.sources.slice(rank + 1))
+        if (this.latest.has(other)) outs.push(this.apply(other, false));
     }
+    for (const op of ["REMOVE", "ADD", "UPDATE", "DELETE", "RECONCILE"] as const)
+      for (const out of outs) this.emit(out, op);
+  }
+
+  conflicts(source: PodSourceName): PodConflict[] {
+    return [...(this.reported.get(source)?.values() ?? [])];
   }
 
   seenAllSources(): boolean {
@@ -122,13 +147,13 @@ class MergedPodConfig implements PodConfig {
   /** The pods of the source's latest snapshot that it may have, reporting the others. */
   private admit(source: PodSourceName): Pod[] {
     const owners = new Map<string, PodSourceName>();
-    for (const [other, pods] of this.accepted) {
-      if (other !== source) for (const pod of pods.values()) owners.set(fullName(pod), other);
+    for (const other of this.deps.sources.slice(0, this.deps.sources.indexOf(source))) {
+      for (const pod of this.accepted.get(other)?.values() ?? []) owners.set(fullName(pod), other);
     }
     const taken = new Set<string>();
     const admitted: Pod[] = [];
-    const reported = new Set<string>();
-    const previously = this.reported.get(source) ?? new Set<string>();
+    const reported = new Map<string, PodConflict>();
+    const previously = this.reported.get(source) ?? new Map<string, PodConflict>();
     for (const pod of this.latest.get(source) ?? []) {
       const name = fullName(pod);
       const owner = owners.get(name);
@@ -143,16 +168,19 @@ class MergedPodConfig implements PodConfig {
         continue;
       }
       const key = `${name}\n${pod.metadata.uid ?? ""}\n${message}`;
-      reported.add(key);
-      if (!previously.has(key))
-        this.deps.onError({ source, pod: name, uid: pod.metadata.uid ?? "", message });
+      const conflict = { source, pod: name, uid: pod.metadata.uid ?? "", message };
+      reported.set(key, conflict);
+      if (!previously.has(key)) this.deps.onError(conflict);
     }
     this.reported.set(source, reported);
+    const changed =
+      reported.size !== previously.size || [...reported.keys()].some((k) => !previously.has(k));
+    if (changed) this.deps.onConflictsChanged?.(source);
     return admitted;
   }
 
-  /** Diffs the source's admitted pods against what it held, and queues the updates. */
-  private apply(source: PodSourceName, firstSet: boolean): void {
+  /** Diffs the source's admitted pods against what it held; returns the updates to queue. */
+  private apply(source: PodSourceName, firstSet: boolean): SourceUpdates {
     const old = this.accepted.get(source) ?? new Map<string, Pod>();
     const next = new Map<string, Pod>();
     const out: Record<PodOperation, Pod[]> = {
@@ -186,21 +214,15 @@ class MergedPodConfig implements PodConfig {
     }
     for (const [uid, pod] of old) if (!next.has(uid)) out.REMOVE.push(pod);
     this.accepted.set(source, next);
-    this.emit(source, out, firstSet);
+    return { source, out, firstSet };
   }
 
-  private emit(source: PodSourceName, out: Record<PodOperation, Pod[]>, firstSet: boolean): void {
-    const push = (op: PodOperation) => {
-      if (out[op].length > 0) this.updates.push({ op, source, pods: out[op] });
-    };
-    push("REMOVE");
-    push("ADD");
-    push("UPDATE");
-    push("DELETE");
-    if (firstSet && out.ADD.length + out.UPDATE.length + out.DELETE.length === 0) {
+  /** Queues the updates of one operation; a first snapshot with nothing to do queues an
+   * empty ADD. */
+  private emit({ source, out, firstSet }: SourceUpdates, op: PodOperation): void {
+    if (out[op].length > 0) this.updates.push({ op, source, pods: out[op] });
+    else if (op === "ADD" && firstSet && out.UPDATE.length + out.DELETE.length === 0)
       this.updates.push({ op: "ADD", source, pods: [] });
-    }
-    push("RECONCILE");
   }
 
   /** The pod with config.source set and config.seen kept from `existing` (or now). */

@@ -87,6 +87,15 @@ describe("loadAgentConfig()", () => {
       containerLogMaxSize: 10 * 1024 * 1024,
       containerLogMaxFiles: 5,
       containerLogMonitorInterval: 10_000,
+      hubPodPolicy: {
+        allowPrivileged: false,
+        allowHostNetwork: false,
+        allowHostPID: false,
+        allowHostIPC: false,
+        allowedHostPathPrefixes: [],
+        allowedRegistries: [],
+        maxPods: 10,
+      },
     });
   });
 
@@ -151,6 +160,30 @@ describe("loadAgentConfig()", () => {
     expect(config.maximumDeadContainersPerContainer).toBe(-1);
     expect(config.containerLogMaxSize).toBe(1024 * 1024);
     expect(config.containerLogMonitorInterval).toBe(500);
+  });
+
+  test("hubPodPolicy: fields of the file over the safe defaults, typos and relative paths refused", async () => {
+    const file = await writeConfig(
+      "hubPodPolicy:\n  allowHostNetwork: true\n  allowedHostPathPrefixes: [/data]\n  maxPods: 3\n",
+    );
+    const config = await loadAgentConfig(["--config", file], {}, deps);
+    expect(config.hubPodPolicy).toEqual({
+      allowPrivileged: false,
+      allowHostNetwork: true,
+      allowHostPID: false,
+      allowHostIPC: false,
+      allowedHostPathPrefixes: ["/data"],
+      allowedRegistries: [],
+      maxPods: 3,
+    });
+    await writeConfig("hubPodPolicy:\n  allowPrivilege: true\n");
+    expect(await loadError(["--config", file])).toContain(
+      'hubPodPolicy.allowPrivilege: unknown field (did you mean "hubPodPolicy.allowPrivileged"?)',
+    );
+    await writeConfig("hubPodPolicy:\n  allowedHostPathPrefixes: [data]\n");
+    expect(await loadError(["--config", file])).toContain(
+      'hubPodPolicy.allowedHostPathPrefixes.0: "data" must be an absolute path',
+    );
   });
 
   test("merges hub flags into the file's hub settings", async () => {

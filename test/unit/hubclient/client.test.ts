@@ -8,7 +8,7 @@ import {
   loadOrJoin,
   readCredential,
   reconnectDelay,
-  saveDesired,
+  secretsAllowed,
 } from "../../../src/agent/hubclient/index.ts";
 import { buildNode } from "../../../src/agent/nodestatus/index.ts";
 import type { Pod } from "../../../src/api/types.ts";
@@ -70,8 +70,6 @@ function setup(overrides: Partial<HubClientDeps> = {}) {
     pods: () => [...pods.values()],
     podsSynced: () => true,
     nodeEvent: (_t, reason, message) => nodeEvents.push(`${reason}: ${message}`),
-    desiredPath: join(t.dir, "hub", "desired.json"),
-    saveDesired,
     backoffBaseMs: 1000,
     backoffMaxMs: 8000,
     ...overrides,
@@ -270,5 +268,119 @@ describe("loadOrJoin()", () => {
       connect: "ws://127.0.0.1:7443/api/v1/agent/connect",
     });
     expect(hubEndpoints("wss://hub").connect).toBe("wss://hub/api/v1/agent/connect");
+  });
+});
+
+/** A desired handler that records what it accepted; refuses pods named "bad". */
+function fakeDesired() {
+  const accepted: { generation: number; secrets?: unknown[] }[] = [];
+  const conflicts: { pod: string; uid: string; message: string }[] = [];
+  let generation = 2;
+  return {
+    accepted,
+    conflicts,
+    handler: {
+      get generation() {
+        return generation;
+      },
+      accept(input: { generation: number; pods: unknown[]; secrets?: unknown[] }) {
+        if (input.pods.includes("bad")) return { ok: false as const, reason: "pods[0]: not a pod" };
+        accepted.push({
+          generation: input.generation,
+          ...(input.secrets !== undefined && { secrets: input.secrets }),
+        });
+        generation = input.generation;
+        return { ok: true as const };
+      },
+      conflicts: () => conflicts,
+    },
+  };
+}
+
+async function welcomed(overrides: Partial<HubClientDeps>) {
+  const s = setup(overrides);
+  const ac = new AbortController();
+  const running = s.client.run(ac.signal);
+  await flush();
+  const conn = s.conns[0];
+  if (conn === undefined) throw new Error("no connection");
+  conn.open();
+  conn.welcome(0);
+  const stop = async () => {
+    ac.abort();
+    await running;
+  };
+  return { ...s, conn, stop };
+}
+
+describe("createHubClient() and the hub's desired state", () => {
+  test("announces that it runs hub pods and the generation it has, and reports after welcome", async () => {
+    const d = fakeDesired();
+    const { conn, stop } = await welcomed({ desired: d.handler });
+    expect(conn.sent[0]).toMatchObject({ desiredGeneration: 2, features: ["desired-pods"] });
+    expect(conn.sent.find((m) => m.type === "desired.ack")).toEqual({
+      type: "desired.ack",
+      generation: 2,
+    });
+    await stop();
+  });
+
+  test("an agent without a handler announces nothing and sends no desired.ack", async () => {
+    const { conn, stop } = await welcomed({});
+    expect(conn.sent[0]).toMatchObject({ desiredGeneration: 0, features: [] });
+    expect(conn.sent.map((m) => m.type)).not.toContain("desired.ack");
+    await stop();
+  });
+
+  test("applies a new generation and acknowledges it; the same generation again changes nothing", async () => {
+    const d = fakeDesired();
+    const { conn, stop } = await welcomed({ desired: d.handler });
+    conn.receive({ type: "desired", generation: 5, pods: [] });
+    expect(conn.sent.at(-1)).toEqual({ type: "desired.ack", generation: 5 });
+    conn.receive({ type: "desired", generation: 5, pods: [] });
+    expect(conn.sent.at(-1)).toEqual({ type: "desired.ack", generation: 5 });
+    expect(d.accepted.map((a) => a.generation)).toEqual([5]);
+    await stop();
+  });
+
+  test("a refused state keeps the old generation, says why to the hub and records an event", async () => {
+    const d = fakeDesired();
+    const { conn, nodeEvents, stop } = await welcomed({ desired: d.handler });
+    conn.receive({ type: "desired", generation: 6, pods: ["bad"] });
+    expect(conn.sent.at(-1)).toEqual({
+      type: "desired.ack",
+      generation: 2,
+      refused: { generation: 6, reason: "pods[0]: not a pod" },
+    });
+    expect(nodeEvents).toContain("DesiredStateRefused: desired state refused: pods[0]: not a pod");
+    expect(conn.closed).toBeUndefined();
+    conn.receive({ type: "desired", generation: 7, pods: [] });
+    expect(conn.sent.at(-1)).toEqual({ type: "desired.ack", generation: 7 });
+    await stop();
+  });
+
+  test("Secrets over plain ws:// to a remote hub are dropped; over loopback they are kept", async () => {
+    const d = fakeDesired();
+    const { conn, stop } = await welcomed({ desired: d.handler });
+    conn.receive({ type: "desired", generation: 8, pods: [], secrets: [{ kind: "Secret" }] });
+    expect(d.accepted.at(-1)).toEqual({ generation: 8 });
+    await stop();
+    expect(secretsAllowed("ws://127.0.0.1:7443/api/v1/agent/connect")).toBe(true);
+    expect(secretsAllowed("ws://[::1]:7443/x")).toBe(true);
+    expect(secretsAllowed("wss://hub.example/x")).toBe(true);
+    expect(secretsAllowed("ws://10.0.0.2:7443/x")).toBe(false);
+  });
+
+  test("desiredChanged() reports the conflicts to the connected hub", async () => {
+    const d = fakeDesired();
+    const { conn, client, stop } = await welcomed({ desired: d.handler });
+    d.conflicts.push({ pod: "default/web-cam-1", uid: "u1", message: "taken by a file pod" });
+    client.desiredChanged();
+    expect(conn.sent.at(-1)).toEqual({
+      type: "desired.ack",
+      generation: 2,
+      conflicts: [{ pod: "default/web-cam-1", uid: "u1", message: "taken by a file pod" }],
+    });
+    await stop();
   });
 });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
+import type { DesiredReceived } from "../../../src/agent/hubclient/index.ts";
 import { type Outbox, type SessionDeps, startSession } from "../../../src/agent/hubclient/index.ts";
-import type { Desired } from "../../../src/protocol/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { fakeDial, makeEvent, outboxAt, tempDir } from "./fixtures.ts";
@@ -17,7 +17,7 @@ function setup(overrides: Partial<SessionDeps> = {}) {
   const clock = new FakeClock();
   const outbox: Outbox = outboxAt(t.dir);
   const { dial, conns } = fakeDial();
-  const saved: Desired[] = [];
+  const saved: DesiredReceived[] = [];
   const welcomes: number[] = [];
   const deps: SessionDeps = {
     clock,
@@ -30,6 +30,7 @@ function setup(overrides: Partial<SessionDeps> = {}) {
     onWelcome: (w) => welcomes.push(w.ackedSeq),
     onDesired: (d) => {
       saved.push(d);
+      return { generation: d.ok ? d.message.generation : 1 };
     },
     ...overrides,
   };
@@ -118,17 +119,32 @@ describe("startSession()", () => {
     expect(outbox.size).toBe(1);
   });
 
-  test("acknowledges desired state only after it was saved", async () => {
+  test("answers desired with the desired.ack its handler returns", () => {
     const { conn, saved } = setup();
     conn.open();
     conn.welcome(0);
     conn.receive({ type: "desired", generation: 3, pods: [] });
-    await Bun.sleep(0);
-    expect(saved.map((d) => d.generation)).toEqual([3]);
+    expect(saved).toEqual([{ ok: true, message: { type: "desired", generation: 3, pods: [] } }]);
     expect(conn.sent.at(-1)).toEqual({ type: "desired.ack", generation: 3 });
   });
 
-  test("does not acknowledge desired state that could not be saved", async () => {
+  test("hands an undecodable desired to its handler and keeps the connection", () => {
+    const { conn, saved } = setup();
+    conn.open();
+    conn.welcome(0);
+    conn.receive({ type: "desired", generation: 4, pods: "none" });
+    expect(saved).toEqual([
+      {
+        ok: false,
+        reason: expect.stringContaining("bad desired message: pods:"),
+        generation: 4,
+      },
+    ]);
+    expect(conn.sent.at(-1)).toEqual({ type: "desired.ack", generation: 1 });
+    expect(conn.closed).toBeUndefined();
+  });
+
+  test("does not acknowledge when its handler fails", () => {
     const { conn } = setup({
       onDesired: () => {
         throw new Error("disk full");
@@ -137,7 +153,6 @@ describe("startSession()", () => {
     conn.open();
     conn.welcome(0);
     conn.receive({ type: "desired", generation: 3, pods: [] });
-    await Bun.sleep(0);
     expect(types(conn.sent)).not.toContain("desired.ack");
   });
 

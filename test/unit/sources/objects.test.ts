@@ -174,7 +174,7 @@ describe("object store", () => {
     const conflicts: ObjectConflict[] = [];
     const changes: string[][] = [];
     const store = createObjectStore({
-      sources: ["file", "hub"],
+      sources: ["file", "api"],
       onError: (c) => conflicts.push(c),
     });
     store.subscribe((keys) => changes.push([...keys].sort()));
@@ -201,25 +201,25 @@ describe("object store", () => {
   test("gives a key to the source that had it first, and hands it over without a gap", () => {
     const h = harness();
     h.store.set("file", [cm("a", "file")]);
-    h.store.set("hub", [cm("a", "hub"), cm("b", "hub")]);
-    h.store.set("hub", [cm("a", "hub"), cm("b", "hub")]);
+    h.store.set("api", [cm("a", "api"), cm("b", "api")]);
+    h.store.set("api", [cm("a", "api"), cm("b", "api")]);
     expect(h.store.configMap("default", "a")?.data?.key).toBe("file");
     expect(h.conflicts).toEqual([
       {
-        source: "hub",
+        source: "api",
         kind: "ConfigMap",
         namespace: "default",
         name: "a",
-        message: 'configmap "default/a" from source "hub" is ignored: source "file" already has it',
+        message: 'configmap "default/a" from source "api" is ignored: source "file" already has it',
       },
     ]);
     h.store.set("file", []);
-    expect(h.store.configMap("default", "a")?.data?.key).toBe("hub");
+    expect(h.store.configMap("default", "a")?.data?.key).toBe("api");
     expect(h.changes.at(-1)).toEqual(["ConfigMap/default/a"]);
   });
 
   test("refuses a source it does not know", () => {
-    expect(() => harness().store.set("api" as never, [])).toThrow('unknown source "api"');
+    expect(() => harness().store.set("hub" as never, [])).toThrow('unknown source "hub"');
   });
 });
 

@@ -8,19 +8,21 @@ import type { Pod } from "../../../src/api/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { makeContainer, makePod } from "../../lib/builders.ts";
 
-function setup(sources: ("file" | "hub")[] = ["file"]) {
+function setup(sources: ("file" | "api")[] = ["file"]) {
   const conflicts: PodConflict[] = [];
+  const changed: string[] = [];
   const config = createPodConfig({
     sources,
     clock: new FakeClock(Date.UTC(2026, 0, 1)),
     onError: (c) => conflicts.push(c),
+    onConflictsChanged: (source) => changed.push(source),
   });
   const drain = () => {
     const out: string[] = [];
     for (let u = config.updates.tryNext(); u; u = config.updates.tryNext()) out.push(show(u));
     return out;
   };
-  return { config, conflicts, drain };
+  return { config, conflicts, changed, drain };
 }
 
 /** "OP source [uid,...]" */
@@ -108,39 +110,54 @@ describe("PodConfig", () => {
   });
 
   test("reports all sources seen once each sent a snapshot, with an empty ADD for an empty first one", () => {
-    const { config, drain } = setup(["file", "hub"]);
+    const { config, drain } = setup(["file", "api"]);
     expect(config.seenAllSources()).toBe(false);
     config.set("file", []);
     expect(config.seenAllSources()).toBe(false);
     expect(drain()).toEqual(["ADD file []"]);
-    config.set("hub", [makePod({ name: "h", uid: "9" })]);
+    config.set("api", [makePod({ name: "h", uid: "9" })]);
     expect(config.seenAllSources()).toBe(true);
-    expect(drain()).toEqual(["ADD hub [9]"]);
+    expect(drain()).toEqual(["ADD api [9]"]);
     config.set("file", []);
     expect(drain()).toEqual([]);
   });
 
-  test("keeps a pod name with the source that had it first and reports the other once", () => {
-    const { config, conflicts, drain } = setup(["file", "hub"]);
+  test("keeps a pod name with the higher-priority source (file) and reports the other once", () => {
+    const { config, conflicts, drain } = setup(["file", "api"]);
     config.set("file", [makePod({ name: "web", uid: "f" })]);
-    config.set("hub", [makePod({ name: "web", uid: "h" })]);
-    config.set("hub", [makePod({ name: "web", uid: "h" })]);
-    expect(drain()).toEqual(["ADD file [f]", "ADD hub []"]);
+    config.set("api", [makePod({ name: "web", uid: "h" })]);
+    config.set("api", [makePod({ name: "web", uid: "h" })]);
+    expect(drain()).toEqual(["ADD file [f]", "ADD api []"]);
     expect(conflicts).toHaveLength(1);
-    expect(conflicts[0]?.source).toBe("hub");
+    expect(conflicts[0]?.source).toBe("api");
     expect(conflicts[0]?.pod).toBe("default/web");
     expect(conflicts[0]?.uid).toBe("h");
     expect(conflicts[0]?.message).toBe(
-      'pod "default/web" from source "hub" is ignored: source "file" already has a pod of that name',
+      'pod "default/web" from source "api" is ignored: source "file" already has a pod of that name',
     );
     config.set("file", []);
-    expect(drain()).toEqual(["REMOVE file [f]", "ADD hub [h]"]);
+    expect(drain()).toEqual(["REMOVE file [f]", "ADD api [h]"]);
+  });
+
+  test("a file pod takes its name from a running hub pod, which comes back when the file pod goes", () => {
+    const { config, changed, drain } = setup(["file", "api"]);
+    config.set("file", []);
+    config.set("api", [makePod({ name: "web", uid: "h" }), makePod({ name: "db", uid: "d" })]);
+    expect(drain()).toEqual(["ADD file []", "ADD api [h,d]"]);
+    config.set("file", [makePod({ name: "web", uid: "f" })]);
+    expect(drain()).toEqual(["REMOVE api [h]", "ADD file [f]"]);
+    expect(config.conflicts("api").map((c) => `${c.pod} ${c.uid}`)).toEqual(["default/web h"]);
+    expect(changed).toEqual(["api"]);
+    config.set("file", []);
+    expect(drain()).toEqual(["REMOVE file [f]", "ADD api [h]"]);
+    expect(config.conflicts("api")).toEqual([]);
+    expect(changed).toEqual(["api", "api"]);
   });
 
   test("keeps the first of two pods of the same name in one snapshot", () => {
-    const { config, conflicts, drain } = setup(["hub"]);
-    config.set("hub", [makePod({ name: "web", uid: "1" }), makePod({ name: "web", uid: "2" })]);
-    expect(drain()).toEqual(["ADD hub [1]"]);
+    const { config, conflicts, drain } = setup(["api"]);
+    config.set("api", [makePod({ name: "web", uid: "1" }), makePod({ name: "web", uid: "2" })]);
+    expect(drain()).toEqual(["ADD api [1]"]);
     expect(conflicts[0]?.message).toContain("the source sent two pods of that name");
   });
 
@@ -157,6 +174,6 @@ describe("PodConfig", () => {
 
   test("throws for a source it was not given", () => {
     const { config } = setup(["file"]);
-    expect(() => config.set("hub", [])).toThrow('unknown source "hub"');
+    expect(() => config.set("api", [])).toThrow('unknown source "api"');
   });
 });

@@ -1,0 +1,173 @@
+// The "api" pod source: the hub's desired state for this node (docs/protocol.md, "Desired
+// state"). A state is used whole or not at all: every pod is validated as a manifest is, then
+// the state is written atomically to <rootDir>/hub/desired.json, then its pods are handed to
+// PodConfig. At start the saved state is read back, so a device rebooted without network runs
+// exactly the hub pods it last acknowledged.
+//
+// Invariants: `generation` is that of the state last saved and applied; a refused state changes
+// nothing (not the file, not the pods); an unreadable saved state applies nothing, so that the
+// source stays unseen and no running hub pod is taken for an orphan until the hub sends one.
+import { readFileSync } from "node:fs";
+import {
+  applyPodDefaults,
+  DEFAULT_NAMESPACE,
+  formatFieldError,
+  type Pod,
+  validatePod,
+} from "../../api/index.ts";
+import { writeFileAtomic } from "../../util/atomic-file.ts";
+import type { Logger } from "../../util/log.ts";
+import { CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION } from "./parse.ts";
+
+/** A desired state as the hub sends it; the objects are not decoded yet. */
+export interface DesiredInput {
+  generation: number;
+  pods: unknown[];
+  configMaps?: unknown[];
+  secrets?: unknown[];
+}
+
+/** A decoded desired state: the pods as validated (no defaults), as saved on disk. */
+export interface DesiredState {
+  generation: number;
+  pods: Pod[];
+}
+
+export interface HubPodSourceDeps {
+  nodeName: string;
+  /** <rootDir>/hub/desired.json */
+  path: string;
+  log: Logger;
+  /** Hands the complete set of hub pods to PodConfig (source "api"). */
+  apply(pods: Pod[]): void;
+}
+
+export interface HubPodSource {
+  /** The generation saved and applied (0: none). */
+  readonly generation: number;
+  /** Reads the saved state and applies it; false (nothing applied) when it cannot be read. */
+  load(): boolean;
+  /** Validates, saves, then applies `input`; on failure nothing changes. */
+  accept(input: DesiredInput): { ok: true } | { ok: false; reason: string };
+}
+
+/** Why a hub pod cannot be used on `nodeName`, or the pod as the hub sent it, validated. */
+function decodeHubPod(
+  obj: unknown,
+  index: number,
+  nodeName: string,
+): { ok: true; pod: Pod } | { ok: false; reason: string } {
+  const raw = (obj as { metadata?: { name?: unknown } } | null)?.metadata?.name;
+  const label = `pods[${index}]${typeof raw === "string" ? ` (${JSON.stringify(raw)})` : ""}`;
+  const r = validatePod(obj);
+  if (!r.ok) return { ok: false, reason: `${label}: ${r.errors.map(formatFieldError).join("; ")}` };
+  const pod = r.pod;
+  if (pod.metadata.uid === undefined || pod.metadata.uid === "")
+    return { ok: false, reason: `${label}: metadata.uid: Required value` };
+  const bound = pod.spec.nodeName;
+  if (bound !== undefined && bound !== "" && bound !== nodeName)
+    return {
+      ok: false,
+      reason: `${label}: spec.nodeName: Invalid value: ${JSON.stringify(bound)}: this device is node "${nodeName}"`,
+    };
+  return { ok: true, pod };
+}
+
+/** Decodes a whole desired state; the first problem found refuses all of it. */
+export function decodeDesired(
+  input: DesiredInput,
+  nodeName: string,
+): { ok: true; state: DesiredState } | { ok: false; reason: string } {
+  const pods: Pod[] = [];
+  const seen = new Set<string>();
+  for (const [i, obj] of input.pods.entries()) {
+    const d = decodeHubPod(obj, i, nodeName);
+    if (!d.ok) return d;
+    const key = `${d.pod.metadata.namespace || DEFAULT_NAMESPACE}/${d.pod.metadata.name}`;
+    for (const k of [key, `uid ${d.pod.metadata.uid}`]) {
+      if (seen.has(k)) return { ok: false, reason: `pods[${i}]: Duplicate value: ${k}` };
+      seen.add(k);
+    }
+    pods.push(d.pod);
+  }
+  return { ok: true, state: { generation: input.generation, pods } };
+}
+
+/** The pod the agent runs for a decoded hub pod: defaults, its node, source "api". */
+export function makeHubPod(decoded: Pod, nodeName: string): Pod {
+  const pod = applyPodDefaults(decoded);
+  const uid = decoded.metadata.uid ?? "";
+  const metadata = {
+    ...pod.metadata,
+    namespace: decoded.metadata.namespace || DEFAULT_NAMESPACE,
+    annotations: {
+      ...pod.metadata.annotations,
+      [CONFIG_HASH_ANNOTATION]: uid,
+      [CONFIG_SOURCE_ANNOTATION]: "api",
+    },
+  };
+  return { ...pod, metadata, spec: { ...pod.spec, nodeName } };
+}
+
+export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
+  let generation = 0;
+  const use = (state: DesiredState) => {
+    deps.apply(state.pods.map((p) => makeHubPod(p, deps.nodeName)));
+    generation = state.generation;
+  };
+  return {
+    get generation() {
+      return generation;
+    },
+    load() {
+      let text: string;
+      try {
+        text = readFileSync(deps.path, "utf8");
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === "ENOENT") {
+          use({ generation: 0, pods: [] });
+          return true;
+        }
+        deps.log.error("cannot read the saved hub desired state; hub pods wait for the hub", {
+          file: deps.path,
+          error: err,
+        });
+        return false;
+      }
+      let decoded: ReturnType<typeof decodeDesired>;
+      try {
+        const saved = JSON.parse(text) as DesiredInput;
+        decoded = decodeDesired(
+          { generation: saved.generation, pods: saved.pods ?? [] },
+          deps.nodeName,
+        );
+      } catch (err) {
+        decoded = { ok: false, reason: (err as Error).message };
+      }
+      if (!decoded.ok || !Number.isInteger(decoded.state.generation)) {
+        const reason = decoded.ok ? "no generation" : decoded.reason;
+        deps.log.error("the saved hub desired state is unusable; hub pods wait for the hub", {
+          file: deps.path,
+          reason,
+        });
+        return false;
+      }
+      use(decoded.state);
+      return true;
+    },
+    accept(input) {
+      const decoded = decodeDesired(input, deps.nodeName);
+      if (!decoded.ok) return decoded;
+      try {
+        writeFileAtomic(deps.path, `${JSON.stringify(decoded.state)}\n`);
+      } catch (err) {
+        return {
+          ok: false,
+          reason: `cannot save the desired state to ${deps.path}: ${(err as Error).message}`,
+        };
+      }
+      use(decoded.state);
+      return { ok: true };
+    },
+  };
+}

@@ -1,0 +1,125 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createHubPodSource, decodeDesired } from "../../../src/agent/sources/index.ts";
+import type { Pod } from "../../../src/api/types.ts";
+import { nullLogger } from "../../../src/util/log.ts";
+
+let dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  dirs = [];
+});
+
+function hubPod(name: string, uid: string, extra: Record<string, unknown> = {}) {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: `${name}-cam-1`,
+      namespace: "default",
+      uid,
+      labels: { app: name },
+      ownerReferences: [{ apiVersion: "apps/v1", kind: "DaemonSet", name, uid: "ds1" }],
+    },
+    spec: { nodeName: "cam-1", containers: [{ name: "main", image: "busybox" }], ...extra },
+  };
+}
+
+function setup() {
+  const dir = mkdtempSync(join(tmpdir(), "fleetlet-hubsource-"));
+  dirs.push(dir);
+  const path = join(dir, "hub", "desired.json");
+  const applied: Pod[][] = [];
+  const make = () =>
+    createHubPodSource({
+      nodeName: "cam-1",
+      path,
+      log: nullLogger,
+      apply: (pods) => applied.push(pods),
+    });
+  return { path, applied, make };
+}
+
+describe("decodeDesired()", () => {
+  test("refuses the whole state for one invalid pod, naming it and the field", () => {
+    const r = decodeDesired(
+      { generation: 3, pods: [hubPod("a", "u1"), { ...hubPod("b", "u2"), spec: {} }] },
+      "cam-1",
+    );
+    expect(r).toEqual({
+      ok: false,
+      reason: 'pods[1] ("b-cam-1"): spec.containers: Required value',
+    });
+  });
+
+  test("refuses a pod of another node, a pod without uid and duplicate names", () => {
+    const other = hubPod("a", "u1", { nodeName: "cam-2" });
+    expect(decodeDesired({ generation: 1, pods: [other] }, "cam-1")).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining('spec.nodeName: Invalid value: "cam-2"'),
+    });
+    const noUid = hubPod("a", "");
+    expect(decodeDesired({ generation: 1, pods: [noUid] }, "cam-1")).toMatchObject({
+      reason: 'pods[0] ("a-cam-1"): metadata.uid: Required value',
+    });
+    const twice = [hubPod("a", "u1"), hubPod("a", "u2")];
+    expect(decodeDesired({ generation: 1, pods: twice }, "cam-1")).toMatchObject({
+      reason: "pods[1]: Duplicate value: default/a-cam-1",
+    });
+  });
+});
+
+describe("createHubPodSource()", () => {
+  test("with nothing saved applies no pods, at generation 0", () => {
+    const { make, applied } = setup();
+    const source = make();
+    expect(source.load()).toBe(true);
+    expect(applied).toEqual([[]]);
+    expect(source.generation).toBe(0);
+  });
+
+  test("saves a state (0600) before applying it, and a restarted source applies it again", () => {
+    const { make, applied, path } = setup();
+    const source = make();
+    source.load();
+    expect(source.accept({ generation: 4, pods: [hubPod("a", "u1")] })).toEqual({ ok: true });
+    expect(source.generation).toBe(4);
+    expect(JSON.parse(readFileSync(path, "utf8")).generation).toBe(4);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    const pod = applied.at(-1)?.[0];
+    expect(pod?.metadata.annotations?.["kubernetes.io/config.source"]).toBe("api");
+    expect(pod?.metadata.uid).toBe("u1");
+    expect(pod?.spec.containers[0]?.imagePullPolicy).toBe("Always");
+    expect(pod?.metadata.ownerReferences?.[0]?.kind).toBe("DaemonSet");
+
+    const again = make();
+    expect(again.load()).toBe(true);
+    expect(again.generation).toBe(4);
+    expect(applied.at(-1)).toEqual(applied.at(-2) as Pod[]);
+  });
+
+  test("a refused state changes neither the file nor the pods", () => {
+    const { make, applied, path } = setup();
+    const source = make();
+    source.load();
+    source.accept({ generation: 4, pods: [hubPod("a", "u1")] });
+    const before = readFileSync(path, "utf8");
+    const r = source.accept({ generation: 5, pods: [{ kind: "Pod" }] });
+    expect(r.ok).toBe(false);
+    expect(readFileSync(path, "utf8")).toBe(before);
+    expect(applied).toHaveLength(2);
+    expect(source.generation).toBe(4);
+  });
+
+  test("an unreadable saved state applies nothing, so running hub pods are not orphans", () => {
+    const { make, applied, path } = setup();
+    make().accept({ generation: 4, pods: [hubPod("a", "u1")] });
+    writeFileSync(path, "{not json");
+    const source = make();
+    expect(source.load()).toBe(false);
+    expect(applied).toHaveLength(1);
+    expect(source.generation).toBe(0);
+  });
+});
