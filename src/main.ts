@@ -2,9 +2,11 @@
 // The fleetlet command line: one executable for the agent, the hub and the tools around them.
 import { agentCommand } from "./cli/agent.ts";
 import { describeCommand, execCommand, getCommand, logsCommand } from "./cli/commands.ts";
+import { applyCommand, deleteCommand, labelCommand } from "./cli/deploy.ts";
 import { CliError } from "./cli/errors.ts";
 import { hubCommand } from "./cli/hub.ts";
 import { processIO } from "./cli/io.ts";
+import { rolloutCommand } from "./cli/rollout.ts";
 import { runtimeInfoCommand } from "./cli/runtime-info.ts";
 import { versionCommand } from "./cli/version.ts";
 
@@ -24,13 +26,32 @@ const commands: Record<string, { run: Command; help: string }> = {
     run: runtimeInfoCommand,
     help: "print the container runtime's name, version and conditions",
   },
-  get: { run: (argv) => getCommand(argv, processIO()), help: "list pods or events of the agent" },
+  get: {
+    run: (argv) => getCommand(argv, processIO()),
+    help: "list pods or events of the agent; nodes, pods, events, daemonsets of the hub",
+  },
   describe: {
     run: (argv) => describeCommand(argv, processIO()),
     help: "show a pod in detail, with its events",
   },
   logs: { run: (argv) => logsCommand(argv, processIO()), help: "print a container's logs" },
   exec: { run: (argv) => execCommand(argv, processIO()), help: "run a command in a container" },
+  apply: {
+    run: (argv) => applyCommand(argv, processIO()),
+    help: "send DaemonSets to the hub, which deploys them to the devices they select",
+  },
+  delete: {
+    run: (argv) => deleteCommand(argv, processIO()),
+    help: "delete DaemonSets from the hub (their pods leave the devices)",
+  },
+  label: {
+    run: (argv) => labelCommand(argv, processIO()),
+    help: "set or remove a device's labels on the hub (DaemonSet pods follow)",
+  },
+  rollout: {
+    run: (argv) => rolloutCommand(argv, processIO()),
+    help: "a DaemonSet's rollout on the hub: status, history, undo",
+  },
 };
 
 function usage(): string {

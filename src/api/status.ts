@@ -9,6 +9,7 @@ export type StatusReason =
   | "MethodNotAllowed"
   | "AlreadyExists"
   | "Conflict"
+  | "Invalid"
   | "InternalError"
   | "ServiceUnavailable";
 
@@ -31,6 +32,7 @@ const codes: Record<StatusReason, number> = {
   MethodNotAllowed: 405,
   AlreadyExists: 409,
   Conflict: 409,
+  Invalid: 422,
   InternalError: 500,
   ServiceUnavailable: 503,
 };

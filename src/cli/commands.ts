@@ -21,6 +21,7 @@ import {
   printObjects,
   printPodTable,
 } from "./printers.ts";
+import { getDaemonSets } from "./rollout.ts";
 
 const common = {
   socket: { type: "string" },
@@ -44,6 +45,7 @@ export const GET_USAGE = `usage: fleetlet get pods [NAME] [-n NS | -A] [-o wide|
        fleetlet get node [NAME] [-o wide|json|yaml]
        fleetlet get nodes|pods [NAME] --hub URL [--token T] [-n NS] [-l SELECTOR] [-o wide|json|yaml]
        fleetlet get events --hub URL [--token T] [-n NS] [-o json|yaml]
+       fleetlet get daemonsets [NAME] --hub URL [--token T] [-n NS | -A] [-o wide|json|yaml]
 flags: --socket PATH (default $FLEETLET_SOCKET or /run/fleetlet/agent.sock)
        -w, --watch: after the pods, print a row (or object) each time one changes, until Ctrl-C
        --token T (default $FLEETLET_HUB_TOKEN)
@@ -57,6 +59,13 @@ function printHelp(io: CliIO, usage: string): number {
 const podWords = new Set(["pods", "pod", "po"]);
 const eventWords = new Set(["events", "event", "ev"]);
 const nodeWords = new Set(["nodes", "node", "no"]);
+const daemonSetWords = new Set([
+  "daemonsets",
+  "daemonset",
+  "ds",
+  "daemonsets.apps",
+  "daemonset.apps",
+]);
 
 /** `fleetlet get pods|events [NAME]`. */
 export async function getCommand(argv: string[], io: CliIO): Promise<number> {
@@ -69,6 +78,11 @@ export async function getCommand(argv: string[], io: CliIO): Promise<number> {
     throw new UsageError(`get takes one name, got ${JSON.stringify([name, ...extra])}`);
   if (flags.hub !== undefined && flags.watch === true) {
     throw new UsageError("--watch works against the local agent, not with --hub");
+  }
+  if (daemonSetWords.has(resource)) {
+    if (flags.hub === undefined)
+      throw new UsageError("daemonsets are kept by the hub: add --hub URL (and --token T)");
+    return getDaemonSets(name, flags, io);
   }
   if (flags.hub !== undefined) return getFromHub(hubResource(resource, name), name, flags, io);
   const format = parseOutputFormat(flags.output);
@@ -161,7 +175,9 @@ function hubResource(resource: string, name: string | undefined): "nodes" | "pod
     return "events";
   }
   if (nodeWords.has(resource)) return "nodes";
-  throw new UsageError(`the hub doesn't have a resource type "${resource}" (nodes, pods, events)`);
+  throw new UsageError(
+    `the hub doesn't have a resource type "${resource}" (nodes, pods, events, daemonsets)`,
+  );
 }
 
 function noResources(namespace: string | undefined): string {

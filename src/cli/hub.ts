@@ -124,13 +124,20 @@ export function hubTarget(
   return { url: flags.hub.replace(/\/+$/, ""), token };
 }
 
+/** A hub API answer: its HTTP status, headers and parsed JSON body. */
+export interface HubAnswer<T> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
 /** Calls the hub's API; a refusal becomes a CliError with the hub's message. */
-export async function hubRequest<T>(
+export async function hubCall<T>(
   target: { url: string; token: string },
   method: string,
   path: string,
   body?: unknown,
-): Promise<T> {
+): Promise<HubAnswer<T>> {
   let res: Response;
   try {
     res = await fetch(target.url + path, {
@@ -152,12 +159,25 @@ export async function hubRequest<T>(
     );
   }
   if (!res.ok) {
-    const message = (parsed as { message?: unknown }).message;
+    const { message, reason } = parsed as { message?: unknown; reason?: unknown };
+    if (typeof message !== "string")
+      throw new CliError(`hub refused ${method} ${path}: HTTP ${res.status}`);
+    // As kubectl prints a refusal: the reason, then the server's message.
     throw new CliError(
-      `hub refused ${method} ${path}: ${typeof message === "string" ? message : `HTTP ${res.status}`}`,
+      reason === "Invalid" ? message : `Error from server (${String(reason)}): ${message}`,
     );
   }
-  return parsed as T;
+  return { status: res.status, headers: res.headers, body: parsed as T };
+}
+
+/** Calls the hub's API and returns the body (see hubCall). */
+export async function hubRequest<T>(
+  target: { url: string; token: string },
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<T> {
+  return (await hubCall<T>(target, method, path, body)).body;
 }
 
 function parseLabels(s: string | undefined): Record<string, string> {

@@ -2,6 +2,7 @@
 // the operator API. Every operator route needs the operator token; refusals are v1 Status bodies.
 
 import { parseDuration } from "../api/duration.ts";
+import { isQualifiedName, isValidLabelValue } from "../api/index.ts";
 import { parseLabelSelector } from "../api/selectors.ts";
 import { json, StatusError } from "../api/status.ts";
 import type { Event, Pod } from "../api/types.ts";
@@ -13,7 +14,10 @@ import {
   joinTokenRequestSchema,
 } from "../protocol/index.ts";
 import type { Clock } from "../util/clock.ts";
+import { handleDeployApi } from "./deploy/api.ts";
+import type { Deployer } from "./deploy/deployer.ts";
 import type { Fleet } from "./fleet.ts";
+import { readJson } from "./http.ts";
 import type { Identity } from "./identity.ts";
 import { bearerToken } from "./tokens.ts";
 import { eventList, nodeList, podList } from "./views.ts";
@@ -21,6 +25,7 @@ import { eventList, nodeList, podList } from "./views.ts";
 export interface ApiDeps {
   fleet: Fleet;
   identity: Identity;
+  deployer: Deployer;
   clock: Clock;
   /** Closes the live connection of a node just revoked. */
   revoked(name: string): void;
@@ -29,17 +34,6 @@ export interface ApiDeps {
 }
 
 const DEFAULT_JOIN_TTL_MS = 24 * 3_600_000;
-
-async function readJson(req: Request, maxBytes: number): Promise<unknown> {
-  const text = await req.text();
-  if (Buffer.byteLength(text) > maxBytes)
-    throw new StatusError("BadRequest", `request body over the limit of ${maxBytes} bytes`);
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new StatusError("BadRequest", `request body is not JSON: ${(err as Error).message}`);
-  }
-}
 
 function parseWith<T>(
   schema: {
@@ -131,12 +125,62 @@ async function createJoinToken(deps: ApiDeps, req: Request): Promise<Response> {
   return json(deps.identity.createJoinToken(ttlMs, body.labels ?? {}, deps.clock.now()), 201);
 }
 
+/**
+ * PATCH /api/v1/nodes/NAME with `{"metadata": {"labels": {"k": "v", "gone": null}}}` (a JSON
+ * merge patch): sets and removes the hub's labels of the node; its pods follow at once.
+ */
+async function patchNodeLabels(deps: ApiDeps, req: Request, name: string): Promise<Response> {
+  const rec = deps.fleet.nodes.get(name);
+  if (rec === undefined) throw new StatusError("NotFound", `nodes "${name}" not found`);
+  const body = (await readJson(req, deps.maxBodyBytes)) as {
+    metadata?: { labels?: Record<string, unknown> };
+  } | null;
+  const patch = body?.metadata?.labels;
+  if (patch === undefined || patch === null || typeof patch !== "object" || Array.isArray(patch))
+    throw new StatusError(
+      "BadRequest",
+      'the hub patches node labels only: {"metadata": {"labels": {...}}}',
+    );
+  const labels = { ...rec.hubLabels };
+  const reported = rec.node?.metadata.labels ?? {};
+  for (const [k, v] of Object.entries(patch)) {
+    const keyErrors = isQualifiedName(k);
+    if (keyErrors.length > 0)
+      throw new StatusError(
+        "Invalid",
+        `metadata.labels: Invalid value: ${JSON.stringify(k)}: ${keyErrors.join("; ")}`,
+      );
+    if (v === null) {
+      if (labels[k] === undefined && reported[k] !== undefined)
+        throw new StatusError(
+          "Forbidden",
+          `label "${k}" of node "${name}" is set by the device itself (its nodeLabels); it cannot be removed from the hub`,
+        );
+      delete labels[k];
+      continue;
+    }
+    if (typeof v !== "string")
+      throw new StatusError("BadRequest", `label "${k}": the value must be a string or null`);
+    const valueErrors = isValidLabelValue(v);
+    if (valueErrors.length > 0)
+      throw new StatusError(
+        "Invalid",
+        `metadata.labels[${k}]: Invalid value: ${JSON.stringify(v)}: ${valueErrors.join("; ")}`,
+      );
+    labels[k] = v;
+  }
+  deps.fleet.setHubLabels(name, labels);
+  deps.deployer.reconcile();
+  return json(deps.fleet.view(name));
+}
+
 function nodeRoute(
   deps: ApiDeps,
   req: Request,
   name: string,
   action: string | undefined,
-): Response {
+): Response | Promise<Response> {
+  if (req.method === "PATCH" && action === undefined) return patchNodeLabels(deps, req, name);
   const revoke =
     (req.method === "DELETE" && action === undefined) ||
     (req.method === "POST" && action === "revoke");
@@ -171,6 +215,8 @@ async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Res
       throw new StatusError("NotFound", `join token "${id}" not found`);
     return json({ id, revoked: true });
   }
+  const deploy = await handleDeployApi(deps.deployer, req, path);
+  if (deploy !== undefined) return deploy;
   const node = /^\/api\/v1\/nodes\/([^/]+)(?:\/([^/]+))?$/.exec(path);
   if (node !== null) return nodeRoute(deps, req, decodeURIComponent(node[1] ?? ""), node[2]);
   if (req.method !== "GET")

@@ -5,7 +5,7 @@
 // under the node whose credential sent it.
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
-import type { Hello, SequencedMessage } from "../protocol/index.ts";
+import type { DesiredAck, Hello, SequencedMessage } from "../protocol/index.ts";
 import type { HubStore, LoadedState, NodeRecord } from "./store.ts";
 import { eventView, nodeView, podView } from "./views.ts";
 
@@ -27,6 +27,13 @@ export interface FleetOptions {
 
 export type IngestResult = { ok: true } | { ok: false; reason: string };
 
+/** What an agent last said of its desired state, beyond the generation (kept in memory: agents
+ * report it again after every welcome). */
+export interface DesiredReport {
+  refused?: { generation?: number; reason: string };
+  conflicts: { pod: string; uid: string; message: string }[];
+}
+
 export class Fleet {
   readonly nodes = new Map<string, NodeRecord>();
   private readonly pods = new Map<string, Map<string, Pod>>();
@@ -36,6 +43,7 @@ export class Fleet {
   private readonly offlineSince = new Map<string, number>();
   /** The highest seq received per node (not yet necessarily stored). */
   private readonly received = new Map<string, number>();
+  private readonly desiredReports = new Map<string, DesiredReport>();
 
   constructor(
     private readonly opts: FleetOptions,
@@ -130,6 +138,7 @@ export class Fleet {
     }
     rec.connected = true;
     rec.lastSeen = now;
+    rec.features = hello.features ?? [];
     if (hello.desiredGeneration !== undefined) rec.ackedGeneration = hello.desiredGeneration;
     this.online.add(name);
     this.offlineSince.delete(name);
@@ -151,6 +160,7 @@ export class Fleet {
       this.opts.onChange({ type: "DELETED", kind: "events", object: eventView(name, event) });
     this.pods.delete(name);
     this.events.delete(name);
+    this.desiredReports.delete(name);
     this.nodes.delete(name);
     this.online.delete(name);
     this.offlineSince.delete(name);
@@ -206,11 +216,39 @@ export class Fleet {
     return seq;
   }
 
-  setDesiredAck(name: string, generation: number): void {
+  /** The agent's report on its desired state (desired.ack). */
+  setDesiredAck(name: string, ack: Omit<DesiredAck, "type">): void {
     const rec = this.nodes.get(name);
     if (rec === undefined) return;
-    rec.ackedGeneration = generation;
+    rec.ackedGeneration = ack.generation;
+    this.desiredReports.set(name, {
+      ...(ack.refused !== undefined && { refused: ack.refused }),
+      conflicts: ack.conflicts ?? [],
+    });
     this.progress(rec);
+  }
+
+  desiredReport(name: string): DesiredReport | undefined {
+    return this.desiredReports.get(name);
+  }
+
+  /** Records the node's desired generation and its content hash (queued for the store). */
+  setDesired(name: string, generation: number, hash: string): void {
+    const rec = this.nodes.get(name);
+    if (rec === undefined) return;
+    rec.desiredGeneration = generation;
+    rec.desiredHash = hash;
+    this.progress(rec);
+  }
+
+  /** Replaces the hub's labels of node `name` (queued for the store); false when unknown. */
+  setHubLabels(name: string, labels: Record<string, string>): boolean {
+    const rec = this.nodes.get(name);
+    if (rec === undefined) return false;
+    rec.hubLabels = labels;
+    this.progress(rec);
+    this.emitNode(name);
+    return true;
   }
 
   /** Applies a sequenced message of `name`; a repeated seq is ignored. */

@@ -4,11 +4,16 @@ import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Server, ServerWebSocket } from "bun";
 import { StatusError } from "../api/status.ts";
+import type { Pod } from "../api/types.ts";
 import { AGENT_CONNECT_PATH, DEFAULT_MAX_MESSAGE_BYTES, WATCH_PATH } from "../protocol/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { handleApi } from "./api.ts";
+import { createLocalBus } from "./bus.ts";
 import { isDashboardPath, serveDashboard } from "./dashboard/index.ts";
+import { Deployer } from "./deploy/deployer.ts";
+import { ownerDaemonSet } from "./deploy/pods.ts";
+import { SqliteDeployStore } from "./deploy/store.ts";
 import { type Change, Fleet } from "./fleet.ts";
 import { Identity } from "./identity.ts";
 import type { RateLimit } from "./ratelimit.ts";
@@ -34,6 +39,8 @@ export interface HubOptions {
   flushIntervalMs?: number;
   maxEventsPerNode?: number;
   helloTimeoutMs?: number;
+  /** Period of the pass that advances rollouts on timers (default 1 s). */
+  rolloutIntervalMs?: number;
 }
 
 export interface Hub {
@@ -42,6 +49,7 @@ export interface Hub {
   /** The operator token, only on the start that created it. */
   createdOperatorToken?: string;
   fleet: Fleet;
+  deployer: Deployer;
   /** Writes what is queued and sends the acks (the flush loop's iteration). */
   flush(): void;
   /** Marks silent nodes offline (the liveness loop's iteration). */
@@ -58,7 +66,14 @@ export const HUB_DEFAULTS = {
   flushIntervalMs: 20,
   maxEventsPerNode: 200,
   helloTimeoutMs: 10_000,
+  rolloutIntervalMs: 1000,
 } as const;
+
+/** Whether a peer address is loopback (127.0.0.0/8, ::1, or IPv4-mapped loopback). */
+export function isLoopback(address: string | undefined): boolean {
+  if (address === undefined) return false;
+  return address === "::1" || /^(::ffff:)?127\./.test(address);
+}
 
 function saveOperatorToken(dataDir: string, token: string): void {
   const file = join(dataDir, "operator-token");
@@ -74,12 +89,17 @@ export function startHub(opts: HubOptions): Hub {
   const store = new HubStore(join(opts.dataDir, "hub.db"));
   const loaded = store.load();
   const watch = new WatchHub();
+  let deployer: Deployer | undefined;
   const fleet = new Fleet(
     {
       store,
       maxEventsPerNode: opts.maxEventsPerNode ?? HUB_DEFAULTS.maxEventsPerNode,
       offlineAfterMs: opts.offlineAfterMs ?? 3 * heartbeatIntervalMs,
-      onChange: (c) => watch.publish(c),
+      onChange: (c) => {
+        watch.publish(c);
+        if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined)
+          deployer?.markDirty();
+      },
     },
     loaded,
   );
@@ -120,7 +140,26 @@ export function startHub(opts: HubOptions): Hub {
       cancelFlush ??= opts.clock.setTimer(flushIntervalMs, flush);
     },
     flushNow: flush,
+    desiredFor: (node, agentGeneration) => deployer?.desiredFor(node, agentGeneration),
+    onDesiredAck: () => deployer?.markDirty(),
   });
+  const deployStore = new SqliteDeployStore(store.database);
+  const bus = createLocalBus();
+  deployer = new Deployer({
+    store: deployStore,
+    loaded: deployStore.load(),
+    fleet,
+    bus,
+    clock: opts.clock,
+    log: opts.log.with({ component: "deploy" }),
+    flushStore: flush,
+    intervalMs: opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs,
+  });
+  const deploy = deployer;
+  bus.subscribe((m) => sessions.desiredChanged(m.node));
+  deploy.reconcile();
+  const stopDeploy = new AbortController();
+  void deploy.run(stopDeploy.signal);
   const checkLiveness = () => fleet.checkLiveness(opts.clock.now());
   let cancelLiveness: (() => void) | undefined;
   const livenessLoop = () => {
@@ -146,7 +185,8 @@ export function startHub(opts: HubOptions): Hub {
 
   const upgrade = (req: Request, server: Server<SocketData>, url: URL): Response | undefined => {
     if (url.pathname === AGENT_CONNECT_PATH) {
-      const data = sessions.newData(bearerToken(req.headers.get("authorization")));
+      const secure = opts.tls !== undefined || isLoopback(server.requestIP(req)?.address);
+      const data = sessions.newData(bearerToken(req.headers.get("authorization")), secure);
       if (server.upgrade(req, { data })) return undefined;
       return new StatusError(
         "BadRequest",
@@ -186,6 +226,7 @@ export function startHub(opts: HubOptions): Hub {
         {
           fleet,
           identity,
+          deployer: deploy,
           clock: opts.clock,
           revoked: (n) => sessions.revoked(n),
           maxBodyBytes: 64 * 1024,
@@ -221,10 +262,12 @@ export function startHub(opts: HubOptions): Hub {
     url: `${scheme}://${opts.hostname.includes(":") ? `[${opts.hostname}]` : opts.hostname}:${server.port}`,
     ...(createdOperatorToken !== undefined && { createdOperatorToken }),
     fleet,
+    deployer: deploy,
     flush,
     checkLiveness,
     connectedAgents: () => sessions.count(),
     async stop() {
+      stopDeploy.abort();
       cancelLiveness?.();
       sessions.closeAll();
       watch.closeAll();

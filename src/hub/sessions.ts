@@ -3,6 +3,7 @@
 // code of its error; other connections are untouched. Acks are sent by the flush (hub.ts).
 
 import {
+  AGENT_FEATURES,
   type AgentMessage,
   CLOSE_CODES,
   decodeAgentMessage,
@@ -29,6 +30,10 @@ export interface AgentSocketData {
   bucket: TokenBucket;
   cancelHelloTimer?: () => void;
   closed: boolean;
+  /** Over TLS or from a loopback address: Secrets may be sent (docs/protocol.md). */
+  secure: boolean;
+  /** The agent announced that it runs the pods of its desired state. */
+  runsDesired?: boolean;
 }
 
 /** The part of a server WebSocket sessions use. */
@@ -56,6 +61,17 @@ export interface SessionOptions {
   markDirty(node: string): void;
   /** Flushes the store now (before resuming a stream whose seqs are not all stored). */
   flushNow(): void;
+  /**
+   * The `desired` message to send `node` now, or undefined for none. `agentGeneration` is the
+   * generation of the agent's hello (undefined: the node's desired state just changed).
+   */
+  desiredFor?(
+    node: string,
+    agentGeneration: number | undefined,
+    secure: boolean,
+  ): string | undefined;
+  /** The agent of `node` reported on its desired state. */
+  onDesiredAck?(node: string): void;
 }
 
 export class AgentSessions {
@@ -63,13 +79,22 @@ export class AgentSessions {
 
   constructor(private readonly opts: SessionOptions) {}
 
-  newData(credential: string | undefined): AgentSocketData {
+  newData(credential: string | undefined, secure = false): AgentSocketData {
     return {
       kind: "agent",
       auth: this.opts.identity.authenticate(credential),
       bucket: new TokenBucket(this.opts.rateLimit, this.opts.clock.now()),
       closed: false,
+      secure,
     };
+  }
+
+  /** Sends `node` its desired state if it is connected here and runs it (a bus message). */
+  desiredChanged(node: string): void {
+    const ws = this.byNode.get(node);
+    if (ws === undefined || ws.data.runsDesired !== true) return;
+    const text = this.opts.desiredFor?.(node, undefined, ws.data.secure);
+    if (text !== undefined) ws.send(text);
   }
 
   /** How many agents are connected and past hello. */
@@ -125,8 +150,10 @@ export class AgentSessions {
     fleet.touch(name, now);
     if (msg.type === "hello") return { code: "protocol", reason: "hello was already received" };
     if (msg.type === "hb") ws.send('{"type":"hb"}');
-    else if (msg.type === "desired.ack") fleet.setDesiredAck(name, msg.generation);
-    else if (isSequenced(msg)) {
+    else if (msg.type === "desired.ack") {
+      fleet.setDesiredAck(name, msg);
+      this.opts.onDesiredAck?.(name);
+    } else if (isSequenced(msg)) {
       const result = fleet.ingest(name, msg);
       if (!result.ok) return { code: "forbidden", reason: result.reason };
       this.opts.markDirty(name);
@@ -176,6 +203,11 @@ export class AgentSessions {
       rateLimit: this.opts.rateLimit,
     };
     ws.send(JSON.stringify(welcome));
+    ws.data.runsDesired = msg.features?.includes(AGENT_FEATURES.desiredPods) === true;
+    if (ws.data.runsDesired) {
+      const desired = this.opts.desiredFor?.(name, msg.desiredGeneration ?? 0, ws.data.secure);
+      if (desired !== undefined) ws.send(desired);
+    }
     this.opts.log.debug("agent connected", {
       node: name,
       ackedSeq,

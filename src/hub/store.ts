@@ -29,8 +29,14 @@ export interface NodeRecord {
   lastSeen?: number;
   /** Whether the credential was ever used to connect (then the name cannot join again). */
   connected: boolean;
+  /** The generation of the node's desired state (docs/protocol.md, "Desired state"). */
   desiredGeneration: number;
+  /** The highest generation the agent acknowledged as stored and applied. */
   ackedGeneration: number;
+  /** A hash of the content of `desiredGeneration`, to tell a change after a restart. */
+  desiredHash?: string;
+  /** What the agent announced in its last hello (AGENT_FEATURES). */
+  features?: string[];
   node?: Node;
 }
 
@@ -56,6 +62,8 @@ CREATE TABLE IF NOT EXISTS events (node TEXT NOT NULL, name TEXT NOT NULL, event
 
 export class HubStore {
   private readonly db: Database;
+  /** The database, for the deploy store's tables (deploy/store.ts). */
+  readonly database: Database;
   private progress = new Map<string, NodeProgress>();
   private nodeObjects = new Map<string, Node>();
   private pods = new Map<string, { node: string; uid: string; pod: Pod | null }>();
@@ -65,6 +73,7 @@ export class HubStore {
   /** Opens (creating) the store at `path`; ":memory:" for tests. */
   constructor(path: string) {
     this.db = new Database(path, { create: true, strict: true });
+    this.database = this.db;
     this.db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
     this.db.exec(SCHEMA);
   }

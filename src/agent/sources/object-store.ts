@@ -10,8 +10,8 @@
 // - objects are frozen (the ones set() is given): readers share them and never copy.
 
 import type { ConfigMap, Pod, Secret } from "../../api/index.ts";
+import { jsonEqual } from "../../util/canonical.ts";
 import { deepFreeze } from "../../util/freeze.ts";
-import { jsonEqual } from "./canonical.ts";
 import { type ConfigObject, describeObject, objectKey, objectKeyOf } from "./parse.ts";
 import type { PodSourceName } from "./pod-config.ts";
 

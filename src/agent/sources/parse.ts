@@ -18,7 +18,7 @@ import {
   validatePod,
   validateSecret,
 } from "../../api/index.ts";
-import { canonicalJSON } from "./canonical.ts";
+import { canonicalJSON } from "../../util/canonical.ts";
 import { readPlainYaml } from "./yaml-fast.ts";
 
 export const CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash";

@@ -15,9 +15,9 @@
 // - a pod keeps its config.seen annotation for as long as its uid is held.
 
 import type { Pod } from "../../api/index.ts";
+import { jsonEqual } from "../../util/canonical.ts";
 import type { Clock } from "../../util/clock.ts";
 import { deepFreeze } from "../../util/freeze.ts";
-import { jsonEqual } from "./canonical.ts";
 import {
   CONFIG_MIRROR_ANNOTATION,
   CONFIG_SEEN_ANNOTATION,

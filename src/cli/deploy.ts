@@ -1,0 +1,142 @@
+// `fleetlet apply -f`, `fleetlet delete -f | daemonset NAME` and `fleetlet label node` against the
+// hub (docs/deploy.md). Everything in the files is validated before the first object is sent.
+import type { Node } from "../api/node.ts";
+import { type FlagSpecs, parseArgs } from "./args.ts";
+import { CliError, UsageError } from "./errors.ts";
+import { hubCall, hubRequest, hubTarget } from "./hub.ts";
+import type { CliIO } from "./io.ts";
+import { readObjects } from "./objects.ts";
+
+const flags = {
+  filename: { type: "string", short: "f" },
+  namespace: { type: "string", short: "n" },
+  hub: { type: "string" },
+  token: { type: "string" },
+  overwrite: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const satisfies FlagSpecs;
+
+export const APPLY_USAGE = `usage: fleetlet apply -f FILE|DIR --hub URL [--token T] [-n NS]
+  Sends DaemonSets to the hub, which deploys them to the devices they select. A folder means its
+  .yaml, .yml and .json files; every object is validated first, and one invalid object stops
+  the whole apply.
+`;
+
+export const DELETE_USAGE = `usage: fleetlet delete -f FILE|DIR --hub URL [--token T] [-n NS]
+       fleetlet delete daemonset NAME --hub URL [--token T] [-n NS]
+`;
+
+export const LABEL_USAGE = `usage: fleetlet label node NAME KEY=VALUE... [KEY-...] --hub URL [--token T] [--overwrite]
+  Sets (KEY=VALUE) or removes (KEY-) the hub's labels of a device; DaemonSet pods follow.
+`;
+
+const dsWords = new Set(["daemonset", "daemonsets", "ds", "daemonset.apps"]);
+
+/** `fleetlet apply -f FILE|DIR`. */
+export async function applyCommand(argv: string[], io: CliIO): Promise<number> {
+  const { flags: f, positionals } = parseArgs(argv, flags);
+  if (f.help) {
+    io.stdout(APPLY_USAGE);
+    return 0;
+  }
+  if (positionals.length > 0)
+    throw new UsageError(`apply takes -f FILE|DIR, not arguments\n${APPLY_USAGE}`);
+  const target = hubTarget(f, io);
+  const objects = readObjects(f.filename === undefined ? [] : [f.filename], f.namespace, "applied");
+  for (const o of objects) {
+    const r = await hubCall(target, "PUT", o.path, o.object);
+    io.stdout(`${o.resource}/${o.name} ${r.headers.get("fleetlet-apply") ?? "configured"}\n`);
+  }
+  return 0;
+}
+
+/** `fleetlet delete -f FILE|DIR` or `fleetlet delete daemonset NAME`. */
+export async function deleteCommand(argv: string[], io: CliIO): Promise<number> {
+  const { flags: f, positionals } = parseArgs(argv, flags);
+  if (f.help) {
+    io.stdout(DELETE_USAGE);
+    return 0;
+  }
+  const target = hubTarget(f, io);
+  const [kind, name, ...extra] = positionals;
+  let items: { resource: string; name: string; path: string }[];
+  if (f.filename !== undefined) {
+    if (positionals.length > 0) throw new UsageError(`delete -f takes no names\n${DELETE_USAGE}`);
+    items = readObjects([f.filename], f.namespace, "deleted");
+  } else {
+    if (kind === undefined || name === undefined || extra.length > 0 || !dsWords.has(kind))
+      throw new UsageError(`delete takes -f FILE|DIR, or daemonset NAME\n${DELETE_USAGE}`);
+    const ns = encodeURIComponent(f.namespace ?? "default");
+    items = [
+      {
+        resource: "daemonset.apps",
+        name,
+        path: `/apis/apps/v1/namespaces/${ns}/daemonsets/${encodeURIComponent(name)}`,
+      },
+    ];
+  }
+  let failed = 0;
+  for (const o of items) {
+    try {
+      await hubCall(target, "DELETE", o.path);
+      io.stdout(`${o.resource} "${o.name}" deleted\n`);
+    } catch (err) {
+      if (!(err instanceof CliError)) throw err;
+      io.stderr(`${err.message}\n`);
+      failed++;
+    }
+  }
+  return failed === 0 ? 0 : 1;
+}
+
+/** Parses `k=v` (set) and `k-` (remove) arguments into a merge patch of labels. */
+export function parseLabelArgs(args: string[]): Record<string, string | null> {
+  const patch: Record<string, string | null> = {};
+  for (const a of args) {
+    if (a.endsWith("-") && !a.includes("=")) patch[a.slice(0, -1)] = null;
+    else {
+      const i = a.indexOf("=");
+      if (i <= 0)
+        throw new UsageError(`invalid label ${JSON.stringify(a)}: want KEY=VALUE or KEY-`);
+      patch[a.slice(0, i)] = a.slice(i + 1);
+    }
+  }
+  return patch;
+}
+
+/** `fleetlet label node NAME k=v ... [k-] --hub URL [--overwrite]`. */
+export async function labelCommand(argv: string[], io: CliIO): Promise<number> {
+  const { flags: f, positionals } = parseArgs(argv, flags);
+  if (f.help) {
+    io.stdout(LABEL_USAGE);
+    return 0;
+  }
+  const [kind, name, ...rest] = positionals;
+  if (
+    kind === undefined ||
+    !["node", "nodes", "no"].includes(kind) ||
+    name === undefined ||
+    rest.length === 0
+  )
+    throw new UsageError(
+      `label takes node NAME and at least one KEY=VALUE or KEY-\n${LABEL_USAGE}`,
+    );
+  if (f.hub === undefined)
+    throw new UsageError(
+      "labels are set on the hub: add --hub URL (a device's own labels are its nodeLabels)",
+    );
+  const target = hubTarget(f, io);
+  const patch = parseLabelArgs(rest);
+  const path = `/api/v1/nodes/${encodeURIComponent(name)}`;
+  const node = await hubRequest<Node>(target, "GET", path);
+  const current = node.metadata.labels ?? {};
+  for (const [k, v] of Object.entries(patch)) {
+    const have = current[k];
+    if (v !== null && have !== undefined && have !== v && f.overwrite !== true)
+      throw new CliError(`'${k}' already has a value (${have}), and --overwrite is false`);
+  }
+  await hubRequest(target, "PATCH", path, { metadata: { labels: patch } });
+  const removing = Object.values(patch).every((v) => v === null);
+  io.stdout(`node/${name} ${removing ? "unlabeled" : "labeled"}\n`);
+  return 0;
+}

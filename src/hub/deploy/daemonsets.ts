@@ -1,0 +1,232 @@
+// The hub's DaemonSets and their revisions (docs/deploy.md, "Objects and their store"): apply
+// (create or replace, with uid, generation and resourceVersion as the API server keeps them),
+// delete, undo, and the revision list, each written to the store before it returns.
+// Invariants: every DaemonSet has a revision for its current template, and that revision has
+// the highest number; revision numbers of one DaemonSet are distinct.
+import { randomUUID } from "node:crypto";
+import {
+  CHANGE_CAUSE_ANNOTATION,
+  type ControllerRevision,
+  type DaemonSet,
+} from "../../api/daemonset.ts";
+import { DEFAULT_NAMESPACE } from "../../api/index.ts";
+import { StatusError } from "../../api/status.ts";
+import { jsonEqual } from "../../util/canonical.ts";
+import { templateHash } from "./pods.ts";
+import type { DeployState, DeployStore, RevisionRecord } from "./store.ts";
+
+export type ApplyResult = "created" | "configured" | "unchanged";
+
+const DEFAULT_REVISION_HISTORY_LIMIT = 10;
+
+function rfc3339(ms: number): string {
+  return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
+}
+
+const keyOf = (namespace: string, name: string) => `${namespace}/${name}`;
+
+export class DaemonSetCatalog {
+  private resourceVersion: number;
+  private readonly byKey = new Map<string, DaemonSet>();
+  /** Per DaemonSet uid, its revisions (any order). */
+  private readonly revisions = new Map<string, RevisionRecord[]>();
+
+  constructor(
+    private readonly store: DeployStore,
+    loaded: DeployState,
+  ) {
+    this.resourceVersion = loaded.resourceVersion;
+    for (const o of loaded.objects)
+      if (o.kind === "DaemonSet")
+        this.byKey.set(keyOf(o.namespace, o.name), o.object as unknown as DaemonSet);
+    for (const r of loaded.revisions) this.revisionsOf(r.dsUid).push(r);
+  }
+
+  /** The next resourceVersion, shared by every object kind of the hub. */
+  nextResourceVersion(): number {
+    this.resourceVersion += 1;
+    return this.resourceVersion;
+  }
+
+  get(namespace: string, name: string): DaemonSet | undefined {
+    return this.byKey.get(keyOf(namespace, name));
+  }
+
+  /** Every DaemonSet, by namespace then name. */
+  list(): DaemonSet[] {
+    return [...this.byKey.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, d]) => d);
+  }
+
+  revisionsOf(dsUid: string): RevisionRecord[] {
+    let list = this.revisions.get(dsUid);
+    if (list === undefined) {
+      list = [];
+      this.revisions.set(dsUid, list);
+    }
+    return list;
+  }
+
+  /** The revision of the DaemonSet's current template. */
+  current(ds: DaemonSet): RevisionRecord {
+    const hash = templateHash(ds.spec.template);
+    const r = this.revisionsOf(ds.metadata.uid ?? "").find((x) => x.hash === hash);
+    if (r === undefined) throw new Error(`DaemonSet ${ds.metadata.name} has no current revision`);
+    return r;
+  }
+
+  /** The revision record of `hash`, if it is kept. */
+  revision(dsUid: string, hash: string): RevisionRecord | undefined {
+    return this.revisionsOf(dsUid).find((r) => r.hash === hash);
+  }
+
+  /** Creates or replaces a validated DaemonSet. */
+  apply(input: DaemonSet, now: number): { result: ApplyResult; daemonSet: DaemonSet } {
+    const namespace = input.metadata.namespace || DEFAULT_NAMESPACE;
+    const key = keyOf(namespace, input.metadata.name);
+    const old = this.byKey.get(key);
+    const specChanged = old === undefined || !jsonEqual(old.spec, input.spec);
+    const metaChanged =
+      old === undefined ||
+      !jsonEqual(old.metadata.labels ?? {}, input.metadata.labels ?? {}) ||
+      !jsonEqual(old.metadata.annotations ?? {}, input.metadata.annotations ?? {});
+    if (old !== undefined && !specChanged && !metaChanged)
+      return { result: "unchanged", daemonSet: old };
+    const { labels, annotations } = input.metadata;
+    const daemonSet: DaemonSet = {
+      apiVersion: "apps/v1",
+      kind: "DaemonSet",
+      metadata: {
+        name: input.metadata.name,
+        namespace,
+        uid: old?.metadata.uid ?? randomUUID(),
+        ...(labels !== undefined && { labels }),
+        ...(annotations !== undefined && { annotations }),
+        creationTimestamp: old?.metadata.creationTimestamp ?? rfc3339(now),
+        generation: (old?.metadata.generation ?? 0) + (specChanged ? 1 : 0),
+        resourceVersion: String(this.nextResourceVersion()),
+      },
+      spec: input.spec,
+    };
+    this.ensureRevision(daemonSet, now);
+    this.save(daemonSet);
+    return { result: old === undefined ? "created" : "configured", daemonSet };
+  }
+
+  private save(ds: DaemonSet): void {
+    const namespace = ds.metadata.namespace ?? DEFAULT_NAMESPACE;
+    this.store.putObject(
+      {
+        kind: "DaemonSet",
+        namespace,
+        name: ds.metadata.name,
+        object: ds as unknown as DaemonSet & Record<string, unknown>,
+      },
+      Number(ds.metadata.resourceVersion),
+    );
+    this.byKey.set(keyOf(namespace, ds.metadata.name), ds);
+  }
+
+  /** Makes the current template's revision the newest: a new number, or an old one renumbered. */
+  private ensureRevision(ds: DaemonSet, now: number): void {
+    const uid = ds.metadata.uid ?? "";
+    const list = this.revisionsOf(uid);
+    const hash = templateHash(ds.spec.template);
+    const max = list.reduce((m, r) => Math.max(m, r.revision), 0);
+    const cause = ds.metadata.annotations?.[CHANGE_CAUSE_ANNOTATION];
+    const found = list.find((r) => r.hash === hash);
+    if (found !== undefined && found.revision === max) return;
+    const record: RevisionRecord = {
+      dsUid: uid,
+      hash,
+      revision: max + 1,
+      template: ds.spec.template,
+      createdAt: found?.createdAt ?? now,
+      ...((cause ?? found?.changeCause) !== undefined && {
+        changeCause: cause ?? found?.changeCause,
+      }),
+    };
+    if (found !== undefined) list.splice(list.indexOf(found), 1);
+    list.push(record);
+    this.store.putRevision(record);
+  }
+
+  /** Drops revisions beyond revisionHistoryLimit that no device runs or is assigned. */
+  prune(ds: DaemonSet, inUse: ReadonlySet<string>): void {
+    const uid = ds.metadata.uid ?? "";
+    const limit = ds.spec.revisionHistoryLimit ?? DEFAULT_REVISION_HISTORY_LIMIT;
+    const current = templateHash(ds.spec.template);
+    const old = this.revisionsOf(uid)
+      .filter((r) => r.hash !== current && !inUse.has(r.hash))
+      .sort((a, b) => b.revision - a.revision);
+    for (const r of old.slice(limit)) {
+      const list = this.revisionsOf(uid);
+      list.splice(list.indexOf(r), 1);
+      this.store.deleteRevision(uid, r.hash);
+    }
+  }
+
+  delete(namespace: string, name: string): DaemonSet | undefined {
+    const key = keyOf(namespace, name);
+    const ds = this.byKey.get(key);
+    if (ds === undefined) return undefined;
+    this.byKey.delete(key);
+    this.revisions.delete(ds.metadata.uid ?? "");
+    this.store.deleteObject("DaemonSet", namespace, name, this.nextResourceVersion());
+    this.store.dropDaemonSet(ds.metadata.uid ?? "");
+    return ds;
+  }
+
+  /**
+   * Sets the template back to that of revision `to` (default: the newest before the current
+   * one). Returns the DaemonSet and whether it changed (false: it already had that template).
+   */
+  undo(namespace: string, name: string, to: number | undefined, now: number) {
+    const ds = this.get(namespace, name);
+    if (ds === undefined) throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
+    const list = [...this.revisionsOf(ds.metadata.uid ?? "")].sort(
+      (a, b) => b.revision - a.revision,
+    );
+    const target = to === undefined || to === 0 ? list[1] : list.find((r) => r.revision === to);
+    if (target === undefined)
+      throw new StatusError(
+        "BadRequest",
+        to === undefined || to === 0
+          ? `no rollout history found for daemonset "${name}": it has no revision before the current one`
+          : `unable to find specified revision ${to} in history`,
+      );
+    if (target.hash === this.current(ds).hash) return { daemonSet: ds, changed: false, target };
+    const applied = this.apply({ ...ds, spec: { ...ds.spec, template: target.template } }, now);
+    return { daemonSet: applied.daemonSet, changed: true, target };
+  }
+
+  /** The DaemonSet's revisions as ControllerRevisions, oldest first. */
+  controllerRevisions(ds: DaemonSet): ControllerRevision[] {
+    const uid = ds.metadata.uid ?? "";
+    return [...this.revisionsOf(uid)]
+      .sort((a, b) => a.revision - b.revision)
+      .map((r) => ({
+        apiVersion: "apps/v1",
+        kind: "ControllerRevision",
+        metadata: {
+          name: `${ds.metadata.name}-${r.hash}`,
+          namespace: ds.metadata.namespace ?? DEFAULT_NAMESPACE,
+          labels: { ...ds.spec.template.metadata?.labels, "controller-revision-hash": r.hash },
+          ...(r.changeCause !== undefined && {
+            annotations: { [CHANGE_CAUSE_ANNOTATION]: r.changeCause },
+          }),
+          creationTimestamp: rfc3339(r.createdAt),
+          ownerReferences: [
+            {
+              apiVersion: "apps/v1",
+              kind: "DaemonSet",
+              name: ds.metadata.name,
+              uid,
+              controller: true,
+            },
+          ],
+        },
+        data: { spec: { template: r.template } },
+        revision: r.revision,
+      }));
+  }
+}

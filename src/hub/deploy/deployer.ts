@@ -1,0 +1,310 @@
+// The hub's deployer: keeps each DaemonSet's devices on the revisions its rollout plans, and
+// each device's desired state in step with them. One pass (reconcile) observes every DaemonSet,
+// plans, stores the new assignments, raises the generations of the devices whose state
+// changed, writes them, and only then tells the sessions (through the bus) to send them.
+// Invariants: an assignment is stored before any device is sent it; a generation is stored
+// before its message leaves the hub; a revision assigned or running is never pruned.
+import type { DaemonSet, DaemonSetStatus } from "../../api/daemonset.ts";
+import { DEFAULT_NAMESPACE } from "../../api/index.ts";
+import { StatusError } from "../../api/status.ts";
+import { jsonEqual } from "../../util/canonical.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import type { Bus } from "../bus.ts";
+import { type ApplyResult, DaemonSetCatalog } from "./daemonsets.ts";
+import { type AssignedPod, DesiredStates, type DesiredWriter } from "./desired.ts";
+import {
+  type FleetReader,
+  type ObservedDevice,
+  observeDevices,
+  ReadinessTracker,
+} from "./observe.ts";
+import { planRollout, type RolloutPhase, type RolloutRecord } from "./plan.ts";
+import { daemonSetStatus, type RolloutView, rolloutSettings, rolloutView } from "./status.ts";
+import type { DeployState, DeployStore } from "./store.ts";
+
+export interface DeployerDeps {
+  store: DeployStore;
+  loaded: DeployState;
+  fleet: FleetReader & DesiredWriter;
+  bus: Bus;
+  clock: Clock;
+  log: Logger;
+  /** Writes what is queued in the hub's store now (the devices' generations). */
+  flushStore(): void;
+  /** Period of the pass that advances rollouts on timers (minReadySeconds, deadlines). */
+  intervalMs: number;
+}
+
+type AssignmentChange = { dsUid: string; node: string; hash: string | null; at: number };
+
+function rfc3339(ms: number): string {
+  return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
+}
+
+export class Deployer {
+  readonly catalog: DaemonSetCatalog;
+  private readonly records = new Map<string, RolloutRecord>();
+  /** dsUid → node → assigned hash. */
+  private readonly assignments = new Map<string, Map<string, string>>();
+  /** dsUid\0node → the hash and the device generation that first carried it. */
+  private readonly carried = new Map<string, { hash: string; generation: number; at?: number }>();
+  private readonly shown = new Map<
+    string,
+    { view: RolloutView; status: DaemonSetStatus; phase: RolloutPhase; since: number }
+  >();
+  private readonly dirtyNodes = new Set<string>();
+  private readonly tracker = new ReadinessTracker();
+  readonly desired: DesiredStates;
+  private soon: (() => void) | undefined;
+  private lastPassMs = 0;
+
+  constructor(private readonly deps: DeployerDeps) {
+    this.catalog = new DaemonSetCatalog(deps.store, deps.loaded);
+    for (const r of deps.loaded.rollouts) this.records.set(r.dsUid, r.record);
+    for (const a of deps.loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
+    this.desired = new DesiredStates(deps.fleet, (node) => this.assignedPods(node));
+    for (const node of deps.fleet.nodes.keys()) this.dirtyNodes.add(node);
+  }
+
+  private assignedOf(dsUid: string): Map<string, string> {
+    let m = this.assignments.get(dsUid);
+    if (m === undefined) {
+      m = new Map();
+      this.assignments.set(dsUid, m);
+    }
+    return m;
+  }
+
+  private assignedPods(node: string): AssignedPod[] {
+    const out: AssignedPod[] = [];
+    for (const ds of this.catalog.list()) {
+      const uid = ds.metadata.uid ?? "";
+      const hash = this.assignments.get(uid)?.get(node);
+      const rev = hash === undefined ? undefined : this.catalog.revision(uid, hash);
+      if (hash !== undefined && rev !== undefined) out.push({ ds, hash, template: rev.template });
+    }
+    return out;
+  }
+
+  // ---- operator actions (each reconciles at once) ----
+
+  apply(input: DaemonSet): { result: ApplyResult; daemonSet: DaemonSet } {
+    const r = this.catalog.apply(input, this.deps.clock.now());
+    if (r.result !== "unchanged") this.reconcile();
+    return { result: r.result, daemonSet: this.withStatus(r.daemonSet) };
+  }
+
+  delete(namespace: string, name: string): DaemonSet {
+    const ds = this.catalog.delete(namespace, name);
+    if (ds === undefined) throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
+    const uid = ds.metadata.uid ?? "";
+    for (const node of this.assignments.get(uid)?.keys() ?? []) {
+      this.dirtyNodes.add(node);
+      this.carried.delete(`${uid}\u0000${node}`);
+    }
+    this.assignments.delete(uid);
+    this.records.delete(uid);
+    this.shown.delete(uid);
+    this.reconcile();
+    return ds;
+  }
+
+  undo(namespace: string, name: string, toRevision: number | undefined) {
+    const r = this.catalog.undo(namespace, name, toRevision, this.deps.clock.now());
+    if (r.changed) this.reconcile();
+    return { ...r, daemonSet: this.withStatus(r.daemonSet) };
+  }
+
+  get(namespace: string, name: string): DaemonSet | undefined {
+    const ds = this.catalog.get(namespace, name);
+    return ds === undefined ? undefined : this.withStatus(ds);
+  }
+
+  list(namespace?: string): DaemonSet[] {
+    return this.catalog
+      .list()
+      .filter(
+        (d) => namespace === undefined || (d.metadata.namespace ?? DEFAULT_NAMESPACE) === namespace,
+      )
+      .map((d) => this.withStatus(d));
+  }
+
+  rollout(namespace: string, name: string): RolloutView {
+    const ds = this.catalog.get(namespace, name);
+    if (ds === undefined) throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
+    if (!this.shown.has(ds.metadata.uid ?? "")) this.reconcile();
+    const view = this.shown.get(ds.metadata.uid ?? "")?.view;
+    if (view === undefined) throw new Error(`no rollout view of daemonset "${name}"`);
+    return view;
+  }
+
+  private withStatus(ds: DaemonSet): DaemonSet {
+    const status = this.shown.get(ds.metadata.uid ?? "")?.status;
+    return status === undefined ? ds : { ...ds, status };
+  }
+
+  // ---- what sessions ask ----
+
+  /** The desired message to send a device now (see AgentSessions' desiredFor). */
+  desiredFor(node: string, agentGeneration: number | undefined): string | undefined {
+    const rec = this.deps.fleet.nodes.get(node);
+    if (rec === undefined) return undefined;
+    if (agentGeneration !== undefined) {
+      if (this.desired.raiseAbove(node, agentGeneration)) this.deps.flushStore();
+      else if (agentGeneration === rec.desiredGeneration) return undefined;
+    }
+    return this.desired.message(node);
+  }
+
+  // ---- the loop ----
+
+  /** Asks for a pass soon: after a pause that grows with the cost of the last pass. */
+  markDirty(): void {
+    if (this.soon !== undefined) return;
+    const wait = Math.max(20, Math.min(2000, 20 * this.lastPassMs));
+    this.soon = this.deps.clock.setTimer(wait, () => {
+      this.soon = undefined;
+      this.safeReconcile();
+    });
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await this.deps.clock.sleep(this.deps.intervalMs, signal).catch(() => undefined);
+      if (!signal.aborted) this.safeReconcile();
+    }
+    this.soon?.();
+  }
+
+  private safeReconcile(): void {
+    try {
+      this.reconcile();
+    } catch (error) {
+      this.deps.log.error("deploy pass failed; trying again at the next one", { error });
+    }
+  }
+
+  /** One pass over every DaemonSet (the loop's iteration; operator actions call it too). */
+  reconcile(): void {
+    const started = performance.now();
+    const now = this.deps.clock.now();
+    const changes: AssignmentChange[] = [];
+    for (const ds of this.catalog.list()) this.reconcileOne(ds, now, changes);
+    this.tracker.sweep();
+    this.deps.store.putAssignments(changes);
+    const sent: string[] = [];
+    for (const node of this.dirtyNodes) {
+      const generation = this.desired.rebuild(node);
+      if (generation === undefined) continue;
+      this.noteCarried(node, generation);
+      sent.push(node);
+    }
+    this.dirtyNodes.clear();
+    if (sent.length > 0) {
+      this.deps.flushStore();
+      for (const node of sent) this.deps.bus.publish({ type: "desired", node });
+    }
+    this.lastPassMs = performance.now() - started;
+  }
+
+  /** Remembers the generation that first carries each of the device's assignments. */
+  private noteCarried(node: string, generation: number): void {
+    for (const [uid, nodes] of this.assignments) {
+      const hash = nodes.get(node);
+      const key = `${uid}\u0000${node}`;
+      if (hash === undefined) this.carried.delete(key);
+      else if (this.carried.get(key)?.hash !== hash) this.carried.set(key, { hash, generation });
+    }
+  }
+
+  private deliveredAt(uid: string, node: string, hash: string, now: number): number | undefined {
+    const rec = this.deps.fleet.nodes.get(node);
+    if (rec === undefined) return undefined;
+    const key = `${uid}\u0000${node}`;
+    let c = this.carried.get(key);
+    if (c === undefined || c.hash !== hash) {
+      c = { hash, generation: rec.desiredGeneration };
+      this.carried.set(key, c);
+    }
+    if (rec.ackedGeneration < c.generation) return undefined;
+    c.at ??= now;
+    return c.at;
+  }
+
+  private reconcileOne(ds: DaemonSet, now: number, changes: AssignmentChange[]): void {
+    const uid = ds.metadata.uid ?? "";
+    const current = this.catalog.current(ds);
+    const assigned = this.assignedOf(uid);
+    for (const node of [...assigned.keys()])
+      if (!this.deps.fleet.nodes.has(node)) this.setAssignment(uid, node, null, now, changes);
+    const minReadyMs = (ds.spec.minReadySeconds ?? 0) * 1000;
+    const observed = observeDevices(ds, {
+      fleet: this.deps.fleet,
+      tracker: this.tracker,
+      now,
+      minReadyMs,
+      assigned: (node) => assigned.get(node),
+      deliveredAt: (node) => {
+        const hash = assigned.get(node);
+        return hash === undefined ? undefined : this.deliveredAt(uid, node, hash, now);
+      },
+    });
+    const settings = rolloutSettings(ds, observed);
+    const record = this.records.get(uid) ?? {};
+    const plan = planRollout({ update: current.hash, record, devices: observed, settings, now });
+    for (const [node, hash] of plan.assign) this.setAssignment(uid, node, hash, now, changes);
+    if (!jsonEqual(plan.record, record)) {
+      this.records.set(uid, plan.record);
+      this.deps.store.putRollout(uid, plan.record);
+    }
+    const devices: ObservedDevice[] = observed.map((d) => {
+      const next = plan.assign.get(d.name);
+      if (next === undefined) return d;
+      const { assigned: _old, ...rest } = d;
+      return next === null ? rest : { ...rest, assigned: next };
+    });
+    this.show(ds, devices, current.hash, plan.record, plan.phase, settings, now);
+    const inUse = new Set([...assigned.values(), ...devices.flatMap((d) => [...d.pods.keys()])]);
+    this.catalog.prune(ds, inUse);
+  }
+
+  private setAssignment(
+    uid: string,
+    node: string,
+    hash: string | null,
+    now: number,
+    changes: AssignmentChange[],
+  ): void {
+    const assigned = this.assignedOf(uid);
+    if (hash === null) assigned.delete(node);
+    else assigned.set(node, hash);
+    changes.push({ dsUid: uid, node, hash, at: now });
+    this.dirtyNodes.add(node);
+  }
+
+  private show(
+    ds: DaemonSet,
+    devices: ObservedDevice[],
+    update: string,
+    record: RolloutRecord,
+    phase: RolloutPhase,
+    settings: ReturnType<typeof rolloutSettings>,
+    now: number,
+  ): void {
+    const uid = ds.metadata.uid ?? "";
+    const revisionOf = (hash: string | undefined) =>
+      hash === undefined ? undefined : this.catalog.revision(uid, hash)?.revision;
+    const view = rolloutView({ ds, devices, update, record, phase, settings, revisionOf });
+    const last = this.shown.get(uid);
+    const since = last !== undefined && last.phase === phase ? last.since : now;
+    if (last?.phase !== phase)
+      this.deps.log.info("daemonset rollout", {
+        daemonset: `${ds.metadata.namespace}/${ds.metadata.name}`,
+        phase,
+        message: view.message,
+      });
+    const status = daemonSetStatus(ds, devices, update, view, rfc3339(since));
+    this.shown.set(uid, { view, status, phase, since });
+  }
+}

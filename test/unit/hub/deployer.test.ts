@@ -1,0 +1,274 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { DaemonSet } from "../../../src/api/daemonset.ts";
+import type { Pod } from "../../../src/api/types.ts";
+import { createLocalBus } from "../../../src/hub/bus.ts";
+import { Deployer } from "../../../src/hub/deploy/deployer.ts";
+import { SqliteDeployStore } from "../../../src/hub/deploy/store.ts";
+import { Fleet } from "../../../src/hub/fleet.ts";
+import { Identity } from "../../../src/hub/identity.ts";
+import { HubStore } from "../../../src/hub/store.ts";
+import { FakeClock } from "../../../src/util/clock.ts";
+import { nullLogger } from "../../../src/util/log.ts";
+
+let dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  dirs = [];
+});
+
+/** A hub's deploy side on a store file, with devices that join and connect. */
+function hub(file: string, clock: FakeClock) {
+  const store = new HubStore(file);
+  const loaded = store.load();
+  const fleet = new Fleet(
+    { store, maxEventsPerNode: 10, offlineAfterMs: 30_000, onChange: () => {} },
+    loaded,
+  );
+  const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
+  const bus = createLocalBus();
+  const sent: string[] = [];
+  bus.subscribe((m) => sent.push(m.node));
+  const deployStore = new SqliteDeployStore(store.database);
+  const deployer = new Deployer({
+    store: deployStore,
+    loaded: deployStore.load(),
+    fleet,
+    bus,
+    clock,
+    log: nullLogger,
+    flushStore: () => store.flush(),
+    intervalMs: 1000,
+  });
+  deployer.reconcile();
+  const seqs = new Map<string, number>();
+  return {
+    store,
+    fleet,
+    deployer,
+    sent,
+    join(name: string, labels: Record<string, string>) {
+      const tok = identity.createJoinToken(60_000, labels, clock.now());
+      identity.join({ joinToken: tok.token, nodeName: name }, clock.now());
+      this.connect(name);
+    },
+    connect(name: string) {
+      fleet.connect(
+        name,
+        {
+          type: "hello",
+          protocolVersion: 1,
+          nodeName: name,
+          agentVersion: "t",
+          streamId: `s-${name}`,
+          features: ["desired-pods"],
+        },
+        clock.now(),
+      );
+    },
+    /** The pods of the device's current desired message. */
+    desired(name: string): Pod[] {
+      const text = deployer.desiredFor(name, undefined);
+      return text === undefined ? [] : (JSON.parse(text) as { pods: Pod[] }).pods;
+    },
+    /** The device stores its desired state and reports its pods Ready (or crash-looping). */
+    run(name: string, crash = false) {
+      const rec = fleet.nodes.get(name);
+      fleet.setDesiredAck(name, { generation: rec?.desiredGeneration ?? 0 });
+      for (const pod of this.desired(name)) {
+        const seq = (seqs.get(name) ?? 0) + 1;
+        seqs.set(name, seq);
+        const status: Pod["status"] = crash
+          ? {
+              phase: "Running",
+              containerStatuses: [
+                {
+                  name: "main",
+                  state: { waiting: { reason: "CrashLoopBackOff" } },
+                  lastState: { terminated: { exitCode: 1, reason: "Error" } },
+                  ready: false,
+                  restartCount: 2,
+                  image: "busybox",
+                  imageID: "",
+                },
+              ],
+            }
+          : { phase: "Running", conditions: [{ type: "Ready", status: "True" }] };
+        fleet.ingest(name, {
+          type: "pod.upsert",
+          seq,
+          uid: pod.metadata.uid ?? "",
+          pod: { ...pod, status },
+        });
+      }
+    },
+  };
+}
+
+function daemonSet(
+  image: string,
+  extra: Partial<DaemonSet["spec"]> = {},
+  annotations = {},
+): DaemonSet {
+  return {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: { name: "web", namespace: "default", annotations },
+    spec: {
+      selector: { matchLabels: { app: "web" } },
+      template: {
+        metadata: { labels: { app: "web" } },
+        spec: { nodeSelector: { site: "a" }, containers: [{ name: "main", image }] },
+      },
+      ...extra,
+    },
+  };
+}
+
+function setup() {
+  const dir = mkdtempSync(join(tmpdir(), "fleetlet-deployer-"));
+  dirs.push(dir);
+  const clock = new FakeClock(Date.UTC(2026, 0, 1));
+  const file = join(dir, "hub.db");
+  return { clock, file, h: hub(file, clock) };
+}
+
+const names = (pods: Pod[]) => pods.map((p) => p.metadata.name);
+const imageOf = (pods: Pod[]) => pods[0]?.spec.containers[0]?.image;
+
+describe("Deployer", () => {
+  test("a DaemonSet goes to exactly the devices its nodeSelector matches, as <ds>-<node>", () => {
+    const { h } = setup();
+    h.join("cam-1", { site: "a" });
+    h.join("cam-2", { site: "a" });
+    h.join("cam-3", { site: "b" });
+    const r = h.deployer.apply(daemonSet("busybox:1"));
+    expect(r.result).toBe("created");
+    expect(h.sent.sort()).toEqual(["cam-1", "cam-2"]);
+    const pods = h.desired("cam-1");
+    expect(names(pods)).toEqual(["web-cam-1"]);
+    expect(pods[0]?.spec.nodeName).toBe("cam-1");
+    expect(pods[0]?.metadata.labels?.app).toBe("web");
+    expect(pods[0]?.metadata.ownerReferences?.[0]).toMatchObject({
+      kind: "DaemonSet",
+      name: "web",
+    });
+    expect(h.desired("cam-3")).toEqual([]);
+    expect(h.deployer.apply(daemonSet("busybox:1")).result).toBe("unchanged");
+  });
+
+  test("relabelling moves the pod; deleting the DaemonSet empties every device's state", () => {
+    const { h } = setup();
+    h.join("cam-1", { site: "a" });
+    h.join("cam-3", { site: "b" });
+    h.deployer.apply(daemonSet("busybox:1"));
+    h.fleet.setHubLabels("cam-1", { site: "b" });
+    h.fleet.setHubLabels("cam-3", { site: "a" });
+    h.deployer.reconcile();
+    expect(h.desired("cam-1")).toEqual([]);
+    expect(names(h.desired("cam-3"))).toEqual(["web-cam-3"]);
+    h.deployer.delete("default", "web");
+    expect(h.desired("cam-3")).toEqual([]);
+    expect(h.fleet.nodes.get("cam-3")?.desiredGeneration).toBe(2);
+  });
+
+  test("a hub restart keeps objects, revisions and generations: nothing is resent", () => {
+    const { h, file, clock } = setup();
+    h.join("cam-1", { site: "a" });
+    h.deployer.apply(daemonSet("busybox:1"));
+    const generation = h.fleet.nodes.get("cam-1")?.desiredGeneration;
+    h.store.close();
+    const again = hub(file, clock);
+    expect(again.fleet.nodes.get("cam-1")?.desiredGeneration).toBe(generation);
+    expect(again.sent).toEqual([]);
+    expect(again.deployer.desiredFor("cam-1", generation)).toBeUndefined();
+    expect(names(again.desired("cam-1"))).toEqual(["web-cam-1"]);
+    expect(
+      again.deployer.catalog.controllerRevisions(again.deployer.catalog.list()[0] as DaemonSet),
+    ).toHaveLength(1);
+  });
+
+  test("an agent ahead of the hub (restored store) makes the hub raise its generation", () => {
+    const { h } = setup();
+    h.join("cam-1", { site: "a" });
+    h.deployer.apply(daemonSet("busybox:1"));
+    const text = h.deployer.desiredFor("cam-1", 9);
+    expect(JSON.parse(text ?? "{}").generation).toBe(10);
+  });
+
+  test("v1 → v2 goes one device at a time after the canary; v3 crashing is rolled back", () => {
+    const { h, clock } = setup();
+    for (const n of ["cam-1", "cam-2", "cam-3"]) h.join(n, { site: "a" });
+    h.deployer.apply(daemonSet("busybox:1"));
+    for (const n of ["cam-1", "cam-2", "cam-3"]) h.run(n);
+    clock.step(1000);
+    h.deployer.reconcile();
+    expect(h.deployer.rollout("default", "web").phase).toBe("Complete");
+
+    h.deployer.apply(daemonSet("busybox:2"));
+    const images = () => ["cam-1", "cam-2", "cam-3"].map((n) => imageOf(h.desired(n)));
+    expect(images()).toEqual(["busybox:2", "busybox:1", "busybox:1"]);
+    expect(h.deployer.rollout("default", "web").phase).toBe("Canary");
+    for (const step of [
+      ["busybox:2", "busybox:2", "busybox:1"],
+      ["busybox:2", "busybox:2", "busybox:2"],
+    ]) {
+      for (const n of ["cam-1", "cam-2", "cam-3"]) h.run(n);
+      clock.step(1000);
+      h.deployer.reconcile();
+      expect(images()).toEqual(step);
+    }
+    for (const n of ["cam-1", "cam-2", "cam-3"]) h.run(n);
+    h.deployer.reconcile();
+    expect(h.deployer.rollout("default", "web").phase).toBe("Complete");
+
+    h.deployer.apply(daemonSet("busybox:3"));
+    expect(images()).toEqual(["busybox:3", "busybox:2", "busybox:2"]);
+    h.run("cam-1", true);
+    h.deployer.reconcile();
+    const view = h.deployer.rollout("default", "web");
+    expect(view.phase).toBe("Failed");
+    expect(view.message).toContain("rollout of revision 3 stopped on device cam-1");
+    expect(view.message).toContain(
+      'container "main" is crash-looping (CrashLoopBackOff; last exit code 1, Error)',
+    );
+    expect(view.message).toContain("rolled back to revision 2");
+    expect(images()).toEqual(["busybox:2", "busybox:2", "busybox:2"]);
+    const ds = h.deployer.get("default", "web");
+    expect(ds?.status?.conditions?.[0]).toMatchObject({
+      type: "Progressing",
+      status: "False",
+      reason: "RolloutFailed",
+    });
+
+    const undo = h.deployer.undo("default", "web", undefined);
+    expect(undo.changed).toBe(true);
+    expect(undo.target.revision).toBe(2);
+    expect(h.deployer.rollout("default", "web").phase).toBe("Complete");
+    expect(h.deployer.catalog.controllerRevisions(undo.daemonSet).map((r) => r.revision)).toEqual([
+      1, 3, 4,
+    ]);
+  });
+
+  test("an agent that does not run hub pods is left out and said to be too old", () => {
+    const { h } = setup();
+    h.join("cam-1", { site: "a" });
+    h.fleet.connect(
+      "cam-1",
+      {
+        type: "hello",
+        protocolVersion: 1,
+        nodeName: "cam-1",
+        agentVersion: "old",
+        streamId: "s-cam-1",
+      },
+      0,
+    );
+    h.deployer.apply(daemonSet("busybox:1"));
+    expect(h.desired("cam-1")).toEqual([]);
+    const device = h.deployer.rollout("default", "web").devices[0];
+    expect(device).toMatchObject({ name: "cam-1", state: "AgentTooOld" });
+  });
+});
