@@ -91,8 +91,9 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
       (p) => !rejected.has(uidOf(p)) && deps.workers.state(uidOf(p)) !== "terminated",
     );
 
-  function admit(pod: Pod): boolean {
-    const active = activePods();
+  /** Admits `pod` next to the `active` pods; a refused pod is already known, so that its
+   * Failed status is published with the pod in pods(). */
+  function admit(pod: Pod, active: Pod[]): boolean {
     const failure =
       active.length < deps.maxPods
         ? deps.resources?.admit(pod, active)
@@ -120,12 +121,12 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
     for (const pod of sorted) {
       const uid = uidOf(pod);
       if (known.has(uid)) continue;
-      if (!admit(pod)) {
-        known.set(uid, pod);
+      const active = activePods();
+      known.set(uid, pod);
+      if (!admit(pod, active)) {
         rejected.add(uid);
         continue;
       }
-      known.set(uid, pod);
       deps.workers.updatePod({ pod, type: "create" });
     }
   }
@@ -220,7 +221,10 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
     async housekeeping() {
       if (!deps.podConfig.seenAllSources() || !deps.runtimeHealthy()) return;
       const desired = new Set(known.keys());
-      deps.workers.syncKnownPods(desired);
+      const states = deps.workers.syncKnownPods(desired);
+      // A pod desired again after its worker terminated (its UID came back) starts afresh.
+      for (const [uid, pod] of known)
+        if (!rejected.has(uid) && !states.has(uid)) deps.workers.updatePod({ pod, type: "create" });
       const running = await (deps.runtimePods ? deps.runtimePods() : deps.runtime.getPods());
       for (const rp of running) {
         if (desired.has(rp.uid) || deps.workers.couldHaveRunningContainers(rp.uid)) continue;

@@ -21,7 +21,7 @@ import { alignTabs, TABLE } from "./tabwriter.ts";
 
 export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tls-cert FILE --tls-key FILE]
                     [--heartbeat-interval 10s] [--rate-limit 50] [--rate-burst 500]
-                    [--max-message-bytes 1048576] [--log-level info]
+                    [--max-message-bytes 1048576] [--rollout-interval 1s] [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ttl 24h] [--labels k=v,...]
        fleetlet hub node revoke NAME --hub URL [--token T]
        fleetlet hub node forget NAME --hub URL [--token T]   (a revoked node: drops it, frees its name)
@@ -36,6 +36,7 @@ const serveFlags = {
   "rate-limit": { type: "int" },
   "rate-burst": { type: "int" },
   "max-message-bytes": { type: "int" },
+  "rollout-interval": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
@@ -77,6 +78,7 @@ async function serve(argv: string[], io: CliIO): Promise<number> {
     throw new UsageError("--tls-cert and --tls-key go together");
   const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
   const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
+  const rolloutIntervalMs = durationFlag(flags["rollout-interval"], "rollout-interval");
   const hub = startHub({
     dataDir: flags.data ?? "/var/lib/fleetlet/hub",
     hostname,
@@ -88,6 +90,7 @@ async function serve(argv: string[], io: CliIO): Promise<number> {
     clock: realClock,
     log,
     ...(heartbeatIntervalMs !== undefined && { heartbeatIntervalMs }),
+    ...(rolloutIntervalMs !== undefined && { rolloutIntervalMs }),
     ...(flags["max-message-bytes"] !== undefined && {
       maxMessageBytes: flags["max-message-bytes"],
     }),

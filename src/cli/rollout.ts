@@ -90,7 +90,10 @@ async function status(
     const line = `Waiting for daemon set "${name}" rollout to finish: ${view.message}...\n`;
     if (line !== last) io.stdout(line);
     last = line;
-    if (f.watch === false) return 0;
+    if (f.watch === false) {
+      io.stdout(printDevices(view.devices));
+      return 0;
+    }
     if (io.now() > deadline) throw new CliError(`timed out waiting for the condition`);
     await Bun.sleep(every);
   }

@@ -229,6 +229,16 @@ export class TestAgent {
    * unmounting what the agent left mounted in it when it was killed). */
   async cleanup(): Promise<void> {
     await this.stop("SIGKILL").catch(() => {});
+    await this.removeSandboxes();
+    await removeCgroupRoot(this.cgroupRoot).catch(() => {});
+    for (const m of this.mountsUnder().sort().reverse()) {
+      Bun.spawnSync(["umount", "-l", m.replace(/\\040/g, " ")]);
+    }
+    if (this.mountsUnder().length === 0) rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  /** Stops and removes every sandbox of this node's pods (what a reboot leaves: nothing). */
+  async removeSandboxes(): Promise<void> {
     const cri = createCriClient({ endpoint: this.endpoint });
     try {
       const { items } = await cri.listPodSandbox({});
@@ -240,10 +250,5 @@ export class TestAgent {
     } finally {
       cri.close();
     }
-    await removeCgroupRoot(this.cgroupRoot).catch(() => {});
-    for (const m of this.mountsUnder().sort().reverse()) {
-      Bun.spawnSync(["umount", "-l", m.replace(/\\040/g, " ")]);
-    }
-    if (this.mountsUnder().length === 0) rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -7,8 +7,10 @@
 // - A kill is never lost: once termination is requested, later updates cannot cancel it; only
 //   the grace period may shrink. A kill cancels the pod's sync in flight (its signal aborts), so
 //   termination need not wait for a slow pull or a queued start.
-// - Once a pod is terminated its worker ignores everything until forget() or a sync of known pods
-//   drops it.
+// - Once a pod is terminated its worker ignores everything until a sync of known pods drops it.
+//   A create for a terminated UID (the same pod desired again) is remembered, and the next sync
+//   of known pods drops that worker even though the pod is desired, so that the caller starts it
+//   afresh (the kubelet's restartRequested).
 // - Static pods: only one UID per full name (namespace/name) may run at once. A new UID for a name
 //   whose old UID is still terminating waits, and starts when the old one is terminated.
 import type { Pod } from "../../api/types.ts";
@@ -72,6 +74,8 @@ interface Worker {
   blocked: boolean;
   /** Cancels the sync in flight (a kill does, as the kubelet's pod workers). */
   cancel: AbortController | undefined;
+  /** A create arrived after the pod terminated: drop the worker so the pod starts anew. */
+  restartRequested?: boolean;
 }
 
 export interface PodWorkers {
@@ -85,7 +89,8 @@ export interface PodWorkers {
   couldHaveRunningContainers(uid: string): boolean;
   /** Pods whose workers are not terminated, by UID. */
   activePods(): Pod[];
-  /** Drops terminated workers of pods not in `desired`; returns the known states. */
+  /** Drops terminated workers of pods not in `desired`, and those asked to restart; returns the
+   * known states (a desired pod absent from them needs a create). */
   syncKnownPods(desired: Set<string>): Map<string, WorkerState>;
   /** Resolves when no worker is running or has pending work (tests, shutdown). */
   idle(): Promise<void>;
@@ -216,7 +221,10 @@ export function createPodWorkers(deps: PodWorkersDeps): PodWorkers {
       w = newWorker(update.pod, "syncing");
       workers.set(uid, w);
     }
-    if (w.state === "terminated") return;
+    if (w.state === "terminated") {
+      if (update.type === "create") w.restartRequested = true;
+      return;
+    }
     if (update.type === "kill") {
       w.kill = { ...w.kill, ...update.kill };
       const g = update.kill?.gracePeriodSeconds;
@@ -264,7 +272,8 @@ export function createPodWorkers(deps: PodWorkersDeps): PodWorkers {
       [...workers.values()].filter((w) => w.state === "syncing" && !w.blocked).map((w) => w.pod),
     syncKnownPods(desired) {
       for (const [uid, w] of workers) {
-        if (!desired.has(uid) && w.state === "terminated" && !w.running) {
+        const unwanted = !desired.has(uid) || w.restartRequested === true;
+        if (unwanted && w.state === "terminated" && !w.running) {
           workers.delete(uid);
           if (started.get(w.fullName) === uid) started.delete(w.fullName);
         }

@@ -127,6 +127,8 @@ function phaseMessage(input: ViewInput, devices: DeviceRollout[]): string {
           .map((d) => d.name)
           .join(", ")}${offline.length > 5 ? ", ..." : ""}) will be updated when back`;
   const f = input.record.failed;
+  const trouble = devices.find((d) => d.state === "Updating" && d.message !== undefined);
+  const problem = trouble === undefined ? "" : `; device ${trouble.name}: ${trouble.message}`;
   switch (input.phase) {
     case "Failed": {
       if (f === undefined) return `rollout of revision ${rev} failed`;
@@ -137,9 +139,9 @@ function phaseMessage(input: ViewInput, devices: DeviceRollout[]): string {
       return `rollout of revision ${rev} stopped on device ${f.device}: ${f.message}${after}`;
     }
     case "Canary":
-      return `canary: waiting for ${input.settings.canary} device(s) to be available on revision ${rev} (${updated} of ${online} online devices updated)${tail}`;
+      return `canary: waiting for ${input.settings.canary} device(s) to be available on revision ${rev} (${updated} of ${online} online devices updated)${problem}${tail}`;
     case "Rolling":
-      return `${updated} of ${online} online devices updated to revision ${rev}${tail}`;
+      return `${updated} of ${online} online devices updated to revision ${rev}${problem}${tail}`;
     case "Complete":
       return `revision ${rev} is available on all ${online} online devices${tail}`;
   }

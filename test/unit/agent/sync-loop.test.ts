@@ -3,6 +3,7 @@ import type { SyncLoopDeps } from "../../../src/agent/sync-loop.ts";
 import { createSyncLoop } from "../../../src/agent/sync-loop.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { createLogger } from "../../../src/util/log.ts";
+import { makePod } from "../../lib/builders.ts";
 
 /** A sync loop whose inputs never deliver anything, but whose PLEG input fails once. */
 function loopWithFailingPLEG(logs: string[], clock: FakeClock) {
@@ -44,5 +45,30 @@ describe("sync loop run()", () => {
     abort.abort();
     await running;
     expect(logs).toHaveLength(1);
+  });
+});
+
+describe("sync loop admission", () => {
+  test("a pod refused at admission is among pods() when its Failed status is published", () => {
+    const seen: boolean[] = [];
+    let loop: ReturnType<typeof createSyncLoop> | undefined;
+    const deps = {
+      clock: new FakeClock(),
+      logger: createLogger({ write: () => {} }),
+      maxPods: 110,
+      workers: { state: () => "syncing", updatePod: () => {} },
+      recorder: { event: () => {} },
+      podSync: {
+        reject: (pod: { metadata: { uid?: string } }) =>
+          seen.push(loop?.pods().has(pod.metadata.uid ?? "") ?? false),
+      },
+      resources: {
+        admit: () => ({ reason: "DevicePolicy", message: "refused" }),
+        housekeeping: async () => {},
+      },
+    } as unknown as SyncLoopDeps;
+    loop = createSyncLoop(deps);
+    loop.handleConfigUpdate({ op: "ADD", source: "api", pods: [makePod({ name: "hub" })] });
+    expect(seen).toEqual([true]);
   });
 });

@@ -187,6 +187,35 @@ describe("createPodWorkers()", () => {
     expect([...states]).toEqual([["u2", "syncing"]]);
     expect(w.activePods().map((p) => p.metadata.uid)).toEqual(["u2"]);
   });
+
+  test("a create for a terminated UID is remembered: the next syncKnownPods() drops it to start anew", async () => {
+    const h = harness();
+    const w = createPodWorkers(h.deps);
+    const pod = makePod({ name: "a", uid: "u1" });
+    w.updatePod({ pod, type: "create" });
+    await w.idle();
+    w.updatePod({ pod, type: "kill" });
+    await w.idle();
+    w.updatePod({ pod, type: "create" });
+    await w.idle();
+    expect(w.state("u1")).toBe("terminated");
+    expect(w.syncKnownPods(new Set(["u1"])).has("u1")).toBe(false);
+    w.updatePod({ pod, type: "create" });
+    await w.idle();
+    expect(w.state("u1")).toBe("syncing");
+    expect(h.log.filter((l) => l.startsWith("sync a u1 create"))).toHaveLength(2);
+  });
+
+  test("a terminated worker of a desired pod that was not asked to restart is kept", async () => {
+    const h = harness();
+    const w = createPodWorkers(h.deps);
+    const pod = makePod({ name: "a", uid: "u1" });
+    w.updatePod({ pod, type: "create" });
+    await w.idle();
+    w.updatePod({ pod, type: "kill" });
+    await w.idle();
+    expect(w.syncKnownPods(new Set(["u1"])).get("u1")).toBe("terminated");
+  });
 });
 
 describe("createPodWorkers() retry", () => {
