@@ -1,7 +1,9 @@
 // @ts-check
 // The dashboard's entry: asks for the operator token once (kept in sessionStorage), keeps the
 // live fleet state from the watch stream, and draws the page the location hash names:
-// #/ (fleet), #/nodes/NAME (device), #/nodes/NAME/pods/NAMESPACE/POD (pod).
+// #/ (fleet), #/nodes/NAME (device), #/nodes/NAME/pods/NAMESPACE/POD (pod), #/daemonsets and
+// #/daemonsets/NAMESPACE/NAME (deploys and their rollouts).
+import { mountDaemonSet, mountDaemonSets } from "./daemonset-view.js";
 import { h } from "./dom.js";
 import { mountFleet } from "./fleet-view.js";
 import { checkToken, FleetState, Live } from "./live.js";
@@ -112,7 +114,17 @@ function route() {
     .split("/")
     .filter(Boolean)
     .map(decodeURIComponent);
-  if (parts[0] === "nodes" && parts[1] && parts[2] === "pods" && parts[3] && parts[4])
+  const token = live.opts.token;
+  /** @param {string} path */
+  const api = async (path) => {
+    const res = await fetch(path, { headers: { authorization: `Bearer ${token}` } });
+    if (!res.ok) throw new Error(`HTTP ${res.status} for ${path}`);
+    return res.json();
+  };
+  if (parts[0] === "daemonsets" && parts[1] && parts[2])
+    view = mountDaemonSet(main, api, parts[1], parts[2]);
+  else if (parts[0] === "daemonsets") view = mountDaemonSets(main, api);
+  else if (parts[0] === "nodes" && parts[1] && parts[2] === "pods" && parts[3] && parts[4])
     view = mountPod(main, state, parts[1], parts[3], parts[4]);
   else if (parts[0] === "nodes" && parts[1]) view = mountNode(main, state, parts[1]);
   else view = mountFleet(main, state);

@@ -213,7 +213,7 @@ export function mountFleet(root, state) {
   const list = h("div");
   const more = h("div");
   root.replaceChildren(
-    h("div", { cls: "page-head" }, h("h1", null, "Fleet")),
+    h("div", { cls: "page-head" }, h("h1", null, "Fleet"), link(["daemonsets"], "DaemonSets →")),
     summary,
     h(
       "section",

@@ -23,6 +23,8 @@ export const DASHBOARD_ASSETS: Readonly<Record<string, Asset>> = {
   "/ui/fleet-view.js": { body: asset("fleet-view.js"), type: JS },
   "/ui/node-view.js": { body: asset("node-view.js"), type: JS },
   "/ui/pod-view.js": { body: asset("pod-view.js"), type: JS },
+  "/ui/daemonset-view.js": { body: asset("daemonset-view.js"), type: JS },
+  "/ui/rollout-model.js": { body: asset("rollout-model.js"), type: JS },
 };
 
 /** Nothing but the hub itself: no script, style, image or connection elsewhere. */

@@ -47,6 +47,8 @@ export interface RolloutRecord {
     at: number;
     /** Whether the devices that got it were sent the stable revision again. */
     rolledBack: boolean;
+    /** The devices that had it when it stopped (the first 100). */
+    devices?: string[];
   };
 }
 
@@ -141,12 +143,14 @@ class Planner {
       if (this.assigned(d) !== update) continue;
       const why = deviceFailure(d, update, now, settings.progressDeadlineMs);
       if (why === undefined) continue;
+      const had = this.input.devices.filter((x) => x.eligible && this.assigned(x) === update);
       this.record.failed = {
         hash: update,
         device: d.name,
         message: why,
         at: now,
         rolledBack: settings.autoRollback,
+        devices: had.slice(0, 100).map((x) => x.name),
       };
       if (settings.autoRollback) this.rollback(update);
       return true;

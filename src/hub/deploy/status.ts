@@ -42,6 +42,7 @@ export type DeviceState =
   | "Updating"
   | "Waiting"
   | "RolledBack"
+  | "Held"
   | "Offline"
   | "NameConflict"
   | "AgentTooOld"
@@ -109,8 +110,16 @@ function deviceState(
       ...((failure ?? d.refused) !== undefined && { message: failure ?? d.refused }),
     };
   }
-  if (input.record.failed?.hash === input.update && input.record.failed.rolledBack)
-    return { state: "RolledBack" };
+  const f = input.record.failed;
+  if (f?.hash === input.update) {
+    const back = input.revisionOf(input.record.stableHash);
+    if (f.rolledBack && f.devices?.includes(d.name))
+      return {
+        state: "RolledBack",
+        message: `ran revision ${input.revisionOf(f.hash)}, sent revision ${back} again`,
+      };
+    return { state: "Held", message: "the rollout stopped before this device" };
+  }
   return { state: "Waiting", ...(failure !== undefined && { message: failure }) };
 }
 
