@@ -15,7 +15,7 @@ type Command = (argv: string[]) => Promise<number> | number;
 const commands: Record<string, { run: Command; help: string }> = {
   agent: {
     run: agentCommand,
-    help: "run the agent: the pods of the manifest folder, on this device",
+    help: "run the agent: the pods of the manifest folder and of the hub, on this device",
   },
   hub: {
     run: (argv) => hubCommand(argv, processIO()),

@@ -10,11 +10,16 @@ function agentUsage(): string {
     .join("\n");
   return `usage: fleetlet agent [--config FILE] [flags]
 
-Runs the pods of the manifest folder on this device. The config file (YAML) takes the fields
-below by name; a flag sets the same field and wins over the file. Durations are "20s", "5m".
+Runs the pods of the manifest folder on this device, and with --hub the pods the hub sends it.
+The config file (YAML) takes the fields below by name; a flag sets the same field and wins over
+the file. Durations are "20s", "5m".
 
   --config FILE                      the agent's config file (or env FLEETLET_CONFIG)
 ${flags}
+
+Only in the config file: hubPodPolicy (what the hub's pods may do on this device: allowPrivileged,
+allowHostNetwork, allowHostPID, allowHostIPC, allowedHostPathPrefixes, allowedRegistries,
+maxPods; safe defaults, see docs/deploy.md).
 `;
 }
 
