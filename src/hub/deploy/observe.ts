@@ -3,6 +3,7 @@
 // of its pods of the DaemonSet is doing. Readiness is timed with the hub's clock.
 import { nodeMatches } from "../../api/affinity.ts";
 import { type DaemonSet, REVISION_HASH_LABEL } from "../../api/daemonset.ts";
+import { isDNS1123Subdomain } from "../../api/index.ts";
 import type { ContainerStatus, Pod } from "../../api/types.ts";
 import { AGENT_FEATURES } from "../../protocol/index.ts";
 import type { DesiredReport } from "../fleet.ts";
@@ -106,6 +107,21 @@ function podFacts(pod: Pod, ctx: ObserveContext): PodFacts {
   };
 }
 
+/** Why a matching device cannot run the DaemonSet's pod at all, if it cannot. */
+function cannotRun(ds: DaemonSet, node: string, rec: NodeRecord) {
+  if (rec.features === undefined)
+    return { reason: "NotConnected", message: "the device has not connected yet" };
+  if (!rec.features.includes(AGENT_FEATURES.desiredPods))
+    return { reason: "AgentTooOld", message: "the device's agent does not run hub pods" };
+  const nameErrors = isDNS1123Subdomain(hubPodName(ds, node));
+  if (nameErrors.length > 0)
+    return {
+      reason: "InvalidName",
+      message: `the pod name "${hubPodName(ds, node)}" is not valid: ${nameErrors[0]}`,
+    };
+  return undefined;
+}
+
 /** Every device that matches the DaemonSet or has one of its pods or an assignment. */
 export function observeDevices(ds: DaemonSet, ctx: ObserveContext): ObservedDevice[] {
   const uid = ds.metadata.uid ?? "";
@@ -124,12 +140,7 @@ export function observeDevices(ds: DaemonSet, ctx: ObserveContext): ObservedDevi
       if (running === undefined || hash === assigned) running = hash;
     }
     if (!matches && assigned === undefined && pods.size === 0) continue;
-    const unable =
-      rec.features === undefined
-        ? { reason: "NotConnected", message: "the device has not connected yet" }
-        : rec.features.includes(AGENT_FEATURES.desiredPods)
-          ? undefined
-          : { reason: "AgentTooOld", message: "the device's agent does not run hub pods" };
+    const unable = cannotRun(ds, name, rec);
     const report = ctx.fleet.desiredReport(name);
     const conflict = report?.conflicts.find((c) => c.pod === `${podName}${name}`);
     const delivered = assigned === undefined ? undefined : ctx.deliveredAt(name, rec);

@@ -47,6 +47,7 @@ export type DeviceState =
   | "NameConflict"
   | "AgentTooOld"
   | "NotConnected"
+  | "InvalidName"
   | "Removing";
 
 /** One device in the rollout view. */
