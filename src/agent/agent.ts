@@ -13,7 +13,7 @@ import { setupContainerManager, toResourceList } from "./cm/index.ts";
 import type { AgentConfig } from "./config/index.ts";
 import { createEventRecorder, manifestRef, podRef } from "./events/index.ts";
 import { createAgentGC, type PodGCState } from "./gc/index.ts";
-import { createAgentHub } from "./hubclient/index.ts";
+import { createAgentHub, type DesiredHandler } from "./hubclient/index.ts";
 import { computePodActions, planSteps } from "./kuberuntime/index.ts";
 import { runMemoryTrim } from "./memory.ts";
 import { createAgentNodeStatus } from "./nodestatus/index.ts";
@@ -31,6 +31,7 @@ import {
   createHubPodSource,
   createObjectStore,
   createPodConfig,
+  type PodConfig,
 } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
 import { createSyncLoop } from "./sync-loop.ts";
@@ -47,6 +48,28 @@ export function detectHostIP(): string {
     for (const a of addrs ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
   }
   return "127.0.0.1";
+}
+
+/**
+ * The hub's desired state on this device: the "api" pod source, loaded from its saved file now
+ * (so an offline start runs the last hub pods), as the hub client's handler.
+ */
+function hubDesiredState(config: AgentConfig, podConfig: PodConfig, log: Logger): DesiredHandler {
+  const source = createHubPodSource({
+    nodeName: config.nodeName,
+    path: join(config.rootDir, "hub", "desired.json"),
+    log: log.with({ component: "hubsource" }),
+    apply: (pods) => podConfig.set("api", pods),
+  });
+  source.load();
+  return {
+    get generation() {
+      return source.generation;
+    },
+    accept: (input) => source.accept(input),
+    conflicts: () =>
+      podConfig.conflicts("api").map((c) => ({ pod: c.pod, uid: c.uid, message: c.message })),
+  };
 }
 
 export async function runAgent(
@@ -172,16 +195,7 @@ export async function runAgent(
       if (source === "api") hub?.desiredChanged();
     },
   });
-  const hubSource =
-    config.hub === undefined
-      ? undefined
-      : createHubPodSource({
-          nodeName: config.nodeName,
-          path: join(config.rootDir, "hub", "desired.json"),
-          log: log.with({ component: "hubsource" }),
-          apply: (pods) => podConfig.set("api", pods),
-        });
-  hubSource?.load();
+  const desired = config.hub === undefined ? undefined : hubDesiredState(config, podConfig, log);
   const policy = createPolicyAdmission(config.hubPodPolicy);
   let loop: ReturnType<typeof createSyncLoop> | undefined;
   const prober = createAgentProber({
@@ -292,16 +306,7 @@ export async function runAgent(
     recorder,
     pods: () => loop.pods(),
     podsSynced: () => podConfig.seenAllSources(),
-    ...(hubSource !== undefined && {
-      desired: {
-        get generation() {
-          return hubSource.generation;
-        },
-        accept: (input) => hubSource.accept(input),
-        conflicts: () =>
-          podConfig.conflicts("api").map((c) => ({ pod: c.pod, uid: c.uid, message: c.message })),
-      },
-    }),
+    ...(desired !== undefined && { desired }),
   });
   await Promise.all([
     nodeStatus.run(signal),

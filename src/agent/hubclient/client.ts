@@ -7,18 +7,14 @@
 // source), whose answer is acknowledged; the client itself never touches pods.
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
-import {
-  AGENT_FEATURES,
-  type DesiredAck,
-  type DesiredConflict,
-  type Welcome,
-} from "../../protocol/index.ts";
+import { AGENT_FEATURES, type Welcome } from "../../protocol/index.ts";
 import { fullJitter } from "../../util/backoff.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import { type DesiredHandler, DesiredReports } from "./desired.ts";
 import { JoinError } from "./join.ts";
 import { fingerprint, type Outbox } from "./outbox.ts";
-import { type DesiredReceived, type Session, type SessionResult, startSession } from "./session.ts";
+import { type Session, type SessionResult, startSession } from "./session.ts";
 import type { Dial } from "./socket.ts";
 
 export interface HubClientDeps {
@@ -49,29 +45,6 @@ export interface HubClientDeps {
   backoffBaseMs?: number;
   backoffMaxMs?: number;
   stableAfterMs?: number;
-}
-
-/** Takes the hub's desired state (the "api" pod source and what it conflicts with). */
-export interface DesiredHandler {
-  /** The generation saved and applied. */
-  readonly generation: number;
-  /** Validates, saves, then applies a desired state; on failure nothing changes. */
-  accept(input: {
-    generation: number;
-    pods: unknown[];
-    configMaps?: unknown[];
-    secrets?: unknown[];
-  }): { ok: true } | { ok: false; reason: string };
-  /** Pods of the saved state that the device does not run (name taken by a file pod). */
-  conflicts(): DesiredConflict[];
-}
-
-/** Whether Secrets may come over `connectUrl`: TLS, or a loopback hub. */
-export function secretsAllowed(connectUrl: string): boolean {
-  const u = new URL(connectUrl);
-  if (u.protocol === "wss:" || u.protocol === "https:") return true;
-  const host = u.hostname.replace(/^\[|\]$/g, "");
-  return host === "localhost" || host === "::1" || /^127\./.test(host);
 }
 
 export interface HubClient {
@@ -112,8 +85,12 @@ export function createHubClient(deps: HubClientDeps): HubClient {
   const stableAfterMs = deps.stableAfterMs ?? 60_000;
   const random = deps.random ?? Math.random;
   let session: Session | undefined;
-  /** The last desired state refused, until one is used. */
-  let refused: { generation?: number; reason: string } | undefined;
+  const desired = new DesiredReports({
+    ...(deps.desired !== undefined && { handler: deps.desired }),
+    connectUrl: deps.connectUrl,
+    log,
+    nodeEvent: deps.nodeEvent,
+  });
 
   const wake = () => session?.wake();
 
@@ -156,54 +133,6 @@ export function createHubClient(deps: HubClientDeps): HubClient {
     }
   }
 
-  function report(): Omit<DesiredAck, "type"> {
-    const conflicts = deps.desired?.conflicts() ?? [];
-    return {
-      generation: deps.desired?.generation ?? 0,
-      ...(refused !== undefined && { refused }),
-      ...(conflicts.length > 0 && { conflicts }),
-    };
-  }
-
-  function refuse(reason: string, generation: number | undefined): void {
-    refused = { ...(generation !== undefined && { generation }), reason };
-    log.warn("refused the hub's desired state; pods keep running as they are", {
-      generation,
-      reason,
-    });
-    deps.nodeEvent("Warning", "DesiredStateRefused", `desired state refused: ${reason}`);
-  }
-
-  function onDesired(d: DesiredReceived): Omit<DesiredAck, "type"> {
-    const handler = deps.desired;
-    if (!d.ok) refuse(d.reason, d.generation);
-    else if (handler === undefined)
-      refuse("this agent does not run hub pods", d.message.generation);
-    else if (d.message.generation === handler.generation) refused = undefined;
-    else {
-      const { generation, pods, configMaps } = d.message;
-      let secrets = d.message.secrets;
-      if (secrets !== undefined && !secretsAllowed(deps.connectUrl)) {
-        log.warn("dropped Secrets sent over a connection that is neither TLS nor loopback", {
-          url: deps.connectUrl,
-          secrets: secrets.length,
-        });
-        secrets = undefined;
-      }
-      const r = handler.accept({
-        generation,
-        pods,
-        ...(configMaps !== undefined && { configMaps }),
-        ...(secrets !== undefined && { secrets }),
-      });
-      if (r.ok) {
-        refused = undefined;
-        log.info("applied the hub's desired state", { generation, pods: pods.length });
-      } else refuse(r.reason, generation);
-    }
-    return report();
-  }
-
   async function connectOnce(signal: AbortSignal) {
     let credential: string;
     try {
@@ -235,9 +164,9 @@ export function createHubClient(deps: HubClientDeps): HubClient {
           pending: outbox.size,
         });
         converge(w);
-        if (deps.desired !== undefined) s.report(report());
+        if (deps.desired !== undefined) s.report(desired.report());
       },
-      onDesired,
+      onDesired: (d) => desired.take(d),
     });
     session = s;
     const onAbort = () => s.close(1000, "agent stopping");
@@ -260,7 +189,7 @@ export function createHubClient(deps: HubClientDeps): HubClient {
       wake();
     },
     desiredChanged() {
-      session?.report(report());
+      if (deps.desired !== undefined) session?.report(desired.report());
     },
     connectOnce,
     async run(signal) {

@@ -2,12 +2,11 @@
 // WebSocket, through a bounded outbox on disk (docs/protocol.md).
 export {
   createHubClient,
-  type DesiredHandler,
   type HubClient,
   type HubClientDeps,
   reconnectDelay,
-  secretsAllowed,
 } from "./client.ts";
+export { type DesiredHandler, DesiredReports, secretsAllowed } from "./desired.ts";
 export {
   hubEndpoints,
   JoinError,
