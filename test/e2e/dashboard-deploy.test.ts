@@ -131,14 +131,20 @@ describe("fleetlet hub dashboard: DaemonSets (compiled hub, headless Chromium; n
     await put("busybox:1");
     await eventually(
       "revision 1 rolled out",
-      async () => (runDesired(), (await phase()) === "Complete"),
+      async () => {
+        runDesired();
+        return (await phase()) === "Complete";
+      },
       10_000,
       100,
     );
     await put("busybox:2");
     await eventually(
       "revision 2 stopped",
-      async () => (runDesired(), (await phase()) === "Failed"),
+      async () => {
+        runDesired();
+        return (await phase()) === "Failed";
+      },
       10_000,
       100,
     );

@@ -9,10 +9,13 @@
 // - listeners hear the keys whose object was added, changed or removed, after the view changed;
 // - objects are frozen (the ones set() is given): readers share them and never copy.
 
-import type { ConfigMap, Pod, Secret } from "../../api/index.ts";
+import type { ConfigMap, Secret } from "../../api/index.ts";
 import { jsonEqual } from "../../util/canonical.ts";
 import { deepFreeze } from "../../util/freeze.ts";
 import { type ConfigObject, describeObject, objectKey, objectKeyOf } from "./parse.ts";
+
+export { objectsUsedBy } from "../../api/pod-objects.ts";
+
 import type { PodSourceName } from "./pod-config.ts";
 
 /** An object of a source that the store refused. */
@@ -129,33 +132,4 @@ class MergedObjectStore implements ObjectStore {
       this.reported.set(source, now);
     }
   }
-}
-
-/** The keys of every ConfigMap and Secret `pod` reads: volumes (projected ones too), env,
- * envFrom and imagePullSecrets. */
-export function objectsUsedBy(pod: Pod): Set<string> {
-  const ns = pod.metadata.namespace ?? "default";
-  const keys = new Set<string>();
-  const cm = (name: string | undefined) => name && keys.add(objectKeyOf("ConfigMap", ns, name));
-  const secret = (name: string | undefined) => name && keys.add(objectKeyOf("Secret", ns, name));
-  for (const v of pod.spec.volumes ?? []) {
-    cm(v.configMap?.name);
-    secret(v.secret?.secretName);
-    for (const s of v.projected?.sources ?? []) {
-      cm(s.configMap?.name);
-      secret(s.secret?.name);
-    }
-  }
-  for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
-    for (const e of c.env ?? []) {
-      cm(e.valueFrom?.configMapKeyRef?.name);
-      secret(e.valueFrom?.secretKeyRef?.name);
-    }
-    for (const e of c.envFrom ?? []) {
-      cm(e.configMapRef?.name);
-      secret(e.secretRef?.name);
-    }
-  }
-  for (const ref of pod.spec.imagePullSecrets ?? []) secret(ref.name);
-  return keys;
 }

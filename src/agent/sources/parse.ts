@@ -7,17 +7,16 @@ import { createHash } from "node:crypto";
 import { parseAllDocuments, type ScalarTag } from "yaml";
 import {
   applyPodDefaults,
-  type ConfigMap,
   DEFAULT_NAMESPACE,
   type FieldError,
   formatFieldError,
   isDNS1123Subdomain,
   type Pod,
-  type Secret,
   validateConfigMap,
   validatePod,
   validateSecret,
 } from "../../api/index.ts";
+import { type ConfigObject, objectKey, objectKeyOf } from "../../api/pod-objects.ts";
 import { canonicalJSON } from "../../util/canonical.ts";
 import { readPlainYaml } from "./yaml-fast.ts";
 
@@ -38,25 +37,15 @@ export interface ManifestContext {
   nodeName: string;
 }
 
-/** A ConfigMap or Secret of a source, as the volume manager and env read them. */
-export type ConfigObject = ConfigMap | Secret;
-
 export type ParseManifestResult =
   | { ok: true; pods: Pod[]; objects: ConfigObject[] }
   | { ok: false; message: string };
 
+export { type ConfigObject, objectKey, objectKeyOf };
+
 /** "configmap \"default/cfg\"": how messages name an object (kind in lower case, as kubectl). */
 export function describeObject(o: ConfigObject): string {
   return `${o.kind.toLowerCase()} ${JSON.stringify(`${o.metadata.namespace ?? DEFAULT_NAMESPACE}/${o.metadata.name}`)}`;
-}
-
-/** The key of an object among the objects of all sources: "Kind/namespace/name". */
-export function objectKeyOf(kind: ConfigObject["kind"], namespace: string, name: string): string {
-  return `${kind}/${namespace}/${name}`;
-}
-
-export function objectKey(o: ConfigObject): string {
-  return objectKeyOf(o.kind, o.metadata.namespace ?? DEFAULT_NAMESPACE, o.metadata.name);
 }
 
 const KINDS = ["Pod", "ConfigMap", "Secret"];
