@@ -31,6 +31,7 @@ import {
   createHubPodSource,
   createObjectStore,
   createPodConfig,
+  type ObjectStore,
   type PodConfig,
 } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
@@ -51,15 +52,22 @@ export function detectHostIP(): string {
 }
 
 /**
- * The hub's desired state on this device: the "api" pod source, loaded from its saved file now
- * (so an offline start runs the last hub pods), as the hub client's handler.
+ * The hub's desired state on this device: the "api" source of pods and of ConfigMaps and
+ * Secrets, loaded from its saved file now (so an offline start runs the last hub pods), as the
+ * hub client's handler.
  */
-function hubDesiredState(config: AgentConfig, podConfig: PodConfig, log: Logger): DesiredHandler {
+function hubDesiredState(
+  config: AgentConfig,
+  podConfig: PodConfig,
+  objects: ObjectStore,
+  log: Logger,
+): DesiredHandler {
   const source = createHubPodSource({
     nodeName: config.nodeName,
     path: join(config.rootDir, "hub", "desired.json"),
     log: log.with({ component: "hubsource" }),
     apply: (pods) => podConfig.set("api", pods),
+    applyObjects: (list) => objects.set("api", list),
   });
   source.load();
   return {
@@ -116,7 +124,7 @@ export async function runAgent(
   });
   // The ConfigMaps and Secrets of the sources, and the volumes made of them.
   const objects = createObjectStore({
-    sources: ["file"],
+    sources: config.hub === undefined ? ["file"] : ["file", "api"],
     onError: (c) => {
       log.warn("object refused", { source: c.source, reason: c.message });
       const { kind, namespace, name } = c;
@@ -195,7 +203,8 @@ export async function runAgent(
       if (source === "api") hub?.desiredChanged();
     },
   });
-  const desired = config.hub === undefined ? undefined : hubDesiredState(config, podConfig, log);
+  const desired =
+    config.hub === undefined ? undefined : hubDesiredState(config, podConfig, objects, log);
   const policy = createPolicyAdmission(config.hubPodPolicy);
   let loop: ReturnType<typeof createSyncLoop> | undefined;
   const prober = createAgentProber({

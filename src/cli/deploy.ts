@@ -17,20 +17,37 @@ const flags = {
 } as const satisfies FlagSpecs;
 
 export const APPLY_USAGE = `usage: fleetlet apply -f FILE|DIR --hub URL [--token T] [-n NS]
-  Sends DaemonSets to the hub, which deploys them to the devices they select. A folder means its
-  .yaml, .yml and .json files; every object is validated first, and one invalid object stops
-  the whole apply.
+  Sends DaemonSets, and the ConfigMaps and Secrets their pods use, to the hub, which deploys the
+  DaemonSets to the devices they select (each device gets only the objects its pods use). A
+  folder means its .yaml, .yml and .json files; every object is validated first, and one invalid
+  object stops the whole apply.
 `;
 
 export const DELETE_USAGE = `usage: fleetlet delete -f FILE|DIR --hub URL [--token T] [-n NS]
-       fleetlet delete daemonset NAME --hub URL [--token T] [-n NS]
+       fleetlet delete daemonset|configmap|secret NAME --hub URL [--token T] [-n NS]
 `;
 
 export const LABEL_USAGE = `usage: fleetlet label node NAME KEY=VALUE... [KEY-...] --hub URL [--token T] [--overwrite]
   Sets (KEY=VALUE) or removes (KEY-) the hub's labels of a device; DaemonSet pods follow.
 `;
 
-const dsWords = new Set(["daemonset", "daemonsets", "ds", "daemonset.apps"]);
+/** The kinds `delete KIND NAME` knows: kubectl's resource name and the API path of the list. */
+const deleteKinds: Record<string, { resource: string; path: string }> = {
+  daemonset: { resource: "daemonset.apps", path: "/apis/apps/v1/namespaces/NS/daemonsets" },
+  configmap: { resource: "configmap", path: "/api/v1/namespaces/NS/configmaps" },
+  secret: { resource: "secret", path: "/api/v1/namespaces/NS/secrets" },
+};
+const kindWords: Record<string, string> = {
+  daemonset: "daemonset",
+  daemonsets: "daemonset",
+  ds: "daemonset",
+  "daemonset.apps": "daemonset",
+  configmap: "configmap",
+  configmaps: "configmap",
+  cm: "configmap",
+  secret: "secret",
+  secrets: "secret",
+};
 
 /** `fleetlet apply -f FILE|DIR`. */
 export async function applyCommand(argv: string[], io: CliIO): Promise<number> {
@@ -64,14 +81,15 @@ export async function deleteCommand(argv: string[], io: CliIO): Promise<number> 
     if (positionals.length > 0) throw new UsageError(`delete -f takes no names\n${DELETE_USAGE}`);
     items = readObjects([f.filename], f.namespace, "deleted");
   } else {
-    if (kind === undefined || name === undefined || extra.length > 0 || !dsWords.has(kind))
-      throw new UsageError(`delete takes -f FILE|DIR, or daemonset NAME\n${DELETE_USAGE}`);
+    const known = deleteKinds[kindWords[kind ?? ""] ?? ""];
+    if (known === undefined || name === undefined || extra.length > 0)
+      throw new UsageError(`delete takes -f FILE|DIR, or a kind and a NAME\n${DELETE_USAGE}`);
     const ns = encodeURIComponent(f.namespace ?? "default");
     items = [
       {
-        resource: "daemonset.apps",
+        resource: known.resource,
         name,
-        path: `/apis/apps/v1/namespaces/${ns}/daemonsets/${encodeURIComponent(name)}`,
+        path: `${known.path.replace("NS", ns)}/${encodeURIComponent(name)}`,
       },
     ];
   }

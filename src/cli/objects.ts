@@ -1,17 +1,19 @@
 // Reading the objects of `fleetlet apply -f` and `delete -f`: a file, or every .yaml, .yml and
 // .json file of a folder (not its subfolders, as kubectl without -R), in name order; each file
 // may hold several YAML documents and `kind: List`. Each object is validated with the API's
-// rules for its kind, so that nothing is sent when anything is invalid.
+// rules for its kind, so that nothing is sent when anything is invalid. The object sent is the
+// document as written (the hub validates and decodes it again).
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { validateDaemonSet } from "../api/daemonset.ts";
 import { DEFAULT_NAMESPACE, type FieldError, formatInvalidObject } from "../api/index.ts";
+import { validateConfigMap, validateSecret } from "../api/validate-objects.ts";
 import { CliError } from "./errors.ts";
 
 /** One object of the files, validated. */
 export interface ApplyObject {
-  kind: "DaemonSet";
+  kind: "DaemonSet" | "ConfigMap" | "Secret";
   /** kubectl's resource name: "daemonset.apps". */
   resource: string;
   /** The API path of the object. */
@@ -24,6 +26,8 @@ export interface ApplyObject {
 }
 
 const KINDS: Record<string, { resource: string; plural: string; group: string }> = {
+  ConfigMap: { resource: "configmap", plural: "configmaps", group: "/api/v1" },
+  Secret: { resource: "secret", plural: "secrets", group: "/api/v1" },
   DaemonSet: { resource: "daemonset.apps", plural: "daemonsets", group: "/apis/apps/v1" },
 };
 
@@ -31,8 +35,13 @@ const validators: Record<
   string,
   (o: unknown) => { ok: true } | { ok: false; errors: FieldError[] }
 > = {
+  ConfigMap: validateConfigMap,
+  Secret: validateSecret,
   DaemonSet: validateDaemonSet,
 };
+
+/** Applied in this order (the objects pods use before the DaemonSets), deleted in reverse. */
+const ORDER = ["ConfigMap", "Secret", "DaemonSet"];
 
 function filesOf(target: string): string[] {
   let st: ReturnType<typeof statSync>;
@@ -127,5 +136,9 @@ export function readObjects(
     }
   }
   if (problems.length > 0) throw new CliError(`nothing was ${verb}:\n${problems.join("\n")}`);
-  return out;
+  const rank = (o: ApplyObject) => ORDER.indexOf(o.kind) * (verb === "applied" ? 1 : -1);
+  return out
+    .map((o, i) => ({ o, i }))
+    .sort((a, b) => rank(a.o) - rank(b.o) || a.i - b.i)
+    .map((x) => x.o);
 }

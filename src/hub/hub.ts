@@ -140,7 +140,8 @@ export function startHub(opts: HubOptions): Hub {
       cancelFlush ??= opts.clock.setTimer(flushIntervalMs, flush);
     },
     flushNow: flush,
-    desiredFor: (node, agentGeneration) => deployer?.desiredFor(node, agentGeneration),
+    desiredFor: (node, agentGeneration, secure) =>
+      deployer?.desiredFor(node, agentGeneration, secure),
     onDesiredAck: () => deployer?.markDirty(),
   });
   const deployStore = new SqliteDeployStore(store.database);

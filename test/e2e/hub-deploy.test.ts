@@ -4,7 +4,7 @@
 // gate, rollback and undo, and a device rebooted while the hub is down. Needs root and the test
 // bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { DaemonSet } from "../../src/api/daemonset.ts";
 import type { Pod } from "../../src/api/types.ts";
@@ -307,6 +307,63 @@ describe("fleetlet hub deploying DaemonSets to fleetlet agents (needs root and t
     expect(hubCli(hub, ["delete", "daemonset", "app"]).code).toBe(0);
     for (const agent of agents) await gone(agent, "app");
   }, 180_000);
+
+  test("a DaemonSet reads a ConfigMap and a Secret from the hub; the Secret never reaches a device without such a pod", async () => {
+    expect(hubCli(hub, ["label", "node", a.nodeName, "role=reader"]).code).toBe(0);
+    const objects = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cfg
+data:
+  greeting: hello from the hub
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: creds
+stringData:
+  password: s3cret-value
+---
+${daemonSetYaml({
+  name: "reader",
+  image: img,
+  command: 'cat /cfg/greeting; echo; echo "password=$PASSWORD"; sleep 3600',
+  nodeSelector: { role: "reader" },
+  container:
+    "          env:\n            - name: PASSWORD\n              valueFrom:\n                secretKeyRef: {name: creds, key: password}\n          volumeMounts:\n            - {name: cfg, mountPath: /cfg}\n",
+  podSpec: "      volumes:\n        - name: cfg\n          configMap: {name: cfg}\n",
+})}`;
+    const applied = apply(objects, "reader.yaml");
+    expect(applied.stdout).toBe(
+      "configmap/cfg created\nsecret/creds created\ndaemonset.apps/reader created\n",
+    );
+    await a.waitPod("reader", "Running", running);
+    const logs = await eventually(
+      "the pod's output",
+      async () => {
+        const out = a.cli(["logs", `reader-${a.nodeName}`]).stdout;
+        return out.includes("password=") ? out : undefined;
+      },
+      15_000,
+      200,
+    );
+    expect(logs).toBe("hello from the hub\npassword=s3cret-value\n");
+    const saved = join(a.rootDir, "hub", "desired.json");
+    expect(await Bun.file(saved).text()).toContain('"creds"');
+    expect(statSync(saved).mode & 0o777).toBe(0o600);
+    const encoded = Buffer.from("s3cret-value").toString("base64");
+    for (const other of [b, c]) {
+      const text = await Bun.file(join(other.rootDir, "hub", "desired.json")).text();
+      expect(text).not.toContain("creds");
+      expect(text).not.toContain(encoded);
+      expect(await other.pod("reader")).toBeUndefined();
+    }
+    expect(hubCli(hub, ["delete", "-f", tempManifest("reader.yaml", objects)]).stdout).toBe(
+      'daemonset.apps "reader" deleted\nsecret "creds" deleted\nconfigmap "cfg" deleted\n',
+    );
+    await gone(a, "reader");
+    expect(await Bun.file(saved).text()).not.toContain("creds");
+  }, 60_000);
 
   test("offline: hub stopped, agent killed and its containers gone → hub pods back from disk; hub started → nothing restarts", async () => {
     expect(

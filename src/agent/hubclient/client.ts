@@ -154,7 +154,10 @@ export function createHubClient(deps: HubClientDeps): HubClient {
         streamId: outbox.streamId,
         lastAckedSeq: outbox.ackedSeq,
         desiredGeneration: deps.desired?.generation ?? 0,
-        features: deps.desired === undefined ? [] : [AGENT_FEATURES.desiredPods],
+        features:
+          deps.desired === undefined
+            ? []
+            : [AGENT_FEATURES.desiredPods, AGENT_FEATURES.desiredConfig],
       },
       outbox,
       onWelcome: (w) => {

@@ -1,8 +1,9 @@
 // The "api" pod source: the hub's desired state for this node (docs/protocol.md, "Desired
-// state"). A state is used whole or not at all: every pod is validated as a manifest is, then
-// the state is written atomically to <rootDir>/hub/desired.json, then its pods are handed to
-// PodConfig. At start the saved state is read back, so a device rebooted without network runs
-// exactly the hub pods it last acknowledged.
+// state"). A state is used whole or not at all: every pod, ConfigMap and Secret is validated as
+// a manifest's are, then the state is written atomically to <rootDir>/hub/desired.json (0600),
+// then its objects go to the object store and its pods to PodConfig (objects first, so a pod
+// finds what it reads). At start the saved state is read back, so a device rebooted without
+// network runs exactly the hub pods, ConfigMaps and Secrets it last acknowledged.
 //
 // Invariants: `generation` is that of the state last saved and applied; a refused state changes
 // nothing (not the file, not the pods); an unreadable saved state applies nothing, so that the
@@ -15,6 +16,8 @@ import {
   type Pod,
   validatePod,
 } from "../../api/index.ts";
+import { type ConfigObject, objectKey } from "../../api/pod-objects.ts";
+import { validateConfigMap, validateSecret } from "../../api/validate-objects.ts";
 import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { Logger } from "../../util/log.ts";
 import { CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION } from "./parse.ts";
@@ -27,10 +30,12 @@ export interface DesiredInput {
   secrets?: unknown[];
 }
 
-/** A decoded desired state: the pods as validated (no defaults), as saved on disk. */
+/** A decoded desired state: the pods as validated (no defaults) and the objects, as saved. */
 export interface DesiredState {
   generation: number;
   pods: Pod[];
+  configMaps: ConfigObject[];
+  secrets: ConfigObject[];
 }
 
 export interface HubPodSourceDeps {
@@ -40,6 +45,8 @@ export interface HubPodSourceDeps {
   log: Logger;
   /** Hands the complete set of hub pods to PodConfig (source "api"). */
   apply(pods: Pod[]): void;
+  /** Hands the complete set of the hub's ConfigMaps and Secrets to the object store. */
+  applyObjects(objects: ConfigObject[]): void;
 }
 
 export interface HubPodSource {
@@ -73,11 +80,37 @@ function decodeHubPod(
   return { ok: true, pod };
 }
 
+/** The validated objects of one list of a desired state, or why one of them is refused. */
+function decodeObjects(
+  list: unknown[] | undefined,
+  field: "configMaps" | "secrets",
+  seen: Set<string>,
+): { ok: true; objects: ConfigObject[] } | { ok: false; reason: string } {
+  const objects: ConfigObject[] = [];
+  for (const [i, obj] of (list ?? []).entries()) {
+    const r = field === "configMaps" ? validateConfigMap(obj) : validateSecret(obj);
+    const raw = (obj as { metadata?: { name?: unknown } } | null)?.metadata?.name;
+    const label = `${field}[${i}]${typeof raw === "string" ? ` (${JSON.stringify(raw)})` : ""}`;
+    if (!r.ok)
+      return { ok: false, reason: `${label}: ${r.errors.map(formatFieldError).join("; ")}` };
+    const key = objectKey(r.object);
+    if (seen.has(key)) return { ok: false, reason: `${label}: Duplicate value: ${key}` };
+    seen.add(key);
+    objects.push(r.object);
+  }
+  return { ok: true, objects };
+}
+
 /** Decodes a whole desired state; the first problem found refuses all of it. */
 export function decodeDesired(
   input: DesiredInput,
   nodeName: string,
 ): { ok: true; state: DesiredState } | { ok: false; reason: string } {
+  const keys = new Set<string>();
+  const configMaps = decodeObjects(input.configMaps, "configMaps", keys);
+  if (!configMaps.ok) return configMaps;
+  const secrets = decodeObjects(input.secrets, "secrets", keys);
+  if (!secrets.ok) return secrets;
   const pods: Pod[] = [];
   const seen = new Set<string>();
   for (const [i, obj] of input.pods.entries()) {
@@ -90,7 +123,15 @@ export function decodeDesired(
     }
     pods.push(d.pod);
   }
-  return { ok: true, state: { generation: input.generation, pods } };
+  return {
+    ok: true,
+    state: {
+      generation: input.generation,
+      pods,
+      configMaps: configMaps.objects,
+      secrets: secrets.objects,
+    },
+  };
 }
 
 /** The pod the agent runs for a decoded hub pod: defaults, its node, source "api". */
@@ -112,6 +153,7 @@ export function makeHubPod(decoded: Pod, nodeName: string): Pod {
 export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
   let generation = 0;
   const use = (state: DesiredState) => {
+    deps.applyObjects([...state.configMaps, ...state.secrets]);
     deps.apply(state.pods.map((p) => makeHubPod(p, deps.nodeName)));
     generation = state.generation;
   };
@@ -125,7 +167,7 @@ export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
         text = readFileSync(deps.path, "utf8");
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === "ENOENT") {
-          use({ generation: 0, pods: [] });
+          use({ generation: 0, pods: [], configMaps: [], secrets: [] });
           return true;
         }
         deps.log.error("cannot read the saved hub desired state; hub pods wait for the hub", {
@@ -137,10 +179,7 @@ export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
       let decoded: ReturnType<typeof decodeDesired>;
       try {
         const saved = JSON.parse(text) as DesiredInput;
-        decoded = decodeDesired(
-          { generation: saved.generation, pods: saved.pods ?? [] },
-          deps.nodeName,
-        );
+        decoded = decodeDesired({ ...saved, pods: saved.pods ?? [] }, deps.nodeName);
       } catch (err) {
         decoded = { ok: false, reason: (err as Error).message };
       }

@@ -4,7 +4,9 @@
 // message lists the field errors.
 import { validateDaemonSet } from "../../api/daemonset.ts";
 import { DEFAULT_NAMESPACE, formatInvalidObject } from "../../api/index.ts";
+import type { ConfigObject } from "../../api/pod-objects.ts";
 import { json, StatusError } from "../../api/status.ts";
+import { validateConfigMap, validateSecret } from "../../api/validate-objects.ts";
 import { readJson } from "../http.ts";
 import type { Deployer } from "./deployer.ts";
 
@@ -17,11 +19,14 @@ export const APPLY_RESULT_HEADER = "fleetlet-apply";
 const DS_PATH =
   /^\/apis\/apps\/v1(?:\/namespaces\/([^/]+))?\/daemonsets(?:\/([^/]+)(?:\/([^/]+))?)?$/;
 
-function list(items: unknown[], kind: string) {
-  return { apiVersion: "apps/v1", kind, metadata: {}, items };
+const CONFIG_PATH = /^\/api\/v1(?:\/namespaces\/([^/]+))?\/(configmaps|secrets)(?:\/([^/]+))?$/;
+
+function list(items: unknown[], kind: string, apiVersion = "apps/v1") {
+  return { apiVersion, kind, metadata: {}, items };
 }
 
-async function put(deployer: Deployer, req: Request, namespace: string, name: string) {
+/** The request's object, whose name and namespace (if given) must be the URL's. */
+async function bodyFor(req: Request, namespace: string, name: string): Promise<unknown> {
   const body = await readJson(req, MAX_OBJECT_BYTES);
   const meta = (body as { metadata?: { name?: unknown; namespace?: unknown } } | null)?.metadata;
   if (meta?.name !== undefined && meta.name !== name)
@@ -34,15 +39,63 @@ async function put(deployer: Deployer, req: Request, namespace: string, name: st
       "BadRequest",
       `the namespace in the body ("${String(meta.namespace)}") differs from the URL ("${namespace}")`,
     );
+  return body;
+}
+
+function applied<T>(object: T, result: string): Response {
+  const res = json(object, result === "created" ? 201 : 200);
+  res.headers.set(APPLY_RESULT_HEADER, result);
+  return res;
+}
+
+async function put(deployer: Deployer, req: Request, namespace: string, name: string) {
+  const body = await bodyFor(req, namespace, name);
   const r = validateDaemonSet(body);
   if (!r.ok) throw new StatusError("Invalid", formatInvalidObject("DaemonSet", name, r.errors));
-  const applied = deployer.apply({
+  const a = deployer.apply({
     ...r.daemonSet,
     metadata: { ...r.daemonSet.metadata, name, namespace },
   });
-  const res = json(applied.daemonSet, applied.result === "created" ? 201 : 200);
-  res.headers.set(APPLY_RESULT_HEADER, applied.result);
-  return res;
+  return applied(a.daemonSet, a.result);
+}
+
+/** ConfigMaps and Secrets: GET (one or a list), PUT (create or replace), DELETE. */
+async function configRoute(
+  deployer: Deployer,
+  req: Request,
+  m: RegExpExecArray,
+): Promise<Response> {
+  const kind: ConfigObject["kind"] = m[2] === "configmaps" ? "ConfigMap" : "Secret";
+  const namespace = m[1] === undefined ? undefined : decodeURIComponent(m[1]);
+  const name = m[3] === undefined ? undefined : decodeURIComponent(m[3]);
+  const notFound = () => new StatusError("NotFound", `${m[2]} "${name}" not found`);
+  if (name === undefined) {
+    if (req.method !== "GET")
+      throw new StatusError("MethodNotAllowed", `${req.method} is not allowed here`);
+    return json(list(deployer.objects.list(kind, namespace), `${kind}List`, "v1"));
+  }
+  const ns = namespace ?? "default";
+  switch (req.method) {
+    case "GET": {
+      const o = deployer.objects.get(`${kind}/${ns}/${name}`);
+      if (o === undefined) throw notFound();
+      return json(o);
+    }
+    case "PUT": {
+      const body = await bodyFor(req, ns, name);
+      const r = kind === "ConfigMap" ? validateConfigMap(body) : validateSecret(body);
+      if (!r.ok) throw new StatusError("Invalid", formatInvalidObject(kind, name, r.errors));
+      const a = deployer.applyObject({
+        ...r.object,
+        metadata: { ...r.object.metadata, name, namespace: ns },
+      });
+      return applied(a.object, a.result);
+    }
+    case "DELETE":
+      return json(deployer.deleteObject(kind, ns, name));
+    default:
+      throw new StatusError("MethodNotAllowed", `${req.method} is not allowed here`);
+  }
 }
 
 async function subresource(
@@ -81,6 +134,8 @@ export async function handleDeployApi(
   req: Request,
   path: string,
 ): Promise<Response | undefined> {
+  const config = CONFIG_PATH.exec(path);
+  if (config !== null) return configRoute(deployer, req, config);
   const m = DS_PATH.exec(path);
   if (m === null) return undefined;
   const namespace = m[1] === undefined ? undefined : decodeURIComponent(m[1]);

@@ -6,6 +6,7 @@
 // before its message leaves the hub; a revision assigned or running is never pruned.
 import type { DaemonSet, DaemonSetStatus } from "../../api/daemonset.ts";
 import { DEFAULT_NAMESPACE } from "../../api/index.ts";
+import { type ConfigObject, objectsUsedBy } from "../../api/pod-objects.ts";
 import { StatusError } from "../../api/status.ts";
 import { jsonEqual } from "../../util/canonical.ts";
 import type { Clock } from "../../util/clock.ts";
@@ -13,6 +14,7 @@ import type { Logger } from "../../util/log.ts";
 import type { Bus } from "../bus.ts";
 import { type ApplyResult, DaemonSetCatalog } from "./daemonsets.ts";
 import { type AssignedPod, DesiredStates, type DesiredWriter } from "./desired.ts";
+import { ConfigObjectCatalog } from "./objects.ts";
 import {
   type FleetReader,
   type ObservedDevice,
@@ -44,6 +46,9 @@ function rfc3339(ms: number): string {
 
 export class Deployer {
   readonly catalog: DaemonSetCatalog;
+  readonly objects: ConfigObjectCatalog;
+  /** Devices last sent their state without its Secrets (connection neither TLS nor loopback). */
+  private readonly withheld = new Set<string>();
   private readonly records = new Map<string, RolloutRecord>();
   /** dsUid → node → assigned hash. */
   private readonly assignments = new Map<string, Map<string, string>>();
@@ -61,9 +66,16 @@ export class Deployer {
 
   constructor(private readonly deps: DeployerDeps) {
     this.catalog = new DaemonSetCatalog(deps.store, deps.loaded);
+    this.objects = new ConfigObjectCatalog(deps.store, deps.loaded, () =>
+      this.catalog.nextResourceVersion(),
+    );
     for (const r of deps.loaded.rollouts) this.records.set(r.dsUid, r.record);
     for (const a of deps.loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
-    this.desired = new DesiredStates(deps.fleet, (node) => this.assignedPods(node));
+    this.desired = new DesiredStates(
+      deps.fleet,
+      (node) => this.assignedPods(node),
+      (key) => this.objects.get(key),
+    );
     for (const node of deps.fleet.nodes.keys()) this.dirtyNodes.add(node);
   }
 
@@ -110,6 +122,28 @@ export class Deployer {
     return ds;
   }
 
+  /** Creates or replaces a validated ConfigMap or Secret; the devices using it get it. */
+  applyObject(input: ConfigObject): { result: ApplyResult; object: ConfigObject } {
+    const r = this.objects.apply(input, this.deps.clock.now());
+    if (r.result !== "unchanged") this.objectsChanged();
+    return r;
+  }
+
+  deleteObject(kind: ConfigObject["kind"], namespace: string, name: string): ConfigObject {
+    const o = this.objects.delete(kind, namespace, name);
+    if (o === undefined)
+      throw new StatusError("NotFound", `${kind.toLowerCase()}s "${name}" not found`);
+    this.objectsChanged();
+    return o;
+  }
+
+  /** Every device with a pod may use a changed object: rebuild them (only real changes count). */
+  private objectsChanged(): void {
+    for (const nodes of this.assignments.values())
+      for (const n of nodes.keys()) this.dirtyNodes.add(n);
+    this.reconcile();
+  }
+
   undo(namespace: string, name: string, toRevision: number | undefined) {
     const r = this.catalog.undo(namespace, name, toRevision, this.deps.clock.now());
     if (r.changed) this.reconcile();
@@ -146,15 +180,31 @@ export class Deployer {
 
   // ---- what sessions ask ----
 
-  /** The desired message to send a device now (see AgentSessions' desiredFor). */
-  desiredFor(node: string, agentGeneration: number | undefined): string | undefined {
+  /**
+   * The desired message to send a device now (see AgentSessions' desiredFor); without its
+   * Secrets when the connection is not `secure` (then the DaemonSet shows SecretsWithheld).
+   */
+  desiredFor(
+    node: string,
+    agentGeneration: number | undefined,
+    secure: boolean,
+  ): string | undefined {
     const rec = this.deps.fleet.nodes.get(node);
     if (rec === undefined) return undefined;
     if (agentGeneration !== undefined) {
       if (this.desired.raiseAbove(node, agentGeneration)) this.deps.flushStore();
       else if (agentGeneration === rec.desiredGeneration) return undefined;
     }
-    return this.desired.message(node);
+    const m = this.desired.message(node, secure);
+    if (m?.withheld === true) {
+      if (!this.withheld.has(node))
+        this.deps.log.warn(
+          "Secrets withheld: the device's connection is neither TLS nor loopback",
+          { node },
+        );
+      this.withheld.add(node);
+    } else this.withheld.delete(node);
+    return m?.text;
   }
 
   // ---- the loop ----
@@ -239,7 +289,18 @@ export class Deployer {
     for (const node of [...assigned.keys()])
       if (!this.deps.fleet.nodes.has(node)) this.setAssignment(uid, node, null, now, changes);
     const minReadyMs = (ds.spec.minReadySeconds ?? 0) * 1000;
+    const used = [
+      ...objectsUsedBy({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: ds.metadata.name, namespace: ds.metadata.namespace ?? DEFAULT_NAMESPACE },
+        spec: ds.spec.template.spec,
+      }),
+    ];
     const observed = observeDevices(ds, {
+      usesObjects: used.length > 0,
+      usesSecrets: used.some((k) => k.startsWith("Secret/")),
+      withheld: (node) => this.withheld.has(node),
       fleet: this.deps.fleet,
       tracker: this.tracker,
       now,

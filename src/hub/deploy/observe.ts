@@ -95,7 +95,16 @@ export interface ObserveContext {
   assigned(node: string): string | undefined;
   /** When the device acknowledged the state carrying its assignment; undefined: not yet. */
   deliveredAt(node: string, rec: NodeRecord): number | undefined;
+  /** The pod template reads ConfigMaps or Secrets, and Secrets among them. */
+  usesObjects: boolean;
+  usesSecrets: boolean;
+  /** The device was last sent its state without Secrets (an insecure connection). */
+  withheld(node: string): boolean;
 }
+
+/** Why a device that was sent its pod cannot use it, from the hub's side. */
+export const SECRETS_WITHHELD =
+  "SecretsWithheld: the hub sends Secrets only over TLS or loopback, and this device's connection is neither";
 
 function podFacts(pod: Pod, ctx: ObserveContext): PodFacts {
   const { ready, readySince } = ctx.tracker.observe(pod, ctx.now);
@@ -108,11 +117,16 @@ function podFacts(pod: Pod, ctx: ObserveContext): PodFacts {
 }
 
 /** Why a matching device cannot run the DaemonSet's pod at all, if it cannot. */
-function cannotRun(ds: DaemonSet, node: string, rec: NodeRecord) {
+function cannotRun(ds: DaemonSet, node: string, rec: NodeRecord, ctx: ObserveContext) {
   if (rec.features === undefined)
     return { reason: "NotConnected", message: "the device has not connected yet" };
   if (!rec.features.includes(AGENT_FEATURES.desiredPods))
     return { reason: "AgentTooOld", message: "the device's agent does not run hub pods" };
+  if (ctx.usesObjects && !rec.features.includes(AGENT_FEATURES.desiredConfig))
+    return {
+      reason: "AgentTooOld",
+      message: "the device's agent does not take ConfigMaps and Secrets from the hub",
+    };
   const nameErrors = isDNS1123Subdomain(hubPodName(ds, node));
   if (nameErrors.length > 0)
     return {
@@ -140,11 +154,16 @@ export function observeDevices(ds: DaemonSet, ctx: ObserveContext): ObservedDevi
       if (running === undefined || hash === assigned) running = hash;
     }
     if (!matches && assigned === undefined && pods.size === 0) continue;
-    const unable = cannotRun(ds, name, rec);
+    const unable = cannotRun(ds, name, rec, ctx);
     const report = ctx.fleet.desiredReport(name);
     const conflict = report?.conflicts.find((c) => c.pod === `${podName}${name}`);
     const delivered = assigned === undefined ? undefined : ctx.deliveredAt(name, rec);
-    const refused = delivered === undefined ? report?.refused?.reason : undefined;
+    const refused =
+      ctx.usesSecrets && ctx.withheld(name)
+        ? SECRETS_WITHHELD
+        : delivered === undefined
+          ? report?.refused?.reason
+          : undefined;
     out.push({
       name,
       matches,

@@ -63,14 +63,14 @@ function hub(file: string, clock: FakeClock) {
           nodeName: name,
           agentVersion: "t",
           streamId: `s-${name}`,
-          features: ["desired-pods"],
+          features: ["desired-pods", "desired-config"],
         },
         clock.now(),
       );
     },
     /** The pods of the device's current desired message. */
     desired(name: string): Pod[] {
-      const text = deployer.desiredFor(name, undefined);
+      const text = deployer.desiredFor(name, undefined, true);
       return text === undefined ? [] : (JSON.parse(text) as { pods: Pod[] }).pods;
     },
     /** The device stores its desired state and reports its pods Ready (or crash-looping). */
@@ -183,7 +183,7 @@ describe("Deployer", () => {
     const again = hub(file, clock);
     expect(again.fleet.nodes.get("cam-1")?.desiredGeneration).toBe(generation);
     expect(again.sent).toEqual([]);
-    expect(again.deployer.desiredFor("cam-1", generation)).toBeUndefined();
+    expect(again.deployer.desiredFor("cam-1", generation, true)).toBeUndefined();
     expect(names(again.desired("cam-1"))).toEqual(["web-cam-1"]);
     expect(
       again.deployer.catalog.controllerRevisions(again.deployer.catalog.list()[0] as DaemonSet),
@@ -194,7 +194,7 @@ describe("Deployer", () => {
     const { h } = setup();
     h.join("cam-1", { site: "a" });
     h.deployer.apply(daemonSet("busybox:1"));
-    const text = h.deployer.desiredFor("cam-1", 9);
+    const text = h.deployer.desiredFor("cam-1", 9, true);
     expect(JSON.parse(text ?? "{}").generation).toBe(10);
   });
 
@@ -270,5 +270,84 @@ describe("Deployer", () => {
     expect(h.desired("cam-1")).toEqual([]);
     const device = h.deployer.rollout("default", "web").devices[0];
     expect(device).toMatchObject({ name: "cam-1", state: "AgentTooOld" });
+  });
+});
+
+describe("Deployer with ConfigMaps and Secrets", () => {
+  const cm = {
+    apiVersion: "v1" as const,
+    kind: "ConfigMap" as const,
+    metadata: { name: "cfg", namespace: "default" },
+    data: { greeting: "hello" },
+  };
+  const secret = {
+    apiVersion: "v1" as const,
+    kind: "Secret" as const,
+    metadata: { name: "creds", namespace: "default" },
+    data: { password: Buffer.from("s3cret").toString("base64") },
+    type: "Opaque",
+  };
+  function reader(): DaemonSet {
+    const ds = daemonSet("busybox:1");
+    ds.spec.template.spec.volumes = [{ name: "cfg", configMap: { name: "cfg" } }];
+    ds.spec.template.spec.containers = [
+      {
+        name: "main",
+        image: "busybox:1",
+        volumeMounts: [{ name: "cfg", mountPath: "/cfg" }],
+        env: [
+          { name: "PASSWORD", valueFrom: { secretKeyRef: { name: "creds", key: "password" } } },
+        ],
+      },
+    ];
+    return ds;
+  }
+  const message = (h: ReturnType<typeof hub>, node: string, secure = true) =>
+    JSON.parse(h.deployer.desiredFor(node, undefined, secure) ?? "{}") as {
+      generation?: number;
+      configMaps?: { metadata: { name: string } }[];
+      secrets?: { metadata: { name: string } }[];
+    };
+
+  test("each device gets only the objects its own pods use; Secrets only over a secure connection", () => {
+    const { h } = setup();
+    h.join("cam-1", { site: "a" });
+    h.join("cam-3", { site: "b" });
+    h.deployer.applyObject(cm);
+    h.deployer.applyObject(secret);
+    h.deployer.applyObject({ ...cm, metadata: { name: "unused", namespace: "default" } });
+    h.deployer.apply(reader());
+    const m = message(h, "cam-1");
+    expect(m.configMaps?.map((o) => o.metadata.name)).toEqual(["cfg"]);
+    expect(m.secrets?.map((o) => o.metadata.name)).toEqual(["creds"]);
+    expect(h.deployer.desiredFor("cam-3", undefined, true)).toBeUndefined();
+    const insecure = message(h, "cam-1", false);
+    expect(insecure.secrets).toBeUndefined();
+    expect(insecure.configMaps?.map((o) => o.metadata.name)).toEqual(["cfg"]);
+    h.deployer.reconcile();
+    const device = h.deployer.rollout("default", "web").devices[0];
+    expect(device?.message).toContain("SecretsWithheld");
+  });
+
+  test("a changed ConfigMap raises the generation of the devices using it, and only theirs", () => {
+    const { h } = setup();
+    h.join("cam-1", { site: "a" });
+    h.join("cam-3", { site: "b" });
+    h.deployer.applyObject(cm);
+    h.deployer.applyObject(secret);
+    h.deployer.apply(reader());
+    const before = message(h, "cam-1").generation ?? 0;
+    expect(h.deployer.applyObject(cm).result).toBe("unchanged");
+    h.deployer.applyObject({ ...cm, data: { greeting: "hi" } });
+    expect(message(h, "cam-1").generation).toBe(before + 1);
+    expect(h.fleet.nodes.get("cam-3")?.desiredGeneration).toBe(0);
+  });
+
+  test("an immutable object cannot change", () => {
+    const { h } = setup();
+    h.deployer.applyObject({ ...cm, immutable: true });
+    expect(() =>
+      h.deployer.applyObject({ ...cm, immutable: true, data: { greeting: "x" } }),
+    ).toThrow('The ConfigMap "cfg" is invalid');
   });
 });

@@ -317,7 +317,10 @@ describe("createHubClient() and the hub's desired state", () => {
   test("announces that it runs hub pods and the generation it has, and reports after welcome", async () => {
     const d = fakeDesired();
     const { conn, stop } = await welcomed({ desired: d.handler });
-    expect(conn.sent[0]).toMatchObject({ desiredGeneration: 2, features: ["desired-pods"] });
+    expect(conn.sent[0]).toMatchObject({
+      desiredGeneration: 2,
+      features: ["desired-pods", "desired-config"],
+    });
     expect(conn.sent.find((m) => m.type === "desired.ack")).toEqual({
       type: "desired.ack",
       generation: 2,

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHubPodSource, decodeDesired } from "../../../src/agent/sources/index.ts";
+import type { ConfigObject } from "../../../src/api/pod-objects.ts";
 import type { Pod } from "../../../src/api/types.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 
@@ -32,14 +33,16 @@ function setup() {
   dirs.push(dir);
   const path = join(dir, "hub", "desired.json");
   const applied: Pod[][] = [];
+  const objects: ConfigObject[][] = [];
   const make = () =>
     createHubPodSource({
       nodeName: "cam-1",
       path,
       log: nullLogger,
       apply: (pods) => applied.push(pods),
+      applyObjects: (list) => objects.push(list),
     });
-  return { path, applied, make };
+  return { path, applied, objects, make };
 }
 
 describe("decodeDesired()", () => {
@@ -121,5 +124,66 @@ describe("createHubPodSource()", () => {
     expect(source.load()).toBe(false);
     expect(applied).toHaveLength(1);
     expect(source.generation).toBe(0);
+  });
+});
+
+describe("createHubPodSource() with ConfigMaps and Secrets", () => {
+  const cm = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cfg" }, data: { a: "1" } };
+  const secret = {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: "creds" },
+    stringData: { password: "s3cret" },
+  };
+
+  test("validates them, saves them with the pods, and hands them over before the pods", () => {
+    const { path } = setup();
+    const calls: string[] = [];
+    let handed: ConfigObject[] = [];
+    const source = createHubPodSource({
+      nodeName: "cam-1",
+      path,
+      log: nullLogger,
+      apply: (pods) => calls.push(`pods ${pods.length}`),
+      applyObjects: (list) => {
+        handed = list;
+        calls.push(`objects ${list.length}`);
+      },
+    });
+    const r = source.accept({
+      generation: 2,
+      pods: [hubPod("a", "u1")],
+      configMaps: [cm],
+      secrets: [secret],
+    });
+    expect(r).toEqual({ ok: true });
+    expect(calls).toEqual(["objects 2", "pods 1"]);
+    expect(handed.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
+      "ConfigMap/cfg",
+      "Secret/creds",
+    ]);
+    expect(handed[1]?.data).toEqual({ password: Buffer.from("s3cret").toString("base64") });
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+  });
+
+  test("a restarted source brings its objects back from disk", () => {
+    const { make, objects } = setup();
+    make().accept({ generation: 2, pods: [], configMaps: [cm], secrets: [secret] });
+    objects.length = 0;
+    expect(make().load()).toBe(true);
+    expect(objects[0]?.map((o) => o.metadata.name)).toEqual(["cfg", "creds"]);
+  });
+
+  test("an invalid object refuses the whole state, naming it and the field", () => {
+    const { make, objects } = setup();
+    const source = make();
+    source.load();
+    const bad = { ...secret, data: { password: "not base64!" }, stringData: undefined };
+    const r = source.accept({ generation: 3, pods: [hubPod("a", "u1")], secrets: [bad] });
+    expect(r).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining('secrets[0] ("creds"): data[password]'),
+    });
+    expect(objects).toHaveLength(1);
   });
 });
