@@ -1,7 +1,8 @@
 // Shared by the hub benchmarks (hub-load.ts, hub-deploy.ts): the hub as a child process with
 // its output captured, waiting for a condition, RSS, percentiles, and joining many nodes.
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { fullJitter } from "../../src/util/backoff.ts";
 
 export const repo = resolve(import.meta.dir, "../..");
 export const bin = join(repo, "dist/fleetlet");
@@ -146,4 +147,76 @@ export async function joinAll(
   };
   await Promise.all(Array.from({ length: 32 }, one));
   return out;
+}
+
+/** A simulated agent's socket to the hub: authenticated with `credential`, says `hello` when
+ * open. */
+export function agentSocket(wsUrl: string, credential: string, hello: Record<string, unknown>) {
+  const ws = new WebSocket(wsUrl, { headers: { authorization: `Bearer ${credential}` } } as never);
+  ws.onopen = () =>
+    ws.send(JSON.stringify({ type: "hello", protocolVersion: 1, agentVersion: "bench", ...hello }));
+  return ws;
+}
+
+/** Runs a benchmark's `main`, then `cleanup` (also on Ctrl-C); a failure sets exit code 1. */
+export async function runBench(
+  name: string,
+  main: () => Promise<void>,
+  cleanup: () => void,
+): Promise<void> {
+  process.on("SIGINT", () => {
+    cleanup();
+    process.exit(130);
+  });
+  try {
+    await main();
+  } catch (err) {
+    console.error(`${name} failed: ${(err as Error).message}`);
+    process.exitCode = 1;
+  } finally {
+    cleanup();
+  }
+}
+
+/**
+ * Splits `creds` over `workers` processes of `script` (in this folder), each given the hub URL,
+ * its share's file (in `dir`) and `args`; `onLine(w, line)` gets each line a worker prints.
+ */
+export function spawnWorkers(opts: {
+  dir: string;
+  creds: [string, string][];
+  workers: number;
+  script: string;
+  url: string;
+  args: string[];
+  onLine: (worker: number, line: string) => void;
+}): ReturnType<typeof Bun.spawn>[] {
+  const procs: ReturnType<typeof Bun.spawn>[] = [];
+  for (let w = 0; w < opts.workers; w++) {
+    const file = join(opts.dir, `agents-${w}.json`);
+    writeFileSync(file, JSON.stringify(opts.creds.filter((_, i) => i % opts.workers === w)));
+    const p = Bun.spawn(
+      [
+        "sh",
+        "-c",
+        `${ulimit}; exec "$0" "$@"`,
+        process.execPath,
+        join(import.meta.dir, opts.script),
+        opts.url,
+        file,
+        ...opts.args,
+      ],
+      { stdout: "pipe", stderr: "inherit" },
+    );
+    procs.push(p);
+    void pump(p.stdout as ReadableStream<Uint8Array>, (l) => opts.onLine(w, l));
+  }
+  return procs;
+}
+
+/** Reconnects a simulated agent after `delay`: full jitter over 1 s doubling up to 30 s. */
+export function reconnectLater(s: { attempt: number }, connect: () => void): void {
+  const wait = fullJitter(s.attempt, 1000, 30_000);
+  s.attempt += 1;
+  setTimeout(connect, wait);
 }

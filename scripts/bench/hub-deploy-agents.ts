@@ -6,7 +6,7 @@
 //   bun scripts/bench/hub-deploy-agents.ts HUB_URL AGENTS_FILE RAMP_MS
 // AGENTS_FILE: JSON [[nodeName, credential], ...].
 import { readFileSync } from "node:fs";
-import { fullJitter } from "../../src/util/backoff.ts";
+import { agentSocket, reconnectLater } from "./hub-common.ts";
 
 const [hubUrl = "", file = "", rampArg = "10000"] = process.argv.slice(2);
 const agents = JSON.parse(readFileSync(file, "utf8")) as [string, string][];
@@ -48,23 +48,14 @@ function onDesired(s: Sim, m: { generation: number; pods: { metadata: { uid: str
 }
 
 function connect(s: Sim): void {
-  const ws = new WebSocket(wsUrl, {
-    headers: { authorization: `Bearer ${s.credential}` },
-  } as never);
+  const ws = agentSocket(wsUrl, s.credential, {
+    nodeName: s.name,
+    streamId: `bench-${s.name}`,
+    lastAckedSeq: s.seq,
+    desiredGeneration: s.generation,
+    features: ["desired-pods"],
+  });
   s.ws = ws;
-  ws.onopen = () =>
-    ws.send(
-      JSON.stringify({
-        type: "hello",
-        protocolVersion: 1,
-        nodeName: s.name,
-        agentVersion: "bench",
-        streamId: `bench-${s.name}`,
-        lastAckedSeq: s.seq,
-        desiredGeneration: s.generation,
-        features: ["desired-pods"],
-      }),
-    );
   ws.onmessage = (e) => {
     const m = JSON.parse(String(e.data));
     if (m.type === "welcome") {
@@ -76,9 +67,7 @@ function connect(s: Sim): void {
   ws.onclose = () => {
     s.ws = undefined;
     s.welcomed = false;
-    const wait = fullJitter(s.attempt, 1000, 30_000);
-    s.attempt += 1;
-    setTimeout(() => connect(s), wait);
+    reconnectLater(s, () => connect(s));
   };
 }
 

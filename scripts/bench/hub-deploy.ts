@@ -5,11 +5,19 @@
 // counts every device updated and ready; and the hub's RSS throughout.
 //
 //   node_modules/.bin/bun scripts/bench/hub-deploy.ts [--agents 10000] [--workers 4] [--ramp 20s]
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseDuration } from "../../src/api/duration.ts";
-import { benchArgs, freePort, HubProcess, joinAll, pump, ulimit, until } from "./hub-common.ts";
+import {
+  benchArgs,
+  freePort,
+  HubProcess,
+  joinAll,
+  runBench,
+  spawnWorkers,
+  until,
+} from "./hub-common.ts";
 
 const args = benchArgs();
 const N = Number(args.get("agents") ?? 10_000);
@@ -60,27 +68,19 @@ async function main(): Promise<void> {
   let t = Date.now();
   const creds = await joinAll(h.url, h.token, N, { site: "bench" });
   console.log(`joined ${N} nodes in ${((Date.now() - t) / 1000).toFixed(1)} s`);
-  for (let w = 0; w < W; w++) {
-    const file = join(dir, `agents-${w}.json`);
-    writeFileSync(file, JSON.stringify(creds.filter((_, i) => i % W === w)));
-    const p = Bun.spawn(
-      [
-        "sh",
-        "-c",
-        `${ulimit}; exec "$0" "$@"`,
-        process.execPath,
-        join(import.meta.dir, "hub-deploy-agents.ts"),
-        h.url,
-        file,
-        String(rampMs),
-      ],
-      { stdout: "pipe", stderr: "inherit" },
-    );
-    procs.push(p);
-    void pump(p.stdout as ReadableStream<Uint8Array>, (l) => {
-      stats[w] = JSON.parse(l);
-    });
-  }
+  procs.push(
+    ...spawnWorkers({
+      dir,
+      creds,
+      workers: W,
+      script: "hub-deploy-agents.ts",
+      url: h.url,
+      args: [String(rampMs)],
+      onLine: (w, l) => {
+        stats[w] = JSON.parse(l);
+      },
+    }),
+  );
   await until(`${N} devices connected`, () => sum("open") >= N, rampMs + 120_000);
   const idleRss = h.rss();
   console.log(`all ${N} devices connected; hub RSS ${idleRss.toFixed(0)} MiB`);
@@ -128,15 +128,4 @@ function cleanup(): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
-process.on("SIGINT", () => {
-  cleanup();
-  process.exit(130);
-});
-try {
-  await main();
-} catch (err) {
-  console.error(`hub-deploy failed: ${(err as Error).message}`);
-  process.exitCode = 1;
-} finally {
-  cleanup();
-}
+await runBench("hub-deploy", main, cleanup);

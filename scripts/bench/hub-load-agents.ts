@@ -6,7 +6,7 @@
 //   bun scripts/bench/hub-load-agents.ts HUB_URL AGENTS_FILE DELTA_MS RAMP_MS
 // AGENTS_FILE: JSON [[nodeName, credential], ...].
 import { readFileSync } from "node:fs";
-import { fullJitter } from "../../src/util/backoff.ts";
+import { agentSocket, reconnectLater } from "./hub-common.ts";
 
 const [hubUrl = "", file = "", deltaArg = "10000", rampArg = "10000"] = process.argv.slice(2);
 const deltaMs = Number(deltaArg);
@@ -116,26 +116,12 @@ function onMessage(s: Sim, data: string): void {
 }
 
 function connect(s: Sim): void {
-  const ws = new WebSocket(wsUrl, {
-    headers: { authorization: `Bearer ${s.credential}` },
-  } as never);
+  const ws = agentSocket(wsUrl, s.credential, { nodeName: s.name, streamId: "bench" });
   s.ws = ws;
-  ws.onopen = () =>
-    ws.send(
-      JSON.stringify({
-        type: "hello",
-        protocolVersion: 1,
-        nodeName: s.name,
-        agentVersion: "bench",
-        streamId: "bench",
-      }),
-    );
   ws.onmessage = (e) => onMessage(s, String(e.data));
   ws.onclose = () => {
     s.ws = undefined;
-    const wait = fullJitter(s.attempt, 1000, 30_000);
-    s.attempt += 1;
-    setTimeout(() => connect(s), wait);
+    reconnectLater(s, () => connect(s));
   };
 }
 

@@ -7,7 +7,7 @@
 //
 //   node_modules/.bin/bun scripts/bench/hub-load.ts [--agents 10000] [--workers 4]
 //     [--steady 30s] [--delta 10s] [--ramp 20s]
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseDuration } from "../../src/api/duration.ts";
@@ -17,12 +17,12 @@ import {
   HubProcess,
   joinAll,
   pct,
-  pump,
-  ulimit,
+  runBench,
+  spawnWorkers,
   until,
 } from "./hub-common.ts";
 
-const bun = process.execPath;
+const _bun = process.execPath;
 const args = benchArgs();
 const N = Number(args.get("agents") ?? 10_000);
 const W = Number(args.get("workers") ?? 4);
@@ -53,30 +53,21 @@ async function main(): Promise<void> {
   console.log(
     `joined ${N} nodes in ${((Date.now() - t) / 1000).toFixed(1)} s; hub RSS ${hub.rss().toFixed(0)} MiB`,
   );
-  for (let w = 0; w < W; w++) {
-    const file = join(dir, `agents-${w}.json`);
-    writeFileSync(file, JSON.stringify(creds.filter((_, i) => i % W === w)));
-    const p = Bun.spawn(
-      [
-        "sh",
-        "-c",
-        `${ulimit}; exec "$0" "$@"`,
-        bun,
-        join(import.meta.dir, "hub-load-agents.ts"),
-        url,
-        file,
-        String(deltaMs),
-        String(rampMs),
-      ],
-      { stdout: "pipe", stderr: "inherit" },
-    );
-    procs.push(p);
-    void pump(p.stdout as ReadableStream<Uint8Array>, (l) => {
-      const s = JSON.parse(l) as WorkerStats & { latencies: number[] };
-      stats[w] = s;
-      latencies.push(...s.latencies);
-    });
-  }
+  procs.push(
+    ...spawnWorkers({
+      dir,
+      creds,
+      workers: W,
+      script: "hub-load-agents.ts",
+      url,
+      args: [String(deltaMs), String(rampMs)],
+      onLine: (w, l) => {
+        const s = JSON.parse(l) as WorkerStats & { latencies: number[] };
+        stats[w] = s;
+        latencies.push(...s.latencies);
+      },
+    }),
+  );
   t = Date.now();
   await until(
     `${N} agents connected and acknowledged`,
@@ -121,15 +112,4 @@ function cleanup(): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
-process.on("SIGINT", () => {
-  cleanup();
-  process.exit(130);
-});
-try {
-  await main();
-} catch (err) {
-  console.error(`hub-load failed: ${(err as Error).message}`);
-  process.exitCode = 1;
-} finally {
-  cleanup();
-}
+await runBench("hub-load", main, cleanup);

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import type { Pod } from "../../src/api/types.ts";
+import { reportedStatus } from "../lib/deploy.ts";
 import { ProtocolClient, TestHub } from "../lib/hub.ts";
 import { eventually } from "../lib/testbed.ts";
 
@@ -47,22 +48,7 @@ function runDesired(): void {
     d.c.send({ type: "desired.ack", generation: last.generation });
     for (const pod of last.pods) {
       const crash = pod.spec.containers[0]?.image.endsWith(":2");
-      const status = crash
-        ? {
-            phase: "Running",
-            containerStatuses: [
-              {
-                name: "main",
-                state: { waiting: { reason: "CrashLoopBackOff" } },
-                lastState: { terminated: { exitCode: 1, reason: "Error" } },
-                ready: false,
-                restartCount: 3,
-                image: "busybox",
-                imageID: "",
-              },
-            ],
-          }
-        : { phase: "Running", conditions: [{ type: "Ready", status: "True" }] };
+      const status = reportedStatus(crash ?? false);
       d.seq += 1;
       d.c.send({ type: "pod.upsert", seq: d.seq, uid: pod.metadata.uid, pod: { ...pod, status } });
     }

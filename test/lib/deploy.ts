@@ -3,6 +3,7 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { PodStatus } from "../../src/api/types.ts";
 import type { RolloutView } from "../../src/hub/deploy/status.ts";
 import type { TestHub } from "./hub.ts";
 import { fleetletBin } from "./testbed.ts";
@@ -86,4 +87,23 @@ export async function rolloutView(hub: TestHub, name: string): Promise<RolloutVi
   const res = await hub.api(`/apis/apps/v1/namespaces/default/daemonsets/${name}/rollout`);
   if (res.status !== 200) throw new Error(`rollout view: HTTP ${res.status}: ${await res.text()}`);
   return (await res.json()) as RolloutView;
+}
+
+/** What a device reports of a pod of its desired state: Ready, or its container crash-looping. */
+export function reportedStatus(crash: boolean): PodStatus {
+  if (!crash) return { phase: "Running", conditions: [{ type: "Ready", status: "True" }] };
+  return {
+    phase: "Running",
+    containerStatuses: [
+      {
+        name: "main",
+        state: { waiting: { reason: "CrashLoopBackOff" } },
+        lastState: { terminated: { exitCode: 1, reason: "Error" } },
+        ready: false,
+        restartCount: 2,
+        image: "busybox",
+        imageID: "",
+      },
+    ],
+  };
 }

@@ -12,7 +12,7 @@ import {
 import { DEFAULT_NAMESPACE } from "../../api/index.ts";
 import { StatusError } from "../../api/status.ts";
 import { jsonEqual } from "../../util/canonical.ts";
-import { templateHash } from "./pods.ts";
+import { controllerRef, templateHash } from "./pods.ts";
 import type { DeployState, DeployStore, RevisionRecord } from "./store.ts";
 
 export type ApplyResult = "created" | "configured" | "unchanged";
@@ -215,15 +215,7 @@ export class DaemonSetCatalog {
             annotations: { [CHANGE_CAUSE_ANNOTATION]: r.changeCause },
           }),
           creationTimestamp: rfc3339(r.createdAt),
-          ownerReferences: [
-            {
-              apiVersion: "apps/v1",
-              kind: "DaemonSet",
-              name: ds.metadata.name,
-              uid,
-              controller: true,
-            },
-          ],
+          ownerReferences: [controllerRef(ds)],
         },
         data: { spec: { template: r.template } },
         revision: r.revision,

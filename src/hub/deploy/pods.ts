@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { type DaemonSet, type PodTemplateSpec, REVISION_HASH_LABEL } from "../../api/daemonset.ts";
 import { DEFAULT_NAMESPACE } from "../../api/index.ts";
-import type { Pod } from "../../api/types.ts";
+import type { OwnerReference, Pod } from "../../api/types.ts";
 import { canonicalJSON } from "../../util/canonical.ts";
 
 /** The hash naming a template's revision: 10 hex chars of SHA-256 over its canonical JSON. */
@@ -28,6 +28,17 @@ export function hubPodName(ds: DaemonSet, node: string): string {
   return `${ds.metadata.name}-${node}`;
 }
 
+/** The owner reference to `ds` of the objects it controls (its pods and revisions). */
+export function controllerRef(ds: DaemonSet): OwnerReference {
+  return {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    name: ds.metadata.name,
+    uid: ds.metadata.uid ?? "",
+    controller: true,
+  };
+}
+
 /** The DaemonSet's pod for `node` with the template of revision `hash`. */
 export function podFor(ds: DaemonSet, template: PodTemplateSpec, hash: string, node: string): Pod {
   const uid = ds.metadata.uid ?? "";
@@ -41,16 +52,7 @@ export function podFor(ds: DaemonSet, template: PodTemplateSpec, hash: string, n
       uid: hubPodUid(uid, node, hash),
       labels: { ...template.metadata?.labels, [REVISION_HASH_LABEL]: hash },
       ...(annotations !== undefined && { annotations }),
-      ownerReferences: [
-        {
-          apiVersion: "apps/v1",
-          kind: "DaemonSet",
-          name: ds.metadata.name,
-          uid,
-          controller: true,
-          blockOwnerDeletion: true,
-        },
-      ],
+      ownerReferences: [{ ...controllerRef(ds), blockOwnerDeletion: true }],
     },
     spec: { ...template.spec, nodeName: node },
   };

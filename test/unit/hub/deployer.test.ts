@@ -12,6 +12,7 @@ import { Identity } from "../../../src/hub/identity.ts";
 import { HubStore } from "../../../src/hub/store.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
+import { reportedStatus } from "../../lib/deploy.ts";
 
 let dirs: string[] = [];
 afterEach(() => {
@@ -80,22 +81,7 @@ function hub(file: string, clock: FakeClock) {
       for (const pod of this.desired(name)) {
         const seq = (seqs.get(name) ?? 0) + 1;
         seqs.set(name, seq);
-        const status: Pod["status"] = crash
-          ? {
-              phase: "Running",
-              containerStatuses: [
-                {
-                  name: "main",
-                  state: { waiting: { reason: "CrashLoopBackOff" } },
-                  lastState: { terminated: { exitCode: 1, reason: "Error" } },
-                  ready: false,
-                  restartCount: 2,
-                  image: "busybox",
-                  imageID: "",
-                },
-              ],
-            }
-          : { phase: "Running", conditions: [{ type: "Ready", status: "True" }] };
+        const status = reportedStatus(crash ?? false);
         fleet.ingest(name, {
           type: "pod.upsert",
           seq,
