@@ -286,8 +286,12 @@ export class Deployer {
     const uid = ds.metadata.uid ?? "";
     const current = this.catalog.current(ds);
     const assigned = this.assignedOf(uid);
-    for (const node of [...assigned.keys()])
-      if (!this.deps.fleet.nodes.has(node)) this.setAssignment(uid, node, null, now, changes);
+    for (const node of [...assigned.keys()]) {
+      if (this.deps.fleet.nodes.has(node)) continue;
+      this.setAssignment(uid, node, null, now, changes);
+      this.desired.forget(node);
+      this.withheld.delete(node);
+    }
     const minReadyMs = (ds.spec.minReadySeconds ?? 0) * 1000;
     const used = [
       ...objectsUsedBy({

@@ -161,8 +161,8 @@ export function observeDevices(ds: DaemonSet, ctx: ObserveContext): ObservedDevi
     const refused =
       ctx.usesSecrets && ctx.withheld(name)
         ? SECRETS_WITHHELD
-        : delivered === undefined
-          ? report?.refused?.reason
+        : delivered === undefined && report?.refused !== undefined
+          ? `the device refused its desired state: ${report.refused.reason}`
           : undefined;
     out.push({
       name,

@@ -27,7 +27,8 @@ export interface DeviceFacts {
   assigned?: string;
   /** When (hub time) it acknowledged the desired state carrying `assigned`. */
   deliveredAt?: number;
-  /** Why it refused the desired state carrying `assigned`. */
+  /** Why it cannot use the desired state carrying `assigned` (it refused it, or the hub
+   * withheld its Secrets), as a message. */
   refused?: string;
   /** Its reported pods of this DaemonSet, by revision hash. */
   pods: ReadonlyMap<string, PodFacts>;
@@ -88,7 +89,7 @@ export function deviceFailure(
 ): string | undefined {
   const pod = d.pods.get(hash);
   if (pod?.failure !== undefined) return pod.failure;
-  if (d.refused !== undefined) return `the device refused its desired state: ${d.refused}`;
+  if (d.refused !== undefined) return d.refused;
   if (!d.online || d.deliveredAt === undefined || pod?.available === true) return undefined;
   if (now - d.deliveredAt > deadlineMs)
     return `its pod was not available within the progress deadline (${Math.round(deadlineMs / 1000)}s)`;

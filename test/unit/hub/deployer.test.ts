@@ -238,6 +238,22 @@ describe("Deployer", () => {
     ]);
   });
 
+  test("a device that refused its desired state is shown with the device's reason", () => {
+    const { h } = setup();
+    h.join("cam-1", { site: "a" });
+    h.deployer.apply(daemonSet("busybox:1"));
+    h.fleet.setDesiredAck("cam-1", {
+      generation: 0,
+      refused: { generation: 1, reason: "pods[0]: spec.containers: Required value" },
+    });
+    h.deployer.reconcile();
+    const view = h.deployer.rollout("default", "web");
+    expect(view.devices[0]?.message).toBe(
+      "the device refused its desired state: pods[0]: spec.containers: Required value",
+    );
+    expect(view.message).toContain("device cam-1: the device refused its desired state");
+  });
+
   test("an agent that does not run hub pods is left out and said to be too old", () => {
     const { h } = setup();
     h.join("cam-1", { site: "a" });
