@@ -1,0 +1,93 @@
+#!/bin/sh
+# PID 1 of the virtual device (scripts/vdevice): brings the guest up the way a device's init does
+# and then serves the host's commands from the console.
+#
+# The root is the cached guest tree on hostfs, read-only; what a device keeps lives on its
+# persistent disk (/dev/ubda, ext4) mounted at /persist and bound over /var/lib/containerd,
+# /var/lib/fleetlet, /var/lib/cni, /var/log and /etc/fleetlet; /run and /tmp are tmpfs, so
+# containerd's state (its running tasks, shims and mounts) is gone after every power cut.
+# /shared is the host folder of this device: the fleetlet binary, the first-boot config, the
+# agent's log, the command channel, and a test's hooks (pre-boot.sh, run before containerd
+# starts; pre-agent.sh, run once containerd answers and before the agent starts).
+#
+# Command channel: the host writes /shared/exec/ID.sh and then the line "ID" on the console;
+# the script runs in the background, its output goes to /shared/exec/ID.out and the line
+# "@@done ID RC" to the console.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+say() { echo "vdevice: $*" > /dev/console; }
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs -o mode=0755,size=256m tmpfs /run
+mount -t tmpfs -o mode=1777,size=256m tmpfs /tmp
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+mount -t hostfs -o "$(cat /proc/cmdline | tr ' ' '\n' | sed -n 's/^fleetlet.shared=//p')" hostfs /shared
+stty -echo < /dev/console 2>/dev/null
+
+# cgroup v2 only, its controllers enabled for the tree below the root.
+mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup
+echo "+cpu +io +memory +pids" > /sys/fs/cgroup/cgroup.subtree_control
+modprobe overlay
+modprobe bridge
+modprobe veth
+hostname fleetlet-vdevice
+ip link set lo up
+
+# The persistent disk: journal replayed by the mount after a power cut.
+mount -t ext4 /dev/ubda /persist || say "cannot mount the persistent disk"
+for d in containerd fleetlet cni log etc-fleetlet; do mkdir -p /persist/$d; done
+mount --bind /persist/containerd /var/lib/containerd
+mount --bind /persist/fleetlet /var/lib/fleetlet
+mount --bind /persist/cni /var/lib/cni
+mount --bind /persist/log /var/log
+mount --bind /persist/etc-fleetlet /etc/fleetlet
+mkdir -p /etc/fleetlet/manifests
+# First boot: the device is provisioned with the host's config.
+[ -f /etc/fleetlet/config.yaml ] || cp /shared/config.yaml /etc/fleetlet/config.yaml
+
+# The host-only link to the host (the hub), when the device has one.
+if ip link show vec0 > /dev/null 2>&1; then
+  addr=$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^fleetlet.addr=//p')
+  echo 1 > /proc/sys/net/ipv6/conf/vec0/disable_ipv6
+  ip addr add "$addr" dev vec0 && ip link set vec0 up
+fi
+
+# A test's hook, before anything of the device starts (to look at the disk as it was left).
+[ -f /shared/pre-boot.sh ] && sh /shared/pre-boot.sh > /shared/pre-boot.out 2>&1
+
+containerd > /run/containerd.log 2>&1 &
+(
+  # The images of this device (no registry is reachable): imported once onto the disk.
+  until ctr version > /dev/null 2>&1; do sleep 0.2; done
+  for tar in /usr/share/fleetlet-vdevice/images/*.tar; do
+    name=$(basename "$tar" .tar)
+    ctr -n k8s.io images ls -q | grep -q "/$name:" ||
+      ctr -n k8s.io images import --all-platforms "$tar" > /dev/null
+  done
+  say "containerd ready"
+  # A test's hook, once containerd answers and before the agent starts.
+  [ -f /shared/pre-agent.sh ] && sh /shared/pre-agent.sh > /shared/pre-agent.out 2>&1
+  # The agent, restarted if it exits (as a service manager would), logging to the host.
+  n=0
+  while :; do
+    n=$((n + 1))
+    echo "vdevice: agent start $n at $(date -u +%FT%TZ)" >> /shared/agent.log
+    /shared/fleetlet agent --config /etc/fleetlet/config.yaml >> /shared/agent.log 2>&1
+    echo "vdevice: agent exited with $? at $(date -u +%FT%TZ)" >> /shared/agent.log
+    sleep 2
+  done
+) &
+
+say "ready"
+while read -r id; do
+  case $id in '' | *[!a-z0-9-]*) continue ;; esac
+  (
+    sh "/shared/exec/$id.sh" > "/shared/exec/$id.out" 2>&1
+    echo "@@done $id $?" > /dev/console
+  ) &
+done < /dev/console
+say "console closed"
+exec sleep infinity

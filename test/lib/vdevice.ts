@@ -1,0 +1,197 @@
+// The virtual device for tests (scripts/vdevice): a Debian 12 guest under user-mode Linux with
+// cgroup v2, containerd and the compiled agent started by the guest's init. A test boots it, runs
+// shell scripts in it, writes files onto its persistent disk, reads the agent's view through the
+// CLI inside the guest, and cuts its power. Needs root and `scripts/vdevice build` (scripts/test
+// builds it before the virtual-device stage).
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Pod } from "../../src/api/types.ts";
+import { eventually, repoRoot } from "./testbed.ts";
+
+const script = join(repoRoot, "scripts/vdevice");
+
+/** The fields of `scripts/vdevice env`. */
+export interface VdeviceEnv {
+  dir: string;
+  /** The host's address on the host-only link (where a hub for the device listens). */
+  hostAddr: string;
+  guestAddr: string;
+}
+
+export function vdeviceEnv(): VdeviceEnv {
+  const p = Bun.spawnSync([script, "env"], { stdout: "pipe", stderr: "pipe" });
+  const env = new Map<string, string>();
+  for (const line of p.stdout.toString().split("\n")) {
+    const eq = line.indexOf("=");
+    if (eq > 0) env.set(line.slice(0, eq), line.slice(eq + 1));
+  }
+  const get = (k: string) => {
+    const v = env.get(k);
+    if (v === undefined) throw new Error(`scripts/vdevice env printed no ${k}`);
+    return v;
+  };
+  return {
+    dir: get("VDEVICE_DIR"),
+    hostAddr: get("VDEVICE_HOST_ADDR"),
+    guestAddr: get("VDEVICE_GUEST_ADDR"),
+  };
+}
+
+/** Whether the guest is built (tests fail with this reason when it is not). */
+export function guestBuilt(): boolean {
+  return existsSync(join(vdeviceEnv().dir, "guest/sbin/fleetlet-vdevice-init"));
+}
+
+export interface ExecResult {
+  code: number;
+  out: string;
+}
+
+export class VirtualDevice {
+  readonly dir: string;
+  readonly shared: string;
+  readonly env: VdeviceEnv;
+  /** The node name the agent reports (set in the config the device was made with). */
+  readonly nodeName: string;
+
+  constructor(
+    readonly name: string,
+    nodeName = name,
+  ) {
+    this.env = vdeviceEnv();
+    this.dir = join(this.env.dir, "devices", name);
+    this.shared = join(this.dir, "shared");
+    this.nodeName = nodeName;
+  }
+
+  private async run(args: string[], what: string): Promise<ExecResult> {
+    const p = Bun.spawn([script, ...args], { stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([
+      new Response(p.stdout).text(),
+      new Response(p.stderr).text(),
+      p.exited,
+    ]);
+    // The script's own failures (not a guest command's) say "vdevice:" on stderr.
+    if (code !== 0 && (args[0] !== "exec" || err.includes("vdevice:")))
+      throw new Error(`${what}: ${err.trim() || out.trim()}`);
+    return { code, out };
+  }
+
+  /** Makes the device afresh (new disk) with this agent config; it is off afterwards. */
+  async create(configYaml: string): Promise<void> {
+    await this.run(["destroy", this.name], `destroy ${this.name}`);
+    mkdirSync(this.shared, { recursive: true });
+    this.configYaml = configYaml;
+  }
+
+  private configYaml: string | undefined;
+
+  /** Powers the device on; `net` adds the host-only link to the host. */
+  async boot(opts: { net?: boolean } = {}): Promise<void> {
+    const args = ["boot", this.name];
+    if (this.configYaml !== undefined) {
+      const file = join(this.env.dir, `${this.name}.config.yaml`);
+      writeFileSync(file, this.configYaml);
+      args.push("--config", file);
+      this.configYaml = undefined;
+    }
+    if (opts.net) args.push("--net");
+    await this.run(args, `boot ${this.name}`);
+  }
+
+  /** A power cut: the UML process group is killed, nothing in the guest is told. */
+  async powerCut(): Promise<void> {
+    await this.run(["stop", this.name], `stop ${this.name}`);
+  }
+
+  async destroy(): Promise<void> {
+    await this.run(["destroy", this.name], `destroy ${this.name}`);
+  }
+
+  /** Runs a shell script in the guest. */
+  exec(sh: string): Promise<ExecResult> {
+    return this.run(["exec", this.name, sh], `exec on ${this.name}`);
+  }
+
+  /** Runs a shell script in the guest and returns its output; throws when it fails. */
+  async sh(sh: string): Promise<string> {
+    const r = await this.exec(sh);
+    if (r.code !== 0) throw new Error(`guest script failed (${r.code}): ${sh}\n${r.out}`);
+    return r.out;
+  }
+
+  /** Writes a file in the guest (through the shared folder, then moved into place there). */
+  async writeFile(path: string, text: string, opts: { atomic?: boolean } = {}): Promise<void> {
+    const stage = join(this.shared, "stage");
+    mkdirSync(stage, { recursive: true });
+    const name = `f${Date.now()}${Math.random().toString(36).slice(2, 6)}`;
+    writeFileSync(join(stage, name), text);
+    const move = opts.atomic
+      ? `cp /shared/stage/${name} '${path}.tmp' && mv '${path}.tmp' '${path}'`
+      : `cp /shared/stage/${name} '${path}'`;
+    await this.sh(`${move} && rm /shared/stage/${name}`);
+  }
+
+  /** A script run by the guest's init before containerd starts, on the next boots. */
+  setPreBoot(sh: string | undefined): void {
+    const file = join(this.shared, "pre-boot.sh");
+    if (sh === undefined) rmSync(file, { force: true });
+    else writeFileSync(file, sh);
+  }
+
+  /** A script run by the guest's init once containerd answers, before the agent starts. */
+  setPreAgent(sh: string | undefined): void {
+    const file = join(this.shared, "pre-agent.sh");
+    if (sh === undefined) rmSync(file, { force: true });
+    else writeFileSync(file, sh);
+  }
+
+  /** What the last boot's pre-boot / pre-agent script printed. */
+  hookOutput(hook: "pre-boot" | "pre-agent"): string {
+    const file = join(this.shared, `${hook}.out`);
+    return existsSync(file) ? readFileSync(file, "utf8") : "";
+  }
+
+  /** The agent's log over every boot (init appends "vdevice: agent start N" per start). */
+  agentLog(): string {
+    const file = join(this.shared, "agent.log");
+    return existsSync(file) ? readFileSync(file, "utf8") : "";
+  }
+
+  /** The pods as the agent's API shows them (the CLI inside the guest). */
+  async pods(): Promise<Pod[]> {
+    const out = await this.sh("/shared/fleetlet get pods -o json");
+    return (JSON.parse(out) as { items: Pod[] }).items;
+  }
+
+  /** Waits until the agent's pods satisfy `check`; returns them. */
+  waitPods(what: string, check: (pods: Pod[]) => boolean, timeoutMs = 120_000): Promise<Pod[]> {
+    return eventually(
+      what,
+      async () => {
+        const pods = await this.pods();
+        return check(pods) ? pods : undefined;
+      },
+      timeoutMs,
+      1000,
+    );
+  }
+
+  /** A cgroup file's trimmed text in the guest (cgroupfs path below /sys/fs/cgroup). */
+  async cgroupFile(path: string): Promise<string | undefined> {
+    const r = await this.exec(`cat '/sys/fs/cgroup/${path}'`);
+    return r.code === 0 ? r.out.trim() : undefined;
+  }
+}
+
+/** The pod named `name` (the manifest's name) on `node`. */
+export function podNamed(pods: Pod[], name: string, node: string): Pod | undefined {
+  return pods.find((p) => p.metadata.name === `${name}-${node}`);
+}
+
+export function containerState(pod: Pod | undefined, name = "main") {
+  return pod?.status?.containerStatuses?.find((c) => c.name === name);
+}
+
+export const isRunning = (pod: Pod | undefined): boolean =>
+  pod?.status?.phase === "Running" && containerState(pod)?.ready === true;
