@@ -56,20 +56,30 @@ if ip link show vec0 > /dev/null 2>&1; then
 fi
 
 # A test's hook, before anything of the device starts (to look at the disk as it was left).
-[ -f /shared/pre-boot.sh ] && sh /shared/pre-boot.sh > /shared/pre-boot.out 2>&1
+hook() { # hook NAME: runs /shared/NAME.sh if there is one; its output is NAME.out once done
+  [ -f "/shared/$1.sh" ] || return 0
+  sh "/shared/$1.sh" > "/shared/$1.out.new" 2>&1
+  mv "/shared/$1.out.new" "/shared/$1.out"
+}
+hook pre-boot
 
 containerd > /run/containerd.log 2>&1 &
 (
   # The images of this device (no registry is reachable): imported once onto the disk.
-  until ctr version > /dev/null 2>&1; do sleep 0.2; done
+  # (Not `ctr version`: it fails for good once a power cut has left containerd's introspection
+  # uuid file empty, while everything else works.)
+  until ctr -n k8s.io images ls -q > /dev/null 2>&1; do sleep 0.2; done
   for tar in /usr/share/fleetlet-vdevice/images/*.tar; do
     name=$(basename "$tar" .tar)
-    ctr -n k8s.io images ls -q | grep -q "/$name:" ||
-      ctr -n k8s.io images import --all-platforms "$tar" > /dev/null
+    ctr -n k8s.io images ls -q | grep -q "/$name:" && continue
+    ctr -n k8s.io images import --all-platforms "$tar" > /dev/null
+    # As if pulled long before: unpacked layers are not synced by containerd, and a power cut in
+    # the next half minute would leave them as empty files.
+    sync
   done
   say "containerd ready"
   # A test's hook, once containerd answers and before the agent starts.
-  [ -f /shared/pre-agent.sh ] && sh /shared/pre-agent.sh > /shared/pre-agent.out 2>&1
+  hook pre-agent
   # The agent, restarted if it exits (as a service manager would), logging to the host.
   n=0
   while :; do

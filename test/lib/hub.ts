@@ -13,7 +13,11 @@ export class TestHub {
   operatorToken = "";
   output = "";
 
-  constructor(private readonly args: string[] = []) {
+  /** `host`: the address to listen on (default 127.0.0.1). */
+  constructor(
+    private readonly args: string[] = [],
+    private readonly host = "127.0.0.1",
+  ) {
     this.dataDir = mkdtempSync(join(tmpdir(), "fleetlet-hub-e2e-"));
   }
 
@@ -22,7 +26,15 @@ export class TestHub {
     const port = this.url === "" ? "0" : new URL(this.url).port;
     this.output = "";
     const proc = Bun.spawn(
-      [fleetletBin, "hub", "--data", this.dataDir, "--listen", `127.0.0.1:${port}`, ...this.args],
+      [
+        fleetletBin,
+        "hub",
+        "--data",
+        this.dataDir,
+        "--listen",
+        `${this.host}:${port}`,
+        ...this.args,
+      ],
       { stdout: "pipe", stderr: "pipe" },
     );
     this.proc = proc;

@@ -37,10 +37,41 @@ export function vdeviceEnv(): VdeviceEnv {
   };
 }
 
+/** Brings the host-only link up or down (a hub for the device listens on its host address). */
+export function vdeviceNet(state: "up" | "down"): void {
+  const p = Bun.spawnSync([script, "net", state], { stdout: "pipe", stderr: "pipe" });
+  if (p.exitCode !== 0) throw new Error(`scripts/vdevice net ${state}: ${p.stderr.toString()}`);
+}
+
+/** A pod sandbox as containerd keeps it: its pod's uid, and whether its task runs. */
+export interface GuestSandbox {
+  id: string;
+  uid: string;
+  running: boolean;
+}
+
+/** Lists containerd's sandboxes with their pod uid and task state (ctr, inside the guest). */
+const LIST_SANDBOXES = `tasks=$(ctr -n k8s.io tasks ls)
+for id in $(ctr -n k8s.io containers ls -q 'labels."io.cri-containerd.kind"==sandbox'); do
+  uid=$(ctr -n k8s.io containers info "$id" | grep -o '"io.kubernetes.pod.uid": "[^"]*"' | head -1 | cut -d'"' -f4)
+  st=$(echo "$tasks" | awk -v id="$id" '$1 == id { print $3 }')
+  echo "$id $uid \${st:-NONE}"
+done`;
+
+export function parseSandboxes(text: string): GuestSandbox[] {
+  return text
+    .split("\n")
+    .map((l) => l.trim().split(/\s+/))
+    .filter((f) => f.length === 3)
+    .map(([id = "", uid = "", st = ""]) => ({ id, uid, running: st === "RUNNING" }));
+}
+
 /** Whether the guest is built (tests fail with this reason when it is not). */
 export function guestBuilt(): boolean {
   return existsSync(join(vdeviceEnv().dir, "guest/sbin/fleetlet-vdevice-init"));
 }
+
+export type Hook = "pre-boot" | "pre-agent";
 
 export interface ExecResult {
   code: number;
@@ -132,24 +163,26 @@ export class VirtualDevice {
     await this.sh(`${move} && rm /shared/stage/${name}`);
   }
 
-  /** A script run by the guest's init before containerd starts, on the next boots. */
-  setPreBoot(sh: string | undefined): void {
-    const file = join(this.shared, "pre-boot.sh");
+  /**
+   * A script the guest's init runs on the next boots: "pre-boot" before containerd starts,
+   * "pre-agent" once containerd answers and before the agent starts. undefined removes it.
+   */
+  setHook(hook: Hook, sh: string | undefined): void {
+    rmSync(join(this.shared, `${hook}.out`), { force: true });
+    const file = join(this.shared, `${hook}.sh`);
     if (sh === undefined) rmSync(file, { force: true });
     else writeFileSync(file, sh);
   }
 
-  /** A script run by the guest's init once containerd answers, before the agent starts. */
-  setPreAgent(sh: string | undefined): void {
-    const file = join(this.shared, "pre-agent.sh");
-    if (sh === undefined) rmSync(file, { force: true });
-    else writeFileSync(file, sh);
-  }
-
-  /** What the last boot's pre-boot / pre-agent script printed. */
-  hookOutput(hook: "pre-boot" | "pre-agent"): string {
+  /** What the hook printed on this boot, once it has run. */
+  hookOutput(hook: Hook): Promise<string> {
     const file = join(this.shared, `${hook}.out`);
-    return existsSync(file) ? readFileSync(file, "utf8") : "";
+    return eventually(
+      `the ${hook} hook to run`,
+      () => existsSync(file) && readFileSync(file, "utf8"),
+      60_000,
+      200,
+    );
   }
 
   /** The agent's log over every boot (init appends "vdevice: agent start N" per start). */
@@ -165,17 +198,39 @@ export class VirtualDevice {
   }
 
   /** Waits until the agent's pods satisfy `check`; returns them. */
-  waitPods(what: string, check: (pods: Pod[]) => boolean, timeoutMs = 120_000): Promise<Pod[]> {
-    return eventually(
-      what,
-      async () => {
-        const pods = await this.pods();
-        return check(pods) ? pods : undefined;
-      },
-      timeoutMs,
-      1000,
-    );
+  async waitPods(
+    what: string,
+    check: (pods: Pod[]) => boolean,
+    timeoutMs = 120_000,
+  ): Promise<Pod[]> {
+    let last: Pod[] = [];
+    try {
+      return await eventually(
+        what,
+        async () => {
+          last = await this.pods();
+          return check(last) ? last : undefined;
+        },
+        timeoutMs,
+        1000,
+      );
+    } catch (err) {
+      const seen = last.map(
+        (p) =>
+          `${p.metadata.name} ${p.status?.phase} ${JSON.stringify(p.status?.containerStatuses?.map((c) => c.state))}`,
+      );
+      const log = this.agentLog().split("\n").slice(-40).join("\n");
+      throw new Error(`${(err as Error).message}\npods: ${seen.join("; ")}\nagent log:\n${log}`);
+    }
   }
+
+  /** containerd's pod sandboxes (metadata and task state). */
+  async sandboxes(): Promise<GuestSandbox[]> {
+    return parseSandboxes(await this.sh(LIST_SANDBOXES));
+  }
+
+  /** The shell script that lists sandboxes, for a hook that runs before the agent. */
+  static readonly listSandboxesScript = LIST_SANDBOXES;
 
   /** A cgroup file's trimmed text in the guest (cgroupfs path below /sys/fs/cgroup). */
   async cgroupFile(path: string): Promise<string | undefined> {

@@ -7,7 +7,8 @@
 //
 // Invariants: a file's problem is reported once per distinct content and message; a file
 // whose edit is invalid keeps contributing its last valid pods until it is valid again or
-// deleted (an empty file counts as invalid: a writer truncated it and has not written yet); a
+// deleted (an empty file counts as invalid: a writer truncated it and has not written yet; so
+// does a YAML file whose last line has no newline, or one with NUL bytes: cut off mid-write); a
 // pod's config.seen time stays the same for as long as its uid is present.
 
 import { createHash } from "node:crypto";
@@ -96,6 +97,20 @@ export function isIgnoredManifestName(name: string): boolean {
     (name.startsWith("#") && name.endsWith("#")) ||
     /\.(swp|swo|swx|tmp)$/.test(name)
   );
+}
+
+/**
+ * Why a manifest's content looks cut off, or undefined. A YAML file whose last line has no
+ * newline is taken as not completely written (its prefix may well parse, as a pod with a
+ * truncated image name say); JSON needs no such rule, as a cut JSON never parses. NUL bytes are
+ * what a power loss can leave where data was not yet written.
+ */
+export function unfinishedWrite(content: Buffer): string | undefined {
+  if (content.includes(0))
+    return "the file holds NUL bytes (cut off by a power loss?); it is read again when rewritten";
+  const first = content.toString("latin1", 0, 64).trimStart()[0];
+  if (first === "{" || first === "[" || content[content.length - 1] === 0x0a) return undefined;
+  return "the file's last line has no newline: taken as not completely written (a writer still at it, or cut off by a power loss); it is read again once it ends with a newline";
 }
 
 export function createFileSource(deps: FileSourceDeps): FileSource {
@@ -239,6 +254,12 @@ class ManifestFolderSource implements FileSource {
       // not a pod-less file, so the file's last valid pods keep running.
       const message = `manifest ${path}: the file is empty (delete it to remove its pods)`;
       this.record(path, key, { ok: false, message }, prev);
+      return true;
+    }
+    const unfinished = unfinishedWrite(read.content);
+    if (unfinished !== undefined) {
+      // Read while a writer is at it, or left so by a power loss: never a pod from part of a file.
+      this.record(path, key, { ok: false, message: `manifest ${path}: ${unfinished}` }, prev);
       return true;
     }
     const version = parseManifestFile(read.content.toString("utf8"), {

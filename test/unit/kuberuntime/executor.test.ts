@@ -303,6 +303,34 @@ describe("syncPod() restarts", () => {
     expect(running("a")[0]?.podSandboxId).not.toBe(first);
   });
 
+  test("creates a new sandbox when the dead one cannot be stopped (after a power cut), once nothing of the pod runs", async () => {
+    h = makeHarness();
+    const pod = makePod({ containers: [makeContainer({ name: "a" })] });
+    await h.sync(pod);
+    const first = [...h.cri.sandboxes.keys()][0] ?? "";
+    const teardown = () =>
+      new CriError({
+        rpc: "StopPodSandbox",
+        grpcStatus: GrpcStatus.UNKNOWN,
+        runtimeMessage: "failed to destroy network for sandbox: unexpected end of JSON input",
+      });
+    // The sandbox died while its container still ran: that sync stops the container, and the
+    // failed sandbox stop ends it without a new sandbox.
+    h.cri.killSandbox(first);
+    h.cri.failNext("stopPodSandbox", teardown());
+    const blocked = await h.sync(pod);
+    expect(blocked.errors.map((e) => e.reason)).toEqual(["KillPodError"]);
+    expect(h.cri.callsOf("runPodSandbox")).toHaveLength(1);
+    expect(running("a")).toHaveLength(0);
+    // Nothing of the pod runs now (as after a reboot): the stop still fails, the pod goes on.
+    h.cri.failNext("stopPodSandbox", teardown());
+    const result = await h.sync(pod);
+    expect(result.errors).toEqual([]);
+    expect(h.reasons()).toContain("FailedKillPod");
+    expect(running("a")).toHaveLength(1);
+    expect(running("a")[0]?.podSandboxId).not.toBe(first);
+  });
+
   test("runs init containers one at a time before the app containers", async () => {
     h = makeHarness();
     const pod = makePod({

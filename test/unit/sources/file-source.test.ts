@@ -150,6 +150,42 @@ describe("file source relist()", () => {
     expect(await source.relist()).toEqual([valid as Pod]);
   });
 
+  test("makes no pod from a file cut off mid-line (its prefix would parse), and keeps the last valid one", async () => {
+    const file = join(dir, "web.yaml");
+    const full = podYaml("web", "registry.example/cam:1.2");
+    const cut = full.slice(0, full.indexOf("cam:1.2") + 3);
+    await writeFile(join(dir, "new.yaml"), cut.replace("web", "new"));
+    await writeFile(file, full);
+    const { source, errors } = harness();
+    const [valid] = await source.relist();
+    expect(valid?.metadata.name).toBe("web-dev1");
+    expect(errors[0]?.message).toStartWith(
+      `manifest ${join(dir, "new.yaml")}: the file's last line has no newline: taken as not completely written`,
+    );
+    // An edit caught half written, or cut short by a power loss: the last valid pod runs on.
+    await writeFile(file, cut);
+    expect(await source.relist()).toEqual([valid as Pod]);
+    await writeFile(file, `${full.slice(0, 40)}\0\0\0\0`);
+    expect(await source.relist()).toEqual([valid as Pod]);
+    expect(errors.at(-1)?.message).toContain("the file holds NUL bytes");
+    // Complete again, and a JSON file needs no newline (cut JSON never parses).
+    await writeFile(join(dir, "new.yaml"), full.replace("web", "new"));
+    await writeFile(
+      join(dir, "j.json"),
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "j" },
+        spec: { containers: [{ name: "c", image: "x:1" }] },
+      }),
+    );
+    expect((await source.relist()).map((p) => p.metadata.name).sort()).toEqual([
+      "j-dev1",
+      "new-dev1",
+      "web-dev1",
+    ]);
+  });
+
   test("removes the pods of a deleted file", async () => {
     await writeFile(join(dir, "a.yaml"), podYaml("a"));
     await writeFile(join(dir, "b.yaml"), podYaml("b"));
