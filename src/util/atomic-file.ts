@@ -9,7 +9,11 @@ export interface AtomicWriteOptions {
   dirMode?: number;
 }
 
-/** Writes `text` to `path` through a temp file, fsync and rename; creates the parent folder. */
+/**
+ * Writes `text` to `path` through a temp file, fsync and rename, then fsyncs the folder so that
+ * the rename itself survives a power cut (without it ext4 may come back with the old file, or
+ * none); creates the parent folder.
+ */
 export function writeFileAtomic(path: string, text: string, opts: AtomicWriteOptions = {}): void {
   mkdirSync(dirname(path), { recursive: true, mode: opts.dirMode ?? 0o700 });
   const tmp = `${path}.tmp`;
@@ -21,4 +25,18 @@ export function writeFileAtomic(path: string, text: string, opts: AtomicWriteOpt
     closeSync(fd);
   }
   renameSync(tmp, path);
+  syncFolder(dirname(path));
+}
+
+/** fsync of a folder; where the platform refuses it (EISDIR, EINVAL) there is nothing to do. */
+function syncFolder(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(dir, "r");
+    fsyncSync(fd);
+  } catch {
+    // not supported here
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
 }

@@ -114,6 +114,17 @@ export function createHubClient(deps: HubClientDeps): HubClient {
   }
 
   function converge(w: Welcome): void {
+    if (w.ackedSeq > outbox.lastSeq) {
+      // The hub stored more of this stream than the outbox holds: its newest records never
+      // reached the disk (a power cut). The hub would ignore seqs it has seen: go on above its
+      // seq, and send every pod again, as what it last got from us is unknown.
+      log.warn("the hub has more of this stream than the outbox; going on after the hub's seq", {
+        ackedSeq: w.ackedSeq,
+        lastSeq: outbox.lastSeq,
+      });
+      outbox.skipTo(w.ackedSeq);
+      outbox.forgetReported();
+    }
     if (w.ackedSeq === 0 || w.ackedSeq < outbox.ackedSeq) outbox.forgetReported();
     outbox.ack(Math.min(w.ackedSeq, outbox.lastSeq));
     outbox.push({ type: "node", node: deps.node() });

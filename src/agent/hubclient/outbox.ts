@@ -53,6 +53,9 @@ export interface Outbox {
   readonly dropped: number;
   /** Pod uid → fingerprint of the last pod.upsert pushed (absent after a pod.delete). */
   reported(): ReadonlyMap<string, string>;
+  /** Moves the seq (and the acknowledged seq) up to `seq`: the next push gets seq + 1. For an
+   * outbox that lost records the hub had stored; lower seqs are ignored. */
+  skipTo(seq: number): void;
   /** Forgets what was reported, when the hub has lost it. */
   forgetReported(): void;
   /** Rewrites the file with only the live entries. */
@@ -275,6 +278,12 @@ export function openOutbox(opts: OutboxOptions): Outbox {
         write({ t: "d" });
       }
       return n;
+    },
+    skipTo(seq) {
+      if (seq <= lastSeq) return;
+      forget(seq);
+      lastSeq = seq;
+      compact();
     },
     reported: () => reported,
     forgetReported() {
