@@ -99,6 +99,8 @@ describe("power cuts on a virtual device (needs root and user-mode Linux: script
       "steady to run and crashy to have restarted",
       (ps) => allRunning(ps, ["steady"]) && restarts(ps, "crashy") >= 2,
     );
+    // The device reaches this host only: its one link is the host-only one, with no default route.
+    expect(await dev.sh("ip -4 route")).not.toContain("default");
     await eventually(
       "the hub to show both pods",
       async () => (await hubPods()).length === 2,
