@@ -91,6 +91,8 @@ export async function eventually<T>(
     try {
       const v = await fn();
       if (v !== undefined && v !== false) return v;
+      // A later attempt that answered: an earlier error is no longer why it waits.
+      lastError = undefined;
     } catch (err) {
       lastError = err;
     }

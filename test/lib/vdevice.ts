@@ -135,8 +135,10 @@ export class VirtualDevice {
     await this.run(["stop", this.name], `stop ${this.name}`);
   }
 
+  /** Powers the device off and removes it; FLEETLET_VDEVICE_KEEP=1 keeps it, off, to look at. */
   async destroy(): Promise<void> {
-    await this.run(["destroy", this.name], `destroy ${this.name}`);
+    if (process.env.FLEETLET_VDEVICE_KEEP === "1") await this.powerCut();
+    else await this.run(["destroy", this.name], `destroy ${this.name}`);
   }
 
   /** Runs a shell script in the guest. */
@@ -151,16 +153,22 @@ export class VirtualDevice {
     return r.out;
   }
 
+  /** Puts `text` in the shared folder; returns its path in the guest. */
+  stage(text: string): string {
+    const dir = join(this.shared, "stage");
+    mkdirSync(dir, { recursive: true });
+    const name = `f${Date.now()}${Math.random().toString(36).slice(2, 6)}`;
+    writeFileSync(join(dir, name), text);
+    return `/shared/stage/${name}`;
+  }
+
   /** Writes a file in the guest (through the shared folder, then moved into place there). */
   async writeFile(path: string, text: string, opts: { atomic?: boolean } = {}): Promise<void> {
-    const stage = join(this.shared, "stage");
-    mkdirSync(stage, { recursive: true });
-    const name = `f${Date.now()}${Math.random().toString(36).slice(2, 6)}`;
-    writeFileSync(join(stage, name), text);
+    const staged = this.stage(text);
     const move = opts.atomic
-      ? `cp /shared/stage/${name} '${path}.tmp' && mv '${path}.tmp' '${path}'`
-      : `cp /shared/stage/${name} '${path}'`;
-    await this.sh(`${move} && rm /shared/stage/${name}`);
+      ? `cp ${staged} '${path}.tmp' && mv '${path}.tmp' '${path}'`
+      : `cp ${staged} '${path}'`;
+    await this.sh(`${move} && rm ${staged}`);
   }
 
   /**
