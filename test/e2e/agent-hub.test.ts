@@ -6,6 +6,7 @@ import type { Node } from "../../src/api/node.ts";
 import type { Event, Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { TestHub } from "../lib/hub.ts";
+import { podNetworkShellManifest } from "../lib/manifests.ts";
 import { eventually } from "../lib/testbed.ts";
 
 const hub = new TestHub(["--heartbeat-interval", "1s"]);
@@ -22,17 +23,8 @@ const agentArgs: string[] = [
 const agent = new TestAgent({ args: agentArgs });
 const img = agent.tb.busybox;
 
-const manifest = (name: string, command = "sleep 3600") => `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: main
-      image: ${img}
-      command: ["sh", "-c", ${JSON.stringify(command)}]
-`;
+const manifest = (name: string, command = "sleep 3600") =>
+  podNetworkShellManifest(name, img, command);
 
 async function hubGet<T>(path: string): Promise<T> {
   const res = await hub.api(path);

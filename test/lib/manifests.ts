@@ -1,22 +1,22 @@
 // Pod manifests the e2e tests and benchmarks write into an agent's manifest folder.
 
-/** A host-network pod stopping within 1 s, with one container `c` running `command` (a YAML flow
- * sequence); `spec` and `container` are more lines of each, indented. */
-function hostNetworkPod(
+/** A pod stopping within 1 s, on the host network unless `podNetwork`, with one container (`c`,
+ * or `containerName`) running `command` (a YAML flow sequence); `spec` and `container` are more
+ * lines of each, indented. */
+function onePod(
   name: string,
   image: string,
   command: string,
-  more: { spec?: string; container?: string } = {},
+  more: { spec?: string; container?: string; podNetwork?: boolean; containerName?: string } = {},
 ): string {
   return `apiVersion: v1
 kind: Pod
 metadata:
   name: ${name}
 spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
+${more.podNetwork ? "" : "  hostNetwork: true\n"}  terminationGracePeriodSeconds: 1
 ${more.spec ?? ""}  containers:
-    - name: c
+    - name: ${more.containerName ?? "c"}
       image: ${image}
       command: ${command}
 ${more.container ?? ""}`;
@@ -24,7 +24,7 @@ ${more.container ?? ""}`;
 
 /** A host-network pod whose one container `c` sleeps for an hour; stops within 1 s. */
 export function sleeperManifest(name: string, image: string): string {
-  return hostNetworkPod(name, image, '["sleep", "3600"]');
+  return onePod(name, image, '["sleep", "3600"]');
 }
 
 /** A host-network pod whose one container `c` runs `script` with sh; stops within 1 s. With
@@ -40,8 +40,23 @@ export function shellPodManifest(
   const mounts = opts.data
     ? "      volumeMounts:\n        - { name: data, mountPath: /data }\n"
     : "";
-  return hostNetworkPod(name, image, `["sh", "-c", ${JSON.stringify(script)}]`, {
+  return onePod(name, image, `["sh", "-c", ${JSON.stringify(script)}]`, {
     spec: restart + volumes,
     container: mounts,
+  });
+}
+
+/** A pod on the pod network whose one container `main` runs `sh -c command`, with `resources`
+ * as YAML flow (e.g. "{limits: {memory: 32Mi}}") when given; stops within 1 s. */
+export function podNetworkShellManifest(
+  name: string,
+  image: string,
+  command: string,
+  resources?: string,
+): string {
+  return onePod(name, image, `["sh", "-c", ${JSON.stringify(command)}]`, {
+    podNetwork: true,
+    containerName: "main",
+    ...(resources !== undefined && { container: `      resources: ${resources}\n` }),
   });
 }

@@ -10,6 +10,24 @@ import { eventually, repoRoot } from "./testbed.ts";
 
 const script = join(repoRoot, "scripts/vdevice");
 
+/** The busybox image imported into the guest (no registry is reachable from it). */
+export const DEVICE_IMAGE = "docker.io/fleetlet-test/busybox:v1";
+
+/** An agent config for a device: the device's paths, fast timings, then `extra` (YAML lines). */
+export function deviceConfig(nodeName: string, extra = ""): string {
+  return `staticPodPath: /etc/fleetlet/manifests
+rootDir: /var/lib/fleetlet
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+nodeName: ${nodeName}
+fileCheckFrequency: 2s
+syncFrequency: 10s
+housekeepingInterval: 2s
+plegRelistPeriod: 1s
+crashLoopBackOffBase: 1s
+crashLoopBackOffMax: 4s
+${extra}`;
+}
+
 /** The fields of `scripts/vdevice env`. */
 export interface VdeviceEnv {
   dir: string;

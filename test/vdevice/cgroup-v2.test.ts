@@ -3,40 +3,26 @@
 // pods of each QoS class, node allocatable on kubepods, OOM kills and CPU throttling.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Pod } from "../../src/api/types.ts";
+import { podNetworkShellManifest } from "../lib/manifests.ts";
 import { eventually } from "../lib/testbed.ts";
-import { containerState, isRunning, podNamed, VirtualDevice } from "../lib/vdevice.ts";
+import {
+  containerState,
+  deviceConfig,
+  DEVICE_IMAGE as IMAGE,
+  isRunning,
+  podNamed,
+  VirtualDevice,
+} from "../lib/vdevice.ts";
 
 const dev = new VirtualDevice("cg2", "vdcg2");
-const IMAGE = "docker.io/fleetlet-test/busybox:v1";
 const MiB = 1024 ** 2;
 
-const config = `staticPodPath: /etc/fleetlet/manifests
-rootDir: /var/lib/fleetlet
-containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-nodeName: ${dev.nodeName}
-fileCheckFrequency: 2s
-syncFrequency: 10s
-housekeepingInterval: 2s
-plegRelistPeriod: 1s
-crashLoopBackOffBase: 1s
-crashLoopBackOffMax: 8s
-podPidsLimit: 64
-systemReserved: {cpu: 100m, memory: 128Mi}
-`;
-
-function manifest(name: string, command: string, resources: string): string {
-  return `apiVersion: v1
-kind: Pod
-metadata: {name: ${name}}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: ${IMAGE}
-    command: ["sh", "-c", ${JSON.stringify(command)}]
-    resources: ${resources}
-`;
-}
+const config = deviceConfig(
+  dev.nodeName,
+  "podPidsLimit: 64\nsystemReserved: {cpu: 100m, memory: 128Mi}\n",
+);
+const manifest = (name: string, command: string, resources: string) =>
+  podNetworkShellManifest(name, IMAGE, command, resources);
 
 const pods: Record<string, string> = {
   guar: manifest("guar", "sleep 3600", "{limits: {cpu: 200m, memory: 32Mi}}"),

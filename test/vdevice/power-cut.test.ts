@@ -7,10 +7,13 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Node } from "../../src/api/node.ts";
 import type { Pod } from "../../src/api/types.ts";
 import { TestHub } from "../lib/hub.ts";
+import { podNetworkShellManifest } from "../lib/manifests.ts";
 import { eventually } from "../lib/testbed.ts";
 import {
   containerState,
+  deviceConfig,
   type GuestSandbox,
+  DEVICE_IMAGE as IMAGE,
   isRunning,
   parseSandboxes,
   podNamed,
@@ -20,23 +23,10 @@ import {
 } from "../lib/vdevice.ts";
 
 const dev = new VirtualDevice("pcut", "vdpcut");
-const IMAGE = "docker.io/fleetlet-test/busybox:v1";
 const MANIFESTS = "/etc/fleetlet/manifests";
 let hub: TestHub;
 
-function manifest(name: string, command: string): string {
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: ${IMAGE}
-    command: ["sh", "-c", ${JSON.stringify(command)}]
-`;
-}
+const manifest = (name: string, command: string) => podNetworkShellManifest(name, IMAGE, command);
 
 const WANTED = ["steady", "crashy", "late-a", "late-b", "late-c"];
 const uidOf = (pods: Pod[], name: string) => podNamed(pods, name, dev.nodeName)?.metadata.uid;
@@ -64,20 +54,16 @@ beforeAll(async () => {
   vdeviceNet("up");
   hub = new TestHub([], vdeviceEnv().hostAddr);
   await hub.start();
-  await dev.create(`staticPodPath: ${MANIFESTS}
-rootDir: /var/lib/fleetlet
-containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-nodeName: ${dev.nodeName}
-fileCheckFrequency: 2s
-syncFrequency: 10s
-housekeepingInterval: 2s
-plegRelistPeriod: 1s
-crashLoopBackOffBase: 1s
-crashLoopBackOffMax: 4s
-hubReconnectBackOffBase: 1s
+  const joinToken = await hub.joinToken();
+  await dev.create(
+    deviceConfig(
+      dev.nodeName,
+      `hubReconnectBackOffBase: 1s
 hubReconnectBackOffMax: 4s
-hub: {url: "${hub.url}", joinToken: "${await hub.joinToken()}"}
-`);
+hub: {url: "${hub.url}", joinToken: "${joinToken}"}
+`,
+    ),
+  );
   await dev.boot({ net: true });
 }, 120_000);
 

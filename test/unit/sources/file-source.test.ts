@@ -26,6 +26,16 @@ function podYaml(name: string, image = "nginx:1.27"): string {
   return `apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${name}\nspec:\n  containers:\n    - name: app\n      image: ${image}\n`;
 }
 
+/** A pod as JSON, with no newline at its end. */
+function podJson(name: string): string {
+  return JSON.stringify({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name },
+    spec: { containers: [{ name: "c", image: "x:1" }] },
+  });
+}
+
 function harness(overrides: Partial<FileSourceDeps> = {}) {
   const snapshots: Pod[][] = [];
   const errors: ManifestProblem[] = [];
@@ -47,15 +57,7 @@ function harness(overrides: Partial<FileSourceDeps> = {}) {
 describe("file source relist()", () => {
   test("reads YAML, JSON and multi-document files, skipping hidden, backup and swap files", async () => {
     await writeFile(join(dir, "a.yaml"), podYaml("a"));
-    await writeFile(
-      join(dir, "b.json"),
-      JSON.stringify({
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: { name: "b" },
-        spec: { containers: [{ name: "c", image: "x:1" }] },
-      }),
-    );
+    await writeFile(join(dir, "b.json"), podJson("b"));
     await writeFile(join(dir, "cd.yml"), `${podYaml("c")}---\n${podYaml("d")}`);
     for (const ignored of [".hidden.yaml", "a.yaml~", ".a.yaml.swp", "e.yaml.swp", "#e.yaml#"]) {
       await writeFile(join(dir, ignored), podYaml(`x${ignored.length}`));
@@ -170,15 +172,7 @@ describe("file source relist()", () => {
     expect(errors.at(-1)?.message).toContain("the file holds NUL bytes");
     // Complete again, and a JSON file needs no newline (cut JSON never parses).
     await writeFile(join(dir, "new.yaml"), full.replace("web", "new"));
-    await writeFile(
-      join(dir, "j.json"),
-      JSON.stringify({
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: { name: "j" },
-        spec: { containers: [{ name: "c", image: "x:1" }] },
-      }),
-    );
+    await writeFile(join(dir, "j.json"), podJson("j"));
     expect((await source.relist()).map((p) => p.metadata.name).sort()).toEqual([
       "j-dev1",
       "new-dev1",
