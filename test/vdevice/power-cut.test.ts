@@ -50,6 +50,57 @@ let before: Pod[] = [];
 let sandboxesBefore: GuestSandbox[] = [];
 let crashyBefore = 0;
 
+/**
+ * New pods start, and a writer has put the first part of a manifest on disk (its last line cut
+ * short, as a power loss leaves a file written in pieces), when the power goes.
+ */
+async function cutWhilePodsStart(): Promise<void> {
+  sandboxesBefore = await dev.sandboxes();
+  const torn = manifest("torn", "sleep 3600");
+  const cut = torn.indexOf("fleetlet-test/busybox");
+  // The new manifests are written whole and synced (what is not on the disk when the power
+  // goes is not wanted: an unsynced new file comes back empty), the torn one in part.
+  const results = "/var/lib/cni/results";
+  const late = ["late-a", "late-b", "late-c"];
+  const copies = late.map((n) => {
+    const from = dev.stage(manifest(n, "sleep 3600"));
+    return `cp ${from} ${MANIFESTS}/.${n}.tmp && mv ${MANIFESTS}/.${n}.tmp ${MANIFESTS}/${n}.yaml`;
+  });
+  const cniFiles = Number(
+    await dev.sh(`ls ${results} | wc -l
+${copies.join("\n")}
+cat ${dev.stage(torn.slice(0, cut + 6))} > ${MANIFESTS}/torn.yaml
+sync`),
+  );
+  before = await dev.pods();
+  crashyBefore = restarts(before, "crashy");
+  // The cut lands a few seconds after a new pod's sandbox got its network: its container being
+  // started, the others' starts under way or waiting. The CNI plugins' cached results of that
+  // sandbox then come back empty (ext4 committed the new files but not yet their data), or
+  // absent (no journal commit yet): which one depends on where ext4's 5 s commit falls.
+  await dev.sh(`until [ "$(ls ${results} | wc -l)" -gt ${cniFiles} ]; do sleep 0.1; done; sleep 3`);
+  await dev.powerCut();
+}
+
+/** Boots the device after a cut, with a look at its disk and containerd before the agent runs. */
+async function bootAfterCut(): Promise<{ early: GuestSandbox[]; emptyCni: number }> {
+  // On the next boot, before anything starts: a record torn in the middle ends the outbox
+  // (what a cut during the append leaves), and containerd's view before the agent acts.
+  dev.setHook(
+    "pre-boot",
+    `echo "empty CNI cache files: $(find /var/lib/cni/results -type f -size 0 | wc -l)"
+printf '%s' '{"t":"m","m":{"type":"pod.upsert","uid":"x","pod":{"apiVe' >> /var/lib/fleetlet/hub/outbox`,
+  );
+  dev.setHook("pre-agent", VirtualDevice.listSandboxesScript);
+  await dev.boot({ net: true });
+  const early = parseSandboxes(await dev.hookOutput("pre-agent"));
+  const preBoot = await dev.hookOutput("pre-boot");
+  const emptyCni = Number(/empty CNI cache files: (\d+)/.exec(preBoot)?.[1]);
+  dev.setHook("pre-boot", undefined);
+  dev.setHook("pre-agent", undefined);
+  return { early, emptyCni };
+}
+
 beforeAll(async () => {
   vdeviceNet("up");
   hub = new TestHub([], vdeviceEnv().hostAddr);
@@ -97,51 +148,9 @@ describe("power cuts on a virtual device (needs root and user-mode Linux: script
 
   test("cut in the middle of pod starts, a manifest write and outbox writes; back with the hub unreachable", async () => {
     await hub.stop();
-    // New pods start, and a writer has put the first part of a manifest on disk (its last line
-    // cut short, as a power loss leaves a file written in pieces) when the power goes.
-    sandboxesBefore = await dev.sandboxes();
-    const torn = manifest("torn", "sleep 3600");
-    const cut = torn.indexOf("fleetlet-test/busybox");
-    // The new manifests are written whole and synced (what is not on the disk when the power
-    // goes is not wanted: an unsynced new file comes back empty), the torn one in part.
-    const results = "/var/lib/cni/results";
-    const late = ["late-a", "late-b", "late-c"];
-    const copies = late.map((n) => {
-      const from = dev.stage(manifest(n, "sleep 3600"));
-      return `cp ${from} ${MANIFESTS}/.${n}.tmp && mv ${MANIFESTS}/.${n}.tmp ${MANIFESTS}/${n}.yaml`;
-    });
-    const cniFiles = Number(
-      await dev.sh(`ls ${results} | wc -l
-${copies.join("\n")}
-cat ${dev.stage(torn.slice(0, cut + 6))} > ${MANIFESTS}/torn.yaml
-sync`),
-    );
-    before = await dev.pods();
-    crashyBefore = restarts(before, "crashy");
-    // The cut lands a few seconds after a new pod's sandbox got its network: its container being
-    // started, the others' starts under way or waiting; the CNI plugins' cached results of that
-    // sandbox are then on the disk as files, their content not yet (ext4 commits its journal
-    // every 5 s and writes data back after 30).
-    await dev.sh(
-      `until [ "$(ls ${results} | wc -l)" -gt ${cniFiles} ]; do sleep 0.1; done; sleep 3`,
-    );
-    await dev.powerCut();
-
-    // On the next boot, before anything starts: a record torn in the middle ends the outbox
-    // (what a cut during the append leaves), and containerd's view before the agent acts.
-    dev.setHook(
-      "pre-boot",
-      `echo "empty CNI cache files: $(find /var/lib/cni/results -type f -size 0 | wc -l)"
-printf '%s' '{"t":"m","m":{"type":"pod.upsert","uid":"x","pod":{"apiVe' >> /var/lib/fleetlet/hub/outbox`,
-    );
-    dev.setHook("pre-agent", VirtualDevice.listSandboxesScript);
-    await dev.boot({ net: true });
+    await cutWhilePodsStart();
+    const { early, emptyCni } = await bootAfterCut();
     // containerd's metadata survived (old sandboxes listed), its running state did not.
-    const early = parseSandboxes(await dev.hookOutput("pre-agent"));
-    const preBoot = await dev.hookOutput("pre-boot");
-    const emptyCni = Number(/empty CNI cache files: (\d+)/.exec(preBoot)?.[1]);
-    dev.setHook("pre-boot", undefined);
-    dev.setHook("pre-agent", undefined);
     expect(early.map((s) => s.id).sort()).toEqual(
       expect.arrayContaining(sandboxesBefore.map((s) => s.id).sort()),
     );
@@ -170,12 +179,12 @@ printf '%s' '{"t":"m","m":{"type":"pod.upsert","uid":"x","pod":{"apiVe' >> /var/
       expect(running.length).toBe(1);
       expect(oldIds.has(running[0]?.id ?? "")).toBe(false);
     }
-    // The cut took the CNI plugins' cached results of the newest sandboxes (containerd then cannot
-    // stop those): the pods came back all the same.
+    // Where the cut left the CNI plugins' cached results of the newest sandboxes empty,
+    // containerd could not stop those sandboxes: the pods came back all the same.
     console.log(`power cut: ${emptyCni} empty CNI cache files after the cut`);
     if (emptyCni > 0) expect(dev.agentLog()).toContain("cannot stop the old sandbox of a pod");
     // The outbox was read: the torn record dropped and counted.
-    expect(dev.agentLog()).toMatch(/skipped unreadable lines of the hub outbox[^\n]*lines=1/);
+    expect(dev.agentLog()).toMatch(/skipped unreadable lines of the hub outbox[^\n]*lines=[1-9]/);
   }, 400_000);
 
   test("booted with the hub reachable again: the hub's view converges, with one node", async () => {
