@@ -147,6 +147,17 @@ export const podSpecSchema = z.object({
   securityContext: podSecurityContext.optional(),
   priority: int.optional(),
   priorityClassName: str.optional(),
+  tolerations: z
+    .array(
+      z.object({
+        key: str.optional(),
+        operator: str.optional(),
+        value: str.optional(),
+        effect: str.optional(),
+        tolerationSeconds: int.optional(),
+      }),
+    )
+    .optional(),
 });
 
 /** The decoder for a Pod manifest. Its `status`, if any, is dropped (as on create). */

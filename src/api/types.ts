@@ -261,6 +261,19 @@ export interface PodSpec {
   securityContext?: PodSecurityContext;
   priority?: number;
   priorityClassName?: string;
+  tolerations?: Toleration[];
+}
+
+/** A toleration of a node taint. On a device there are no taints; only admission under memory
+ * pressure reads them (node.kubernetes.io/memory-pressure). */
+export interface Toleration {
+  key?: string;
+  /** "Equal" (the default) or "Exists". */
+  operator?: string;
+  value?: string;
+  /** "NoSchedule", "PreferNoSchedule" or "NoExecute"; empty matches every effect. */
+  effect?: string;
+  tolerationSeconds?: number;
 }
 
 // ---- Pod status ----

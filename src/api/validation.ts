@@ -19,6 +19,7 @@ import {
 } from "./names.ts";
 import type { Container, ObjectMeta, PodDNSConfig, PodSpec } from "./types.ts";
 import { type ContainerContext, validateContainer, validateId } from "./validate-container.ts";
+import { validateTolerations } from "./validate-tolerations.ts";
 import { validateVolumes } from "./validate-volumes.ts";
 
 const DEFAULT_GRACE_PERIOD_SECONDS = 30;
@@ -88,6 +89,7 @@ export function validatePodSpec(spec: PodSpec, path: FieldPath): FieldError[] {
   errs.push(...validateSpecScalars(spec, path));
   errs.push(...validateDNS(spec, path));
   errs.push(...validateAffinity(spec.affinity, path.child("affinity")));
+  errs.push(...validateTolerations(spec.tolerations ?? [], path.child("tolerations")));
   const sc = spec.securityContext ?? {};
   const scPath = path.child("securityContext");
   errs.push(...validateId(sc.runAsUser, scPath.child("runAsUser")));

@@ -16,12 +16,12 @@ describe("validatePod()", () => {
   });
 
   test("ignores unknown fields and drops status, keeping known ones", () => {
-    const m = { ...withContainer({ foo: 1 }, { tolerations: [] }), status: { phase: "Running" } };
+    const m = { ...withContainer({ foo: 1 }, { overhead: {} }), status: { phase: "Running" } };
     const r = validatePod({ ...m, extra: true });
     expect(r.ok).toBe(true);
     if (!r.ok) return;
     expect(r.pod).not.toHaveProperty("status");
-    expect(r.pod.spec).not.toHaveProperty("tolerations");
+    expect(r.pod.spec).not.toHaveProperty("overhead");
     expect(r.pod.spec.containers[0]).not.toHaveProperty("foo");
   });
 
@@ -350,4 +350,51 @@ describe("validatePod()", () => {
     });
     expect(errorsOf(manifest)).toEqual([]);
   });
+});
+
+describe("validatePod() tolerations", () => {
+  test("keeps valid tolerations", () => {
+    const tolerations = [
+      { key: "node.kubernetes.io/memory-pressure", operator: "Exists", effect: "NoSchedule" },
+      { key: "team", operator: "Equal", value: "edge" },
+      { operator: "Exists" },
+      { key: "k", effect: "NoExecute", tolerationSeconds: 30 },
+    ];
+    const r = validatePod(withContainer({}, { tolerations }));
+    expect(r.ok && r.pod.spec.tolerations).toEqual(tolerations);
+  });
+
+  const bad: [string, unknown, string][] = [
+    [
+      "an empty key without Exists",
+      { operator: "Equal" },
+      'spec.tolerations[0].operator: Invalid value: "Equal": operator must be Exists when `key` is empty, which means "match all values and all keys"',
+    ],
+    [
+      "an unknown operator",
+      { key: "k", operator: "In" },
+      'spec.tolerations[0].operator: Unsupported value: "In": supported values: "Equal", "Exists"',
+    ],
+    [
+      "an unknown effect",
+      { key: "k", effect: "Sometimes" },
+      'spec.tolerations[0].effect: Unsupported value: "Sometimes": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"',
+    ],
+    [
+      "tolerationSeconds without NoExecute",
+      { key: "k", effect: "NoSchedule", tolerationSeconds: 5 },
+      "spec.tolerations[0].effect: Invalid value: \"NoSchedule\": effect must be 'NoExecute' when `tolerationSeconds` is set",
+    ],
+    [
+      "a key that is not a label name",
+      { key: "bad key", operator: "Exists" },
+      'spec.tolerations[0].key: Invalid value: "bad key"',
+    ],
+  ];
+  for (const [what, toleration, message] of bad) {
+    test(`rejects ${what}`, () => {
+      const errors = errorsOf(withContainer({}, { tolerations: [toleration] }));
+      expect(errors.some((e) => e.startsWith(message))).toBe(true);
+    });
+  }
 });
