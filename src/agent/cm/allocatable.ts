@@ -3,28 +3,12 @@
 // nodefs.available for ephemeral-storage), never below 0. Pods are not reduced by eviction.
 import { cpuToMilli, memoryToBytes } from "../../api/index.ts";
 import type { ResourceList } from "../../api/types.ts";
+import { checkThresholdValue, thresholdQuantity } from "../eviction/thresholds.ts";
 import type { Amounts } from "./pod-resources.ts";
 
 export interface NodeResources extends Amounts {
   pods: number;
 }
-
-/** kubelet's default hard eviction thresholds. */
-export const DEFAULT_EVICTION_HARD: Readonly<Record<string, string>> = Object.freeze({
-  "memory.available": "100Mi",
-  "nodefs.available": "10%",
-  "nodefs.inodesFree": "5%",
-  "imagefs.available": "15%",
-});
-
-export const EVICTION_SIGNALS = [
-  "memory.available",
-  "nodefs.available",
-  "nodefs.inodesFree",
-  "imagefs.available",
-  "imagefs.inodesFree",
-  "pid.available",
-] as const;
 
 /** Parses a reservation (systemReserved, kubeReserved); throws naming the field and value. */
 export function parseReservation(list: ResourceList | undefined, field: string): Amounts {
@@ -51,15 +35,13 @@ function parseAmount(text: string, convert: (q: string) => number, at: string): 
   return n;
 }
 
-/** A threshold ("100Mi" or "10%") in bytes of `capacity`; throws naming the signal. */
+/** A hard threshold ("100Mi" or "10%") in bytes of `capacity`, 0 when it is off ("0%",
+ * "100%"), as the kubelet's hardEvictionReservation; throws naming the signal and value. */
 export function thresholdBytes(signal: string, value: string, capacity: number): number {
-  const pct = /^(\d+(?:\.\d+)?)%$/.exec(value.trim());
-  if (pct) {
-    const p = Number(pct[1]);
-    if (p > 100) throw new Error(`evictionHard.${signal}: ${JSON.stringify(value)} is over 100%`);
-    return Math.trunc((capacity * p) / 100);
-  }
-  return parseAmount(value, memoryToBytes, `evictionHard.${signal}`);
+  const checked = checkThresholdValue(value);
+  if ("error" in checked)
+    throw new Error(`evictionHard.${signal}: ${JSON.stringify(value)} ${checked.error}`);
+  return checked.value === undefined ? 0 : thresholdQuantity(checked.value, capacity);
 }
 
 export interface AllocatableInput {

@@ -5,7 +5,6 @@ export { type AdmitFailure, checkResourceFit } from "./admission.ts";
 export {
   type AllocatableInput,
   computeAllocatable,
-  DEFAULT_EVICTION_HARD,
   type NodeResources,
   parseReservation,
   podsCgroupLimits,

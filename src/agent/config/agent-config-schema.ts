@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { isDNS1123Subdomain, isQualifiedName, isValidLabelValue } from "../../api/index.ts";
 import { parseCriEndpoint } from "../../cri/endpoint.ts";
+import { evictionConfigFields } from "./eviction-schema.ts";
 import { gcConfigFields } from "./gc-schema.ts";
 import { resourceConfigFields } from "./resources-schema.ts";
 import { duration, integerFrom } from "./schema-parts.ts";
@@ -110,6 +111,7 @@ export const agentConfigFileSchema = z.strictObject(
     nodeLabels: labels.optional(),
     ...resourceConfigFields,
     ...gcConfigFields,
+    ...evictionConfigFields,
     hubPodPolicy: z
       .strictObject(
         {
@@ -187,6 +189,9 @@ function describeIssue(issue: z.core.$ZodIssue, raw: unknown): FieldProblem {
       guess === undefined ? "" : ` (did you mean "${parent ? `${parent}.` : ""}${guess}"?)`;
     return { field: parent ? `${parent}.${key}` : key, message: `unknown field${hint}` };
   }
+  // A custom issue about a map's key says what it is itself ({wholeMessage: true}).
+  if (issue.code === "custom" && issue.params?.wholeMessage === true)
+    return { field: parent, message: issue.message };
   const value = valueAt(raw, issue.path);
   return { field: parent, message: `${showValue(value)} ${issue.message}` };
 }

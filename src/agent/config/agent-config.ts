@@ -8,6 +8,7 @@ import { dirname, join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { isDNS1123Subdomain } from "../../api/index.ts";
 import type { LogLevel } from "../../util/log.ts";
+import { buildThresholds } from "../eviction/thresholds.ts";
 import { type AgentConfigInput, checkAgentConfigInput, showValue } from "./agent-config-schema.ts";
 import { ConfigError, flagForField, parseAgentFlags } from "./agent-flags.ts";
 
@@ -69,6 +70,20 @@ export interface AgentConfig {
   kubeReserved: Record<string, string>;
   /** Hard eviction thresholds by signal ("memory.available": "100Mi", "nodefs.available": "10%"). */
   evictionHard: Record<string, string>;
+  /** Soft eviction thresholds: they act once met for their evictionSoftGracePeriod. */
+  evictionSoft: Record<string, string>;
+  /** How long each soft threshold must hold before it acts (ms, by signal). */
+  evictionSoftGracePeriod: Record<string, number>;
+  /** How far above its threshold a signal must come back before pressure is over, by signal. */
+  evictionMinimumReclaim: Record<string, string>;
+  /** Caps a pod's grace period on soft evictions when > 0 (seconds). */
+  evictionMaxPodGracePeriod: number;
+  /** How long a pressure condition stays True after its last threshold was met (ms). */
+  evictionPressureTransitionPeriod: number;
+  /** Period of the eviction manager's monitoring cycle (ms); the kubelet's is fixed at 10 s. */
+  evictionMonitoringPeriod: number;
+  /** Memory PSI "some" avg10 at or above this percentage ("25%") counts as memory pressure. */
+  evictionMemoryStall?: string;
   /** Most processes of one pod; -1 for no limit. */
   podPidsLimit: number;
   cpuManagerPolicy: "none" | "static";
@@ -137,6 +152,7 @@ type Defaults = Omit<
   | "nodeName"
   | "cpuManagerStateFile"
   | "maxParallelStarts"
+  | "evictionMemoryStall"
 >;
 
 /** The defaults, as kubelet's where kubelet has the same setting. */
@@ -173,7 +189,14 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
     "nodefs.available": "10%",
     "nodefs.inodesFree": "5%",
     "imagefs.available": "15%",
+    "imagefs.inodesFree": "5%",
   },
+  evictionSoft: {},
+  evictionSoftGracePeriod: {},
+  evictionMinimumReclaim: {},
+  evictionMaxPodGracePeriod: 0,
+  evictionPressureTransitionPeriod: 300_000,
+  evictionMonitoringPeriod: 10_000,
   podPidsLimit: -1,
   cpuManagerPolicy: "none",
   reservedSystemCPUs: "",
@@ -358,6 +381,11 @@ function checkRelations(config: AgentConfig, where: string): void {
     throw new ConfigError(
       `${where}: cgroupDriver: "systemd" is not supported yet: use "cgroupfs" (with SystemdCgroup = false in the runtime's runc options)`,
     );
+  }
+  try {
+    buildThresholds(config, { podCgroups: config.cgroupsPerQOS });
+  } catch (err) {
+    throw new ConfigError(`${where}: ${(err as Error).message}`);
   }
   const nameErrors = isDNS1123Subdomain(config.nodeName);
   if (nameErrors.length > 0) {

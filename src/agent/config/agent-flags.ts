@@ -2,6 +2,7 @@
 // config field (`--file-check-frequency 20s` or `--file-check-frequency=20s`) setting the same
 // field as the file. The hub fields have short flags: --hub, --join-token, --hub-ca-file.
 
+import { evictionFlags, evictionFlagValue } from "./eviction-schema.ts";
 import { gcFlags, gcIntegerFields } from "./gc-schema.ts";
 import { resourceFlags, resourceFlagValue } from "./resources-schema.ts";
 import { closestName } from "./suggest.ts";
@@ -61,6 +62,7 @@ const flagToField = new Map<string, string>([
   ["hub-ca-file", "hub.caFile"],
   ...resourceFlags,
   ...gcFlags,
+  ...evictionFlags,
 ]);
 
 /** Every flag of `fleetlet agent` with the config field it sets, for --help. */
@@ -117,6 +119,7 @@ function flagValue(name: string, value: string): unknown {
   if (integerFields.has(field) && /^-?\d+$/.test(value)) return Number(value);
   if (field === "nodeLabels") return parseLabels(value);
   if (resourceFlags.some(([, f]) => f === field)) return resourceFlagValue(field, value);
+  if (evictionFlags.some(([, f]) => f === field)) return evictionFlagValue(field, value);
   return value;
 }
 

@@ -1,11 +1,8 @@
-// The agent config fields of the container manager: cgroups, reservations, eviction thresholds,
-// pod pids limit and the CPU manager. Names and meanings as KubeletConfiguration's.
+// The agent config fields of the container manager: cgroups, reservations, pod pids limit and the CPU manager. Names and meanings as KubeletConfiguration's.
 import { z } from "zod";
 import { tryParseQuantity } from "../../api/index.ts";
-import { EVICTION_SIGNALS } from "../cm/allocatable.ts";
 
 const RESERVABLE = ["cpu", "memory", "ephemeral-storage", "pid"];
-const SIGNALS: readonly string[] = EVICTION_SIGNALS;
 
 const quantityText = z
   .union([z.string(), z.number()], { error: "must be a quantity" })
@@ -31,21 +28,6 @@ const reservation = z
     }
   });
 
-const threshold = z
-  .string({ error: 'must be a quantity or a percentage (e.g. "100Mi", "10%")' })
-  .refine((v) => /^\d+(\.\d+)?%$/.test(v) || (tryParseQuantity(v)?.num ?? -1n) >= 0n, {
-    error: 'is not a quantity or a percentage (e.g. "100Mi", "10%")',
-  });
-
-const evictionHard = z
-  .record(z.string(), threshold, { error: "must be a map of signal to threshold" })
-  .superRefine((m, ctx) => {
-    for (const k of Object.keys(m)) {
-      if (!SIGNALS.includes(k))
-        ctx.addIssue({ code: "custom", path: [k], message: `is not one of ${SIGNALS.join(", ")}` });
-    }
-  });
-
 const cpuList = z
   .string({ error: 'must be a CPU list such as "0" or "0-1,3"' })
   .regex(/^$|^\d+(-\d+)?(,\d+(-\d+)?)*$/, { error: 'is not a CPU list such as "0" or "0-1,3"' });
@@ -61,7 +43,6 @@ export const resourceConfigFields = {
     .optional(),
   systemReserved: reservation.optional(),
   kubeReserved: reservation.optional(),
-  evictionHard: evictionHard.optional(),
   podPidsLimit: z
     .number({ error: "must be an integer" })
     .int({ error: "must be an integer" })
@@ -82,18 +63,17 @@ export const resourceFlags: [string, string][] = [
   ["cgroup-driver", "cgroupDriver"],
   ["system-reserved", "systemReserved"],
   ["kube-reserved", "kubeReserved"],
-  ["eviction-hard", "evictionHard"],
   ["pod-max-pids", "podPidsLimit"],
   ["cpu-manager-policy", "cpuManagerPolicy"],
   ["reserved-cpus", "reservedSystemCPUs"],
   ["cpu-manager-state-file", "cpuManagerStateFile"],
 ];
 
-/** Turns a flag's text into the field's value: "cpu=1,memory=1Gi" maps, "memory.available<100Mi" thresholds. */
+/** Turns a flag's text into the field's value: "cpu=1,memory=1Gi" maps. */
 export function resourceFlagValue(field: string, value: string): unknown {
   if (field === "podPidsLimit" && /^-?\d+$/.test(value)) return Number(value);
   if (field === "cgroupsPerQOS") return value === "true" ? true : value === "false" ? false : value;
-  const sep = field === "evictionHard" ? "<" : field.endsWith("Reserved") ? "=" : undefined;
+  const sep = field.endsWith("Reserved") ? "=" : undefined;
   if (sep === undefined) return value;
   const out: Record<string, string> = {};
   for (const pair of value.split(",")) {

@@ -2,13 +2,13 @@ import { describe, expect, test } from "bun:test";
 import {
   checkResourceFit,
   computeAllocatable,
-  DEFAULT_EVICTION_HARD,
   podCgroupName,
   podRequests,
   podResourceConfig,
   qosResourceConfigs,
   thresholdBytes,
 } from "../../../src/agent/cm/index.ts";
+import { AGENT_CONFIG_DEFAULTS } from "../../../src/agent/config/index.ts";
 import { getPodQOS } from "../../../src/api/index.ts";
 import type { ResourceRequirements } from "../../../src/api/types.ts";
 import { makeContainer, makePod } from "../../lib/builders.ts";
@@ -109,12 +109,13 @@ describe("node allocatable", () => {
       capacity,
       systemReserved: { cpu: 250, memory: 256 * Mi, ephemeralStorage: Gi },
       kubeReserved: { cpu: 250, memory: 256 * Mi, ephemeralStorage: 0 },
-      evictionHard: DEFAULT_EVICTION_HARD,
+      evictionHard: AGENT_CONFIG_DEFAULTS.evictionHard,
     });
     expect(got).toEqual({
       cpu: 1500,
       memory: 4 * Gi - 512 * Mi - 100 * Mi,
-      ephemeralStorage: 100 * Gi - Gi - 10 * Gi,
+      // 10% is the 32-bit float 0.100000001…, as the kubelet parses it: 160 bytes over 10 Gi.
+      ephemeralStorage: 100 * Gi - Gi - (10 * Gi + 160),
       pods: 110,
     });
   });
@@ -132,6 +133,7 @@ describe("node allocatable", () => {
   test("thresholds are quantities or percentages of capacity; others are errors naming the signal", () => {
     expect(thresholdBytes("memory.available", "100Mi", Gi)).toBe(100 * Mi);
     expect(thresholdBytes("nodefs.available", "10%", 1000)).toBe(100);
+    expect(thresholdBytes("nodefs.available", "0%", 1000)).toBe(0);
     expect(() => thresholdBytes("memory.available", "lots", Gi)).toThrow(
       'evictionHard.memory.available: "lots" is not a quantity',
     );
