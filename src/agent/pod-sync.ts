@@ -164,9 +164,10 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
   function publish(
     pod: Pod,
     runtime: PodStatus,
-    extra: { terminating?: boolean; terminal?: boolean } = {},
+    extra: { terminating?: boolean; terminal?: boolean; kill?: KillOptions } = {},
   ): ApiPodStatus {
     const uid = uidOf(pod);
+    const { kill, ...flags } = extra;
     const status = generatePodStatus({
       pod,
       runtime,
@@ -176,7 +177,12 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
       previous: deps.statusManager.getPodStatus(uid),
       ...(deps.readiness ? { readiness: deps.readiness } : {}),
       ...(deps.startup ? { startup: deps.startup } : {}),
-      ...extra,
+      ...flags,
+      // An eviction's status (the kubelet's podStatusFn): Failed, its reason and message.
+      ...(kill?.evict && kill.reason !== undefined
+        ? { failure: { reason: kill.reason, message: kill.message ?? "" } }
+        : {}),
+      ...(kill?.conditions ? { extraConditions: kill.conditions } : {}),
     });
     deps.statusManager.setPodStatus(uid, status);
     return status;
@@ -262,23 +268,26 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
       try {
         const running = await runningPodOf(pod);
         const terminal = !deps.isDesired(uid) || kill.reason !== undefined;
-        publish(pod, await readStatus(pod), { terminating: true, terminal });
+        publish(pod, await readStatus(pod), { terminating: true, terminal, kill });
         lastActed.set(uid, deps.clock.now());
         await deps.runtime.killPod(pod, running, gracePeriodSeconds);
-        publish(pod, await readStatus(pod), { terminating: true, terminal: true });
+        publish(pod, await readStatus(pod), { terminating: true, terminal: true, kill });
       } finally {
         acting.delete(uid);
       }
     },
 
-    async syncTerminatedPod(pod: Pod) {
+    async syncTerminatedPod(pod: Pod, kill: KillOptions) {
       const uid = uidOf(pod);
-      if (deps.isDesired(uid)) {
+      const desired = deps.isDesired(uid);
+      if (desired && !kill.evict) {
         // A finished pod keeps its containers for logs and status; its tmpfs volumes go, as the
         // kubelet tears down the volumes of terminated pods.
         await deps.volumes?.unmountPod(uid);
         return;
       }
+      // An evicted pod does not (the kubelet's ShouldPodContentBeRemoved): its writable layers,
+      // logs and volumes go although its manifest is still there.
       const running = await runningPodOf(pod);
       await deps.runtime.removePod(running);
       await deps.podCgroups
@@ -290,7 +299,7 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
       lastActed.delete(uid);
       settledStatus.delete(uid);
       deps.updateCache(uid, emptyStatus(pod, deps.clock.now()));
-      deps.statusManager.removePod(uid);
+      if (!desired) deps.statusManager.removePod(uid);
     },
 
     reject(pod, reason, message) {

@@ -56,6 +56,9 @@ export interface GeneratePodStatusInput {
   qosClass?: PodQOSClass;
   /** Forces phase Failed with this reason, e.g. {reason: "Evicted", message: "..."}. */
   failure?: { reason: string; message: string };
+  /** Conditions set by the agent beyond the kubelet's own (e.g. DisruptionTarget on an
+   * eviction); they replace a previous condition of the same type. */
+  extraConditions?: readonly PodCondition[];
 }
 
 export function generatePodStatus(input: GeneratePodStatusInput): PodStatus {
@@ -137,7 +140,13 @@ function buildConditions(
   phase: PodPhase,
 ): PodCondition[] {
   const { pod, previous } = input;
-  const carried = (previous?.conditions ?? []).filter((c) => !KUBELET_CONDITIONS.has(c.type));
+  const extra = input.extraConditions ?? [];
+  const carried = [
+    ...(previous?.conditions ?? []).filter(
+      (c) => !KUBELET_CONDITIONS.has(c.type) && !extra.some((e) => e.type === c.type),
+    ),
+    ...extra,
+  ];
   const containersReady = containersReadyCondition(pod, init, app, phase);
   const conditions: PodCondition[] = [
     ...carried,

@@ -320,9 +320,9 @@ describe("createPodSync() with a volume manager", () => {
       },
     );
     try {
-      await s.sync.syncTerminatedPod(s.pod);
+      await s.sync.syncTerminatedPod(s.pod, {});
       desired = false;
-      await s.sync.syncTerminatedPod(s.pod);
+      await s.sync.syncTerminatedPod(s.pod, {});
       expect(calls).toEqual(["unmount uid-default-web", "remove uid-default-web"]);
     } finally {
       s.done();

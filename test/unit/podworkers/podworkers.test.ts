@@ -228,3 +228,57 @@ describe("createPodWorkers() retry", () => {
     expect(h.requeued).toEqual([["u1", 1000]]);
   });
 });
+
+describe("createPodWorkers() evictions", () => {
+  test("an eviction marks the pod evicted, passes its options to both termination steps, and ends terminated", async () => {
+    const h = harness();
+    const seen: string[] = [];
+    const deps: PodWorkersDeps = {
+      ...h.deps,
+      async syncTerminatingPod(_pod, grace, kill) {
+        seen.push(`terminating grace=${grace} evict=${kill.evict} reason=${kill.reason}`);
+      },
+      async syncTerminatedPod(_pod, kill) {
+        seen.push(`terminated evict=${kill.evict}`);
+      },
+    };
+    const w = createPodWorkers(deps);
+    const pod = makePod({ name: "hog", uid: "u1" });
+    w.updatePod({ pod, type: "create" });
+    await w.idle();
+    expect(w.isEvicted("u1")).toBe(false);
+    w.updatePod({
+      pod,
+      type: "kill",
+      kill: { gracePeriodSeconds: 1, evict: true, reason: "Evicted", message: "low on memory" },
+    });
+    expect(w.isEvicted("u1")).toBe(true);
+    await w.idle();
+    expect(seen).toEqual([
+      "terminating grace=1 evict=true reason=Evicted",
+      "terminated evict=true",
+    ]);
+    expect(w.state("u1")).toBe("terminated");
+    expect(w.activePods()).toEqual([]);
+  });
+
+  test("forgetTerminated() lets the same UID start again as a new instance, and only once it is terminated", async () => {
+    const h = harness();
+    const w = createPodWorkers(h.deps);
+    const pod = makePod({ name: "web", uid: "u1" });
+    w.updatePod({ pod, type: "create" });
+    await w.idle();
+    expect(w.forgetTerminated("u1")).toBe(false);
+    w.updatePod({ pod, type: "kill", kill: { evict: true } });
+    await w.idle();
+    w.updatePod({ pod, type: "create" });
+    await w.idle();
+    expect(h.log.filter((l) => l.startsWith("sync"))).toHaveLength(1); // terminated: ignored
+    expect(w.forgetTerminated("u1")).toBe(true);
+    expect(w.isEvicted("u1")).toBe(false);
+    w.updatePod({ pod, type: "create" });
+    await w.idle();
+    expect(h.log.filter((l) => l.startsWith("sync"))).toHaveLength(2);
+    expect(w.state("u1")).toBe("syncing");
+  });
+});
