@@ -35,7 +35,7 @@ import {
   type PodConfig,
 } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
-import { createSyncLoop } from "./sync-loop.ts";
+import { createSyncLoop } from "./syncloop/index.ts";
 import { createSystemMounter, createVolumeManager } from "./volumes/index.ts";
 
 export interface AgentDeps {
@@ -251,25 +251,38 @@ export async function runAgent(
   loop = createSyncLoop({
     clock,
     logger: log,
-    podConfig,
-    workers,
-    podSync,
-    runtime,
-    statusManager,
-    recorder,
+    nextConfigUpdate: (s) => podConfig.updates.next(s),
+    nextPLEGEvent: (s) => pleg.next(s),
+    seenAllSources: () => podConfig.seenAllSources(),
+    runtimeHealthy: () => health.healthy(),
+    updatePod: (update) => workers.updatePod(update),
+    workerState: (uid) => workers.state(uid),
+    couldHaveRunningContainers: (uid) => workers.couldHaveRunningContainers(uid),
+    syncKnownPods: (desired) => workers.syncKnownPods(desired),
+    forgetWorker: (uid) => workers.forgetTerminated(uid),
+    rejectPod: (pod, reason, message) => podSync.reject(pod, reason, message),
+    event: (pod, type, reason, message) => recorder.event(podRef(pod), type, reason, message),
+    statusUids: () => statusManager.uids(),
+    removeStatus: (uid) => statusManager.removePod(uid),
+    forgetCache: (uid) => pleg.cache.delete(uid),
+    runtimePods: () => listing.recent(),
+    removeOrphan: async (rp) => {
+      await runtime.killPod(undefined, rp);
+      await runtime.removePod(rp);
+    },
     rootDir: config.rootDir,
     podLogsDir: config.podLogsDir,
     maxPods: config.maxPods,
-    runtimeHealthy: () => health.healthy(),
-    nextPLEGEvent: (s) => pleg.next(s),
-    forgetCache: (uid) => pleg.cache.delete(uid),
-    runtimePods: () => listing.recent(),
-    housekeepingIntervalMs: config.housekeepingInterval,
-    // Hub pods must keep to the device's policy before they may take resources.
-    resources: {
-      admit: (pod, active) => policy.admit(pod, active) ?? cm.admit(pod, active),
-      housekeeping: (active, keep) => cm.housekeeping(active, keep),
+    admitHandlers: {
+      beforeCount: [],
+      // Hub pods must keep to the device's policy before they may take resources.
+      afterCount: [
+        (pod, active) => policy.admit(pod, active),
+        (pod, active) => cm.admit(pod, active),
+      ],
     },
+    cgroupHousekeeping: (active, keep) => cm.housekeeping(active, keep),
+    housekeepingIntervalMs: config.housekeepingInterval,
     removePodDir: (uid) => volumes.removePod(uid),
   });
   objects.subscribe((keys) => loop?.handleObjectsChanged(keys));

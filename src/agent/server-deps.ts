@@ -14,7 +14,7 @@ import type { RuntimeHealth } from "./runtime-health.ts";
 import { createMetricsRegistry, type ServerDeps } from "./server/index.ts";
 import type { StatusManager } from "./status/index.ts";
 import { podDisplayStatus } from "./status/index.ts";
-import type { SyncLoop } from "./sync-loop.ts";
+import type { SyncLoop } from "./syncloop/index.ts";
 
 export interface ServerDepsInput {
   config: AgentConfig;

@@ -2,11 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createEventRecorder } from "../../../src/agent/events/index.ts";
-import type { PodWorkers } from "../../../src/agent/podworkers/index.ts";
 import { createPodConfig } from "../../../src/agent/sources/index.ts";
-import { createStatusManager } from "../../../src/agent/status/index.ts";
-import { createSyncLoop, type SyncLoopDeps } from "../../../src/agent/sync-loop.ts";
+import { createSyncLoop, type SyncLoopDeps } from "../../../src/agent/syncloop/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { makeContainer, makePod } from "../../lib/builders.ts";
@@ -16,27 +13,22 @@ function setup() {
   const dir = mkdtempSync(join(tmpdir(), "fleetlet-syncloop-"));
   const updates: string[] = [];
   const removed: string[] = [];
-  const workers = {
-    updatePod: (u: { pod: { metadata: { name: string } }; type: string }) =>
-      updates.push(`${u.type} ${u.pod.metadata.name}`),
-    state: () => "syncing",
-    syncKnownPods: () => new Map(),
-    couldHaveRunningContainers: () => false,
-  } as unknown as PodWorkers;
   const podConfig = createPodConfig({ sources: ["file"], clock, onError: () => {} });
   const deps = {
     clock,
     logger: nullLogger,
-    podConfig,
-    workers,
-    podSync: {},
-    runtime: { getPods: async () => [] },
-    statusManager: createStatusManager({ clock }),
-    recorder: createEventRecorder({ clock, nodeName: "dev1" }),
+    updatePod: (u: { pod: { metadata: { name: string } }; type: string }) =>
+      updates.push(`${u.type} ${u.pod.metadata.name}`),
+    workerState: () => "syncing",
+    syncKnownPods: () => new Map(),
+    couldHaveRunningContainers: () => false,
+    seenAllSources: () => podConfig.seenAllSources(),
+    runtimePods: async () => [],
+    statusUids: () => [],
+    admitHandlers: { beforeCount: [], afterCount: [] },
     rootDir: dir,
     maxPods: 110,
     runtimeHealthy: () => true,
-    nextPLEGEvent: () => new Promise(() => {}),
     forgetCache: () => {},
     housekeepingIntervalMs: 1000,
     removePodDir: async (uid: string) => removed.push(uid),

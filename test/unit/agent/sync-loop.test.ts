@@ -1,8 +1,11 @@
 import { describe, expect, test } from "bun:test";
-import type { SyncLoopDeps } from "../../../src/agent/sync-loop.ts";
-import { createSyncLoop } from "../../../src/agent/sync-loop.ts";
+import type { WorkerState } from "../../../src/agent/podworkers/index.ts";
+import type { PodUpdate as ConfigUpdate } from "../../../src/agent/sources/index.ts";
+import type { SyncLoopDeps } from "../../../src/agent/syncloop/index.ts";
+import { createSyncLoop } from "../../../src/agent/syncloop/index.ts";
+import type { Pod } from "../../../src/api/types.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
-import { createLogger } from "../../../src/util/log.ts";
+import { createLogger, nullLogger } from "../../../src/util/log.ts";
 import { makePod } from "../../lib/builders.ts";
 
 /** A sync loop whose inputs never deliver anything, but whose PLEG input fails once. */
@@ -15,7 +18,7 @@ function loopWithFailingPLEG(logs: string[], clock: FakeClock) {
   const deps = {
     clock,
     logger: createLogger({ write: (line) => logs.push(line) }),
-    podConfig: { updates: { next: never } },
+    nextConfigUpdate: never,
     nextPLEGEvent: (signal: AbortSignal) =>
       failures++ === 0 ? Promise.reject(new Error("event stream broke")) : never(signal),
     housekeepingIntervalMs: 60_000,
@@ -48,27 +51,127 @@ describe("sync loop run()", () => {
   });
 });
 
+/** A sync loop over recording fakes: workers, statuses, admission handlers and readmissions. */
+function loopWith(o: {
+  /** Deps replacing the fakes'. */
+  deps?: Partial<Record<keyof SyncLoopDeps, unknown>>;
+  maxPods?: number;
+  pressure?: (pod: Pod) => { reason: string; message: string } | undefined;
+  fits?: (pod: Pod) => boolean;
+  due?: () => string[];
+}) {
+  const calls: string[] = [];
+  const states = new Map<string, WorkerState>();
+  const deps = {
+    clock: new FakeClock(),
+    logger: nullLogger,
+    maxPods: o.maxPods ?? 110,
+    rootDir: "/nonexistent",
+    housekeepingIntervalMs: 1000,
+    seenAllSources: () => true,
+    runtimeHealthy: () => true,
+    runtimePods: async () => [],
+    updatePod: (u: { pod: Pod; type: string }) => {
+      calls.push(`${u.type} ${u.pod.metadata.name}`);
+      states.set(u.pod.metadata.uid as string, u.type === "kill" ? "terminated" : "syncing");
+    },
+    workerState: (uid: string) => states.get(uid),
+    couldHaveRunningContainers: (uid: string) => states.get(uid) === "syncing",
+    syncKnownPods: () => new Map(states),
+    forgetWorker: (uid: string) => {
+      calls.push(`forget ${uid}`);
+      return states.delete(uid);
+    },
+    rejectPod: (pod: Pod, reason: string) => calls.push(`reject ${pod.metadata.name} ${reason}`),
+    event: (pod: Pod, _type: string, reason: string) =>
+      calls.push(`event ${pod.metadata.name} ${reason}`),
+    statusUids: () => [],
+    removeStatus: (uid: string) => calls.push(`removeStatus ${uid}`),
+    forgetCache: () => {},
+    removeOrphan: async () => {},
+    admitHandlers: {
+      beforeCount: [(pod: Pod) => o.pressure?.(pod)],
+      afterCount: [
+        (pod: Pod) =>
+          o.fits?.(pod) === false ? { reason: "OutOfmemory", message: "no" } : undefined,
+      ],
+    },
+    readmissions: {
+      due: o.due ?? (() => []),
+      forget: (uid: string) => calls.push(`readmitted ${uid}`),
+    },
+    ...o.deps,
+  } as unknown as SyncLoopDeps;
+  return { loop: createSyncLoop(deps), calls, states };
+}
+
+const add = (...pods: Pod[]) => ({ op: "ADD", pods, source: "file" }) as unknown as ConfigUpdate;
+
 describe("sync loop admission", () => {
+  test("admits in the kubelet's order: node pressure, then the pod count, then resources", () => {
+    const pressured = makePod({ name: "a" });
+    const { loop, calls } = loopWith({
+      maxPods: 1,
+      pressure: (p) => (p === pressured ? { reason: "Evicted", message: "pressure" } : undefined),
+      fits: (p) => p.metadata.name !== "c",
+    });
+    loop.handleConfigUpdate(add(pressured, makePod({ name: "b" }), makePod({ name: "c" })));
+    expect(calls).toEqual([
+      "reject a Evicted",
+      "event a Evicted",
+      "create b",
+      "reject c OutOfpods",
+      "event c OutOfpods",
+    ]);
+  });
+
+  test("housekeeping readmits a pod whose wait is over: a new instance through admission", async () => {
+    let due: string[] = [];
+    const victim = makePod({ name: "victim", uid: "v1" });
+    const { loop, calls, states } = loopWith({ due: () => due });
+    loop.handleConfigUpdate(add(victim));
+    states.set("v1", "terminated"); // evicted and cleaned up
+    await loop.housekeeping();
+    expect(calls).toEqual(["create victim"]);
+    due = ["v1"];
+    await loop.housekeeping();
+    expect(calls).toEqual([
+      "create victim",
+      "forget v1",
+      "readmitted v1",
+      "removeStatus v1",
+      "event victim Readmitted",
+      "create victim",
+    ]);
+  });
+
+  test("a pod still stopping is readmitted at a later housekeeping, not before", async () => {
+    const victim = makePod({ name: "victim", uid: "v1" });
+    const { loop, calls } = loopWith({ due: () => ["v1"] });
+    loop.handleConfigUpdate(add(victim)); // its worker is syncing: could have running containers
+    await loop.housekeeping();
+    expect(calls).toEqual(["create victim"]);
+  });
+});
+
+describe("sync loop admission and restarts", () => {
   test("a pod refused at admission is among pods() when its Failed status is published", () => {
     const seen: boolean[] = [];
-    let loop: ReturnType<typeof createSyncLoop> | undefined;
-    const deps = {
-      clock: new FakeClock(),
-      logger: createLogger({ write: () => {} }),
-      maxPods: 110,
-      workers: { state: () => "syncing", updatePod: () => {} },
-      recorder: { event: () => {} },
-      podSync: {
-        reject: (pod: { metadata: { uid?: string } }) =>
-          seen.push(loop?.pods().has(pod.metadata.uid ?? "") ?? false),
-      },
-      resources: {
-        admit: () => ({ reason: "DevicePolicy", message: "refused" }),
-        housekeeping: async () => {},
-      },
-    } as unknown as SyncLoopDeps;
-    loop = createSyncLoop(deps);
-    loop.handleConfigUpdate({ op: "ADD", source: "api", pods: [makePod({ name: "hub" })] });
+    const pod = makePod({ name: "hub" });
+    const { loop } = loopWith({
+      fits: () => false,
+      deps: { rejectPod: (p: Pod) => seen.push(loop.pods().has(p.metadata.uid ?? "")) },
+    });
+    loop.handleConfigUpdate(add(pod));
     expect(seen).toEqual([true]);
+  });
+
+  test("housekeeping creates a desired pod whose worker was dropped to restart it", async () => {
+    const pod = makePod({ name: "again", uid: "a1" });
+    // Its worker terminated, then a sync of known pods dropped it (a restart was asked).
+    const { loop, calls } = loopWith({ deps: { syncKnownPods: () => new Map() } });
+    loop.handleConfigUpdate(add(pod));
+    await loop.housekeeping();
+    expect(calls).toEqual(["create again", "create again"]);
   });
 });
