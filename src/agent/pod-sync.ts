@@ -3,13 +3,14 @@
 // plan. The status is published again right after the runtime acted, not one relist later.
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { getPodQOS } from "../api/index.ts";
 import type { PodStatus as ApiPodStatus, Pod } from "../api/types.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import type { PodStatus, RunningPod, SyncChanges } from "./kubecontainer/types.ts";
 import type { KillOptions, PodSyncFns, UpdateType } from "./podworkers/index.ts";
 import type { ProbeResults, SyncError } from "./status/index.ts";
-import { generatePodStatus, type StatusManager } from "./status/index.ts";
+import { generatePodStatus, type StatusManager, toRFC3339 } from "./status/index.ts";
 
 /** The runtime manager as the agent uses it. */
 export interface PodRuntime {
@@ -111,7 +112,7 @@ function sameWaiting(
 export interface PodSync extends PodSyncFns {
   /** The last sync's waiting reasons per container name. */
   syncErrors(uid: string): ReadonlyMap<string, SyncError> | undefined;
-  /** Publishes a Failed status for a pod that was never started (admission rejection). */
+  /** Publishes the Failed status of a pod admission rejected (it never starts). */
   reject(pod: Pod, reason: string, message: string): void;
   podDir(uid: string): string;
   /** Whether a sync is acting on the pod and reads its status into the cache when done. */
@@ -303,15 +304,15 @@ export function createPodSync(deps: PodSyncDeps): PodSync {
     },
 
     reject(pod, reason, message) {
-      const status = generatePodStatus({
-        pod,
-        runtime: undefined,
-        now: deps.clock.now(),
-        hostIP: deps.hostIP(),
-        terminal: true,
-        failure: { reason, message },
+      // The kubelet's rejectPod: only phase, reason and message (no container statuses, so
+      // `get pods` shows the reason), the message prefixed as the kubelet prefixes it.
+      deps.statusManager.setPodStatus(uidOf(pod), {
+        phase: "Failed",
+        reason,
+        message: `Pod was rejected: ${message}`,
+        qosClass: getPodQOS(pod),
+        startTime: toRFC3339(deps.clock.now()),
       });
-      deps.statusManager.setPodStatus(uidOf(pod), status);
     },
   };
 }

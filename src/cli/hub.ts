@@ -236,19 +236,26 @@ export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   return serve(argv, io);
 }
 
-/** `fleetlet get nodes` output: NAME STATUS ONLINE LAST-SEEN PODS VERSION AGE (+ wide). */
+/** `fleetlet get nodes` output: NAME STATUS ONLINE LAST-SEEN PODS VERSION AGE (+ wide). STATUS
+ * is the Ready condition, then ",Revoked" and each pressure condition that is True
+ * ("Ready,DiskPressure"), so that a device under pressure stands out. */
 export function printNodeTable(nodes: Node[], now: number, wide = false): string {
   const header = ["NAME", "STATUS", "ONLINE", "LAST-SEEN", "PODS", "VERSION", "AGE"];
   if (wide) header.push("INTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME");
   const rows = nodes.map((n) => {
     const ann = n.metadata.annotations ?? {};
     const ready = n.status.conditions?.find((c) => c.type === "Ready");
-    const status =
-      ready?.status === "True" ? "Ready" : ready === undefined ? "Unknown" : "NotReady";
+    const status = [
+      ready?.status === "True" ? "Ready" : ready === undefined ? "Unknown" : "NotReady",
+      ...(ann[HUB_ANNOTATIONS.revoked] !== undefined ? ["Revoked"] : []),
+      ...(n.status.conditions ?? [])
+        .filter((c) => c.type !== "Ready" && c.status === "True")
+        .map((c) => c.type),
+    ].join(",");
     const lastSeen = ann[HUB_ANNOTATIONS.lastSeen];
     const row = [
       n.metadata.name,
-      ann[HUB_ANNOTATIONS.revoked] !== undefined ? `${status},Revoked` : status,
+      status,
       ann[HUB_ANNOTATIONS.online] === "true" ? "yes" : "no",
       lastSeen === undefined ? "<never>" : `${age(lastSeen, now)} ago`,
       ann[HUB_ANNOTATIONS.pods] ?? "0",

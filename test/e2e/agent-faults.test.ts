@@ -118,9 +118,10 @@ describe("fleetlet agent admission with --max-pods (needs root and the test bed)
     const p3 = await small.waitPod("p3", "Failed", (p) => p.status?.phase === "Failed");
     expect(p3.status?.reason).toBe("OutOfpods");
     expect(p3.status?.message).toBe(
-      "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2",
+      "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2",
     );
-    expect(p3.status?.containerStatuses?.[0]?.state?.running).toBeUndefined();
+    expect(p3.status?.containerStatuses).toBeUndefined();
+    expect(small.cli(["get", "pods"]).stdout).toMatch(/p3-\S+\s+0\/1\s+OutOfpods\s/);
     const ev = await eventually("an OutOfpods event", async () =>
       (await events(small)).find((e) => e.reason === "OutOfpods"),
     );

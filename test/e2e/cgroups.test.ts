@@ -213,7 +213,7 @@ describe("pod cgroups on cgroup v1 (needs root and the test bed)", () => {
     const cpu = await agent.waitPod("cpuhog", "Failed", (p) => p.status?.phase === "Failed");
     expect(cpu.status?.reason).toBe("OutOfcpu");
     expect(cpu.status?.message).toMatch(
-      /^Node didn't have enough resource: cpu, requested: 3000, used: \d+, capacity: 2000$/,
+      /^Pod was rejected: Node didn't have enough resource: cpu, requested: 3000, used: \d+, capacity: 2000$/,
     );
     const mem = await agent.waitPod("memhog", "Failed", (p) => p.status?.phase === "Failed");
     expect(mem.status?.reason).toBe("OutOfmemory");

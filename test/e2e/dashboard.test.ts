@@ -313,6 +313,45 @@ describe("fleetlet hub dashboard (compiled hub, headless Chromium; no root, no t
     await page.locator("h1", { hasText: "Fleet" }).waitFor();
   });
 
+  test("a device under pressure is flagged, and its evicted pod reads Evicted", async () => {
+    const pump = await agent("pump-4");
+    const pressured = node("pump-4", true);
+    pressured.status.conditions = (pressured.status.conditions ?? []).map((c) =>
+      c.type === "DiskPressure"
+        ? {
+            ...c,
+            status: "True",
+            reason: "FleetletHasDiskPressure",
+            message: "fleetlet has disk pressure",
+          }
+        : c,
+    );
+    send(pump, "pump-4", { type: "node", node: pressured });
+    const evicted = cameraPod("pump-4", "Running");
+    evicted.metadata.uid = "uid-pump-4-camera";
+    evicted.status = {
+      ...evicted.status,
+      phase: "Failed",
+      reason: "Evicted",
+      message: "The node was low on resource: ephemeral-storage. ",
+      containerStatuses: [
+        {
+          ...running("web", false),
+          state: { terminated: { exitCode: 137, reason: "Error", finishedAt: iso(5_000) } },
+        },
+      ],
+    };
+    send(pump, "pump-4", { type: "pod.upsert", uid: "uid-pump-4-camera", pod: evicted });
+    await row("pump-4").getByText("DiskPressure").waitFor();
+    await page.locator("#sum-ready", { hasText: "1 under pressure" }).waitFor();
+    await page.click("table.devices >> text=pump-4");
+    await page.locator(".head-badges", { hasText: "DiskPressure" }).waitFor();
+    await row("camera").getByText("Evicted").waitFor();
+    await shot("device-pressure");
+    await page.click("nav.crumbs >> text=Fleet");
+    await page.locator("h1", { hasText: "Fleet" }).waitFor();
+  });
+
   test("the device page shows its pods, conditions, capacity and events", async () => {
     await page.click("table.devices >> text=cam-1");
     await page.locator("h1", { hasText: "cam-1" }).waitFor();

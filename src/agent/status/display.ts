@@ -1,7 +1,8 @@
 // The STATUS, READY and RESTARTS columns of `fleetlet get pods`, with kubectl's rules (printPod):
 // the first init container that has not completed decides (Init:N/M, Init:<reason>,
 // Init:ExitCode:N), else the last app container with a waiting or terminated reason, else the
-// pod's reason or phase; "Terminating" while the pod is being deleted.
+// pod's reason or phase; "Terminating" while the pod is being deleted. An evicted pod reads
+// "Evicted" whatever its containers say.
 
 import type { Container, Pod } from "../../api/types.ts";
 import { isSidecar } from "./reasons.ts";
@@ -50,6 +51,9 @@ export function podDisplayStatus(pod: Pod, opts: DisplayOptions = {}): PodDispla
     t.lastRestart = sidecarTally.lastRestart;
     tallyApp(pod, t);
   }
+  // fleetlet's one difference from kubectl (docs/kubelet-differences.md): an evicted pod reads
+  // "Evicted", not its containers' last reason ("Error"), so that it stands out on a device.
+  if (status.phase === "Failed" && status.reason === "Evicted") t.reason = "Evicted";
   const deleting = pod.metadata.deletionTimestamp !== undefined || opts.terminating === true;
   if (deleting && status.reason === "NodeLost") t.reason = "Unknown";
   else if (deleting && status.phase !== "Succeeded" && status.phase !== "Failed") {

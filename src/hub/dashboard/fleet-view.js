@@ -56,8 +56,11 @@ function cards(s) {
     card(
       "Ready",
       `${s.ready} / ${s.nodes}`,
-      s.ready === s.nodes ? "every device ready" : `${s.nodes - s.ready} not ready`,
-      s.ready < s.nodes ? "warn" : s.nodes ? "ok" : "none",
+      [
+        s.ready === s.nodes ? "every device ready" : `${s.nodes - s.ready} not ready`,
+        ...(s.underPressure > 0 ? [`${s.underPressure} under pressure`] : []),
+      ].join(" · "),
+      s.ready < s.nodes || s.underPressure > 0 ? "warn" : s.nodes ? "ok" : "none",
       "sum-ready",
     ),
     card(

@@ -25,8 +25,9 @@ const PENDING_REASONS = new Set([
 /**
  * What `get pods` shows for `pod`, by the same rules as the CLI (kubectl's printPod): the first
  * init container that has not completed decides (a started sidecar does not), else the last
- * app container with a waiting or terminated reason, else the pod's reason or phase;
- * Terminating while deleted. The tests check it against the CLI's columns.
+ * app container with a waiting or terminated reason, else the pod's reason or phase; an
+ * evicted pod reads Evicted; Terminating while deleted. The tests check it against the CLI's
+ * columns.
  * @param {KObject} pod
  * @returns {{ reason: string, ready: number, total: number, restarts: number }}
  */
@@ -80,6 +81,7 @@ function tally(pod) {
     }
     if (reason === "Completed" && running) reason = isTrue("Ready") ? "Running" : "NotReady";
   }
+  if (st.phase === "Failed" && st.reason === "Evicted") reason = "Evicted";
   if (pod.metadata.deletionTimestamp) {
     if (st.reason === "NodeLost") reason = "Unknown";
     else if (st.phase !== "Succeeded" && st.phase !== "Failed") reason = "Terminating";
@@ -211,6 +213,7 @@ export function fleetSummary(nodes, pods) {
     nodes: nodes.length,
     online: nodes.filter(isOnline).length,
     ready: nodes.filter((n) => nodeState(n).label === "Ready").length,
+    underPressure: nodes.filter((n) => pressures(n).length > 0).length,
     pods: podCounts(pods),
   };
 }

@@ -9,6 +9,7 @@ import {
   newestFirst,
   nodeState,
   podState,
+  pressures,
   ready,
   restarts,
 } from "./model.js";
@@ -214,6 +215,7 @@ export function mountNode(root, state, name) {
           { cls: "head-badges" },
           badge(st.label, st.tone, st.message),
           badge(conn.label, conn.tone),
+          ...pressures(n).map((p) => badge(p, "warn")),
         ),
         h(
           "p",

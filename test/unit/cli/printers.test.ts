@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
+import type { Node } from "../../../src/api/node.ts";
 import type { ContainerStatus, Event, Pod } from "../../../src/api/types.ts";
 import { describePod, describeProbe } from "../../../src/cli/describe.ts";
+import { printNodeTable as printHubNodeTable } from "../../../src/cli/hub.ts";
 import {
   PodWatchTable,
   podColumns,
@@ -9,6 +11,7 @@ import {
   printPodTable,
 } from "../../../src/cli/printers.ts";
 import { alignTabs, TABLE } from "../../../src/cli/tabwriter.ts";
+import { HUB_ANNOTATIONS } from "../../../src/protocol/index.ts";
 import { makeContainer, makePod } from "../../lib/builders.ts";
 import { runningStatus } from "../server/fixtures.ts";
 
@@ -349,5 +352,55 @@ describe("printObjects() and alignTabs()", () => {
     expect(alignTabs("a\tbb\tc\nlonger\tb\tc\n", TABLE)).toBe(
       "a        bb    c\nlonger   b     c\n",
     );
+  });
+});
+
+describe("the hub's `get nodes` table", () => {
+  const node = (
+    name: string,
+    conditions: [string, string][],
+    annotations: Record<string, string> = {},
+  ) =>
+    ({
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: { name, annotations, creationTimestamp: "2024-01-01T00:00:00Z" },
+      spec: {},
+      status: { conditions: conditions.map(([type, status]) => ({ type, status })) },
+    }) as unknown as Node;
+
+  test("STATUS flags each pressure condition that is True, after Ready and Revoked", () => {
+    const out = printHubNodeTable(
+      [
+        node("calm", [
+          ["Ready", "True"],
+          ["MemoryPressure", "False"],
+        ]),
+        node("full", [
+          ["Ready", "True"],
+          ["DiskPressure", "True"],
+          ["PIDPressure", "True"],
+        ]),
+        node(
+          "gone",
+          [
+            ["Ready", "False"],
+            ["MemoryPressure", "True"],
+          ],
+          {
+            [HUB_ANNOTATIONS.revoked]: "2024-01-01T00:30:00Z",
+          },
+        ),
+      ],
+      now,
+    );
+    const status = (name: string) =>
+      out
+        .split("\n")
+        .find((l) => l.startsWith(name))
+        ?.split(/\s+/)[1];
+    expect(status("calm")).toBe("Ready");
+    expect(status("full")).toBe("Ready,DiskPressure,PIDPressure");
+    expect(status("gone")).toBe("NotReady,Revoked,MemoryPressure");
   });
 });

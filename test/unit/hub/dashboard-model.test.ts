@@ -84,11 +84,11 @@ describe("dashboard model: pods as `get pods` shows them", () => {
       [
         node("a", "True", { "hub.fleetlet.io/online": "true" }),
         node("b", "False"),
-        node("c", undefined, { "hub.fleetlet.io/online": "true" }),
+        node("c", undefined, { "hub.fleetlet.io/online": "true" }, ["DiskPressure"]),
       ],
       pods,
     );
-    expect(summary).toEqual({ nodes: 3, online: 2, ready: 1, pods: counts });
+    expect(summary).toEqual({ nodes: 3, online: 2, ready: 1, underPressure: 1, pods: counts });
   });
 });
 

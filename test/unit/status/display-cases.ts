@@ -36,6 +36,8 @@ const terminated = (exitCode: number, reason?: string): ContainerState => ({
 export interface DisplayCase {
   name: string;
   phase: PodPhase;
+  /** status.reason */
+  reason?: string;
   init?: ContainerStatus[];
   app: ContainerStatus[];
   containers?: string[];
@@ -170,6 +172,20 @@ export const cases: DisplayCase[] = [
     want: { status: "Terminating" },
   },
   {
+    name: "Evicted, whatever its containers' last reason (fleetlet's rule)",
+    phase: "Failed",
+    reason: "Evicted",
+    app: [cs("web", terminated(137, "Error"))],
+    want: { status: "Evicted", ready: "0/1" },
+  },
+  {
+    name: "a rejected pod shows its reason (no container statuses)",
+    phase: "Failed",
+    reason: "OutOfcpu",
+    app: [],
+    want: { status: "OutOfcpu", ready: "0/1" },
+  },
+  {
     name: "a deleted pod that finished shows its phase",
     phase: "Succeeded",
     app: [cs("web", terminated(0, "Completed"))],
@@ -192,6 +208,7 @@ export function podFor(c: DisplayCase): Pod {
   if (c.deleted) pod.metadata.deletionTimestamp = "2024-05-01T11:00:00Z";
   pod.status = {
     phase: c.phase,
+    ...(c.reason ? { reason: c.reason } : {}),
     ...(c.conditions ? { conditions: c.conditions } : {}),
     ...(c.init ? { initContainerStatuses: c.init } : {}),
     containerStatuses: c.app,
