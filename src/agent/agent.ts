@@ -12,6 +12,14 @@ import { buildInfo } from "../util/version.ts";
 import { setupContainerManager, toResourceList } from "./cm/index.ts";
 import type { AgentConfig } from "./config/index.ts";
 import { createEventRecorder, manifestRef, podRef } from "./events/index.ts";
+import {
+  createAgentEviction,
+  createPsiReader,
+  EVICTED_REASON,
+  type EvictionManager,
+  type EvictRequest,
+  formatPsi,
+} from "./eviction/index.ts";
 import { createAgentGC, type PodGCState } from "./gc/index.ts";
 import { createAgentHub, type DesiredHandler } from "./hubclient/index.ts";
 import { computePodActions, planSteps } from "./kuberuntime/index.ts";
@@ -178,6 +186,13 @@ export async function runAgent(
       return workers.couldHaveRunningContainers(uid) ? "active" : "gone";
     },
   });
+  const psiLog = log.with({ component: "psi" });
+  const readPsi = createPsiReader((resource, error) =>
+    error === undefined
+      ? psiLog.info("node pressure stall information readable again", { resource })
+      : psiLog.warn("cannot read the node's pressure stall information", { resource, error }),
+  );
+  let eviction: EvictionManager | undefined;
   const nodeStatus = await createAgentNodeStatus({
     config,
     hostIP,
@@ -188,6 +203,16 @@ export async function runAgent(
     logger: log.with({ component: "nodestatus" }),
     allocatable: () => toResourceList(cm.allocatable()),
     images: () => gc.images.imageList(),
+    pressure: () => {
+      const c = eviction?.conditions() ?? [];
+      return {
+        memory: c.includes("MemoryPressure"),
+        disk: c.includes("DiskPressure"),
+        pid: c.includes("PIDPressure"),
+      };
+    },
+    psi: () =>
+      Object.fromEntries(Object.entries(readPsi()).map(([r, line]) => [r, formatPsi(line)])),
   });
   let hub: ReturnType<typeof createAgentHub>;
   const podConfig = createPodConfig({
@@ -248,6 +273,41 @@ export async function runAgent(
     // As the kubelet's pod worker back-off, which equals its crash-loop and pull back-off base.
     errorBackoffMs: Math.min(config.crashLoopBackOffBase, config.imagePullBackOffBase),
   });
+  eviction = createAgentEviction({
+    config,
+    cri,
+    clock,
+    logger: log.with({ component: "eviction" }),
+    podCgroupName: (pod) => cm.podCgroupParent(pod),
+    activePods: () => workers.activePods(),
+    evictPod: (pod, request) => evictPod(pod, request),
+    podCleanedUp: (uid) => !workers.couldHaveRunningContainers(uid),
+    nodeEvent: (type, reason, message) =>
+      recorder.event({ kind: "Node", namespace: "", name: config.nodeName }, type, reason, message),
+    onConditions: () => void nodeStatus.update(),
+  });
+  /** The kubelet's evictPod: an Evicted event, then a kill that ends the pod Failed/Evicted. */
+  function evictPod(pod: Pod, request: EvictRequest): void {
+    recorder.event(podRef(pod), "Warning", EVICTED_REASON, request.message);
+    const disruption = {
+      type: "DisruptionTarget" as const,
+      status: "True" as const,
+      reason: "TerminationByKubelet",
+      message: request.message,
+    };
+    workers.updatePod({
+      pod,
+      type: "kill",
+      kill: {
+        gracePeriodSeconds: request.gracePeriodSeconds,
+        reason: EVICTED_REASON,
+        message: request.message,
+        evict: true,
+        ...(request.disruption && { conditions: [disruption] }),
+      },
+    });
+  }
+  const evictionManager = eviction;
   loop = createSyncLoop({
     clock,
     logger: log,
@@ -274,7 +334,7 @@ export async function runAgent(
     podLogsDir: config.podLogsDir,
     maxPods: config.maxPods,
     admitHandlers: {
-      beforeCount: [],
+      beforeCount: [(pod) => evictionManager.admit(pod)],
       // Hub pods must keep to the device's policy before they may take resources.
       afterCount: [
         (pod, active) => policy.admit(pod, active),
@@ -282,6 +342,10 @@ export async function runAgent(
       ],
     },
     cgroupHousekeeping: (active, keep) => cm.housekeeping(active, keep),
+    readmissions: {
+      due: () => evictionManager.readmissionsDue(),
+      forget: (uid) => evictionManager.forgetReadmission(uid),
+    },
     housekeepingIntervalMs: config.housekeepingInterval,
     removePodDir: (uid) => volumes.removePod(uid),
   });
@@ -311,6 +375,7 @@ export async function runAgent(
       relistStats: () => pleg.relistStats(),
       probeStats: () => prober.stats(),
       node: () => nodeStatus.node(),
+      eviction: { manager: evictionManager, psi: readPsi },
     }),
     { socketPath: config.apiSocket, log, clock },
   );
@@ -337,6 +402,7 @@ export async function runAgent(
     pleg.run(signal),
     fileSource.run(signal),
     loop.run(signal),
+    evictionManager.run(signal),
     prober.run(signal),
     gc.run(signal),
     runMemoryTrim(clock, signal),

@@ -6,6 +6,8 @@ import type { CriRuntime } from "../cri/index.ts";
 import { deepFreeze } from "../util/freeze.ts";
 import type { AgentConfig } from "./config/index.ts";
 import type { EventRecorder } from "./events/index.ts";
+import { type EvictionMetricsSource, registerEvictionMetrics } from "./eviction/metrics.ts";
+import type { NodePsi } from "./eviction/psi.ts";
 import { containerLogPath } from "./logs/index.ts";
 import type { RelistStats } from "./pleg/index.ts";
 import { registerProbeMetrics } from "./prober/metrics.ts";
@@ -29,6 +31,8 @@ export interface ServerDepsInput {
   probeStats?: () => ProbeStats;
   /** The node as last built by the node status manager. */
   node?: () => Node;
+  /** Evictions and pressure (the eviction manager), and the node's PSI. */
+  eviction?: { manager: EvictionMetricsSource; psi: () => NodePsi };
 }
 
 const PENDING: PodStatus = deepFreeze({ phase: "Pending" });
@@ -95,6 +99,7 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
     "Bytes the JavaScript heap holds: live objects and garbage not yet collected.",
   );
   if (input.probeStats) registerProbeMetrics(metrics, input.probeStats);
+  if (input.eviction) registerEvictionMetrics(metrics, input.eviction.manager, input.eviction.psi);
   const views = new PodViews(statusManager);
   const listPods = () => loop.visiblePods().map((p) => views.view(p));
   metrics.onCollect(() => {

@@ -25,6 +25,9 @@ export interface AgentOptions {
   cgroupRoot?: string;
   /** The CRI endpoint (default: the test bed's containerd). */
   endpoint?: string;
+  /** A filesystem of its own for the root dir, as `mount` arguments before the target, e.g.
+   * ["-t", "tmpfs", "-o", "size=64m", "tmpfs"]; mounted by start(), unmounted by cleanup(). */
+  rootDirMount?: string[];
 }
 
 export class TestAgent {
@@ -56,6 +59,7 @@ export class TestAgent {
     this.socket = join(this.dir, "run", "agent.sock");
     this.nodeName = opts.nodeName ?? `e2e${Math.random().toString(36).slice(2, 8)}`;
     this.cgroupRoot = opts.cgroupRoot ?? `/fleetlet-e2e-${this.nodeName}`;
+    this.rootDirMount = opts.rootDirMount;
     mkdirSync(this.manifests, { recursive: true });
   }
 
@@ -100,6 +104,7 @@ export class TestAgent {
 
   async start(): Promise<void> {
     this.output = "";
+    this.mountRootDir();
     const proc = Bun.spawn(this.argv(), { stdout: "pipe", stderr: "pipe" });
     this.proc = proc;
     for (const stream of [proc.stdout, proc.stderr]) {
@@ -114,6 +119,17 @@ export class TestAgent {
       () => this.request("/healthz").then((r) => r.status > 0),
       15_000,
     );
+  }
+
+  private readonly rootDirMount: string[] | undefined;
+  private mounted = false;
+
+  private mountRootDir(): void {
+    if (this.rootDirMount === undefined || this.mounted) return;
+    mkdirSync(this.rootDir, { recursive: true });
+    const p = Bun.spawnSync(["mount", ...this.rootDirMount, this.rootDir], { stderr: "pipe" });
+    if (p.exitCode !== 0) throw new Error(`cannot mount the root dir: ${p.stderr.toString()}`);
+    this.mounted = true;
   }
 
   /** Stops the agent with `signal` and waits for it to exit. */

@@ -22,9 +22,15 @@ export interface NodeState {
   pressure?: { memory?: boolean; disk?: boolean; pid?: boolean };
   /** The images on the node (the image GC's list); absent until listed. */
   images?: ContainerImage[];
+  /** The node's pressure stall information, by resource ("some avg10=0.00 ..."); absent where
+   * the kernel has none. */
+  psi?: Partial<Record<"memory" | "cpu" | "io", string>>;
 }
 
 export const CPU_MODEL_ANNOTATION = "fleetlet.io/cpu-model";
+/** Node annotations with the node's PSI: fleetlet.io/psi-memory, -cpu, -io. They change all the
+ * time, so a change of them alone is not worth a report (see nodeChanged). */
+export const PSI_ANNOTATION_PREFIX = "fleetlet.io/psi-";
 
 /** Bytes as a binary quantity in Ki, as kubelet reports memory ("16303300Ki"). */
 export function kibibytes(bytes: number): string {
@@ -137,13 +143,17 @@ export function buildNode(
     { type: "InternalIP" as const, address: facts.hostIP },
     { type: "Hostname" as const, address: facts.hostname },
   ];
+  const annotations: Record<string, string> = {};
+  if (facts.cpuModel !== "") annotations[CPU_MODEL_ANNOTATION] = facts.cpuModel;
+  for (const [resource, text] of Object.entries(state.psi ?? {}))
+    annotations[`${PSI_ANNOTATION_PREFIX}${resource}`] = text;
   return {
     apiVersion: "v1",
     kind: "Node",
     metadata: {
       name: facts.nodeName,
       labels: nodeLabels(facts),
-      ...(facts.cpuModel !== "" && { annotations: { [CPU_MODEL_ANNOTATION]: facts.cpuModel } }),
+      ...(Object.keys(annotations).length > 0 && { annotations }),
     },
     spec: {},
     status: {
@@ -168,12 +178,19 @@ export function buildNode(
   };
 }
 
-/** Whether two nodes differ in anything but heartbeat times (worth reporting now). */
+/** Whether two nodes differ in anything but heartbeat times and PSI (worth reporting now). */
 export function nodeChanged(a: Node | undefined, b: Node): boolean {
   if (a === undefined) return true;
+  const annotations = (n: Node) =>
+    Object.fromEntries(
+      Object.entries(n.metadata.annotations ?? {}).filter(
+        ([k]) => !k.startsWith(PSI_ANNOTATION_PREFIX),
+      ),
+    );
   const strip = (n: Node) =>
     JSON.stringify({
       ...n,
+      metadata: { ...n.metadata, annotations: annotations(n) },
       status: {
         ...n.status,
         conditions: n.status.conditions?.map(({ lastHeartbeatTime: _, ...c }) => c),

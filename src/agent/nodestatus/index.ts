@@ -8,6 +8,7 @@ export {
   nodeChanged,
   nodeConditions,
   nodeLabels,
+  PSI_ANNOTATION_PREFIX,
 } from "./build.ts";
 export {
   filesystemBytes,

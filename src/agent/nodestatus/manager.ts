@@ -26,6 +26,8 @@ export interface NodeStatusDeps {
   pressure?: () => NodeState["pressure"];
   /** The images on the node (the image GC's list); none reported when absent. */
   images?: () => NodeState["images"];
+  /** The node's PSI as annotation texts; none when absent. */
+  psi?: () => NodeState["psi"];
   updateFrequencyMs?: number;
   reportFrequencyMs?: number;
   /** How often runtime health is looked at between updates (no I/O); 500 ms by default. */
@@ -63,6 +65,7 @@ export function createNodeStatusManager(deps: NodeStatusDeps): NodeStatusManager
       ...(deps.allocatable && { allocatable: deps.allocatable() }),
       ...(deps.pressure && { pressure: deps.pressure() }),
       ...(deps.images && { images: deps.images() }),
+      ...(deps.psi && { psi: deps.psi() }),
     };
   }
 

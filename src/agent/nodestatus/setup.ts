@@ -6,7 +6,7 @@ import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { AgentConfig } from "../config/index.ts";
 import { filesystemBytes, gatherNodeFacts } from "./facts.ts";
-import { createNodeStatusManager, type NodeStatusManager } from "./manager.ts";
+import { createNodeStatusManager, type NodeStatusDeps, type NodeStatusManager } from "./manager.ts";
 
 export interface AgentNodeStatusInput {
   config: AgentConfig;
@@ -20,6 +20,10 @@ export interface AgentNodeStatusInput {
   allocatable?: () => ResourceList;
   /** The images on the node, for Node.status.images. */
   images?: () => ContainerImage[] | undefined;
+  /** Memory/disk/PID pressure from the eviction manager. */
+  pressure?: NodeStatusDeps["pressure"];
+  /** The node's PSI as annotation texts. */
+  psi?: NodeStatusDeps["psi"];
 }
 
 /** Gathers the static facts once and returns the manager (not yet running). */
@@ -47,6 +51,8 @@ export async function createAgentNodeStatus(
     ephemeralStorage: () => filesystemBytes(config.rootDir),
     ...(input.allocatable !== undefined && { allocatable: input.allocatable }),
     ...(input.images !== undefined && { images: input.images }),
+    ...(input.pressure !== undefined && { pressure: input.pressure }),
+    ...(input.psi !== undefined && { psi: input.psi }),
     updateFrequencyMs: config.nodeStatusUpdateFrequency,
   });
 }

@@ -1,0 +1,190 @@
+// The agent's eviction manager: its thresholds from the agent config, its signals read from this
+// host (the cgroup layout of /proc/self/mountinfo, statfs of the root dir and of the runtime's
+// image filesystem, /proc), and pod figures from the pod cgroups and the runtime.
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { Pod } from "../../api/types.ts";
+import type { CriRuntime } from "../../cri/index.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import { type CgroupLayout, detectCgroupLayout, podsRootName } from "../cm/index.ts";
+import type { AgentConfig } from "../config/index.ts";
+import { nodeSelector } from "../kuberuntime/index.ts";
+import {
+  createEvictionManager,
+  type EvictionManager,
+  type EvictionManagerDeps,
+} from "./manager.ts";
+import {
+  deviceOf,
+  type FsObservation,
+  filesystem,
+  type MemoryCgroup,
+  memoryStall,
+  nodeMemory,
+  pids,
+  podsMemory,
+  readText,
+} from "./observe.ts";
+import { collectPodUsage } from "./pod-stats.ts";
+import type { Observation, Signal } from "./signals.ts";
+import { buildThresholds } from "./thresholds.ts";
+
+export type EvictionSettings = Pick<
+  AgentConfig,
+  | "rootDir"
+  | "podLogsDir"
+  | "nodeName"
+  | "cgroupRoot"
+  | "cgroupsPerQOS"
+  | "evictionHard"
+  | "evictionSoft"
+  | "evictionSoftGracePeriod"
+  | "evictionMinimumReclaim"
+  | "evictionMaxPodGracePeriod"
+  | "evictionPressureTransitionPeriod"
+  | "evictionMonitoringPeriod"
+  | "evictionMemoryStall"
+>;
+
+export interface AgentEvictionInput
+  extends Pick<
+    EvictionManagerDeps,
+    "activePods" | "evictPod" | "podCleanedUp" | "nodeEvent" | "reclaim" | "onConditions"
+  > {
+  config: EvictionSettings;
+  cri: Pick<CriRuntime, "imageFsInfo" | "listContainerStats">;
+  clock: Clock;
+  logger: Logger;
+  /** The pod's cgroup name ("/kubepods/burstable/pod<uid>"), "" without pod cgroups. */
+  podCgroupName(pod: Pod): string;
+  /** /proc/self/mountinfo (tests replace it). */
+  mountinfo?: () => string;
+}
+
+/** The nearest existing folder of `path` (the root dir may not exist yet). */
+function existing(path: string): string {
+  let p = path;
+  while (!existsSync(p) && dirname(p) !== p) p = dirname(p);
+  return p;
+}
+
+/** Memory and pids controller folders of a cgroup name, per the layout. */
+function cgroupDirs(layout: CgroupLayout, name: string): { memory?: MemoryCgroup; pids?: string } {
+  if (layout.version === 2) {
+    const dir = join(layout.mountPoint, name);
+    return { memory: { version: 2, dir }, pids: dir };
+  }
+  const memory = layout.controllers.get("memory");
+  const pidsMount = layout.controllers.get("pids");
+  return {
+    ...(memory && { memory: { version: 1 as const, dir: join(memory, name) } }),
+    ...(pidsMount && { pids: join(pidsMount, name) }),
+  };
+}
+
+/** The memory limit of a cgroup, undefined when unlimited. */
+function memoryLimit(cg: MemoryCgroup): number | undefined {
+  const file = join(cg.dir, cg.version === 1 ? "memory.limit_in_bytes" : "memory.max");
+  const text = readText(file).trim();
+  const n = Number(text);
+  return text === "max" || !Number.isFinite(n) || n >= 2 ** 62 ? undefined : n;
+}
+
+/** Reads the runtime's image filesystem mountpoint, at most once a minute. */
+function imageFsLocator(input: AgentEvictionInput): () => Promise<string> {
+  let cached: { path: string; at: number } | undefined;
+  return async () => {
+    const now = input.clock.now();
+    if (cached !== undefined && now - cached.at < 60_000) return cached.path;
+    const info = await input.cri.imageFsInfo({}, { timeoutMs: 10_000 });
+    const path = info.imageFilesystems[0]?.fsId?.mountpoint;
+    if (!path) throw new Error("the runtime's ImageFsInfo names no image filesystem");
+    cached = { path, at: now };
+    return path;
+  };
+}
+
+export function createAgentEviction(input: AgentEvictionInput): EvictionManager {
+  const { config } = input;
+  const layout = detectCgroupLayout(
+    (input.mountinfo ?? (() => readFileSync("/proc/self/mountinfo", "utf8")))(),
+  );
+  const rootMemory = cgroupDirs(layout, "/").memory;
+  const podsCgroup = cgroupDirs(layout, podsRootName(config.cgroupRoot)).memory;
+  const imageFs = imageFsLocator(input);
+  const thresholds = buildThresholds(config, { podCgroups: config.cgroupsPerQOS });
+
+  async function observe(signals: ReadonlySet<Signal>) {
+    const observations = new Map<Signal, Observation>();
+    const errors = new Map<Signal, string>();
+    const read = (names: Signal[], fn: () => Observation[] | Promise<Observation[]>) =>
+      Promise.resolve()
+        .then(fn)
+        .then(
+          (values) => {
+            for (const [i, n] of names.entries()) {
+              const v = values[i];
+              if (v !== undefined) observations.set(n, v);
+            }
+          },
+          (err: Error) => {
+            for (const n of names) errors.set(n, err.message);
+          },
+        );
+    const fsPair = (fs: FsObservation) => [fs.bytes, fs.inodes];
+    const wants = (...names: Signal[]) => names.some((n) => signals.has(n));
+    if (wants("memory.available"))
+      await read(["memory.available"], () => [
+        nodeMemory(rootMemory?.version === 1 ? rootMemory : undefined),
+      ]);
+    if (wants("allocatableMemory.available"))
+      await read(["allocatableMemory.available"], () => {
+        if (podsCgroup === undefined) throw new Error("no memory cgroup controller");
+        const limit = memoryLimit(podsCgroup);
+        if (limit === undefined) throw new Error(`${podsCgroup.dir} has no memory limit`);
+        return [podsMemory(podsCgroup, limit)];
+      });
+    if (wants("nodefs.available", "nodefs.inodesFree"))
+      await read(["nodefs.available", "nodefs.inodesFree"], () =>
+        fsPair(filesystem(existing(config.rootDir))),
+      );
+    if (wants("imagefs.available", "imagefs.inodesFree"))
+      await read(["imagefs.available", "imagefs.inodesFree"], async () =>
+        fsPair(filesystem(await imageFs())),
+      );
+    if (wants("pid.available")) await read(["pid.available"], () => [pids()]);
+    if (wants("memory.stall")) await read(["memory.stall"], () => [memoryStall()]);
+    return { observations, errors };
+  }
+
+  return createEvictionManager({
+    ...input,
+    thresholds,
+    pressureTransitionMs: config.evictionPressureTransitionPeriod,
+    monitoringPeriodMs: config.evictionMonitoringPeriod,
+    maxPodGracePeriodSeconds: config.evictionMaxPodGracePeriod,
+    observe,
+    dedicatedImageFs: async () => deviceOf(existing(config.rootDir)) !== deviceOf(await imageFs()),
+    podUsage: (pods, wanted) =>
+      collectPodUsage(
+        pods,
+        {
+          rootDir: config.rootDir,
+          podLogsDir: config.podLogsDir,
+          podCgroup: (pod) => {
+            const name = input.podCgroupName(pod);
+            return name === "" ? undefined : cgroupDirs(layout, name);
+          },
+          listContainerStats: async () =>
+            (
+              await input.cri.listContainerStats(
+                { filter: { labelSelector: nodeSelector(config.nodeName) } },
+                { timeoutMs: 10_000 },
+              )
+            ).stats,
+        },
+        wanted,
+      ),
+  });
+}
