@@ -16,10 +16,9 @@ import { hasLocalStorageLimit, localStorageViolation } from "./local-storage.ts"
 import { evictionMessage } from "./message.ts";
 import { type CyclePlan, INITIAL_STATE, planCycle, reclaimSteps, thresholdsMet } from "./plan.ts";
 import type { StatsWanted } from "./pod-stats.ts";
-import { isCriticalPod, rankPods } from "./rank.ts";
+import { diskParts, isCriticalPod, rankPods } from "./rank.ts";
 import { createReadmission } from "./readmission.ts";
 import {
-  isDiskSignal,
   isMemorySignal,
   type Observation,
   type Observations,
@@ -154,7 +153,11 @@ export function createEvictionManager(deps: EvictionManagerDeps): EvictionManage
   async function localStorageEviction(active: readonly Pod[]): Promise<Pod[]> {
     const limited = active.filter(hasLocalStorageLimit);
     if (limited.length === 0) return [];
-    const usage = await deps.podUsage(limited, { storage: true, containers: true });
+    // Writable layers count only towards ephemeral-storage limits (pod and container).
+    const layers = limited.some((p) =>
+      p.spec.containers.some((c) => c.resources?.limits?.["ephemeral-storage"] !== undefined),
+    );
+    const usage = await deps.podUsage(limited, { logs: true, volumes: true, containers: layers });
     const imageFs = await isDedicated();
     const evicted: Pod[] = [];
     for (const pod of limited) {
@@ -196,20 +199,40 @@ export function createEvictionManager(deps: EvictionManagerDeps): EvictionManage
     return Math.max(IMMEDIATE_GRACE_SECONDS, max > 0 ? Math.min(max, own) : own);
   }
 
+  /** What ranking for `signal` compares: the pod cgroups for memory and PIDs (the runtime's
+   * container figures when pods have no cgroups), the parts of local storage on the signal's
+   * filesystem for disk. */
+  async function rankingUsage(signal: Signal, active: Pod[]): Promise<Map<string, PodUsage>> {
+    if (signal === "pid.available") return deps.podUsage(active, { processes: true });
+    if (isMemorySignal(signal)) {
+      const usage = await deps.podUsage(active, { memory: true });
+      const missing = active.some((p) => usage.get(uidOf(p))?.memory === undefined);
+      return missing ? deps.podUsage(active, { memory: true, containers: true }) : usage;
+    }
+    const parts = diskParts(signal, await isDedicated());
+    return deps.podUsage(active, {
+      logs: parts.logs,
+      volumes: parts.volumes,
+      containers: parts.rootfs,
+    });
+  }
+
   /** Ranks the active pods for the plan's threshold and evicts the first that may be. */
   async function evictOne(plan: CyclePlan, obs: Observations, active: Pod[]): Promise<Pod[]> {
     const target = plan.reclaim;
     if (target === undefined) return [];
     const signal = target.threshold.signal;
-    const wanted: StatsWanted = isMemorySignal(signal)
-      ? { cgroups: true, containers: true }
-      : isDiskSignal(signal)
-        ? { storage: true, containers: true }
-        : { cgroups: true };
-    const usage = await deps.podUsage(active, wanted);
+    const usage = await rankingUsage(signal, active);
     const ranked = rankPods(signal, active, (p) => usage.get(uidOf(p)), await isDedicated());
     for (const pod of ranked) {
-      const message = evictionMessage(target.resource, pod, usage.get(uidOf(pod)), plan, obs);
+      if (isCriticalPod(pod)) {
+        log.warn("cannot evict a critical pod", { pod: fullName(pod) });
+        continue;
+      }
+      // The message names the containers over their request: their own figures, read for this
+      // one pod.
+      const detail = (await deps.podUsage([pod], { containers: true, logs: true })).get(uidOf(pod));
+      const message = evictionMessage(target.resource, pod, detail, plan, obs);
       const request = {
         gracePeriodSeconds: gracePeriod(pod, target.threshold),
         message,

@@ -43,9 +43,14 @@ export function parseKeyed(text: string): Map<string, number> {
   return out;
 }
 
+/** The number after `key` in a flat keyed file (memory.stat), found without parsing it all. */
 function keyed(path: string, key: string): number {
-  const v = parseKeyed(readText(path)).get(key);
-  if (v === undefined) throw new Error(`${path} has no ${key}`);
+  const text = readText(path);
+  const prefix = `${key} `;
+  const nl = text.indexOf(`\n${prefix}`);
+  const line = text.startsWith(prefix) ? 0 : nl < 0 ? -1 : nl + 1;
+  const v = line < 0 ? Number.NaN : Number.parseInt(text.slice(line + prefix.length), 10);
+  if (!Number.isFinite(v)) throw new Error(`${path} has no ${key}`);
   return v;
 }
 

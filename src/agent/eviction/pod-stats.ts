@@ -4,8 +4,9 @@
 // folder) and disk-backed emptyDir volumes (their folders under the root dir), counted as `du`
 // counts them (allocated blocks, each inode once).
 //
-// Only what a caller asks for is read: the manager reads storage only for pods with a local
-// storage limit on a quiet cycle, and everything only for the pods it ranks under pressure.
+// Only what a caller asks for is read: on a quiet cycle, the storage of the pods that have a
+// local storage limit; under pressure, what the signal's ranking compares for every active pod,
+// then the runtime's container figures of the one pod evicted, for its message.
 import { type Dirent, lstatSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Pod } from "../../api/types.ts";
@@ -17,8 +18,8 @@ import { type MemoryCgroup, readText, workingSet } from "./observe.ts";
 import type { ContainerUsage, DiskUsage, PodUsage } from "./usage.ts";
 
 export interface PodStatsDeps {
-  /** The runtime's stats of this node's containers. */
-  listContainerStats(): Promise<ContainerStats[]>;
+  /** The runtime's stats of this node's containers (of one pod when `podUid` is given). */
+  listContainerStats(podUid?: string): Promise<ContainerStats[]>;
   /** The pod's cgroup directories (memory controller, pids controller); undefined without pod
    * cgroups. */
   podCgroup(pod: Pod): { memory?: MemoryCgroup; pids?: string } | undefined;
@@ -26,11 +27,13 @@ export interface PodStatsDeps {
   podLogsDir: string;
 }
 
-/** What to read: memory and tasks (cheap, from cgroups), storage (walks folders), and the
- * runtime's container stats (one CRI call). */
+/** What to read: the pod cgroup's working set or task count (cheap), logs and volumes (walks
+ * folders), and the runtime's container stats (one CRI call: working sets, writable layers). */
 export interface StatsWanted {
-  cgroups?: boolean;
-  storage?: boolean;
+  memory?: boolean;
+  processes?: boolean;
+  logs?: boolean;
+  volumes?: boolean;
   containers?: boolean;
 }
 
@@ -122,7 +125,8 @@ export async function collectPodUsage(
   deps: PodStatsDeps,
   wanted: StatsWanted,
 ): Promise<Map<string, PodUsage>> {
-  const stats = wanted.containers ? await deps.listContainerStats() : [];
+  const one = pods.length === 1 ? pods[0]?.metadata.uid : undefined;
+  const stats = wanted.containers ? await deps.listContainerStats(one) : [];
   const byPod = new Map<string, ContainerStats[]>();
   for (const s of stats) {
     const uid = s.attributes?.labels[LABEL_POD_UID];
@@ -133,21 +137,21 @@ export async function collectPodUsage(
   for (const pod of pods) {
     const uid = pod.metadata.uid ?? "";
     const usage: PodUsage = { containers: [], volumes: new Map() };
-    if (wanted.cgroups) {
-      const cg = deps.podCgroup(pod);
-      if (cg?.memory) {
+    const cg = wanted.memory || wanted.processes ? deps.podCgroup(pod) : undefined;
+    if (cg !== undefined) {
+      if (wanted.memory && cg.memory) {
         try {
           usage.memory = workingSet(cg.memory);
         } catch {
           // the pod cgroup is gone (the pod stopped meanwhile): no figure
         }
       }
-      const tasks = cg?.pids === undefined ? undefined : processCount(cg.pids);
+      const tasks = !wanted.processes || cg.pids === undefined ? undefined : processCount(cg.pids);
       if (tasks !== undefined) usage.processes = tasks;
     }
-    const logsDir = wanted.storage ? podLogDirectory(deps.podLogsDir, pod) : undefined;
+    const logsDir = wanted.logs ? podLogDirectory(deps.podLogsDir, pod) : undefined;
     usage.containers = containerUsage(pod, byPod.get(uid) ?? [], logsDir);
-    if (wanted.storage) usage.volumes = volumeUsage(pod, deps.rootDir);
+    if (wanted.volumes) usage.volumes = volumeUsage(pod, deps.rootDir);
     if (usage.memory === undefined) {
       const sum = usage.containers.reduce((n, c) => n + (c.memory ?? 0), 0);
       if (usage.containers.some((c) => c.memory !== undefined)) usage.memory = sum;

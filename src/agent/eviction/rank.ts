@@ -5,12 +5,14 @@
 //   filesystem holds;
 // - PIDs: lower priority first, then more processes.
 // A pod with no usage figures ranks first (the kubelet evicts what it cannot measure first).
+// Each pod's sort key is computed once (the kubelet compares pods pairwise, recomputing).
 //
 // Priority: spec.priority when set; else the two system priority classes' values; else 0. A pod
 // at or above SYSTEM_CRITICAL_PRIORITY is critical and never evicted (see docs/kubelet-
 // differences.md: on a fleetlet device every pod is static, and only these are critical).
 import type { Pod } from "../../api/types.ts";
-import { podRequests } from "../cm/index.ts";
+import { memoizeFrozen } from "../../util/freeze.ts";
+import { type Amounts, podRequests } from "../cm/index.ts";
 import { isMemorySignal, SIGNAL_RESOURCE, type Signal } from "./signals.ts";
 import { type DiskParts, type PodUsage, podDiskUsage } from "./usage.ts";
 
@@ -29,55 +31,37 @@ export function isCriticalPod(pod: Pod): boolean {
   return podPriority(pod) >= SYSTEM_CRITICAL_PRIORITY;
 }
 
-/** The pod's memory request in bytes (as admission counts it). */
-export function memoryRequest(pod: Pod): number {
-  return podRequests(pod).memory;
-}
-
-function storageRequest(pod: Pod): number {
-  return podRequests(pod).ephemeralStorage;
-}
-
 type Usage = (pod: Pod) => PodUsage | undefined;
-type Cmp = (a: Pod, b: Pod) => number;
 
-/** True first. */
-const cmpBool = (a: boolean, b: boolean): number => (a === b ? 0 : a ? -1 : 1);
+/** A pod's requests, parsed once per (frozen) pod object: every ranking reads all pods'. */
+const requestsOf: (pod: Pod) => Amounts = memoizeFrozen(podRequests);
 
-const byPriority: Cmp = (a, b) => Math.sign(podPriority(a) - podPriority(b));
-
-/** Pods without figures first; otherwise `cmp` on the figures. */
-function measured(usage: Usage, cmp: (a: PodUsage, b: PodUsage, pa: Pod, pb: Pod) => number): Cmp {
-  return (a, b) => {
-    const ua = usage(a);
-    const ub = usage(b);
-    if (ua === undefined || ub === undefined) return cmpBool(ua === undefined, ub === undefined);
-    return cmp(ua, ub, a, b);
-  };
-}
-
-function orderBy(pods: readonly Pod[], ...cmps: Cmp[]): Pod[] {
-  return [...pods].sort((a, b) => {
-    for (const cmp of cmps) {
-      const r = cmp(a, b);
-      if (r !== 0) return r;
+/** Sorts by each pod's key, element by element, lowest first. */
+function orderByKey(pods: readonly Pod[], key: (pod: Pod) => number[]): Pod[] {
+  const keyed = pods.map((pod) => ({ pod, key: key(pod) }));
+  keyed.sort((a, b) => {
+    for (let i = 0; i < a.key.length; i++) {
+      const d = (a.key[i] ?? 0) - (b.key[i] ?? 0);
+      if (d !== 0) return d;
     }
     return 0;
   });
+  return keyed.map((k) => k.pod);
+}
+
+/** The key of the kubelet's "over its request, then priority, then usage above the request"
+ * orders: pods without figures first (compared by priority alone among themselves). */
+function overRequestKey(pod: Pod, used: number | undefined, request: number, over: number) {
+  if (used === undefined) return [0, 0, podPriority(pod), 0];
+  return [1, used > over ? 0 : 1, podPriority(pod), -(used - request)];
 }
 
 export function rankMemory(pods: readonly Pod[], usage: Usage): Pod[] {
-  const mem = (u: PodUsage) => u.memory ?? 0;
-  return orderBy(
-    pods,
-    measured(usage, (ua, ub, a, b) =>
-      cmpBool(mem(ua) > memoryRequest(a), mem(ub) > memoryRequest(b)),
-    ),
-    byPriority,
-    measured(usage, (ua, ub, a, b) =>
-      Math.sign(mem(ub) - memoryRequest(b) - (mem(ua) - memoryRequest(a))),
-    ),
-  );
+  return orderByKey(pods, (pod) => {
+    const u = usage(pod);
+    const request = requestsOf(pod).memory;
+    return overRequestKey(pod, u === undefined ? undefined : (u.memory ?? 0), request, request);
+  });
 }
 
 export function rankDisk(
@@ -86,29 +70,22 @@ export function rankDisk(
   parts: DiskParts,
   inodes: boolean,
 ): Pod[] {
-  const used = (u: PodUsage) => {
-    const d = podDiskUsage(u, parts);
-    return inodes ? d.inodes : d.bytes;
-  };
-  // As the kubelet: no pod requests inodes, so for inodes "above its request" is "uses any";
-  // the last comparison takes off the ephemeral-storage request in both cases.
-  const request = (p: Pod) => (inodes ? 0 : storageRequest(p));
-  return orderBy(
-    pods,
-    measured(usage, (ua, ub, a, b) => cmpBool(used(ua) > request(a), used(ub) > request(b))),
-    byPriority,
-    measured(usage, (ua, ub, a, b) =>
-      Math.sign(used(ub) - storageRequest(b) - (used(ua) - storageRequest(a))),
-    ),
-  );
+  // As the kubelet: no pod requests inodes, so for inodes "over its request" is "uses any"; the
+  // last comparison takes off the ephemeral-storage request in both cases.
+  return orderByKey(pods, (pod) => {
+    const u = usage(pod);
+    const request = requestsOf(pod).ephemeralStorage;
+    const d = u === undefined ? undefined : podDiskUsage(u, parts);
+    const used = d === undefined ? undefined : inodes ? d.inodes : d.bytes;
+    return overRequestKey(pod, used, request, inodes ? 0 : request);
+  });
 }
 
 export function rankPids(pods: readonly Pod[], usage: Usage): Pod[] {
-  return orderBy(
-    pods,
-    byPriority,
-    measured(usage, (ua, ub) => Math.sign((ub.processes ?? 0) - (ua.processes ?? 0))),
-  );
+  return orderByKey(pods, (pod) => {
+    const u = usage(pod);
+    return [podPriority(pod), u === undefined ? 0 : 1, -(u?.processes ?? 0)];
+  });
 }
 
 /** The parts of a pod's storage a disk signal measures (the kubelet's buildSignalToRankFunc):

@@ -9,7 +9,7 @@ import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { type CgroupLayout, detectCgroupLayout, podsRootName } from "../cm/index.ts";
 import type { AgentConfig } from "../config/index.ts";
-import { nodeSelector } from "../kuberuntime/index.ts";
+import { LABEL_POD_UID, nodeSelector } from "../kuberuntime/index.ts";
 import {
   createEvictionManager,
   type EvictionManager,
@@ -176,13 +176,14 @@ export function createAgentEviction(input: AgentEvictionInput): EvictionManager 
             const name = input.podCgroupName(pod);
             return name === "" ? undefined : cgroupDirs(layout, name);
           },
-          listContainerStats: async () =>
-            (
-              await input.cri.listContainerStats(
-                { filter: { labelSelector: nodeSelector(config.nodeName) } },
-                { timeoutMs: 10_000 },
-              )
-            ).stats,
+          listContainerStats: async (podUid) => {
+            const labelSelector = {
+              ...nodeSelector(config.nodeName),
+              ...(podUid !== undefined && { [LABEL_POD_UID]: podUid }),
+            };
+            const req = { filter: { labelSelector } };
+            return (await input.cri.listContainerStats(req, { timeoutMs: 10_000 })).stats;
+          },
         },
         wanted,
       ),

@@ -163,7 +163,7 @@ describe("pod usage", () => {
         podCgroup: () => ({ memory: { version: 1, dir: cg }, pids: cg }),
         listContainerStats: async () => stats,
       },
-      { cgroups: true, storage: true, containers: true },
+      { memory: true, processes: true, logs: true, volumes: true, containers: true },
     );
     const u = usage.get("u1");
     expect(u?.memory).toBe(800);
