@@ -282,6 +282,7 @@ export async function runAgent(
     activePods: () => workers.activePods(),
     evictPod: (pod, request) => evictPod(pod, request),
     podCleanedUp: (uid) => !workers.couldHaveRunningContainers(uid),
+    emptyDirLimits: (pod) => volumes.diskEmptyDirLimits(pod),
     nodeEvent: (type, reason, message) =>
       recorder.event({ kind: "Node", namespace: "", name: config.nodeName }, type, reason, message),
     onConditions: () => void nodeStatus.update(),

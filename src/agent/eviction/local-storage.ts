@@ -19,16 +19,25 @@ function bytesOf(text: string | undefined): number | undefined {
   return q === undefined ? undefined : memoryToBytes(q);
 }
 
+/** A disk-backed emptyDir with a sizeLimit (the volume manager's diskEmptyDirLimits). */
+export interface EmptyDirLimit {
+  volume: string;
+  limitBytes: number;
+}
+
+/** The pod's disk-backed emptyDirs with a sizeLimit, read from its spec. */
+export function specEmptyDirLimits(pod: Pod): EmptyDirLimit[] {
+  return (pod.spec.volumes ?? []).flatMap((v) => {
+    if (v.emptyDir === undefined || v.emptyDir.medium === "Memory") return [];
+    const limitBytes = bytesOf(v.emptyDir.sizeLimit) ?? 0;
+    return limitBytes > 0 ? [{ volume: v.name, limitBytes }] : [];
+  });
+}
+
 /** Whether the pod has a limit this check enforces (only those pods need their usage read). */
-export function hasLocalStorageLimit(pod: Pod): boolean {
-  const sized = (pod.spec.volumes ?? []).some(
-    (v) =>
-      v.emptyDir !== undefined &&
-      v.emptyDir.medium !== "Memory" &&
-      (bytesOf(v.emptyDir.sizeLimit) ?? 0) > 0,
-  );
+export function hasLocalStorageLimit(pod: Pod, emptyDirs: readonly EmptyDirLimit[]): boolean {
   return (
-    sized ||
+    emptyDirs.length > 0 ||
     pod.spec.containers.some((c) => c.resources?.limits?.["ephemeral-storage"] !== undefined)
   );
 }
@@ -39,13 +48,17 @@ export interface Violation {
   limit: "emptydirfs.limit" | "ephemeralpodfs.limit" | "ephemeralcontainerfs.limit";
 }
 
-function emptyDirViolation(pod: Pod, usage: PodUsage): Violation | undefined {
-  for (const v of pod.spec.volumes ?? []) {
-    const limit = bytesOf(v.emptyDir?.sizeLimit);
-    const used = usage.volumes.get(v.name)?.bytes;
-    if (limit === undefined || limit <= 0 || used === undefined || used <= limit) continue;
+function emptyDirViolation(
+  pod: Pod,
+  usage: PodUsage,
+  emptyDirs: readonly EmptyDirLimit[],
+): Violation | undefined {
+  for (const { volume, limitBytes } of emptyDirs) {
+    const used = usage.volumes.get(volume)?.bytes;
+    if (used === undefined || used <= limitBytes) continue;
+    const text = pod.spec.volumes?.find((v) => v.name === volume)?.emptyDir?.sizeLimit;
     return {
-      message: emptyDirMessage(v.name, v.emptyDir?.sizeLimit ?? ""),
+      message: emptyDirMessage(volume, text ?? goQuantity(limitBytes, "binary")),
       limit: "emptydirfs.limit",
     };
   }
@@ -89,9 +102,10 @@ export function localStorageViolation(
   pod: Pod,
   usage: PodUsage,
   dedicatedImageFs: boolean,
+  emptyDirs: readonly EmptyDirLimit[] = specEmptyDirLimits(pod),
 ): Violation | undefined {
   return (
-    emptyDirViolation(pod, usage) ??
+    emptyDirViolation(pod, usage, emptyDirs) ??
     podLimitViolation(pod, usage) ??
     containerLimitViolation(pod, usage, dedicatedImageFs)
   );

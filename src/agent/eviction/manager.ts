@@ -12,12 +12,24 @@ import type { Pod } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { admitUnderPressure } from "./admission.ts";
-import { hasLocalStorageLimit, localStorageViolation } from "./local-storage.ts";
+import {
+  type EmptyDirLimit,
+  hasLocalStorageLimit,
+  localStorageViolation,
+  specEmptyDirLimits,
+} from "./local-storage.ts";
 import { evictionMessage } from "./message.ts";
-import { type CyclePlan, INITIAL_STATE, planCycle, reclaimSteps, thresholdsMet } from "./plan.ts";
+import {
+  type CyclePlan,
+  type EvictionState,
+  INITIAL_STATE,
+  planCycle,
+  reclaimSteps,
+  thresholdsMet,
+} from "./plan.ts";
 import type { StatsWanted } from "./pod-stats.ts";
 import { diskParts, isCriticalPod, rankPods } from "./rank.ts";
-import { createReadmission } from "./readmission.ts";
+import { createReadmission, type Readmission } from "./readmission.ts";
 import {
   isMemorySignal,
   type Observation,
@@ -67,6 +79,9 @@ export interface EvictionManagerDeps {
   podCleanedUp(uid: string): boolean;
   /** Records an event about the node. */
   nodeEvent(type: "Normal" | "Warning", reason: string, message: string): void;
+  /** The pod's disk-backed emptyDirs with a sizeLimit (the volume manager's); absent: read from
+   * the pod's spec. */
+  emptyDirLimits?: (pod: Pod) => EmptyDirLimit[];
   /** Node-level reclaim (garbage collection); absent: none. Each step resolves when done. */
   reclaim?: { containers(): Promise<unknown>; images(): Promise<unknown> };
   /** Called when the set of True pressure conditions changes. */
@@ -96,121 +111,229 @@ const fullName = (pod: Pod) => `${pod.metadata.namespace ?? "default"}/${pod.met
 const uidOf = (pod: Pod) => pod.metadata.uid ?? "";
 
 export function createEvictionManager(deps: EvictionManagerDeps): EvictionManager {
-  const log = deps.logger;
-  const readmission = createReadmission({ transitionMs: deps.pressureTransitionMs });
-  const signals = new Set(deps.thresholds.map((t) => t.signal));
-  let state = INITIAL_STATE;
-  let conditions: readonly PressureCondition[] = [];
-  /** When each condition last became False; all are False from the start. */
-  const falseSince = new Map<PressureCondition, number>();
-  const started = deps.clock.now();
-  /** The last error of each signal that could not be read (reported once). */
-  const unreadable = new Map<Signal, string>();
-  let dedicated: boolean | undefined;
-  const evictions = new Map<string, number>();
+  return new Eviction(deps);
+}
 
-  async function observe(): Promise<Observations> {
-    const { observations, errors } = await deps.observe(signals);
+class Eviction implements EvictionManager {
+  private readonly log: Logger;
+  private readonly readmission: Readmission;
+  /** The signals some threshold reads. */
+  private readonly signals: ReadonlySet<Signal>;
+  private state: EvictionState = INITIAL_STATE;
+  private current: readonly PressureCondition[] = [];
+  /** When each condition last became False; all are False from the start. */
+  private readonly falseSince = new Map<PressureCondition, number>();
+  private readonly started: number;
+  /** The last error of each signal that could not be read (reported once). */
+  private readonly unreadable = new Map<Signal, string>();
+  /** Whether the image filesystem is a separate one; measured once. */
+  private dedicated: boolean | undefined;
+  private readonly evicted = new Map<string, number>();
+
+  constructor(private readonly deps: EvictionManagerDeps) {
+    this.log = deps.logger;
+    this.readmission = createReadmission({ transitionMs: deps.pressureTransitionMs });
+    this.signals = new Set(deps.thresholds.map((t) => t.signal));
+    this.started = deps.clock.now();
+  }
+
+  conditions(): readonly PressureCondition[] {
+    return this.current;
+  }
+
+  evictions(): ReadonlyMap<string, number> {
+    return this.evicted;
+  }
+
+  admit(pod: Pod): { reason: string; message: string } | undefined {
+    const failure = admitUnderPressure(pod, this.current);
+    if (failure !== undefined)
+      this.readmission.record(
+        uidOf(pod),
+        fullName(pod),
+        this.current,
+        false,
+        this.deps.clock.now(),
+      );
+    return failure;
+  }
+
+  readmissionsDue(): string[] {
+    const falseSince = (c: PressureCondition) =>
+      this.current.includes(c) ? undefined : (this.falseSince.get(c) ?? this.started);
+    return this.readmission.due(falseSince, this.deps.clock.now());
+  }
+
+  forgetReadmission(uid: string): void {
+    this.readmission.forget(uid);
+  }
+
+  async synchronize(): Promise<Pod[]> {
+    const obs = await this.observe();
+    const plan = planCycle({
+      thresholds: this.deps.thresholds,
+      observations: obs,
+      state: this.state,
+      now: this.deps.clock.now(),
+      pressureTransitionMs: this.deps.pressureTransitionMs,
+    });
+    this.state = plan.state;
+    this.setConditions(plan.conditions);
+    const active = this.deps.activePods();
+    const local = await this.localStorageEviction(active);
+    if (local.length > 0) return local;
+    if (plan.reclaim === undefined) return [];
+    const { threshold, resource } = plan.reclaim;
+    this.log.info("attempting to reclaim", { resource, signal: threshold.signal });
+    this.deps.nodeEvent("Warning", "EvictionThresholdMet", `Attempting to reclaim ${resource}`);
+    if (await this.reclaimNodeLevel(threshold.signal)) {
+      this.log.info("reduced resource pressure without evicting pods", { resource });
+      return [];
+    }
+    if (active.length === 0) {
+      this.log.warn("eviction thresholds have been met, but no pods are active to evict");
+      return [];
+    }
+    return this.evictOne(plan, obs, active);
+  }
+
+  async waitForCleanup(pods: readonly Pod[], signal?: AbortSignal): Promise<void> {
+    const { clock } = this.deps;
+    const deadline = clock.now() + POD_CLEANUP_TIMEOUT_MS;
+    while (clock.now() < deadline && !signal?.aborted) {
+      await clock.sleep(POD_CLEANUP_POLL_MS, signal).catch(() => undefined);
+      if (pods.every((p) => this.deps.podCleanedUp(uidOf(p)))) return;
+    }
+    if (!signal?.aborted)
+      this.log.warn("timed out waiting for evicted pods to be cleaned up", {
+        pods: pods.map(fullName).join(","),
+      });
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      let evicted: Pod[] = [];
+      try {
+        evicted = await this.synchronize();
+      } catch (error) {
+        this.log.error("eviction cycle failed; trying again next period", { error });
+      }
+      if (evicted.length > 0) await this.waitForCleanup(evicted, signal);
+      else await this.deps.clock.sleep(this.deps.monitoringPeriodMs, signal).catch(() => undefined);
+    }
+  }
+
+  private async observe(): Promise<Observations> {
+    const { observations, errors } = await this.deps.observe(this.signals);
     for (const [signal, error] of errors) {
-      if (unreadable.get(signal) !== error)
-        log.warn("cannot read an eviction signal; going on without it", { signal, error });
-      unreadable.set(signal, error);
+      if (this.unreadable.get(signal) !== error)
+        this.log.warn("cannot read an eviction signal; going on without it", { signal, error });
+      this.unreadable.set(signal, error);
     }
     for (const signal of observations.keys()) {
-      if (unreadable.delete(signal)) log.info("eviction signal readable again", { signal });
+      if (this.unreadable.delete(signal))
+        this.log.info("eviction signal readable again", { signal });
     }
     return observations;
   }
 
-  function setConditions(next: readonly PressureCondition[]): void {
-    const now = deps.clock.now();
-    for (const c of conditions) if (!next.includes(c)) falseSince.set(c, now);
-    const changed = next.length !== conditions.length || next.some((c) => !conditions.includes(c));
-    conditions = next;
-    if (!changed) return;
-    log.info("node pressure conditions changed", { conditions: next.join(",") || "none" });
-    deps.onConditions?.(next);
+  private setConditions(next: readonly PressureCondition[]): void {
+    const now = this.deps.clock.now();
+    const before = this.current;
+    for (const c of before) if (!next.includes(c)) this.falseSince.set(c, now);
+    this.current = next;
+    if (next.length === before.length && next.every((c) => before.includes(c))) return;
+    this.log.info("node pressure conditions changed", { conditions: next.join(",") || "none" });
+    this.deps.onConditions?.(next);
   }
 
-  function evict(
+  private evict(
     pod: Pod,
     request: EvictRequest,
     cause: readonly PressureCondition[],
     label: string,
   ): boolean {
     if (isCriticalPod(pod)) {
-      log.warn("cannot evict a critical pod", { pod: fullName(pod) });
+      this.log.warn("cannot evict a critical pod", { pod: fullName(pod) });
       return false;
     }
-    log.info("evicting pod", { pod: fullName(pod), message: request.message.trim() });
-    evictions.set(label, (evictions.get(label) ?? 0) + 1);
-    readmission.record(uidOf(pod), fullName(pod), cause, true, deps.clock.now());
-    deps.evictPod(pod, request);
+    this.log.info("evicting pod", { pod: fullName(pod), message: request.message.trim() });
+    this.evicted.set(label, (this.evicted.get(label) ?? 0) + 1);
+    this.readmission.record(uidOf(pod), fullName(pod), cause, true, this.deps.clock.now());
+    this.deps.evictPod(pod, request);
     return true;
   }
 
   /** Pods over their own local storage limits, evicted at once (all of them this cycle). */
-  async function localStorageEviction(active: readonly Pod[]): Promise<Pod[]> {
-    const limited = active.filter(hasLocalStorageLimit);
+  private async localStorageEviction(active: readonly Pod[]): Promise<Pod[]> {
+    const limitsOf = this.deps.emptyDirLimits ?? specEmptyDirLimits;
+    const emptyDirs = new Map(active.map((p) => [uidOf(p), limitsOf(p)]));
+    const limited = active.filter((p) => hasLocalStorageLimit(p, emptyDirs.get(uidOf(p)) ?? []));
     if (limited.length === 0) return [];
     // Writable layers count only towards ephemeral-storage limits (pod and container).
     const layers = limited.some((p) =>
       p.spec.containers.some((c) => c.resources?.limits?.["ephemeral-storage"] !== undefined),
     );
-    const usage = await deps.podUsage(limited, { logs: true, volumes: true, containers: layers });
-    const imageFs = await isDedicated();
+    const usage = await this.deps.podUsage(limited, {
+      logs: true,
+      volumes: true,
+      containers: layers,
+    });
+    const imageFs = await this.isDedicated();
     const evicted: Pod[] = [];
     for (const pod of limited) {
       const u = usage.get(uidOf(pod));
-      const violation = u && localStorageViolation(pod, u, imageFs);
+      const violation = u && localStorageViolation(pod, u, imageFs, emptyDirs.get(uidOf(pod)));
       if (!violation) continue;
       const request = {
         gracePeriodSeconds: IMMEDIATE_GRACE_SECONDS,
         message: violation.message,
         disruption: false,
       };
-      if (evict(pod, request, [], violation.limit)) evicted.push(pod);
+      if (this.evict(pod, request, [], violation.limit)) evicted.push(pod);
     }
     return evicted;
   }
 
-  async function isDedicated(): Promise<boolean> {
-    if (dedicated === undefined) dedicated = await deps.dedicatedImageFs();
-    return dedicated;
+  private async isDedicated(): Promise<boolean> {
+    if (this.dedicated === undefined) this.dedicated = await this.deps.dedicatedImageFs();
+    return this.dedicated;
   }
 
   /** Runs the node-level reclaim steps for the signal; true when that relieved every threshold. */
-  async function reclaimNodeLevel(signal: Signal): Promise<boolean> {
-    const steps = deps.reclaim ? reclaimSteps(signal, await isDedicated()) : [];
-    if (steps.length === 0 || deps.reclaim === undefined) return false;
+  private async reclaimNodeLevel(signal: Signal): Promise<boolean> {
+    const { reclaim } = this.deps;
+    const steps = reclaim ? reclaimSteps(signal, await this.isDedicated()) : [];
+    if (steps.length === 0 || reclaim === undefined) return false;
     for (const step of steps) {
-      await deps.reclaim[step]().catch((error) =>
-        log.warn("node-level reclaim failed", { step, signal, error }),
+      await reclaim[step]().catch((error) =>
+        this.log.warn("node-level reclaim failed", { step, signal, error }),
       );
     }
-    const after = await observe();
-    return thresholdsMet(deps.thresholds, after, true).length === 0;
+    const after = await this.observe();
+    return thresholdsMet(this.deps.thresholds, after, true).length === 0;
   }
 
-  function gracePeriod(pod: Pod, t: Threshold): number {
+  private gracePeriod(pod: Pod, t: Threshold): number {
     if (isHardThreshold(t)) return IMMEDIATE_GRACE_SECONDS;
     const own = pod.spec.terminationGracePeriodSeconds ?? 30;
-    const max = deps.maxPodGracePeriodSeconds;
+    const max = this.deps.maxPodGracePeriodSeconds;
     return Math.max(IMMEDIATE_GRACE_SECONDS, max > 0 ? Math.min(max, own) : own);
   }
 
   /** What ranking for `signal` compares: the pod cgroups for memory and PIDs (the runtime's
    * container figures when pods have no cgroups), the parts of local storage on the signal's
    * filesystem for disk. */
-  async function rankingUsage(signal: Signal, active: Pod[]): Promise<Map<string, PodUsage>> {
-    if (signal === "pid.available") return deps.podUsage(active, { processes: true });
+  private async rankingUsage(signal: Signal, active: Pod[]): Promise<Map<string, PodUsage>> {
+    const { podUsage } = this.deps;
+    if (signal === "pid.available") return podUsage(active, { processes: true });
     if (isMemorySignal(signal)) {
-      const usage = await deps.podUsage(active, { memory: true });
+      const usage = await podUsage(active, { memory: true });
       const missing = active.some((p) => usage.get(uidOf(p))?.memory === undefined);
-      return missing ? deps.podUsage(active, { memory: true, containers: true }) : usage;
+      return missing ? podUsage(active, { memory: true, containers: true }) : usage;
     }
-    const parts = diskParts(signal, await isDedicated());
-    return deps.podUsage(active, {
+    const parts = diskParts(signal, await this.isDedicated());
+    return podUsage(active, {
       logs: parts.logs,
       volumes: parts.volumes,
       containers: parts.rootfs,
@@ -218,102 +341,30 @@ export function createEvictionManager(deps: EvictionManagerDeps): EvictionManage
   }
 
   /** Ranks the active pods for the plan's threshold and evicts the first that may be. */
-  async function evictOne(plan: CyclePlan, obs: Observations, active: Pod[]): Promise<Pod[]> {
+  private async evictOne(plan: CyclePlan, obs: Observations, active: Pod[]): Promise<Pod[]> {
     const target = plan.reclaim;
     if (target === undefined) return [];
     const signal = target.threshold.signal;
-    const usage = await rankingUsage(signal, active);
-    const ranked = rankPods(signal, active, (p) => usage.get(uidOf(p)), await isDedicated());
+    const usage = await this.rankingUsage(signal, active);
+    const ranked = rankPods(signal, active, (p) => usage.get(uidOf(p)), await this.isDedicated());
     for (const pod of ranked) {
       if (isCriticalPod(pod)) {
-        log.warn("cannot evict a critical pod", { pod: fullName(pod) });
+        this.log.warn("cannot evict a critical pod", { pod: fullName(pod) });
         continue;
       }
       // The message names the containers over their request: their own figures, read for this
       // one pod.
-      const detail = (await deps.podUsage([pod], { containers: true, logs: true })).get(uidOf(pod));
-      const message = evictionMessage(target.resource, pod, detail, plan, obs);
+      const detail = (await this.deps.podUsage([pod], { containers: true, logs: true })).get(
+        uidOf(pod),
+      );
       const request = {
-        gracePeriodSeconds: gracePeriod(pod, target.threshold),
-        message,
+        gracePeriodSeconds: this.gracePeriod(pod, target.threshold),
+        message: evictionMessage(target.resource, pod, detail, plan, obs),
         disruption: true,
       };
-      if (evict(pod, request, [SIGNAL_CONDITION[signal]], signal)) return [pod];
+      if (this.evict(pod, request, [SIGNAL_CONDITION[signal]], signal)) return [pod];
     }
-    log.warn("unable to evict any pods from the node", { signal });
+    this.log.warn("unable to evict any pods from the node", { signal });
     return [];
   }
-
-  async function synchronize(): Promise<Pod[]> {
-    const obs = await observe();
-    const now = deps.clock.now();
-    const plan = planCycle({
-      thresholds: deps.thresholds,
-      observations: obs,
-      state,
-      now,
-      pressureTransitionMs: deps.pressureTransitionMs,
-    });
-    state = plan.state;
-    setConditions(plan.conditions);
-    const active = deps.activePods();
-    const local = await localStorageEviction(active);
-    if (local.length > 0) return local;
-    if (plan.reclaim === undefined) return [];
-    const { threshold, resource } = plan.reclaim;
-    log.info("attempting to reclaim", { resource, signal: threshold.signal });
-    deps.nodeEvent("Warning", "EvictionThresholdMet", `Attempting to reclaim ${resource}`);
-    if (await reclaimNodeLevel(threshold.signal)) {
-      log.info("reduced resource pressure without evicting pods", { resource });
-      return [];
-    }
-    if (active.length === 0) {
-      log.warn("eviction thresholds have been met, but no pods are active to evict");
-      return [];
-    }
-    return evictOne(plan, obs, active);
-  }
-
-  async function waitForCleanup(pods: readonly Pod[], signal?: AbortSignal): Promise<void> {
-    const deadline = deps.clock.now() + POD_CLEANUP_TIMEOUT_MS;
-    while (deps.clock.now() < deadline && !signal?.aborted) {
-      await deps.clock.sleep(POD_CLEANUP_POLL_MS, signal).catch(() => undefined);
-      if (pods.every((p) => deps.podCleanedUp(uidOf(p)))) return;
-    }
-    if (!signal?.aborted)
-      log.warn("timed out waiting for evicted pods to be cleaned up", {
-        pods: pods.map(fullName).join(","),
-      });
-  }
-
-  return {
-    synchronize,
-    waitForCleanup,
-    conditions: () => conditions,
-    admit(pod) {
-      const failure = admitUnderPressure(pod, conditions);
-      if (failure !== undefined)
-        readmission.record(uidOf(pod), fullName(pod), conditions, false, deps.clock.now());
-      return failure;
-    },
-    readmissionsDue: () =>
-      readmission.due(
-        (c) => (conditions.includes(c) ? undefined : (falseSince.get(c) ?? started)),
-        deps.clock.now(),
-      ),
-    forgetReadmission: (uid) => readmission.forget(uid),
-    evictions: () => evictions,
-    async run(signal) {
-      while (!signal.aborted) {
-        let evicted: Pod[] = [];
-        try {
-          evicted = await synchronize();
-        } catch (error) {
-          log.error("eviction cycle failed; trying again next period", { error });
-        }
-        if (evicted.length > 0) await waitForCleanup(evicted, signal);
-        else await deps.clock.sleep(deps.monitoringPeriodMs, signal).catch(() => undefined);
-      }
-    },
-  };
 }

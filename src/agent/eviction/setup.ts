@@ -50,7 +50,13 @@ export type EvictionSettings = Pick<
 export interface AgentEvictionInput
   extends Pick<
     EvictionManagerDeps,
-    "activePods" | "evictPod" | "podCleanedUp" | "nodeEvent" | "reclaim" | "onConditions"
+    | "activePods"
+    | "evictPod"
+    | "podCleanedUp"
+    | "nodeEvent"
+    | "reclaim"
+    | "onConditions"
+    | "emptyDirLimits"
   > {
   config: EvictionSettings;
   cri: Pick<CriRuntime, "imageFsInfo" | "listContainerStats">;

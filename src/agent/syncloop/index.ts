@@ -58,17 +58,97 @@ export interface SyncLoop {
 }
 
 export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
-  const log = deps.logger;
-  const record = new PodRecord();
-  /** Admitted pods that are not terminated. */
-  const activePods = () =>
-    record.admitted().filter((p) => deps.workerState(uidOf(p)) !== "terminated");
-  const admission = createAdmission({ ...deps, activePods }, record);
-  const sync = (pod: Pod) => deps.updatePod({ pod, type: "sync" });
-  /** The objects a pod reads, once per (frozen) pod. */
-  const usedObjects = memoizeFrozen(objectsUsedBy);
+  return new Loop(deps);
+}
 
-  function removePods(pods: readonly Pod[]): void {
+class Loop implements SyncLoop {
+  private readonly record = new PodRecord();
+  private readonly admission: ReturnType<typeof createAdmission>;
+  /** The objects a pod reads, once per (frozen) pod. */
+  private readonly usedObjects = memoizeFrozen(objectsUsedBy);
+
+  constructor(private readonly deps: SyncLoopDeps) {
+    this.admission = createAdmission({ ...deps, activePods: () => this.activePods() }, this.record);
+  }
+
+  pods(): Map<string, Pod> {
+    return this.record.known;
+  }
+
+  visiblePods(): Pod[] {
+    return this.record.visible((uid) => this.deps.couldHaveRunningContainers(uid));
+  }
+
+  handleConfigUpdate(update: ConfigUpdate): void {
+    const { record, deps } = this;
+    switch (update.op) {
+      case "ADD":
+        this.admission.addPods(update.pods);
+        break;
+      case "UPDATE":
+        for (const pod of update.pods) {
+          record.known.set(uidOf(pod), pod);
+          if (!record.rejected.has(uidOf(pod))) deps.updatePod({ pod, type: "update" });
+        }
+        break;
+      case "REMOVE":
+      case "DELETE":
+        this.removePods(update.pods);
+        break;
+      case "RECONCILE":
+        for (const pod of update.pods) record.known.set(uidOf(pod), pod);
+        break;
+    }
+  }
+
+  handlePLEGEvent(event: PodLifecycleEvent): void {
+    const pod = this.record.known.get(event.uid);
+    if (pod === undefined || this.record.rejected.has(event.uid)) return;
+    if (this.deps.runtimeHealthy()) this.sync(pod);
+  }
+
+  handleObjectsChanged(keys: ReadonlySet<string>): void {
+    if (!this.deps.runtimeHealthy()) return;
+    for (const [uid, pod] of this.record.known) {
+      if (this.record.rejected.has(uid)) continue;
+      if ([...this.usedObjects(pod)].some((k) => keys.has(k))) this.sync(pod);
+    }
+  }
+
+  requeue(uid: string, delayMs: number): void {
+    this.record.due.set(uid, this.deps.clock.now() + delayMs);
+  }
+
+  syncTick(): void {
+    if (!this.deps.runtimeHealthy()) return;
+    for (const uid of this.record.takeDue(this.deps.clock.now())) {
+      const pod = this.record.known.get(uid);
+      if (pod !== undefined && !this.record.rejected.has(uid)) this.sync(pod);
+    }
+  }
+
+  async housekeeping(): Promise<void> {
+    const { deps } = this;
+    await housekeeping({ ...deps, activePods: () => this.activePods() }, this.record);
+    if (deps.seenAllSources() && deps.runtimeHealthy())
+      for (const uid of deps.readmissions?.due() ?? []) this.readmit(uid);
+  }
+
+  run(signal: AbortSignal): Promise<void> {
+    return runLoop(this, this.deps, signal);
+  }
+
+  /** Admitted pods that are not terminated. */
+  private activePods(): Pod[] {
+    return this.record.admitted().filter((p) => this.deps.workerState(uidOf(p)) !== "terminated");
+  }
+
+  private sync(pod: Pod): void {
+    this.deps.updatePod({ pod, type: "sync" });
+  }
+
+  private removePods(pods: readonly Pod[]): void {
+    const { record, deps } = this;
     for (const pod of pods) {
       const uid = uidOf(pod);
       deps.readmissions?.forget(uid);
@@ -81,8 +161,9 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
   }
 
   /** Admits again a pod whose eviction (or pressure rejection) wait is over: a new instance. */
-  function readmit(uid: string): void {
-    const pod = record.known.get(uid);
+  private readmit(uid: string): void {
+    const { deps } = this;
+    const pod = this.record.known.get(uid);
     if (pod === undefined) {
       deps.readmissions?.forget(uid);
       return;
@@ -92,73 +173,12 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
     deps.readmissions?.forget(uid);
     deps.removeStatus(uid);
     deps.forgetCache(uid);
-    log.info("admitting a pod again: the node pressure it waited on is over", {
+    deps.logger.info("admitting a pod again: the node pressure it waited on is over", {
       pod: pod.metadata.name,
     });
     deps.event(pod, "Normal", "Readmitted", "The node pressure is over: admitting the pod again");
-    admission.admit(pod);
+    this.admission.admit(pod);
   }
-
-  const loop: SyncLoop = {
-    pods: () => record.known,
-    visiblePods: () => record.visible((uid) => deps.couldHaveRunningContainers(uid)),
-
-    handleConfigUpdate(update) {
-      switch (update.op) {
-        case "ADD":
-          admission.addPods(update.pods);
-          break;
-        case "UPDATE":
-          for (const pod of update.pods) {
-            record.known.set(uidOf(pod), pod);
-            if (!record.rejected.has(uidOf(pod))) deps.updatePod({ pod, type: "update" });
-          }
-          break;
-        case "REMOVE":
-        case "DELETE":
-          removePods(update.pods);
-          break;
-        case "RECONCILE":
-          for (const pod of update.pods) record.known.set(uidOf(pod), pod);
-          break;
-      }
-    },
-
-    handlePLEGEvent(event) {
-      const pod = record.known.get(event.uid);
-      if (pod === undefined || record.rejected.has(event.uid) || !deps.runtimeHealthy()) return;
-      sync(pod);
-    },
-
-    handleObjectsChanged(keys) {
-      if (!deps.runtimeHealthy()) return;
-      for (const [uid, pod] of record.known) {
-        if (record.rejected.has(uid)) continue;
-        if ([...usedObjects(pod)].some((k) => keys.has(k))) sync(pod);
-      }
-    },
-
-    requeue(uid, delayMs) {
-      record.due.set(uid, deps.clock.now() + delayMs);
-    },
-
-    syncTick() {
-      if (!deps.runtimeHealthy()) return;
-      for (const uid of record.takeDue(deps.clock.now())) {
-        const pod = record.known.get(uid);
-        if (pod !== undefined && !record.rejected.has(uid)) sync(pod);
-      }
-    },
-
-    async housekeeping() {
-      await housekeeping({ ...deps, activePods }, record);
-      if (deps.seenAllSources() && deps.runtimeHealthy())
-        for (const uid of deps.readmissions?.due() ?? []) readmit(uid);
-    },
-
-    run: (signal) => runLoop(loop, deps, signal),
-  };
-  return loop;
 }
 
 /** The loop's inputs, until `signal` aborts; waits for a housekeeping in flight at the end. */
