@@ -5,16 +5,16 @@ import { createLogger } from "../util/log.ts";
 import { CliError } from "./errors.ts";
 
 function agentUsage(): string {
-  const flags = agentFlagList()
-    .map(({ flag, field }) => `  ${flag.padEnd(34)} ${field}`)
-    .join("\n");
+  const list = agentFlagList();
+  const width = Math.max(34, ...list.map(({ flag }) => flag.length));
+  const flags = list.map(({ flag, field }) => `  ${flag.padEnd(width)} ${field}`).join("\n");
   return `usage: fleetlet agent [--config FILE] [flags]
 
 Runs the pods of the manifest folder on this device, and with --hub the pods the hub sends it.
 The config file (YAML) takes the fields below by name; a flag sets the same field and wins over
 the file. Durations are "20s", "5m".
 
-  --config FILE                      the agent's config file (or env FLEETLET_CONFIG)
+  ${"--config FILE".padEnd(width)} the agent's config file (or env FLEETLET_CONFIG)
 ${flags}
 
 Only in the config file: hubPodPolicy (what the hub's pods may do on this device: allowPrivileged,
