@@ -182,6 +182,9 @@ export async function runAgent(
     recorder,
     sourcesReady: () => podConfig.seenAllSources(),
     podState: (uid): PodGCState => {
+      // An evicted pod's content goes although its manifest is still there (the kubelet's
+      // ShouldPodContentBeRemoved): its dead containers are collected as a gone pod's.
+      if (workers.isEvicted(uid) && workers.state(uid) === "terminated") return "gone";
       if (loop?.pods().has(uid)) return workers.state(uid) === "terminated" ? "finished" : "active";
       return workers.couldHaveRunningContainers(uid) ? "active" : "gone";
     },
@@ -286,6 +289,11 @@ export async function runAgent(
     nodeEvent: (type, reason, message) =>
       recorder.event({ kind: "Node", namespace: "", name: config.nodeName }, type, reason, message),
     onConditions: () => void nodeStatus.update(),
+    // Disk pressure first frees what the node can (the kubelet's node-level reclaim).
+    reclaim: {
+      containers: () => gc.reclaim.deleteAllUnusedContainers(),
+      images: () => gc.reclaim.deleteUnusedImages(),
+    },
   });
   /** The kubelet's evictPod: an Evicted event, then a kill that ends the pod Failed/Evicted. */
   function evictPod(pod: Pod, request: EvictRequest): void {

@@ -306,8 +306,9 @@ class Eviction implements EvictionManager {
     const steps = reclaim ? reclaimSteps(signal, await this.isDedicated()) : [];
     if (steps.length === 0 || reclaim === undefined) return false;
     for (const step of steps) {
-      await reclaim[step]().catch((error) =>
-        this.log.warn("node-level reclaim failed", { step, signal, error }),
+      await reclaim[step]().then(
+        (freed) => this.log.info("node-level reclaim", { step, signal, freed }),
+        (error) => this.log.warn("node-level reclaim failed", { step, signal, error }),
       );
     }
     const after = await this.observe();
