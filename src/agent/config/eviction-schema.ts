@@ -12,7 +12,7 @@ import {
   checkThresholdValue,
   isConfigSignal,
 } from "../eviction/thresholds.ts";
-import { duration, durationOrZero } from "./schema-parts.ts";
+import { duration, durationOrZero, flagPairs } from "./schema-parts.ts";
 
 const SIGNAL_LIST = CONFIG_SIGNALS.join(", ");
 
@@ -97,12 +97,5 @@ export function evictionFlagValue(field: string, value: string): unknown {
       : field === "evictionSoftGracePeriod" || field === "evictionMinimumReclaim"
         ? "="
         : undefined;
-  if (sep === undefined) return value;
-  const out: Record<string, string> = {};
-  for (const pair of value.split(",")) {
-    if (pair.trim() === "") continue;
-    const at = pair.indexOf(sep);
-    out[at < 0 ? pair.trim() : pair.slice(0, at).trim()] = at < 0 ? "" : pair.slice(at + 1).trim();
-  }
-  return out;
+  return sep === undefined ? value : flagPairs(value, sep);
 }

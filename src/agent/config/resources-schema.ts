@@ -1,6 +1,7 @@
 // The agent config fields of the container manager: cgroups, reservations, pod pids limit and the CPU manager. Names and meanings as KubeletConfiguration's.
 import { z } from "zod";
 import { tryParseQuantity } from "../../api/index.ts";
+import { flagPairs } from "./schema-parts.ts";
 
 const RESERVABLE = ["cpu", "memory", "ephemeral-storage", "pid"];
 
@@ -73,13 +74,5 @@ export const resourceFlags: [string, string][] = [
 export function resourceFlagValue(field: string, value: string): unknown {
   if (field === "podPidsLimit" && /^-?\d+$/.test(value)) return Number(value);
   if (field === "cgroupsPerQOS") return value === "true" ? true : value === "false" ? false : value;
-  const sep = field.endsWith("Reserved") ? "=" : undefined;
-  if (sep === undefined) return value;
-  const out: Record<string, string> = {};
-  for (const pair of value.split(",")) {
-    if (pair.trim() === "") continue;
-    const at = pair.indexOf(sep);
-    out[at < 0 ? pair.trim() : pair.slice(0, at).trim()] = at < 0 ? "" : pair.slice(at + 1).trim();
-  }
-  return out;
+  return field.endsWith("Reserved") ? flagPairs(value, "=") : value;
 }

@@ -32,3 +32,16 @@ export const integerFrom = (min: number, error: string) =>
     .number({ error: "must be an integer" })
     .int({ error: "must be an integer" })
     .min(min, { error });
+
+/** A flag's "key<sep>value,key<sep>value" text as a map ("cpu=1,memory=1Gi" with "=",
+ * "memory.available<100Mi" with "<"); a pair without `sep` maps its key to "" (which the field's
+ * schema then refuses, naming it). */
+export function flagPairs(value: string, sep: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of value.split(",")) {
+    if (pair.trim() === "") continue;
+    const at = pair.indexOf(sep);
+    out[at < 0 ? pair.trim() : pair.slice(0, at).trim()] = at < 0 ? "" : pair.slice(at + 1).trim();
+  }
+  return out;
+}

@@ -14,25 +14,23 @@ export const EVICTED_REASON = "Evicted";
 const BINARY = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
 const DECIMAL = ["", "k", "M", "G", "T", "P", "E"];
 
-/** An integer amount as a resource.Quantity of that format prints it. */
-export function goQuantity(n: number, format: "binary" | "decimal"): string {
-  const value = Math.trunc(n);
-  if (format === "binary" && Math.abs(value) >= 1024) {
-    let i = 0;
-    let m = value;
-    while (i < BINARY.length - 1 && m % 1024 === 0 && m !== 0) {
-      m /= 1024;
-      i++;
-    }
-    return `${m}${BINARY[i]}`;
-  }
+/** `value` with the largest of `suffixes` (powers of `base`) that divides it exactly. */
+function withSuffix(value: number, base: number, suffixes: readonly string[]): string {
   let i = 0;
   let m = value;
-  while (i < DECIMAL.length - 1 && m % 1000 === 0 && m !== 0) {
-    m /= 1000;
+  while (i < suffixes.length - 1 && m % base === 0 && m !== 0) {
+    m /= base;
     i++;
   }
-  return `${m}${DECIMAL[i]}`;
+  return `${m}${suffixes[i]}`;
+}
+
+/** An integer amount as a resource.Quantity of that format prints it: binary amounts under 1Ki
+ * print as decimal ones. */
+export function goQuantity(n: number, format: "binary" | "decimal"): string {
+  const value = Math.trunc(n);
+  if (format === "binary" && Math.abs(value) >= 1024) return withSuffix(value, 1024, BINARY);
+  return withSuffix(value, 1000, DECIMAL);
 }
 
 /** A quantity from a spec ("64Mi", "1G") as the kubelet prints the parsed value; "0" if absent. */
