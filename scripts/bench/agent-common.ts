@@ -11,6 +11,16 @@ import { PriorityLimiter } from "../../src/util/priority-limiter.ts";
 
 export const BENCH_LABEL = "io.fleetlet.bench-run";
 
+/** The agent's own default timings, written out as flags (a TestAgent's are faster). */
+export const DEFAULT_TIMING_FLAGS: readonly string[] = [
+  "--sync-frequency",
+  "60s",
+  "--file-check-frequency",
+  "20s",
+  "--housekeeping-interval",
+  "2s",
+];
+
 export { sleeperManifest } from "../../test/lib/manifests.ts";
 
 /** The CRI configs the agent sent for one of its pods, to make raw pods from (see

@@ -15,6 +15,7 @@ import { TestAgent } from "../../test/lib/agent.ts";
 import {
   benchOptions,
   cpuTicks,
+  DEFAULT_TIMING_FLAGS,
   metricValue,
   removeNodePods,
   rssMB,
@@ -30,12 +31,7 @@ const agent = new TestAgent({
     String(opts.pods),
     "--pleg-relist-period",
     opts["relist-period"],
-    "--sync-frequency",
-    "60s",
-    "--file-check-frequency",
-    "20s",
-    "--housekeeping-interval",
-    "2s",
+    ...DEFAULT_TIMING_FLAGS,
   ],
 });
 const cri = createCriClient({ endpoint: agent.tb.endpoint });

@@ -32,6 +32,7 @@ import { podManifest } from "../../test/lib/eviction.ts";
 import {
   benchOptions,
   cpuTicks,
+  DEFAULT_TIMING_FLAGS,
   quantile,
   removeNodePods,
   rssMB,
@@ -48,12 +49,7 @@ const agent = new TestAgent({
   args: [
     "--max-pods",
     String(opts.pods),
-    "--sync-frequency",
-    "60s",
-    "--file-check-frequency",
-    "20s",
-    "--housekeeping-interval",
-    "2s",
+    ...DEFAULT_TIMING_FLAGS,
     "--eviction-hard",
     EVICTION_HARD,
     "--eviction-pressure-transition-period",
