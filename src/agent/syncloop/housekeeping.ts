@@ -40,10 +40,13 @@ export interface HousekeepingDeps {
   activePods(): Pod[];
 }
 
-async function removeOrphans(deps: HousekeepingDeps, desired: Set<string>): Promise<RunningPod[]> {
+async function removeOrphans(
+  deps: HousekeepingDeps,
+  wanted: (uid: string) => boolean,
+): Promise<RunningPod[]> {
   const running = await deps.runtimePods();
   for (const rp of running) {
-    if (desired.has(rp.uid) || deps.couldHaveRunningContainers(rp.uid)) continue;
+    if (wanted(rp.uid) || deps.couldHaveRunningContainers(rp.uid)) continue;
     deps.logger.info("removing a pod no source wants", {
       pod: `${rp.namespace}/${rp.name}`,
       uid: rp.uid,
@@ -80,17 +83,20 @@ async function removeFolders(
 
 export async function housekeeping(deps: HousekeepingDeps, record: PodRecord): Promise<void> {
   if (!deps.seenAllSources() || !deps.runtimeHealthy()) return;
-  const desired = new Set(record.known.keys());
-  const states = deps.syncKnownPods(desired);
+  const states = deps.syncKnownPods(new Set(record.known.keys()));
   // A pod desired again after its worker terminated (its UID came back) starts afresh.
   for (const [uid, pod] of record.known)
     if (!record.rejected.has(uid) && !states.has(uid)) deps.updatePod({ pod, type: "create" });
-  const running = await removeOrphans(deps, desired);
+  // Housekeeping runs beside the loop, which may admit (or reject) pods while it waits on the
+  // runtime or the disk: whether a source wants a pod is asked at each step, never from a list
+  // taken at the start, so a pod added meanwhile keeps its status and its folder.
+  const wanted = (uid: string) => record.known.has(uid);
+  const running = await removeOrphans(deps, wanted);
   const runningUids = new Set(running.map((p) => p.uid));
   const stopping = (uid: string) => deps.couldHaveRunningContainers(uid);
-  await removeFolders(deps, (uid) => desired.has(uid) || runningUids.has(uid) || stopping(uid));
+  await removeFolders(deps, (uid) => wanted(uid) || runningUids.has(uid) || stopping(uid));
   for (const uid of deps.statusUids()) {
-    if (!desired.has(uid) && !stopping(uid)) {
+    if (!wanted(uid) && !stopping(uid)) {
       deps.removeStatus(uid);
       deps.forgetCache(uid);
     }

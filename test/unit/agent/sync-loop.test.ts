@@ -107,6 +107,26 @@ function loopWith(o: {
 
 const add = (...pods: Pod[]) => ({ op: "ADD", pods, source: "file" }) as unknown as ConfigUpdate;
 
+describe("sync loop housekeeping", () => {
+  test("keeps the status of a pod rejected while it waited on the runtime's listing", async () => {
+    let listed: (pods: []) => void = () => {};
+    const statuses = new Set(["old"]);
+    const { loop, calls } = loopWith({
+      fits: () => false,
+      deps: {
+        runtimePods: () => new Promise((resolve) => (listed = resolve)),
+        statusUids: () => [...statuses],
+      },
+    });
+    const cleaning = loop.housekeeping();
+    loop.handleConfigUpdate(add(makePod({ name: "hog", uid: "hog1" })));
+    statuses.add("hog1"); // its Failed status, published by the rejection
+    listed([]);
+    await cleaning;
+    expect(calls).toEqual(["reject hog OutOfmemory", "event hog OutOfmemory", "removeStatus old"]);
+  });
+});
+
 describe("sync loop admission", () => {
   test("admits in the kubelet's order: node pressure, then the pod count, then resources", () => {
     const pressured = makePod({ name: "a" });
