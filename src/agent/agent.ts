@@ -317,6 +317,9 @@ export async function runAgent(
     });
   }
   const evictionManager = eviction;
+  const runsAlready = (pod: Pod) =>
+    pleg.cache.get(pod.metadata.uid ?? "")?.status?.containers.some((c) => c.state === "running") ??
+    false;
   loop = createSyncLoop({
     clock,
     logger: log,
@@ -343,7 +346,9 @@ export async function runAgent(
     podLogsDir: config.podLogsDir,
     maxPods: config.maxPods,
     admitHandlers: {
-      beforeCount: [(pod) => evictionManager.admit(pod)],
+      // Node pressure keeps new pods out, but does not stop a pod whose containers already run
+      // (admitted before the agent restarted): the eviction manager ranks it with the others.
+      beforeCount: [(pod) => (runsAlready(pod) ? undefined : evictionManager.admit(pod))],
       // Hub pods must keep to the device's policy before they may take resources.
       afterCount: [
         (pod, active) => policy.admit(pod, active),

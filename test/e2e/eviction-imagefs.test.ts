@@ -2,8 +2,13 @@
 // ImageGCNoEviction): the compiled agent against a containerd of its own whose image filesystem
 // is a 256 MiB ext4 (test/lib/small-containerd.ts); a running pod, then unused filler images of
 // known sizes pulled past an imagefs.available threshold set relative to what was free before.
-// The eviction manager's node-level reclaim (dead containers, then unused images) brings the
-// filesystem back above the threshold, and no pod is evicted. Needs root and the test bed.
+// They are pulled while the agent is stopped (its pod keeps running), so that its first cycle
+// meets the whole pressure at once: a cycle landing between two pulls would rightly find the
+// filesystem still filling and evict. Coming back under pressure, the agent must not reject the
+// pod whose container runs already (admission under pressure is for new pods). The eviction
+// manager's node-level reclaim (dead
+// containers, then unused images) brings the filesystem back above the threshold, and no pod
+// is evicted. Needs root and the test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { statfsSync } from "node:fs";
 import type { Event, Pod } from "../../src/api/types.ts";
@@ -59,10 +64,12 @@ describe("image filesystem pressure (needs root and the test bed)", () => {
     await agent.start();
     agent.writeManifest("keep.yaml", podManifest(agent, "keep", { script: "sleep 3600" }));
     const keep = await agent.waitPod("keep", "Running", isRunning);
+    await agent.stop();
     // 24 + 32 MiB that do not compress: twice that on the filesystem (blobs and snapshots).
     for (const image of [tb.filler["24m"], tb.filler["32m"]])
       await cri.pullImage({ image: { image } });
     expect(available()).toBeLessThan(threshold * Mi);
+    await agent.start();
     const node = await eventually("DiskPressure to be True", async () => {
       const n = await nodeOf(agent);
       return n.status.conditions?.find((c) => c.type === "DiskPressure")?.status === "True"
