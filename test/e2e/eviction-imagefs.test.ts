@@ -6,9 +6,8 @@
 // meets the whole pressure at once: a cycle landing between two pulls would rightly find the
 // filesystem still filling and evict. Coming back under pressure, the agent must not reject the
 // pod whose container runs already (admission under pressure is for new pods). The eviction
-// manager's node-level reclaim (dead
-// containers, then unused images) brings the filesystem back above the threshold, and no pod
-// is evicted. Needs root and the test bed.
+// manager's node-level reclaim (dead containers, then unused images) brings the filesystem back
+// above the threshold, and no pod is evicted. Needs root and the test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { statfsSync } from "node:fs";
 import type { Event, Pod } from "../../src/api/types.ts";
