@@ -275,6 +275,7 @@ export async function runAgent(
     resyncIntervalMs: config.syncFrequency,
     // As the kubelet's pod worker back-off, which equals its crash-loop and pull back-off base.
     errorBackoffMs: Math.min(config.crashLoopBackOffBase, config.imagePullBackOffBase),
+    signal,
   });
   eviction = createAgentEviction({
     config,

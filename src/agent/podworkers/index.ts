@@ -30,6 +30,9 @@ export interface PodWorkersDeps extends PodSyncFns {
   resyncIntervalMs: number;
   /** Delay before retrying a sync that threw or that reported a back-off. */
   errorBackoffMs: number;
+  /** Aborted when the agent stops: no step starts after it and a failed step is not retried
+   * (a pod left terminating is finished by the next agent). */
+  signal?: AbortSignal;
 }
 
 export interface PodWorkers {

@@ -90,7 +90,7 @@ export class PodWorkerSet implements PodWorkers {
   }
 
   private schedule(w: Worker): void {
-    if (w.running || w.blocked || w.pending === undefined) return;
+    if (w.running || w.blocked || w.pending === undefined || this.deps.signal?.aborted) return;
     w.running = true;
     void this.runWorker(w).finally(() => {
       w.running = false;
@@ -168,6 +168,6 @@ export class PodWorkerSet implements PodWorkers {
       return;
     }
     if (w.pending === undefined) w.pending = { pod: w.pod, type: "kill", kill: w.kill };
-    await this.deps.clock.sleep(this.deps.errorBackoffMs).catch(() => {});
+    await this.deps.clock.sleep(this.deps.errorBackoffMs, this.deps.signal).catch(() => {});
   }
 }

@@ -4,6 +4,7 @@ import type { Pod } from "../../../src/api/types.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { makePod } from "../../lib/builders.ts";
+import { until } from "../../lib/until.ts";
 
 interface Harness {
   log: string[];
@@ -226,6 +227,36 @@ describe("createPodWorkers() retry", () => {
     w.updatePod({ pod: makePod({ name: "a", uid: "u1" }), type: "create" });
     await w.idle();
     expect(h.requeued).toEqual([["u1", 1000]]);
+  });
+
+  test("a failing termination is retried after the back-off until the agent's signal aborts, then left alone", async () => {
+    const h = harness();
+    const clock = new FakeClock();
+    const stop = new AbortController();
+    let attempts = 0;
+    const w = createPodWorkers({
+      ...h.deps,
+      clock,
+      signal: stop.signal,
+      async syncTerminatingPod() {
+        attempts++;
+        throw new Error("the runtime is closed");
+      },
+    });
+    const pod = makePod({ name: "a", uid: "u1" });
+    w.updatePod({ pod, type: "create" });
+    await w.idle();
+    w.updatePod({ pod, type: "kill" });
+    await until("the first retry wait", () => clock.pending > 0);
+    clock.step(1000);
+    await until("the second attempt", () => attempts === 2 && clock.pending > 0);
+    stop.abort();
+    await Bun.sleep(0);
+    clock.step(10_000);
+    await Bun.sleep(0);
+    expect(attempts).toBe(2);
+    expect(clock.pending).toBe(0);
+    expect(w.state("u1")).toBe("terminating");
   });
 });
 
