@@ -10,12 +10,16 @@ import type { TestAgent } from "./agent.ts";
 export const Mi = 2 ** 20;
 export const Gi = 2 ** 30;
 
-/** memory.available now, as the agent computes it on this host (cgroup v1 root, else meminfo). */
+/** memory.available now, as the agent computes it on this host (the cgroup v1 memory root, the
+ * cgroup v2 root, else meminfo alone). */
 export function memoryAvailable(): number {
   const v1 = "/sys/fs/cgroup/memory";
+  const v2 = "/sys/fs/cgroup";
   const root = existsSync(`${v1}/memory.usage_in_bytes`)
     ? { version: 1 as const, dir: v1 }
-    : undefined;
+    : existsSync(`${v2}/cgroup.controllers`)
+      ? { version: 2 as const, dir: v2 }
+      : undefined;
   return nodeMemory(root).available;
 }
 

@@ -1,7 +1,12 @@
 // The compiled agent on a cgroup v2 only device (scripts/vdevice: Debian 12 under user-mode
 // Linux, containerd with runc and the cgroupfs driver): the kubelet's v2 hierarchy and files for
-// pods of each QoS class, node allocatable on kubepods, OOM kills and CPU throttling.
+// pods of each QoS class, node allocatable on kubepods, OOM kills, CPU throttling, and the
+// eviction manager's memory signal read from the v2 files.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { nodeMemory } from "../../src/agent/eviction/observe.ts";
+import type { Node } from "../../src/api/node.ts";
 import type { Pod } from "../../src/api/types.ts";
 import { podNetworkShellManifest } from "../lib/manifests.ts";
 import { eventually } from "../lib/testbed.ts";
@@ -16,6 +21,8 @@ import {
 
 const dev = new VirtualDevice("cg2", "vdcg2");
 const MiB = 1024 ** 2;
+/** The eviction test's evictionPressureTransitionPeriod, in seconds. */
+const TRANSITION_S = 10;
 
 const config = deviceConfig(
   dev.nodeName,
@@ -38,6 +45,15 @@ const pods: Record<string, string> = {
 };
 
 const uid = (pod: Pod | undefined) => pod?.metadata.uid ?? "";
+
+/** The agent's node (the CLI inside the guest); undefined while its API does not answer. */
+async function deviceNode(): Promise<Node | undefined> {
+  const r = await dev.exec("/shared/fleetlet get node -o json");
+  return r.code === 0 ? (JSON.parse(r.out) as Node) : undefined;
+}
+
+const memoryPressure = (node: Node | undefined) =>
+  node?.status.conditions?.find((c) => c.type === "MemoryPressure");
 let first: Pod[] = [];
 
 beforeAll(async () => {
@@ -167,4 +183,89 @@ describe("cgroup v2 on a virtual device (needs root and user-mode Linux: scripts
     expect((u1 - u0) / 1000 / (t1 - t0)).toBeLessThan(0.2);
     await dev.sh("rm /etc/fleetlet/manifests/spin.yaml");
   }, 60_000);
+
+  test("memory.available from the v2 files: a pod allocating past a threshold set below what the guest has is evicted with the kubelet's message, and MemoryPressure goes True, then False after the transition period", async () => {
+    // What the guest has now, read as the agent reads it on cgroup v2 (/proc/meminfo and the
+    // root cgroup's memory.stat, copied out through the shared folder).
+    mkdirSync(join(dev.shared, "mem"), { recursive: true });
+    await dev.sh(
+      "mkdir -p /shared/mem/root && cat /proc/meminfo > /shared/mem/meminfo && cat /sys/fs/cgroup/memory.stat > /shared/mem/root/memory.stat",
+    );
+    const root = { version: 2 as const, dir: join(dev.shared, "mem/root") };
+    const available = nodeMemory(root, join(dev.shared, "mem/meminfo")).available;
+    // 120 MiB below what the guest has; the pod takes 250 MiB (and leaves the guest hundreds).
+    const threshold = Math.floor(available / MiB) - 120;
+    expect(threshold).toBeGreaterThan(250);
+    await dev.writeFile(
+      "/etc/fleetlet/config.yaml",
+      `${config}evictionHard: {memory.available: ${threshold}Mi}
+evictionMonitoringPeriod: 1s
+evictionPressureTransitionPeriod: ${TRANSITION_S}s
+`,
+      { atomic: true },
+    );
+    // The device's init starts the agent again with its new config; the pods keep running.
+    await dev.sh("kill $(pidof fleetlet)");
+    const node = await eventually(
+      "the agent to be back with its new config",
+      async () => (/vdevice: agent start 2 /.test(dev.agentLog()) ? await deviceNode() : undefined),
+      60_000,
+      1000,
+    );
+    expect(memoryPressure(node)?.status).toBe("False");
+    const guar = podNamed(first, "guar", dev.nodeName);
+
+    // dd holds its 250 MiB buffer while its write to the never-read pipe blocks.
+    await dev.writeFile(
+      "/etc/fleetlet/manifests/greedy.yaml",
+      manifest(
+        "greedy",
+        "dd if=/dev/zero bs=250M count=1 | sleep 3600",
+        "{requests: {memory: 16Mi}, limits: {memory: 320Mi}}",
+      ),
+      { atomic: true },
+    );
+    const ps = await dev.waitPods(
+      "the greedy pod to be evicted and stopped",
+      (p) => {
+        const g = podNamed(p, "greedy", dev.nodeName);
+        return g?.status?.reason === "Evicted" && containerState(g)?.state.terminated !== undefined;
+      },
+      120_000,
+    );
+    const pressured = memoryPressure(await deviceNode());
+    const greedy = podNamed(ps, "greedy", dev.nodeName);
+    const message = greedy?.status?.message ?? "";
+    expect(greedy?.status?.phase).toBe("Failed");
+    expect(message).toMatch(
+      new RegExp(
+        `^The node was low on resource: memory\\. Threshold quantity: ${threshold}Mi, available: \\d+Ki\\. Container main was using \\d+(Ki|Mi)?, request is 16Mi, has larger consumption of memory\\. $`,
+      ),
+    );
+    expect(Number(/available: (\d+)Ki/.exec(message)?.[1]) * 1024).toBeLessThan(threshold * MiB);
+    const disruption = greedy?.status?.conditions?.find((c) => c.type === "DisruptionTarget");
+    expect(disruption).toMatchObject({ status: "True", reason: "TerminationByKubelet", message });
+    // The pressure holds for the transition period after the threshold was last met.
+    expect(pressured?.status).toBe("True");
+    const relieved = await eventually(
+      "MemoryPressure to be False again",
+      async () => {
+        const c = memoryPressure(await deviceNode());
+        return c?.status === "False" ? c : undefined;
+      },
+      60_000,
+      1000,
+    );
+    const seconds = (t: string | undefined) => Date.parse(t ?? "") / 1000;
+    // Times in whole seconds: the transition period, less one for the rounding.
+    expect(
+      seconds(relieved.lastTransitionTime) - seconds(disruption?.lastTransitionTime),
+    ).toBeGreaterThanOrEqual(TRANSITION_S - 1);
+    // The Guaranteed pod, far below its request, was not touched.
+    const after = podNamed(await dev.pods(), "guar", dev.nodeName);
+    expect(isRunning(after)).toBe(true);
+    expect(containerState(after)?.restartCount).toBe(0);
+    expect(containerState(after)?.containerID).toBe(containerState(guar)?.containerID);
+    await dev.sh("rm /etc/fleetlet/manifests/greedy.yaml");
+  }, 240_000);
 });

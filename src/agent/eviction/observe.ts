@@ -2,7 +2,8 @@
 // - memory.available: capacity (MemTotal) minus the root cgroup's working set, i.e. its usage
 //   minus its inactive file cache (cgroup v1: memory.usage_in_bytes and total_inactive_file of
 //   the memory hierarchy's root; cgroup v2, whose root has no memory.current: MemTotal − MemFree
-//   − Inactive(file) from /proc/meminfo, as runc computes the root's stats there);
+//   from /proc/meminfo as the usage, less inactive_file of the root's memory.stat, or of
+//   /proc/meminfo on a kernel whose root cgroup has no memory.stat);
 // - allocatableMemory.available: the pods' cgroup (kubepods) limit minus its working set;
 // - nodefs.*: statfs of the agent's root dir (available blocks and free inodes);
 // - imagefs.*: statfs of the runtime's image filesystem (the mountpoint of CRI ImageFsInfo);
@@ -11,7 +12,7 @@
 // - memory.stall: PSI "some" avg10 of /proc/pressure/memory.
 // Each reader throws an Error naming the file that could not be read; the manager reports a
 // signal that cannot be read once and goes on without it.
-import { readFileSync, statfsSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statfsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { readPsi } from "./psi.ts";
 import type { Observation } from "./signals.ts";
@@ -85,14 +86,21 @@ export function workingSet(cg: MemoryCgroup): number {
   return Math.max(0, usage - inactive);
 }
 
-/** memory.available of the node; `root` is the memory hierarchy's root (v1) or undefined (v2). */
+/** The root cgroup's working set. On v2 the root has no memory.current: its usage is what
+ * /proc/meminfo counts as not free. */
+function rootWorkingSet(root: MemoryCgroup | undefined, info: MemInfo): number {
+  if (root?.version === 1) return workingSet(root);
+  const stat = root === undefined ? undefined : join(root.dir, "memory.stat");
+  const inactive =
+    stat !== undefined && existsSync(stat) ? keyed(stat, "inactive_file") : info.inactiveFile;
+  return Math.max(0, info.total - info.free - inactive);
+}
+
+/** memory.available of the node; `root` is the memory hierarchy's root cgroup (v1 or v2), or
+ * undefined when there is no memory controller (then /proc/meminfo alone). */
 export function nodeMemory(root: MemoryCgroup | undefined, meminfo = "/proc/meminfo"): Observation {
   const info = readMeminfo(meminfo);
-  const used =
-    root?.version === 1
-      ? workingSet(root)
-      : Math.max(0, info.total - info.free - info.inactiveFile);
-  return { available: info.total - used, capacity: info.total };
+  return { available: info.total - rootWorkingSet(root, info), capacity: info.total };
 }
 
 /** allocatableMemory.available: the pods' cgroup against its limit (`limit` bytes). */

@@ -140,10 +140,7 @@ export function createAgentEviction(input: AgentEvictionInput): EvictionManager 
         );
     const fsPair = (fs: FsObservation) => [fs.bytes, fs.inodes];
     const wants = (...names: Signal[]) => names.some((n) => signals.has(n));
-    if (wants("memory.available"))
-      await read(["memory.available"], () => [
-        nodeMemory(rootMemory?.version === 1 ? rootMemory : undefined),
-      ]);
+    if (wants("memory.available")) await read(["memory.available"], () => [nodeMemory(rootMemory)]);
     if (wants("allocatableMemory.available"))
       await read(["allocatableMemory.available"], () => {
         if (podsCgroup === undefined) throw new Error("no memory cgroup controller");

@@ -36,10 +36,19 @@ describe("node signals", () => {
     expect(o).toEqual({ capacity: 8000000 * 1024, available: 8000000 * 1024 - 2 * 2 ** 30 });
   });
 
-  test("memory.available on cgroup v2: from /proc/meminfo, as runc computes the root's usage", () => {
+  test("memory.available on cgroup v2: MemTotal − MemFree as the root's usage (runc), less the root memory.stat's inactive_file (cadvisor)", () => {
+    // The root cgroup's count of inactive file pages differs from /proc/meminfo's (pages not
+    // charged to any cgroup): the root's memory.stat is what the kubelet subtracts.
+    files(dir, { meminfo: MEMINFO, "cg/memory.stat": `anon 5\ninactive_file ${600000 * 1024}\n` });
+    const o = nodeMemory({ version: 2, dir: join(dir, "cg") }, join(dir, "meminfo"));
+    expect(o).toEqual({ capacity: 8000000 * 1024, available: (2000000 + 600000) * 1024 });
+  });
+
+  test("memory.available on cgroup v2 with no root memory.stat (older kernels), or with no memory controller: /proc/meminfo alone", () => {
     files(dir, { meminfo: MEMINFO });
-    const o = nodeMemory(undefined, join(dir, "meminfo"));
-    expect(o).toEqual({ capacity: 8000000 * 1024, available: (2000000 + 1000000) * 1024 });
+    const want = { capacity: 8000000 * 1024, available: (2000000 + 1000000) * 1024 };
+    expect(nodeMemory({ version: 2, dir: join(dir, "cg") }, join(dir, "meminfo"))).toEqual(want);
+    expect(nodeMemory(undefined, join(dir, "meminfo"))).toEqual(want);
   });
 
   test("allocatableMemory.available: the pods' cgroup against its limit (v2 names)", () => {
