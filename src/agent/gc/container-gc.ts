@@ -6,7 +6,8 @@
 // Invariants:
 // - run() never throws: a pass that cannot list the runtime is logged, reported as a
 //   ContainerGCFailed node event and tried again next period; one failed removal does not stop
-//   the others (it is logged and retried next pass).
+//   the others (a container's is logged and retried next pass; a sandbox's is reported once and
+//   retried with a back-off, see sandbox-retry.ts).
 // - A sandbox is removed only after every container the plan removed from it is gone.
 // - Passes never overlap: a reclaim during a periodic pass waits for it.
 import type { CriRuntime } from "../../cri/index.ts";
@@ -14,6 +15,8 @@ import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import {
   LABEL_CONTAINER_NAME,
+  LABEL_POD_NAME,
+  LABEL_POD_NAMESPACE,
   LABEL_POD_UID,
   nodeSelector,
   toContainerState,
@@ -26,6 +29,7 @@ import {
   type PodGCState,
   planContainerGC,
 } from "./container-plan.ts";
+import { SandboxRetries } from "./sandbox-retry.ts";
 
 export interface ContainerGCDeps {
   cri: Pick<CriRuntime, "listContainers" | "listPodSandbox">;
@@ -48,7 +52,8 @@ export interface ContainerGCDeps {
   stopContainer(id: string, name: string): Promise<void>;
   /** Stops (idempotent) and removes a sandbox. */
   removeSandbox(id: string): Promise<void>;
-  /** A Warning event about the node (reason ContainerGCFailed). */
+  /** A Warning event about the node (reason ContainerGCFailed): a pass that failed, or a
+   * sandbox that cannot be removed (once per sandbox). */
   nodeEvent(reason: string, message: string): void;
 }
 
@@ -71,9 +76,14 @@ export interface ContainerGC {
 
 const nsToMs = (ns: number) => Math.floor(ns / 1e6);
 
-async function observe(
-  deps: ContainerGCDeps,
-): Promise<{ containers: GCContainer[]; sandboxes: GCSandbox[] }> {
+interface Observed {
+  containers: GCContainer[];
+  sandboxes: GCSandbox[];
+  /** "namespace/name" of each sandbox's pod, by sandbox ID. */
+  podNames: Map<string, string>;
+}
+
+async function observe(deps: ContainerGCDeps): Promise<Observed> {
   const filter = { labelSelector: nodeSelector(deps.nodeName) };
   const [cs, sbs] = await Promise.all([
     deps.cri.listContainers({ filter }),
@@ -93,66 +103,90 @@ async function observe(
     ready: s.state === "SANDBOX_READY",
     createdAt: nsToMs(s.createdAt),
   }));
-  return { containers, sandboxes };
+  const podNames = new Map(
+    sbs.items.map((s) => [
+      s.id,
+      `${s.labels[LABEL_POD_NAMESPACE] ?? s.metadata?.namespace ?? ""}/${s.labels[LABEL_POD_NAME] ?? s.metadata?.name ?? ""}`,
+    ]),
+  );
+  return { containers, sandboxes, podNames };
+}
+
+/** What one pass carries from action to action. */
+interface PassState {
+  freed: ContainersFreed;
+  /** Containers whose removal failed: their sandboxes stay. */
+  failed: Set<string>;
+  now: number;
+  podNames: ReadonlyMap<string, string>;
 }
 
 type Executor = {
   [K in ContainerGCAction["kind"]]: (
     action: Extract<ContainerGCAction, { kind: K }>,
-    freed: ContainersFreed,
-    failed: Set<string>,
+    pass: PassState,
   ) => Promise<void>;
 };
 
-function executor(deps: ContainerGCDeps): Executor {
-  const warn = (what: string, id: string, uid: string, err: unknown) =>
-    deps.logger.warn(`container GC: cannot remove ${what}`, {
-      id,
-      pod: uid,
-      error: err instanceof Error ? err.message : String(err),
-    });
+function executor(deps: ContainerGCDeps, retries: SandboxRetries): Executor {
+  const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
   return {
-    async removeContainer(a, freed, failed) {
+    async removeContainer(a, { freed, failed }) {
       try {
         if (a.stopFirst) await deps.stopContainer(a.id, a.name);
         freed.logBytes += await deps.removeContainer(a.id);
         freed.containers++;
       } catch (err) {
         failed.add(a.id);
-        warn("container", a.id, a.podUid, err);
+        deps.logger.warn("container GC: cannot remove container", {
+          id: a.id,
+          pod: a.podUid,
+          error: message(err),
+        });
       }
     },
-    async removeSandbox(a, freed, failed) {
-      if (a.after.some((id) => failed.has(id))) return;
+    async removeSandbox(a, { freed, failed, now, podNames }) {
+      if (a.after.some((id) => failed.has(id)) || retries.waiting(a.id, now)) return;
+      const pod = podNames.get(a.id) ?? a.podUid;
       try {
         await deps.removeSandbox(a.id);
         freed.sandboxes++;
+        retries.removed(a.id, pod);
       } catch (err) {
-        warn("sandbox", a.id, a.podUid, err);
+        retries.failed(a.id, pod, message(err), now);
       }
     },
   };
 }
 
 export function createContainerGC(deps: ContainerGCDeps): ContainerGC {
-  const table = executor(deps);
+  const retries = new SandboxRetries(deps);
+  const table = executor(deps, retries);
   let running: Promise<unknown> = Promise.resolve();
 
   async function pass(policy: ContainerGCPolicy): Promise<ContainersFreed> {
-    const seen = await observe(deps);
+    const { containers, sandboxes, podNames } = await observe(deps);
+    retries.keepOnly(new Set(podNames.keys()));
+    const now = deps.clock.now();
     const actions = planContainerGC({
-      ...seen,
-      now: deps.clock.now(),
+      containers,
+      sandboxes,
+      now,
       policy,
       sourcesReady: deps.sourcesReady(),
       createdGraceMs: deps.createdGraceMs,
       podState: deps.podState,
     });
-    const freed: ContainersFreed = { containers: 0, sandboxes: 0, logBytes: 0 };
-    const failed = new Set<string>();
+    const state: PassState = {
+      freed: { containers: 0, sandboxes: 0, logBytes: 0 },
+      failed: new Set(),
+      now,
+      podNames,
+    };
     for (const a of actions) {
-      await (table[a.kind] as Executor[ContainerGCAction["kind"]])(a as never, freed, failed);
+      await (table[a.kind] as Executor[ContainerGCAction["kind"]])(a as never, state);
     }
+    const { freed } = state;
     if (freed.containers + freed.sandboxes > 0) {
       deps.logger.info("container GC", { ...freed });
     }

@@ -111,35 +111,14 @@ async function killPodStep(core: Core, step: { createSandboxAfter: boolean }, ru
     await killPod(core, run.pod, runningPodOf(run.status), undefined, run.podIPs);
     return true;
   } catch (err) {
-    const target = run.pod.metadata.name;
-    if (step.createSandboxAfter && nothingRunning(run.status)) {
-      // After a power cut the runtime may be unable to stop a sandbox whose processes are long
-      // gone (its network's cached state was lost with the power): that must not keep the pod
-      // from getting a new one.
-      const message = `${errorMessage(err)}; nothing of the pod runs: creating a new sandbox anyway`;
-      core.deps.logger.warn("cannot stop the old sandbox of a pod", {
-        pod: target,
-        error: message,
-      });
-      core.event(run.pod, "Warning", "FailedKillPod", message);
-      return true;
-    }
     run.errors.push({
       action: "killPod",
-      target,
+      target: run.pod.metadata.name,
       reason: "KillPodError",
       message: errorMessage(err),
     });
     return false;
   }
-}
-
-/** No sandbox of the pod is ready and none of its containers runs (or may run). */
-function nothingRunning(status: NonNullable<SyncRun["status"]>): boolean {
-  return (
-    status.sandboxes.every((s) => s.state !== "ready") &&
-    status.containers.every((c) => c.state !== "running" && c.state !== "unknown")
-  );
 }
 
 function stepTable(core: Core): { [K in SyncStepKind]: StepHandler<K> } {

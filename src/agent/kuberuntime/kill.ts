@@ -178,7 +178,12 @@ export function runningPodOf(status: PodStatus): RunningPod {
   };
 }
 
-/** Stops the pod's containers (in parallel), then its sandboxes; throws naming what failed. */
+/**
+ * Stops the pod's containers (in parallel), then its sandboxes; throws naming what failed. A
+ * sandbox that was not ready (its processes are gone) and cannot be stopped does not fail the
+ * kill: nothing of the pod runs in it. It is reported (a FailedKillPod event when the pod is
+ * known, and a log line) and left to the container GC, which removes it once it can be stopped.
+ */
 export async function killPod(
   core: Core,
   pod: Pod | undefined,
@@ -204,15 +209,32 @@ export async function killPod(
   const failures = results.flatMap((r) =>
     r.status === "rejected" ? [errorMessage(r.reason)] : [],
   );
-  for (const { id } of running.sandboxes) {
+  const dead: string[] = [];
+  for (const { id, state } of running.sandboxes) {
     try {
       await core.deps.cri.stopPodSandbox({ podSandboxId: id }, core.lifecycle());
     } catch (err) {
-      if (!isNotFound(err))
-        failures.push(`Cannot stop sandbox ${id} of pod "${running.name}": ${errorMessage(err)}`);
+      if (isNotFound(err)) continue;
+      const message = `Cannot stop sandbox ${id} of pod "${running.name}": ${errorMessage(err)}`;
+      (state === "ready" ? failures : dead).push(message);
     }
   }
-  if (failures.length > 0) throw new Error(failures.join("; "));
+  if (failures.length > 0) throw new Error([...failures, ...dead].join("; "));
+  if (dead.length > 0) reportDeadSandboxes(core, pod, running, dead);
+}
+
+function reportDeadSandboxes(
+  core: Core,
+  pod: Pod | undefined,
+  running: RunningPod,
+  failures: string[],
+): void {
+  const message = `${failures.join("; ")}; nothing of the pod runs in it: the container garbage collector removes it once it can be stopped`;
+  core.deps.logger.warn("cannot stop a sandbox whose processes are gone", {
+    pod: `${running.namespace}/${running.name}`,
+    error: message,
+  });
+  if (pod !== undefined) core.event(pod, "Warning", "FailedKillPod", message);
 }
 
 /** Removes a container and its log files (current and rotated); resolves to their bytes. */
@@ -236,10 +258,20 @@ export async function removeSandbox(core: Core, id: string): Promise<void> {
   await core.deps.cri.removePodSandbox({ podSandboxId: id }, core.lifecycle());
 }
 
-/** Removes every container and sandbox of a stopped pod, and the pod's log folder. */
+/** Removes every container and sandbox of a stopped pod, and the pod's log folder. A sandbox
+ * that cannot be removed (one whose network cannot be torn down) runs nothing: it is left to
+ * the container GC, which retries with a back-off and reports it. */
 export async function removePod(core: Core, running: RunningPod): Promise<void> {
   for (const c of running.containers) await removeContainer(core, c.id);
-  for (const { id } of running.sandboxes) await removeSandbox(core, id);
+  for (const { id } of running.sandboxes) {
+    await removeSandbox(core, id).catch((err) =>
+      core.deps.logger.debug("a sandbox of a removed pod is left to the container GC", {
+        pod: `${running.namespace}/${running.name}`,
+        sandbox: id,
+        error: errorMessage(err),
+      }),
+    );
+  }
   const stub: Pod = {
     apiVersion: "v1",
     kind: "Pod",

@@ -1,7 +1,7 @@
 // Housekeeping (the kubelet's HandlePodCleanups), every housekeeping interval once every source
 // was seen: forget terminated workers of pods no source wants (and start afresh those desired
-// again), stop and remove runtime pods no
-// source wants, remove their folders, log folders and statuses, and tidy the cgroups.
+// again), stop and remove runtime pods no source wants that may still run (dead ones are the
+// container GC's), remove their folders, log folders and statuses, and tidy the cgroups.
 import { join } from "node:path";
 import type { Pod } from "../../api/types.ts";
 import type { Logger } from "../../util/log.ts";
@@ -40,11 +40,24 @@ export interface HousekeepingDeps {
   activePods(): Pod[];
 }
 
+/** Whether anything of a runtime pod may run: a ready sandbox, or a container running or in an
+ * unknown state. */
+function mayRun(rp: RunningPod): boolean {
+  return (
+    rp.sandboxes.some((s) => s.state === "ready") ||
+    rp.containers.some((c) => c.state === "running" || c.state === "unknown")
+  );
+}
+
+/** Stops and removes the runtime pods no source wants that may still run; returns the runtime
+ * pods that may run. What is left of dead pods (exited containers, stopped sandboxes) is the
+ * container GC's, as in the kubelet: a sandbox the runtime cannot stop is retried there with a
+ * back-off rather than here at every housekeeping. */
 async function removeOrphans(
   deps: HousekeepingDeps,
   wanted: (uid: string) => boolean,
 ): Promise<RunningPod[]> {
-  const running = await deps.runtimePods();
+  const running = (await deps.runtimePods()).filter(mayRun);
   for (const rp of running) {
     if (wanted(rp.uid) || deps.couldHaveRunningContainers(rp.uid)) continue;
     deps.logger.info("removing a pod no source wants", {

@@ -127,6 +127,33 @@ describe("sync loop housekeeping", () => {
   });
 });
 
+describe("sync loop housekeeping of runtime pods no source wants", () => {
+  test("stops and removes those that may still run, and leaves dead ones to the container GC", async () => {
+    const removed: string[] = [];
+    const pod = (uid: string, sandbox: "ready" | "notready", container: string) => ({
+      uid,
+      name: uid,
+      namespace: "default",
+      sandboxes: [{ id: `sb-${uid}`, state: sandbox }],
+      containers: [{ id: `c-${uid}`, name: "c", state: container }],
+    });
+    const { loop } = loopWith({
+      deps: {
+        runtimePods: async () => [
+          pod("live", "ready", "running"),
+          pod("unknown", "notready", "unknown"),
+          pod("dead", "notready", "exited"),
+        ],
+        removeOrphan: async (rp: { uid: string }) => {
+          removed.push(rp.uid);
+        },
+      },
+    });
+    await loop.housekeeping();
+    expect(removed).toEqual(["live", "unknown"]);
+  });
+});
+
 describe("sync loop admission", () => {
   test("admits in the kubelet's order: node pressure, then the pod count, then resources", () => {
     const pressured = makePod({ name: "a" });

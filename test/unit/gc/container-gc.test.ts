@@ -137,6 +137,42 @@ describe("createContainerGC() with the fake runtime", () => {
     expect(await gc.garbageCollect()).toEqual({ containers: 1, sandboxes: 1, logBytes: 100 });
   });
 
+  test("a sandbox that cannot be stopped is reported once, tried again after one period and then twice as long each time, and removed once it can be", async () => {
+    const { cri, clock, gc, events } = setup({ gone: "gone" });
+    const sb = await sandbox(cri, "gone");
+    cri.killSandbox(sb);
+    let broken = true;
+    cri.setHook((method) => {
+      if (method === "stopPodSandbox" && broken)
+        throw new Error("failed to destroy network for sandbox: unexpected end of JSON input");
+    });
+    const attempts = () => cri.callsOf("stopPodSandbox").length;
+    const passAt = async (ms: number) => {
+      clock.step(ms);
+      return gc.garbageCollect();
+    };
+    expect(await passAt(0)).toEqual({ containers: 0, sandboxes: 0, logBytes: 0 });
+    expect(events).toEqual([
+      `ContainerGCFailed: Cannot remove sandbox ${sb} of pod "default/pod-gone": failed to destroy network for sandbox: unexpected end of JSON input; trying again with a back-off (at most every 30 min)`,
+    ]);
+    // Waits 1, 2, then 4 periods between attempts; no further event.
+    for (const [waitMs, want] of [
+      [59_000, 1],
+      [1000, 2],
+      [119_000, 2],
+      [1000, 3],
+      [239_000, 3],
+    ] as const) {
+      await passAt(waitMs);
+      expect(attempts()).toBe(want);
+    }
+    expect(events).toHaveLength(1);
+    broken = false;
+    expect((await passAt(1000)).sandboxes).toBe(1);
+    expect(cri.sandboxes.size).toBe(0);
+    expect(events).toHaveLength(1);
+  });
+
   test("deleteAllUnusedContainers() removes every dead instance but keeps a finished pod's record", async () => {
     const { cri, clock, gc } = setup({ done: "finished" });
     const sb = await sandbox(cri, "u1");

@@ -303,7 +303,7 @@ describe("syncPod() restarts", () => {
     expect(running("a")[0]?.podSandboxId).not.toBe(first);
   });
 
-  test("creates a new sandbox when the dead one cannot be stopped (after a power cut), once nothing of the pod runs", async () => {
+  test("creates a new sandbox when the dead one cannot be stopped (after a power cut), once its containers are stopped", async () => {
     h = makeHarness();
     const pod = makePod({ containers: [makeContainer({ name: "a" })] });
     await h.sync(pod);
@@ -314,19 +314,22 @@ describe("syncPod() restarts", () => {
         grpcStatus: GrpcStatus.UNKNOWN,
         runtimeMessage: "failed to destroy network for sandbox: unexpected end of JSON input",
       });
-    // The sandbox died while its container still ran: that sync stops the container, and the
-    // failed sandbox stop ends it without a new sandbox.
+    // The sandbox died while its container still ran, and that container cannot be stopped:
+    // the sync ends there, without a new sandbox.
     h.cri.killSandbox(first);
+    h.cri.failNext("stopContainer", new Error("shim is stuck"));
     h.cri.failNext("stopPodSandbox", teardown());
     const blocked = await h.sync(pod);
     expect(blocked.errors.map((e) => e.reason)).toEqual(["KillPodError"]);
     expect(h.cri.callsOf("runPodSandbox")).toHaveLength(1);
-    expect(running("a")).toHaveLength(0);
-    // Nothing of the pod runs now (as after a reboot): the stop still fails, the pod goes on.
+    // Once its container is stopped nothing of the pod runs: the stop of the dead sandbox still
+    // fails, and the pod goes on in a new one.
     h.cri.failNext("stopPodSandbox", teardown());
     const result = await h.sync(pod);
     expect(result.errors).toEqual([]);
-    expect(h.reasons()).toContain("FailedKillPod");
+    expect(h.events.find((e) => e.reason === "FailedKillPod")?.message).toContain(
+      `Cannot stop sandbox ${first} of pod "web": CRI StopPodSandbox failed: failed to destroy network`,
+    );
     expect(running("a")).toHaveLength(1);
     expect(running("a")[0]?.podSandboxId).not.toBe(first);
   });
