@@ -1,10 +1,19 @@
 // The release builds: scripts/release makes the x64 and arm64 executables, and the arm64 one must
 // run. It runs here under qemu-user (Debian's qemu-user-static with the arm64 C library, which
-// scripts/setup installs), so a broken arm64 build cannot land.
-import { describe, expect, test } from "bun:test";
+// scripts/setup installs), so a broken arm64 build cannot land: it prints its version, and as an
+// agent it takes a pod through its life on the test bed's containerd (the host's kernel, runtime
+// and images; the agent's own code is all arm64, emulated).
+import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { repoRoot } from "../lib/testbed.ts";
+import type { Pod } from "../../src/api/types.ts";
+import { TestAgent } from "../lib/agent.ts";
+import { sleeperManifest } from "../lib/manifests.ts";
+import { eventually, repoRoot } from "../lib/testbed.ts";
+
+const arm = join(repoRoot, "dist/fleetlet-linux-arm64");
+let agent: TestAgent | undefined;
+afterAll(() => agent?.cleanup(), 60_000);
 
 describe("scripts/release", () => {
   test("builds x64 and arm64 executables, and the arm64 one prints its version under qemu", () => {
@@ -14,7 +23,6 @@ describe("scripts/release", () => {
     });
     expect(build.stderr.toString()).not.toContain("error");
     expect(build.exitCode).toBe(0);
-    const arm = join(repoRoot, "dist/fleetlet-linux-arm64");
     expect(existsSync(join(repoRoot, "dist/fleetlet-linux-x64"))).toBe(true);
     const head = readFileSync(arm).subarray(0, 20);
     // ELF header: e_machine (offset 18, little endian) 0xB7 is AArch64.
@@ -29,4 +37,26 @@ describe("scripts/release", () => {
     expect(run.stdout.toString()).toContain("platform: linux/arm64");
     expect(run.stdout.toString()).toMatch(/^fleetlet \d+\.\d+\.\d+/);
   }, 180_000);
+
+  test("the arm64 build runs a pod's life as an agent under qemu (needs root and the test bed)", async () => {
+    // About 16 times the CPU of the native build: its API answers in ~10 s here.
+    agent = new TestAgent({ command: ["qemu-aarch64-static", arm], startTimeoutMs: 60_000 });
+    await agent.start();
+    const a = agent;
+    agent.writeManifest("s.yaml", sleeperManifest("s", agent.tb.busybox));
+    const running = await agent.waitPod(
+      "s",
+      "running",
+      (p: Pod) => p.status?.containerStatuses?.[0]?.state?.running !== undefined,
+      60_000,
+    );
+    expect(running.status?.phase).toBe("Running");
+    const node = (await (await agent.request(`/api/v1/nodes/${agent.nodeName}`)).json()) as {
+      status: { nodeInfo: { architecture: string } };
+    };
+    expect(node.status.nodeInfo.architecture).toBe("arm64");
+    agent.removeManifest("s.yaml");
+    await eventually("the pod to be gone", async () => (await a.pod("s")) === undefined, 60_000);
+    expect(await a.stop()).toBe(0);
+  }, 150_000);
 });

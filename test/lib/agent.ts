@@ -28,6 +28,11 @@ export interface AgentOptions {
   /** A filesystem of its own for the root dir, as `mount` arguments before the target, e.g.
    * ["-t", "tmpfs", "-o", "size=64m", "tmpfs"]; mounted by start(), unmounted by cleanup(). */
   rootDirMount?: string[];
+  /** The executable and its leading arguments (default: dist/fleetlet), e.g. an emulator and
+   * the arm64 release build. */
+  command?: string[];
+  /** How long start() waits for the agent's API (default 15 s). */
+  startTimeoutMs?: number;
 }
 
 export class TestAgent {
@@ -60,13 +65,18 @@ export class TestAgent {
     this.nodeName = opts.nodeName ?? `e2e${Math.random().toString(36).slice(2, 8)}`;
     this.cgroupRoot = opts.cgroupRoot ?? `/fleetlet-e2e-${this.nodeName}`;
     this.rootDirMount = opts.rootDirMount;
+    this.command = opts.command ?? [fleetletBin];
+    this.startTimeoutMs = opts.startTimeoutMs ?? 15_000;
     mkdirSync(this.manifests, { recursive: true });
   }
+
+  private readonly command: string[];
+  private readonly startTimeoutMs: number;
 
   /** The agent's command line. */
   argv(): string[] {
     return [
-      fleetletBin,
+      ...this.command,
       "agent",
       "--static-pod-path",
       this.manifests,
@@ -117,7 +127,7 @@ export class TestAgent {
     await eventually(
       "the agent's API to answer",
       () => this.request("/healthz").then((r) => r.status > 0),
-      15_000,
+      this.startTimeoutMs,
     );
   }
 
