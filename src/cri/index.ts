@@ -7,6 +7,7 @@ export {
   CRI_PULL_IMAGE_TIMEOUT_MS,
   type CriClient,
   type CriClientOptions,
+  type CriStack,
   createCriClient,
   defaultTimeoutFor,
 } from "./client.ts";

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import {
   type ContainerConfig,
   type CriClient,
+  type CriStack,
   createCriClient,
   isNotFound,
   isUnavailable,
@@ -69,8 +70,11 @@ async function waitExited(containerId: string) {
   });
 }
 
+/** The gRPC stack under test (docs/grpc-stack.md): FLEETLET_CRI_STACK, default ours. */
+const stack = (process.env.FLEETLET_CRI_STACK ?? "h2") as CriStack;
+
 beforeAll(() => {
-  cri = createCriClient({ endpoint: tb.endpoint });
+  cri = createCriClient({ endpoint: tb.endpoint, stack });
 });
 
 afterAll(async () => {

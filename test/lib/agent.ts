@@ -33,6 +33,8 @@ export interface AgentOptions {
   command?: string[];
   /** How long start() waits for the agent's API (default 15 s). */
   startTimeoutMs?: number;
+  /** Environment variables set for the agent, over this process's. */
+  env?: Record<string, string>;
 }
 
 export class TestAgent {
@@ -49,6 +51,8 @@ export class TestAgent {
   readonly endpoint: string;
   /** Extra `--flag value` arguments of the next start(); a test may change them between runs. */
   args: string[];
+  /** Environment variables set for the agent, over this process's. */
+  private readonly env: Record<string, string>;
   proc: ReturnType<typeof Bun.spawn> | undefined;
   output = "";
 
@@ -57,6 +61,7 @@ export class TestAgent {
     this.endpoint = opts.endpoint ?? this.tb.endpoint;
     // The caller's array itself: a test may push flags to it before start() (the hub's URL).
     this.args = opts.args ?? [];
+    this.env = opts.env ?? {};
     this.dir = mkdtempSync(join(tmpdir(), "fleetlet-agent-e2e-"));
     this.manifests = join(this.dir, "manifests");
     this.rootDir = join(this.dir, "root");
@@ -115,7 +120,11 @@ export class TestAgent {
   async start(): Promise<void> {
     this.output = "";
     this.mountRootDir();
-    const proc = Bun.spawn(this.argv(), { stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn(this.argv(), {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, ...this.env },
+    });
     this.proc = proc;
     for (const stream of [proc.stdout, proc.stderr]) {
       void (async () => {

@@ -108,3 +108,23 @@ export async function eventually<T>(
 export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
 }
+
+/** Stops the test bed's containerd (SIGTERM) and waits until it has exited. */
+export async function stopContainerd(tb: Testbed): Promise<void> {
+  const pid = Number(readFileSync(tb.containerdPidFile, "utf8").trim());
+  process.kill(pid, "SIGTERM");
+  await eventually("containerd to stop", () => {
+    try {
+      process.kill(pid, 0);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+}
+
+/** Starts the test bed's containerd again (`scripts/testbed start`); throws if that fails. */
+export function startContainerd(): void {
+  const p = Bun.spawnSync([join(repoRoot, "scripts/testbed"), "start"], { stdout: "ignore" });
+  if (p.exitCode !== 0) throw new Error(`scripts/testbed start failed: ${p.stderr.toString()}`);
+}

@@ -4,7 +4,8 @@
 //   message HealthCheckResponse { ServingStatus status = 1; }  // UNKNOWN 0, SERVING 1,
 //                                                              // NOT_SERVING 2, SERVICE_UNKNOWN 3
 
-import { Client, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
+import type { ServiceError } from "@grpc/grpc-js";
+import { GrpcStatus } from "../../cri/index.ts";
 import type { ProbeOutcome } from "./types.ts";
 
 export const HEALTH_CHECK_PATH = "/grpc.health.v1.Health/Check";
@@ -76,25 +77,27 @@ export function decodeHealthCheckRequest(buf: Buffer): string {
 }
 
 function failureText(err: ServiceError, addr: string, timeoutMs: number): string {
-  if (err.code === status.UNIMPLEMENTED) {
+  if (err.code === GrpcStatus.UNIMPLEMENTED) {
     return `this server does not implement the grpc health protocol (grpc.health.v1.Health): ${err.details}`;
   }
-  if (err.code === status.DEADLINE_EXCEEDED) {
+  if (err.code === GrpcStatus.DEADLINE_EXCEEDED) {
     return `timeout: health rpc to ${addr} did not complete within ${timeoutMs / 1000}s`;
   }
-  if (err.code === status.UNAVAILABLE) {
+  if (err.code === GrpcStatus.UNAVAILABLE) {
     return `failed to connect service ${JSON.stringify(addr)} within ${timeoutMs / 1000}s: ${err.details}`;
   }
   return `error: health rpc probe failed: ${err.details || err.message}`;
 }
 
-export function probeGRPC(
+export async function probeGRPC(
   host: string,
   port: number,
   service: string,
   timeoutMs: number,
   signal: AbortSignal,
 ): Promise<ProbeOutcome> {
+  // Loaded at the first gRPC probe: most agents never run one.
+  const { Client, credentials, Metadata } = await import("@grpc/grpc-js");
   const addr = `${host.includes(":") ? `[${host}]` : host}:${port}`;
   const client = new Client(addr, credentials.createInsecure(), {
     "grpc.enable_http_proxy": 0,
