@@ -109,8 +109,6 @@ export async function runAgent(
   const cri: CriClient = createCriClient({
     endpoint: config.containerRuntimeEndpoint,
     lifecycleTimeoutMs: config.runtimeRequestTimeout,
-    // Measuring the gRPC stacks side by side (scripts/bench/grpc-stack.ts, docs/grpc-stack.md).
-    ...(process.env.FLEETLET_CRI_STACK === "grpc-js" && { stack: "grpc-js" }),
     // Every CRI call and its duration at logLevel debug: where a slow device spends its time.
     ...(config.logLevel === "debug" && {
       onCall: (method, ms, error) =>

@@ -1,4 +1,4 @@
-// The CRI client: a CriRuntime over unary gRPC calls to a local unix socket (transport.ts).
+// The CRI client: a CriRuntime over gRPC calls to a local unix socket (transport.ts).
 //
 // Invariants:
 // - Every call has a deadline (per-call `timeoutMs`, else the default for its kind of RPC) and
@@ -13,11 +13,11 @@
 import { decodeMessage, encodeMessage } from "./codec.ts";
 import { parseCriEndpoint } from "./endpoint.ts";
 import { CriError, criErrorFromGrpc, GrpcStatus } from "./errors.ts";
-import type { GrpcTransport, GrpcTransportOptions } from "./grpc-wire.ts";
 import { createListDecoder } from "./list-decoding.ts";
 import { CRI_PACKAGE, loadCriProto } from "./proto.ts";
 import type * as m from "./requests.ts";
 import { type CallOptions, CRI_RPCS, type CriMethod, type CriRuntime } from "./service.ts";
+import { createH2Transport } from "./transport.ts";
 
 export interface CriClientOptions {
   /** "unix:///path/to/socket"; nothing else is accepted. */
@@ -36,19 +36,6 @@ export interface CriClientOptions {
   maxReceiveMessageBytes?: number;
   /** Called when each call settles: the method, how long it took (ms) and the error if any. */
   onCall?: (method: CriMethod, ms: number, error?: CriError) => void;
-  /** The gRPC stack the calls go through: our own HTTP/2 client ("h2", the default) or
-   * @grpc/grpc-js; each is loaded only when chosen. For measuring the two side by side
-   * (docs/grpc-stack.md). */
-  stack?: CriStack;
-}
-
-export type CriStack = "h2" | "grpc-js";
-
-/** Loads the chosen stack's transport (on the first call, so that the other is never loaded). */
-async function loadTransport(stack: CriStack, opts: GrpcTransportOptions): Promise<GrpcTransport> {
-  if (stack === "grpc-js")
-    return (await import("./transport-grpcjs.ts")).createGrpcJsTransport(opts);
-  return (await import("./transport.ts")).createH2Transport(opts);
 }
 
 export interface CriClient extends CriRuntime {
@@ -136,23 +123,13 @@ export function createCriClient(options: CriClientOptions): CriClient {
     pullMs: options.pullImageTimeoutMs ?? CRI_PULL_IMAGE_TIMEOUT_MS,
   };
   const rpcs = loadRpcTable();
-  const transportOptions: GrpcTransportOptions = {
+  const transport = createH2Transport({
     socketPath,
     maxReceiveBytes: options.maxReceiveMessageBytes ?? 16 * 1024 * 1024,
     // A 1 MiB HTTP/2 window lets containerd send a whole pod listing (over 100 KB at 110 pods,
     // far more than HTTP/2's default 64 KiB) without waiting for window updates.
     windowBytes: 1 << 20,
-  };
-  let transport: GrpcTransport | undefined;
-  let loading: Promise<GrpcTransport> | undefined;
-  const getTransport = () => {
-    loading ??= loadTransport(options.stack ?? "h2", transportOptions).then((t) => {
-      transport = t;
-      if (closed) t.close();
-      return t;
-    });
-    return loading;
-  };
+  });
   let closed = false;
 
   async function call<Res>(method: CriMethod, req: unknown, opts?: CallOptions): Promise<Res> {
@@ -170,8 +147,7 @@ export function createCriClient(options: CriClientOptions): CriClient {
     const started = options.onCall ? performance.now() : 0;
     let res: Res;
     try {
-      const t = transport ?? (await getTransport());
-      res = deserialize(await t.call(path, serialize(req ?? {}), timeoutMs, signal)) as Res;
+      res = deserialize(await transport.call(path, serialize(req ?? {}), timeoutMs, signal)) as Res;
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       const context = typeof code === "number" ? contextFor(code, endpoint, timeoutMs) : undefined;
@@ -188,7 +164,7 @@ export function createCriClient(options: CriClientOptions): CriClient {
     close() {
       if (closed) return;
       closed = true;
-      transport?.close();
+      transport.close();
     },
     version: (r: m.VersionRequest, o?: CallOptions) => call("version", r, o),
     status: (r: m.StatusRequest, o?: CallOptions) => call("status", r, o),

@@ -7,7 +7,6 @@ export {
   CRI_PULL_IMAGE_TIMEOUT_MS,
   type CriClient,
   type CriClientOptions,
-  type CriStack,
   createCriClient,
   defaultTimeoutFor,
 } from "./client.ts";

@@ -1,6 +1,6 @@
-// A server-streaming gRPC call against the real containerd (its event service, on the CRI
-// socket) through each gRPC stack (docs/grpc-stack.md): events arrive as they happen, and a
-// containerd restart ends the stream with UNAVAILABLE. Needs root and the test bed.
+// A server-streaming gRPC call through our transport against the real containerd (its event
+// service, on the CRI socket): events arrive as they happen, and a containerd restart ends the
+// stream with UNAVAILABLE. Needs root and the test bed.
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,7 +11,6 @@ import { buildSchemas, decodeMessage, encodeMessage } from "../../src/cri/codec.
 import type { GrpcTransport, TransportError } from "../../src/cri/grpc-wire.ts";
 import { createCriClient, GrpcStatus, type PodSandboxConfig } from "../../src/cri/index.ts";
 import { createH2Transport } from "../../src/cri/transport.ts";
-import { createGrpcJsTransport } from "../../src/cri/transport-grpcjs.ts";
 import {
   eventually,
   loadTestbed,
@@ -95,45 +94,37 @@ async function exitingContainer(): Promise<string> {
   return containerId;
 }
 
-const STACKS: [string, () => GrpcTransport][] = [
-  ["h2", () => createH2Transport(options())],
-  ["grpc-js", () => createGrpcJsTransport(options())],
-];
 function options() {
   return { socketPath: tb.socket, maxReceiveBytes: 1 << 20, windowBytes: 1 << 20 };
 }
 
-for (const [stack, create] of STACKS) {
-  describe(`containerd's event stream through ${stack} (needs root and the test bed)`, () => {
-    test("a task's start and exit arrive as they happen; a containerd restart ends the stream with UNAVAILABLE, and a new one works", async () => {
-      const t = create();
-      const ac = new AbortController();
-      try {
-        const first = subscribe(t, ac.signal);
-        await Bun.sleep(100);
-        const id = await exitingContainer();
-        await eventually("the container's exit event", () =>
-          first.seen.some((e) => e.topic === "/tasks/exit" && e.containerId === id),
-        );
-        expect(first.seen.some((e) => e.topic === "/tasks/start" && e.containerId === id)).toBe(
-          true,
-        );
-        await stopContainerd(tb);
-        startContainerd();
-        expect((await first.ended)?.code).toBe(GrpcStatus.UNAVAILABLE);
-        const second = await eventually("a new stream after the restart", async () => {
-          const s = subscribe(t, ac.signal);
-          const early = await Promise.race([s.ended, Bun.sleep(300).then(() => "open" as const)]);
-          return early === "open" ? s : undefined;
-        });
-        const id2 = await exitingContainer();
-        await eventually("the exit event on the new stream", () =>
-          second.seen.some((e) => e.topic === "/tasks/exit" && e.containerId === id2),
-        );
-      } finally {
-        ac.abort();
-        t.close();
-      }
-    }, 60_000);
-  });
-}
+describe("containerd's event stream through our transport (needs root and the test bed)", () => {
+  test("a task's start and exit arrive as they happen; a containerd restart ends the stream with UNAVAILABLE, and a new one works", async () => {
+    const t = createH2Transport(options());
+    const ac = new AbortController();
+    try {
+      const first = subscribe(t, ac.signal);
+      await Bun.sleep(100);
+      const id = await exitingContainer();
+      await eventually("the container's exit event", () =>
+        first.seen.some((e) => e.topic === "/tasks/exit" && e.containerId === id),
+      );
+      expect(first.seen.some((e) => e.topic === "/tasks/start" && e.containerId === id)).toBe(true);
+      await stopContainerd(tb);
+      startContainerd();
+      expect((await first.ended)?.code).toBe(GrpcStatus.UNAVAILABLE);
+      const second = await eventually("a new stream after the restart", async () => {
+        const s = subscribe(t, ac.signal);
+        const early = await Promise.race([s.ended, Bun.sleep(300).then(() => "open" as const)]);
+        return early === "open" ? s : undefined;
+      });
+      const id2 = await exitingContainer();
+      await eventually("the exit event on the new stream", () =>
+        second.seen.some((e) => e.topic === "/tasks/exit" && e.containerId === id2),
+      );
+    } finally {
+      ac.abort();
+      t.close();
+    }
+  }, 60_000);
+});

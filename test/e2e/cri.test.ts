@@ -7,7 +7,6 @@ import { join } from "node:path";
 import {
   type ContainerConfig,
   type CriClient,
-  type CriStack,
   createCriClient,
   isNotFound,
   isUnavailable,
@@ -70,11 +69,8 @@ async function waitExited(containerId: string) {
   });
 }
 
-/** The gRPC stack under test (docs/grpc-stack.md): FLEETLET_CRI_STACK, default ours. */
-const stack = (process.env.FLEETLET_CRI_STACK ?? "h2") as CriStack;
-
 beforeAll(() => {
-  cri = createCriClient({ endpoint: tb.endpoint, stack });
+  cri = createCriClient({ endpoint: tb.endpoint });
 });
 
 afterAll(async () => {
