@@ -30,9 +30,9 @@ import {
   CRI_PACKAGE,
   type CriClient,
   createCriClient,
-  loadCriPackageDefinition,
   type PodSandboxConfig,
 } from "../../src/cri/index.ts";
+import { loadCriPackageDefinition } from "../../test/lib/cri-proto.ts";
 import { loadTestbed, repoRoot } from "../../test/lib/testbed.ts";
 
 const CALLS = ["RunPodSandbox", "CreateContainer", "StartContainer"] as const;

@@ -124,7 +124,7 @@ export function createCriClient(options: CriClientOptions): CriClient {
   };
   const rpcs = loadRpcTable();
   const transport = createH2Transport({
-    socketPath,
+    address: { unix: socketPath },
     maxReceiveBytes: options.maxReceiveMessageBytes ?? 16 * 1024 * 1024,
     // A 1 MiB HTTP/2 window lets containerd send a whole pod listing (over 100 KB at 110 pods,
     // far more than HTTP/2's default 64 KiB) without waiting for window updates.

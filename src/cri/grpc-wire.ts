@@ -4,6 +4,7 @@
 // handed over as they arrive).
 
 import { GrpcStatus } from "./errors.ts";
+import type { H2Address } from "./h2.ts";
 import { H2_CANCEL, H2_ENHANCE_YOUR_CALM, H2_REFUSED_STREAM } from "./h2-frame.ts";
 
 /** A call that failed, with its gRPC status code and the runtime's (or our) message. */
@@ -107,7 +108,7 @@ export class MessageReader {
         if (head[0] !== 0) {
           return new TransportError(
             GrpcStatus.INTERNAL,
-            "the runtime sent a compressed message though no compression was offered",
+            "the server sent a compressed message though no compression was offered",
           );
         }
         this.need = head.readUInt32BE(1);
@@ -167,7 +168,7 @@ export interface ServerStreamHandler {
   onEnd(error?: TransportError): void;
 }
 
-/** A gRPC client transport to one local runtime socket. */
+/** A gRPC client transport to one server. */
 export interface GrpcTransport {
   /** Sends one message to `path` ("/runtime.v1.RuntimeService/ListContainers") and resolves with
    * the response message, or rejects with a TransportError. */
@@ -186,8 +187,10 @@ export interface GrpcTransport {
 }
 
 export interface GrpcTransportOptions {
-  /** Absolute path of the unix socket. */
-  socketPath: string;
+  /** The server: a unix socket (absolute path) or a TCP host and port (h2c, no TLS). */
+  address: H2Address;
+  /** The :authority of requests. Default "localhost". */
+  authority?: string;
   /** Largest response message accepted (bytes). */
   maxReceiveBytes: number;
   /** HTTP/2 flow-control window for the session and each stream (bytes). */

@@ -1,5 +1,5 @@
-// One HTTP/2 client connection over a unix socket (RFC 9113), as much as unary gRPC calls to a
-// local runtime need: requests with a small body, responses of headers, data and trailers, flow
+// One HTTP/2 client connection (RFC 9113) over a unix socket or TCP without TLS (h2c), as much as
+// gRPC calls need: requests with a small body, responses of headers, data and trailers, flow
 // control both ways, SETTINGS, PING, RST_STREAM and GOAWAY. No server push, no priorities.
 // Written for the CRI client's hot path: node:http2 in Bun wraps every stream in a Node stream
 // with its events, which cost ~3 times the CPU of the whole call here.
@@ -11,6 +11,7 @@
 //   the connection going away (onLost); after that it gets nothing more.
 // - Frames written in one turn of the event loop go out in one write.
 
+import type { Socket, SocketHandler } from "bun";
 import {
   DEFAULT_WINDOW,
   EMPTY_DONE,
@@ -63,14 +64,23 @@ interface Stream {
   unacked: number;
 }
 
+/** Where to connect: a unix socket, or a TCP host and port. */
+export type H2Address = { unix: string } | { hostname: string; port: number };
+
+/** "path" or "host:port" ("[::1]:port"), for messages. */
+export function addressText(a: H2Address): string {
+  if ("unix" in a) return a.unix;
+  return `${a.hostname.includes(":") ? `[${a.hostname}]` : a.hostname}:${a.port}`;
+}
+
 export interface H2ConnectionOptions {
-  socketPath: string;
+  address: H2Address;
   /** Our receive window for the connection and each stream (bytes). */
   windowBytes: number;
 }
 
 export class H2Connection {
-  private socket: import("bun").Socket | undefined;
+  private socket: Socket | undefined;
   private readonly streams = new Map<number, Stream>();
   /** Frames waiting for the socket (before it opened, or while it is full). */
   private outbox: Buffer[] = [];
@@ -100,26 +110,32 @@ export class H2Connection {
     if (opts.windowBytes > DEFAULT_WINDOW) {
       this.queue(windowUpdate(0, opts.windowBytes - DEFAULT_WINDOW));
     }
-    Bun.connect({
-      unix: opts.socketPath,
-      socket: {
-        open: (s) => {
-          if (this.closed) {
-            s.terminate();
-            return;
-          }
-          this.socket = s;
-          s.unref();
-          this.flush();
-        },
-        data: (_s, chunk) => this.receive(chunk),
-        drain: () => this.flush(),
-        close: () => this.lose("the connection to the runtime closed"),
-        error: (_s, err) => this.lose(err.message),
-        end: () => this.lose("the connection to the runtime closed"),
+    this.connect(opts.address);
+  }
+
+  private connect(address: H2Address): void {
+    const socket: SocketHandler<undefined> = {
+      open: (s) => {
+        if (this.closed) {
+          s.terminate();
+          return;
+        }
+        this.socket = s;
+        s.unref();
+        this.flush();
       },
-    }).catch((err: NodeJS.ErrnoException) => {
-      this.lose(`connect ${err.code ?? err.message} ${opts.socketPath}`);
+      data: (_s, chunk) => this.receive(chunk),
+      drain: () => this.flush(),
+      close: () => this.lose("the connection to the server closed"),
+      error: (_s, err) => this.lose(err.message),
+      end: () => this.lose("the connection to the server closed"),
+    };
+    const connecting =
+      "unix" in address
+        ? Bun.connect({ unix: address.unix, socket })
+        : Bun.connect({ hostname: address.hostname, port: address.port, socket });
+    connecting.catch((err: NodeJS.ErrnoException) => {
+      this.lose(`connect ${err.code ?? err.message} ${addressText(address)}`);
     });
   }
 
@@ -204,7 +220,7 @@ export class H2Connection {
     try {
       while (buf.length >= 9) {
         const length = buf.readUIntBE(0, 3);
-        if (length > MAX_FRAME) throw new Error(`the runtime sent a frame of ${length} bytes`);
+        if (length > MAX_FRAME) throw new Error(`the server sent a frame of ${length} bytes`);
         if (buf.length < 9 + length) break;
         const type = buf[3] as number;
         const flags = buf[4] as number;
@@ -215,7 +231,7 @@ export class H2Connection {
       }
     } catch (err) {
       const what = err instanceof HpackError ? "header compression" : "protocol";
-      this.lose(`HTTP/2 ${what} error from the runtime: ${(err as Error).message}`);
+      this.lose(`HTTP/2 ${what} error from the server: ${(err as Error).message}`);
       return;
     }
     if (buf.length > 0) this.received = Buffer.from(buf);
@@ -263,7 +279,7 @@ export class H2Connection {
         this.onWindowUpdate(id, payload);
         return;
       case FRAME_PUSH_PROMISE:
-        throw new Error("the runtime pushed a stream though push is off");
+        throw new Error("the server pushed a stream though push is off");
       default:
         return; // PRIORITY and unknown types
     }
@@ -346,11 +362,11 @@ export class H2Connection {
 
   private onGoaway(payload: Buffer): void {
     const last = payload.readUInt32BE(0) & MAX_STREAM_ID;
-    this.goAway("the runtime closed the connection (GOAWAY)");
+    this.goAway("the server closed the connection (GOAWAY)");
     for (const [id, stream] of [...this.streams]) {
       if (id <= last) continue;
       this.streams.delete(id);
-      stream.handler.onLost("the runtime refused the stream while closing the connection");
+      stream.handler.onLost("the server refused the stream while closing the connection");
     }
     this.maybeFinishGoingAway();
   }

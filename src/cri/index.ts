@@ -1,5 +1,6 @@
 // The CRI layer: a typed client for a CRI runtime (containerd) over its unix socket, and an
-// in-memory fake behind the same interface for unit tests.
+// in-memory fake behind the same interface for unit tests; and the one gRPC stack of the binary
+// (docs/grpc-stack.md), which the gRPC probe uses too.
 
 export {
   CRI_DEFAULT_TIMEOUT_MS,
@@ -35,6 +36,14 @@ export {
   type FakeSandbox,
 } from "./fake.ts";
 export { normalizeImageRef } from "./fake-support.ts";
-export { CRI_PACKAGE, criProtoText, loadCriPackageDefinition } from "./proto.ts";
+export {
+  type GrpcTransport,
+  type GrpcTransportOptions,
+  type ServerStreamHandler,
+  TransportError,
+} from "./grpc-wire.ts";
+export { addressText, type H2Address } from "./h2.ts";
+export { CRI_PACKAGE, criProtoText } from "./proto.ts";
 export { CRI_RPCS, type CriMethod } from "./service.ts";
+export { createH2Transport } from "./transport.ts";
 export type * from "./types.ts";

@@ -1,7 +1,6 @@
 // The CRI proto, embedded in the program at build time (Bun text import): nothing is read from
 // the source tree at run time, so the compiled binary carries it.
 
-import { fromJSON, type PackageDefinition } from "@grpc/proto-loader";
 import { parse } from "protobufjs";
 import criProto from "../../proto/cri.proto" with { type: "text" };
 import { buildSchemas, decodeMessage, type MessageSchema } from "./codec.ts";
@@ -11,16 +10,6 @@ export const CRI_PACKAGE = "runtime.v1";
 /** The text of proto/cri.proto as embedded in this build. */
 export function criProtoText(): string {
   return criProto;
-}
-
-/**
- * Parses the embedded proto into a grpc-js package definition: camelCase fields, 64-bit integers
- * as numbers, enums as names, every field present in decoded messages. For grpc-js servers and
- * clients (tests, benchmarks); the CRI client uses loadCriProto(). Each call parses afresh.
- */
-export function loadCriPackageDefinition(): PackageDefinition {
-  const { root } = parse(criProto, { keepCase: false });
-  return fromJSON(root.toJSON(), { longs: Number, enums: String, defaults: true, oneofs: true });
 }
 
 /** One RPC as the CRI client calls it. */

@@ -1,5 +1,5 @@
-// gRPC over our own HTTP/2 client (h2.ts) on a unix socket: unary calls and server streams, what
-// the CRI client and the runtime's event stream need. The agent makes two unary calls every
+// gRPC over our own HTTP/2 client (h2.ts), on a unix socket or TCP: unary calls and server
+// streams, what the CRI client, the runtime's event stream and gRPC probes need. The agent makes two unary calls every
 // second (the PLEG relist) and a few per started pod, so the per-call path is kept short: one
 // HTTP/2 stream, the request frame written at once, the response deframed as it arrives. A full
 // gRPC stack (resolvers, load balancing, interceptors, filters, channelz) over node:http2 cost
@@ -8,8 +8,8 @@
 // Invariants:
 // - Every unary call settles exactly once: with the one response message, or a TransportError
 //   carrying a gRPC status code. Every server stream ends exactly once (handler.onEnd).
-// - Calls never wait for the runtime: when the socket cannot be reached the call fails at once
-//   with UNAVAILABLE, and the next call connects again (connecting to a local socket is cheap).
+// - Calls never wait for the server: when it cannot be reached the call fails at once with
+//   UNAVAILABLE, and the next call connects again (connecting to a local socket is cheap).
 // - One HTTP/2 session at a time is shared by all calls; it is dropped on error, close or GOAWAY
 //   (calls already on it finish or fail there) and replaced on the next call.
 // - The session never keeps the process alive by itself; a unary call in flight does, through its
@@ -38,21 +38,21 @@ export function createH2Transport(options: GrpcTransportOptions): GrpcTransport 
 /** The outcome of a stream that ended without an OK status and message(s). */
 function endedWithout(httpStatus: number, rstCode: number | undefined): TransportError {
   if (httpStatus !== 0 && httpStatus !== 200) {
-    return new TransportError(statusOfHttp(httpStatus), `the runtime answered HTTP ${httpStatus}`);
+    return new TransportError(statusOfHttp(httpStatus), `the server answered HTTP ${httpStatus}`);
   }
   if (rstCode !== undefined && rstCode !== 0) {
     return new TransportError(
       statusOfReset(rstCode),
-      `the runtime closed the stream without answering (HTTP/2 code ${rstCode})`,
+      `the server closed the stream without answering (HTTP/2 code ${rstCode})`,
     );
   }
   if (httpStatus === 0) {
     return new TransportError(
       GrpcStatus.UNAVAILABLE,
-      "the runtime closed the stream without answering",
+      "the server closed the stream without answering",
     );
   }
-  return new TransportError(GrpcStatus.UNKNOWN, "no status received from the runtime");
+  return new TransportError(GrpcStatus.UNKNOWN, "no status received from the server");
 }
 
 class H2Transport implements GrpcTransport {
@@ -80,8 +80,8 @@ class H2Transport implements GrpcTransport {
           if (count === 1) return resolve(result as Buffer);
           const why =
             count === 0
-              ? "the runtime sent no response message"
-              : "the runtime's response is not one whole message (more than one)";
+              ? "the server sent no response message"
+              : "the server's response is not one whole message (more than one)";
           reject(new TransportError(GrpcStatus.INTERNAL, why));
         },
       });
@@ -110,7 +110,7 @@ class H2Transport implements GrpcTransport {
   private currentConnection(): H2Connection {
     if (this.connection?.usable) return this.connection;
     this.connection = new H2Connection({
-      socketPath: this.options.socketPath,
+      address: this.options.address,
       windowBytes: this.options.windowBytes,
     });
     return this.connection;
@@ -126,7 +126,7 @@ class H2Transport implements GrpcTransport {
         [":method", "POST"],
         [":scheme", "http"],
         [":path", path],
-        [":authority", "localhost"],
+        [":authority", this.options.authority ?? "localhost"],
         ["content-type", "application/grpc"],
         ["te", "trailers"],
       ];
@@ -177,7 +177,7 @@ class H2Transport implements GrpcTransport {
       if (status !== GrpcStatus.OK) return finish(new TransportError(status, details));
       const problem = reader.finish();
       if (problem === undefined) return finish();
-      finish(new TransportError(GrpcStatus.INTERNAL, `the runtime's message is ${problem}`));
+      finish(new TransportError(GrpcStatus.INTERNAL, `the server's message is ${problem}`));
     };
 
     const handler: StreamHandler = {

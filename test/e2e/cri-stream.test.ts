@@ -95,7 +95,7 @@ async function exitingContainer(): Promise<string> {
 }
 
 function options() {
-  return { socketPath: tb.socket, maxReceiveBytes: 1 << 20, windowBytes: 1 << 20 };
+  return { address: { unix: tb.socket }, maxReceiveBytes: 1 << 20, windowBytes: 1 << 20 };
 }
 
 describe("containerd's event stream through our transport (needs root and the test bed)", () => {

@@ -1,11 +1,10 @@
 // The grpc probe handler: one call of grpc.health.v1.Health/Check on a new connection, closed
-// after the call. The two messages are encoded by hand from their public definitions:
+// after the call, through fleetlet's own gRPC stack (docs/grpc-stack.md). The two messages are encoded by hand from their public definitions:
 //   message HealthCheckRequest { string service = 1; }
 //   message HealthCheckResponse { ServingStatus status = 1; }  // UNKNOWN 0, SERVING 1,
 //                                                              // NOT_SERVING 2, SERVICE_UNKNOWN 3
 
-import type { ServiceError } from "@grpc/grpc-js";
-import { GrpcStatus } from "../../cri/index.ts";
+import { addressText, createH2Transport, GrpcStatus, TransportError } from "../../cri/index.ts";
 import type { ProbeOutcome } from "./types.ts";
 
 export const HEALTH_CHECK_PATH = "/grpc.health.v1.Health/Check";
@@ -76,7 +75,7 @@ export function decodeHealthCheckRequest(buf: Buffer): string {
   return buf.subarray(at, at + len).toString("utf8");
 }
 
-function failureText(err: ServiceError, addr: string, timeoutMs: number): string {
+function failureText(err: TransportError, addr: string, timeoutMs: number): string {
   if (err.code === GrpcStatus.UNIMPLEMENTED) {
     return `this server does not implement the grpc health protocol (grpc.health.v1.Health): ${err.details}`;
   }
@@ -86,9 +85,10 @@ function failureText(err: ServiceError, addr: string, timeoutMs: number): string
   if (err.code === GrpcStatus.UNAVAILABLE) {
     return `failed to connect service ${JSON.stringify(addr)} within ${timeoutMs / 1000}s: ${err.details}`;
   }
-  return `error: health rpc probe failed: ${err.details || err.message}`;
+  return `error: health rpc probe failed: ${err.details}`;
 }
 
+/** One Health/Check call on a new connection (h2c: HTTP/2 without TLS), closed after it. */
 export async function probeGRPC(
   host: string,
   port: number,
@@ -96,33 +96,34 @@ export async function probeGRPC(
   timeoutMs: number,
   signal: AbortSignal,
 ): Promise<ProbeOutcome> {
-  // Loaded at the first gRPC probe: most agents never run one.
-  const { Client, credentials, Metadata } = await import("@grpc/grpc-js");
-  const addr = `${host.includes(":") ? `[${host}]` : host}:${port}`;
-  const client = new Client(addr, credentials.createInsecure(), {
-    "grpc.enable_http_proxy": 0,
-    "grpc.max_receive_message_length": 64 * 1024,
+  const address = { hostname: host, port };
+  const addr = addressText(address);
+  const transport = createH2Transport({
+    address,
+    authority: addr,
+    maxReceiveBytes: 64 * 1024,
+    windowBytes: 64 * 1024,
   });
-  return new Promise<ProbeOutcome>((resolve) => {
-    const call = client.makeUnaryRequest(
-      HEALTH_CHECK_PATH,
-      (s: string) => encodeHealthCheckRequest(s),
-      (b: Buffer) => decodeHealthCheckResponse(b),
-      service,
-      new Metadata(),
-      { deadline: Date.now() + timeoutMs },
-      (err, code) => {
-        signal.removeEventListener("abort", onAbort);
-        if (err) return resolve({ result: "failure", output: failureText(err, addr, timeoutMs) });
-        const name = SERVING_STATUS[code ?? 0] ?? String(code);
-        if (code === 1) return resolve({ result: "success", output: "" });
-        resolve({
-          result: "failure",
-          output: `service unhealthy (responded with ${JSON.stringify(name)})`,
-        });
-      },
+  try {
+    const request = encodeHealthCheckRequest(service);
+    const code = decodeHealthCheckResponse(
+      await transport.call(HEALTH_CHECK_PATH, request, timeoutMs, signal),
     );
-    const onAbort = () => call.cancel();
-    signal.addEventListener("abort", onAbort, { once: true });
-  }).finally(() => client.close());
+    if (code === 1) return { result: "success", output: "" };
+    const name = SERVING_STATUS[code] ?? String(code);
+    return {
+      result: "failure",
+      output: `service unhealthy (responded with ${JSON.stringify(name)})`,
+    };
+  } catch (err) {
+    if (err instanceof TransportError) {
+      return { result: "failure", output: failureText(err, addr, timeoutMs) };
+    }
+    return {
+      result: "failure",
+      output: `error: health rpc probe failed: ${(err as Error).message}`,
+    };
+  } finally {
+    transport.close();
+  }
 }

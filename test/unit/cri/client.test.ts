@@ -16,8 +16,8 @@ import {
   CriError,
   createCriClient,
   defaultTimeoutFor,
-  loadCriPackageDefinition,
 } from "../../../src/cri/index.ts";
+import { loadCriPackageDefinition } from "../../lib/cri-proto.ts";
 
 type Handler = (
   call: ServerUnaryCall<Record<string, unknown>, unknown>,

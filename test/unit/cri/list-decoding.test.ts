@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/proto-loader";
 import { createListDecoder } from "../../../src/cri/list-decoding.ts";
-import { loadCriPackageDefinition, loadCriProto } from "../../../src/cri/proto.ts";
+import { loadCriProto } from "../../../src/cri/proto.ts";
+import { loadCriPackageDefinition } from "../../lib/cri-proto.ts";
 
 // The decoder under test uses the CRI client's codec; protobufjs (through proto-loader) encodes
 // the responses and gives the plain reading to compare with.

@@ -130,6 +130,24 @@ describe("tcpSocket and grpc probe handlers", () => {
     expect((await run({ grpc: { port: grpc.port, service: "other" } })).result).toBe("failure");
   });
 
+  test("grpc: a closed port, a server that is not gRPC and one that never answers each fail with a message", async () => {
+    const closed = await run({ grpc: { port: 1 } });
+    expect(closed.result).toBe("failure");
+    expect(closed.output).toStartWith('failed to connect service "127.0.0.1:1" within 1s: connect');
+    const notGrpc = await run({ grpc: { port: http.port } });
+    expect(notGrpc.result).toBe("failure");
+    expect(notGrpc.output).toStartWith('failed to connect service "127.0.0.1:');
+    const silent = createServer(() => {});
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    const port = (silent.address() as { port: number }).port;
+    const hung = await run({ grpc: { port } });
+    silent.close();
+    expect(hung).toEqual({
+      result: "failure",
+      output: `timeout: health rpc to 127.0.0.1:${port} did not complete within 1s`,
+    });
+  });
+
   test("exec reports a CRI error as a failure naming the command", async () => {
     const o = await run({ exec: { command: ["cat", "/tmp/health"] } });
     expect(o).toEqual({
