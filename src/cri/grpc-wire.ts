@@ -72,6 +72,28 @@ export function decodeGrpcMessage(raw: unknown): string {
   }
 }
 
+/** A `grpc-message` value: UTF-8, with bytes outside printable ASCII and "%" percent-encoded. */
+export function encodeGrpcMessage(text: string): string {
+  let out = "";
+  for (const byte of Buffer.from(text, "utf8")) {
+    out +=
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return out;
+}
+
+/** The milliseconds of a `grpc-timeout` value ("100m", "5S", "1H"...), or undefined when it
+ * is not one. */
+export function parseGrpcTimeout(value: string): number | undefined {
+  const m = /^(\d{1,8})([HMSmun])$/.exec(value);
+  if (m === null) return undefined;
+  const n = Number(m[1]);
+  const unitMs = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 }[m[2] as "H"];
+  return n * unitMs;
+}
+
 /** One message with its 5-byte gRPC header (uncompressed). */
 export function frameMessage(message: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(5 + message.length);
