@@ -10,7 +10,7 @@
 // - ListPodSandbox and ListContainers results are read-only: their items are frozen and may be
 //   shared between calls (list-decoding.ts).
 
-import { decodeMessage, encodeMessage } from "./codec.ts";
+import { decodeMessage, MessageEncoder } from "./codec.ts";
 import { parseCriEndpoint } from "./endpoint.ts";
 import { CriError, criErrorFromGrpc, GrpcStatus } from "./errors.ts";
 import { createListDecoder } from "./list-decoding.ts";
@@ -75,7 +75,7 @@ const REUSED_LISTS: Partial<Record<CriMethod, { field: string; type: string }>> 
   listContainers: { field: "containers", type: "Container" },
 };
 
-function loadRpcTable(): Record<CriMethod, Rpc> {
+function loadRpcTable(encoder: MessageEncoder): Record<CriMethod, Rpc> {
   const proto = loadCriProto();
   const table = {} as Record<CriMethod, Rpc>;
   for (const [method, [service, name]] of Object.entries(CRI_RPCS) as [
@@ -88,7 +88,7 @@ function loadRpcTable(): Record<CriMethod, Rpc> {
     table[method] = {
       rpc: name,
       path,
-      serialize: (value) => encodeMessage(request, value),
+      serialize: (value) => encoder.encode(request, value),
       deserialize: list
         ? createListDecoder({
             field: list.field,
@@ -122,7 +122,7 @@ export function createCriClient(options: CriClientOptions): CriClient {
     lifecycleMs: options.lifecycleTimeoutMs ?? CRI_LIFECYCLE_TIMEOUT_MS,
     pullMs: options.pullImageTimeoutMs ?? CRI_PULL_IMAGE_TIMEOUT_MS,
   };
-  const rpcs = loadRpcTable();
+  const rpcs = loadRpcTable(new MessageEncoder());
   const transport = createH2Transport({
     address: { unix: socketPath },
     maxReceiveBytes: options.maxReceiveMessageBytes ?? 16 * 1024 * 1024,

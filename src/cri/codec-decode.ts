@@ -34,14 +34,15 @@ function defaultOf(field: FieldSchema): unknown {
 interface Reader {
   buf: Buffer;
   pos: number;
+  /** The high 32 bits of the last varint read (readVarint returns the low 32). */
+  hi: number;
 }
 
 function malformed(schema: MessageSchema, why: string): never {
   throw new Error(`malformed ${schema.name}: ${why}`);
 }
 
-/** Reads a varint: returns its low 32 bits and leaves the high 32 bits in `hiOut`. */
-let hiOut = 0;
+/** Reads a varint: returns its low 32 bits and leaves the high 32 bits in `r.hi`. */
 function readVarint(r: Reader, schema: MessageSchema): number {
   const buf = r.buf;
   let lo = 0;
@@ -59,7 +60,7 @@ function readVarint(r: Reader, schema: MessageSchema): number {
     else malformed(schema, "a varint is longer than 10 bytes");
     shift += 7;
   } while (b >= 0x80);
-  hiOut = hi >>> 0;
+  r.hi = hi >>> 0;
   return lo >>> 0;
 }
 
@@ -76,7 +77,7 @@ function toNumber(lo: number, hi: number, signed: boolean): number {
 
 function readLength(r: Reader, schema: MessageSchema): number {
   const n = readVarint(r, schema);
-  if (hiOut !== 0 || r.pos + n > r.buf.length) malformed(schema, "a length runs past the end");
+  if (r.hi !== 0 || r.pos + n > r.buf.length) malformed(schema, "a length runs past the end");
   return n;
 }
 
@@ -95,18 +96,18 @@ function readBare(r: Reader, schema: MessageSchema, field: FieldSchema, kind: Ki
       return b;
     }
     case "bool":
-      return readVarint(r, schema) !== 0 || hiOut !== 0;
+      return readVarint(r, schema) !== 0 || r.hi !== 0;
     case "int32":
       return readVarint(r, schema) | 0;
     case "uint32":
       return readVarint(r, schema);
     case "int64": {
       const lo = readVarint(r, schema);
-      return toNumber(lo, hiOut, true);
+      return toNumber(lo, r.hi, true);
     }
     case "uint64": {
       const lo = readVarint(r, schema);
-      return toNumber(lo, hiOut, false);
+      return toNumber(lo, r.hi, false);
     }
     case "enum": {
       const v = readVarint(r, schema) | 0;
@@ -120,7 +121,7 @@ function readBare(r: Reader, schema: MessageSchema, field: FieldSchema, kind: Ki
     }
     case "message": {
       const n = readLength(r, schema);
-      const sub = { buf: r.buf, pos: r.pos };
+      const sub = { buf: r.buf, pos: r.pos, hi: 0 };
       const end = r.pos + n;
       r.pos = end;
       return readFields(sub, field.message as MessageSchema, end);
@@ -203,5 +204,5 @@ function readFields(r: Reader, schema: MessageSchema, end: number): Record<strin
 
 /** Decodes a message of `schema`. */
 export function decodeMessage(schema: MessageSchema, buf: Buffer): Record<string, unknown> {
-  return readFields({ buf, pos: 0 }, schema, buf.length);
+  return readFields({ buf, pos: 0, hi: 0 }, schema, buf.length);
 }

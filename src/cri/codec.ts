@@ -16,7 +16,7 @@
 import type { Enum, Field, MapField, Root, Type } from "protobufjs";
 
 export { decodeMessage } from "./codec-decode.ts";
-export { encodeMessage } from "./codec-encode.ts";
+export { encodeMessage, MessageEncoder } from "./codec-encode.ts";
 
 export type Scalar =
   | "double"
