@@ -13,6 +13,7 @@
 import { decodeMessage, MessageEncoder } from "./codec.ts";
 import { parseCriEndpoint } from "./endpoint.ts";
 import { CriError, criErrorFromGrpc, GrpcStatus } from "./errors.ts";
+import { type ContainerEvents, createContainerEvents } from "./events.ts";
 import { createListDecoder } from "./list-decoding.ts";
 import { CRI_PACKAGE, loadCriProto } from "./proto.ts";
 import type * as m from "./requests.ts";
@@ -38,7 +39,7 @@ export interface CriClientOptions {
   onCall?: (method: CriMethod, ms: number, error?: CriError) => void;
 }
 
-export interface CriClient extends CriRuntime {
+export interface CriClient extends CriRuntime, ContainerEvents {
   /** The endpoint this client talks to. */
   readonly endpoint: string;
   /** Closes the connection; calls in flight and later calls reject. Idempotent. */
@@ -75,8 +76,10 @@ const REUSED_LISTS: Partial<Record<CriMethod, { field: string; type: string }>> 
   listContainers: { field: "containers", type: "Container" },
 };
 
-function loadRpcTable(encoder: MessageEncoder): Record<CriMethod, Rpc> {
-  const proto = loadCriProto();
+function loadRpcTable(
+  proto: ReturnType<typeof loadCriProto>,
+  encoder: MessageEncoder,
+): Record<CriMethod, Rpc> {
   const table = {} as Record<CriMethod, Rpc>;
   for (const [method, [service, name]] of Object.entries(CRI_RPCS) as [
     CriMethod,
@@ -122,7 +125,8 @@ export function createCriClient(options: CriClientOptions): CriClient {
     lifecycleMs: options.lifecycleTimeoutMs ?? CRI_LIFECYCLE_TIMEOUT_MS,
     pullMs: options.pullImageTimeoutMs ?? CRI_PULL_IMAGE_TIMEOUT_MS,
   };
-  const rpcs = loadRpcTable(new MessageEncoder());
+  const proto = loadCriProto();
+  const rpcs = loadRpcTable(proto, new MessageEncoder());
   const transport = createH2Transport({
     address: { unix: socketPath },
     maxReceiveBytes: options.maxReceiveMessageBytes ?? 16 * 1024 * 1024,
@@ -159,8 +163,10 @@ export function createCriClient(options: CriClientOptions): CriClient {
     return res;
   }
 
+  const events = createContainerEvents(transport, proto);
   const runtime: CriClient = {
     endpoint,
+    containerEvents: (handler, signal) => events.containerEvents(handler, signal),
     close() {
       if (closed) return;
       closed = true;

@@ -1,6 +1,7 @@
 // State, test controls and shared internals of the fake runtime (fake.ts has the RPCs).
 
 import { CriError, GrpcStatus } from "./errors.ts";
+import type { ContainerEventHandler, ContainerEventKind } from "./events.ts";
 import { FakeImages } from "./fake-images.ts";
 import { exitReason, failed, notFound, resolveId } from "./fake-support.ts";
 import type { FakeContainer, FakeSandbox } from "./fake-views.ts";
@@ -47,6 +48,10 @@ export abstract class FakeRuntimeBase {
   protected seq = 0;
   /** Reserved names ("name_namespace_uid_attempt"), like containerd's name index. */
   private readonly names = new Map<string, string>();
+  /** Open container event streams, and how to end each. */
+  private readonly eventStreams = new Map<ContainerEventHandler, (e: CriError) => void>();
+  /** The runtime answers UNIMPLEMENTED to event streams (an older runtime). */
+  eventsUnimplemented = false;
 
   constructor(options: FakeRuntimeOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -68,9 +73,52 @@ export abstract class FakeRuntimeBase {
     this.hook = hook;
   }
 
-  /** While down, every call rejects with an Unavailable CriError, like a stopped containerd. */
+  /** While down, every call rejects with an Unavailable CriError, like a stopped containerd,
+   * and open event streams end. */
   setUnavailable(down: boolean): void {
     this.unavailable = down;
+    if (down) this.endEventStreams();
+  }
+
+  /** Ends every open event stream with Unavailable (the runtime restarted). */
+  endEventStreams(): void {
+    const down = new CriError({
+      rpc: "GetContainerEvents",
+      grpcStatus: GrpcStatus.UNAVAILABLE,
+      runtimeMessage: "the fake runtime is down",
+    });
+    for (const end of [...this.eventStreams.values()]) end(down);
+  }
+
+  /** Container events as the real client streams them: the fake's own changes, as they
+   * happen (created, started, exited, oom, deleted). */
+  containerEvents(handler: ContainerEventHandler, signal: AbortSignal): void {
+    const fail = (grpcStatus: number, runtimeMessage: string) =>
+      queueMicrotask(() =>
+        handler.onEnd(new CriError({ rpc: "GetContainerEvents", grpcStatus, runtimeMessage })),
+      );
+    if (signal.aborted || this.unavailable || this.eventsUnimplemented) {
+      if (signal.aborted) fail(GrpcStatus.CANCELLED, "cancelled");
+      else if (this.unavailable) fail(GrpcStatus.UNAVAILABLE, "the fake runtime is down");
+      else fail(GrpcStatus.UNIMPLEMENTED, "no events here");
+      return;
+    }
+    const end = (error: CriError) => {
+      if (!this.eventStreams.delete(handler)) return;
+      signal.removeEventListener("abort", onAbort);
+      handler.onEnd(error);
+    };
+    const onAbort = () =>
+      end(
+        new CriError({
+          rpc: "GetContainerEvents",
+          grpcStatus: GrpcStatus.CANCELLED,
+          runtimeMessage: "cancelled",
+        }),
+      );
+    this.eventStreams.set(handler, end);
+    signal.addEventListener("abort", onAbort, { once: true });
+    handler.onOpen?.("cri");
   }
 
   /** A running container exits by itself (crash, completion, OOM kill). */
@@ -87,6 +135,7 @@ export abstract class FakeRuntimeBase {
     const sb = this.sandboxes.get(id);
     if (!sb) throw new Error(`Fake: no sandbox ${id}`);
     sb.state = "SANDBOX_NOTREADY";
+    this.emit(id, "exited");
   }
 
   /** Calls of one method, oldest first. */
@@ -156,10 +205,18 @@ export abstract class FakeRuntimeBase {
     c.reason = reason;
     c.message = message;
     c.finishedAt = this.nowNs();
+    if (reason === "OOMKilled") this.emit(c.id, "oom");
+    this.emit(c.id, "exited");
   }
 
   protected deleteContainer(c: FakeContainer): void {
     this.containers.delete(c.id);
     this.release(c.id);
+    this.emit(c.id, "deleted");
+  }
+
+  /** Tells every open event stream. */
+  protected emit(containerId: string, kind: ContainerEventKind): void {
+    for (const handler of this.eventStreams.keys()) handler.onEvent({ containerId, kind });
   }
 }

@@ -9,6 +9,7 @@
 // - Timestamps come from the injected clock (ms) and are reported in ns, like the runtime.
 // - A container belongs to exactly one existing sandbox; removing the sandbox removes it.
 
+import type { ContainerEvents } from "./events.ts";
 import { FakeRuntimeBase, type FakeRuntimeOptions } from "./fake-core.ts";
 import {
   bytes,
@@ -37,7 +38,7 @@ export function createFakeRuntime(options: FakeRuntimeOptions = {}): FakeRuntime
   return new FakeRuntime(options);
 }
 
-export class FakeRuntime extends FakeRuntimeBase implements CriRuntime {
+export class FakeRuntime extends FakeRuntimeBase implements CriRuntime, ContainerEvents {
   // ---- runtime ----
 
   async version(req: m.VersionRequest, o?: CallOptions): Promise<m.VersionResponse> {
@@ -187,6 +188,7 @@ export class FakeRuntime extends FakeRuntimeBase implements CriRuntime {
     }
     c.state = "CONTAINER_RUNNING";
     c.startedAt = this.nowNs();
+    this.emit(c.id, "started");
     return {};
   }
 

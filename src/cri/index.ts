@@ -27,6 +27,14 @@ export {
   isUnimplemented,
 } from "./errors.ts";
 export {
+  type ContainerEvent,
+  type ContainerEventHandler,
+  type ContainerEventKind,
+  type ContainerEventSource,
+  type ContainerEvents,
+  CRI_NAMESPACE,
+} from "./events.ts";
+export {
   createFakeRuntime,
   type ExecResult,
   type FakeContainer,

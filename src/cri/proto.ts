@@ -1,11 +1,15 @@
-// The CRI proto, embedded in the program at build time (Bun text import): nothing is read from
-// the source tree at run time, so the compiled binary carries it.
+// The CRI proto and the part of containerd's own API fleetlet reads (its event service), embedded
+// in the program at build time (Bun text import): nothing is read from the source tree at run
+// time, so the compiled binary carries them.
 
 import { parse } from "protobufjs";
+import eventsProto from "../../proto/containerd-events.proto" with { type: "text" };
 import criProto from "../../proto/cri.proto" with { type: "text" };
 import { buildSchemas, decodeMessage, type MessageSchema } from "./codec.ts";
 
 export const CRI_PACKAGE = "runtime.v1";
+/** containerd's event service and the messages fleetlet reads from it. */
+export const CONTAINERD_EVENTS_PACKAGE = "containerd.services.events.v1";
 
 /** The text of proto/cri.proto as embedded in this build. */
 export function criProtoText(): string {
@@ -25,11 +29,13 @@ export interface CriRpc {
  * map fields (field number → property name in decoded objects). */
 export function loadCriProto(): {
   schemas: ReadonlyMap<string, MessageSchema>;
-  rpc(service: string, method: string): CriRpc;
+  /** An RPC of the CRI package, or of `pkg`. */
+  rpc(service: string, method: string, pkg?: string): CriRpc;
   decoder(type: string): (buf: Buffer) => unknown;
   mapFields(type: string): ReadonlyMap<number, string>;
 } {
   const { root } = parse(criProto, { keepCase: false });
+  parse(eventsProto, root, { keepCase: false });
   const schemas = buildSchemas(root);
   const schema = (type: string): MessageSchema => {
     const s = schemas.get(type.replace(/^\./, ""));
@@ -38,14 +44,14 @@ export function loadCriProto(): {
   };
   return {
     schemas,
-    rpc(service, method) {
-      const svc = root.lookupService(`${CRI_PACKAGE}.${service}`);
+    rpc(service, method, pkg = CRI_PACKAGE) {
+      const svc = root.lookupService(`${pkg}.${service}`);
       const m = svc.methods[method];
       if (m === undefined)
         throw new Error(`The embedded CRI proto has no RPC ${service}.${method}`);
       m.resolve();
       return {
-        path: `/${CRI_PACKAGE}.${service}/${method}`,
+        path: `/${pkg}.${service}/${method}`,
         request: schema(m.resolvedRequestType?.fullName ?? ""),
         response: schema(m.resolvedResponseType?.fullName ?? ""),
       };
