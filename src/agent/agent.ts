@@ -25,7 +25,7 @@ import { createAgentHub, type DesiredHandler } from "./hubclient/index.ts";
 import { computePodActions, planSteps } from "./kuberuntime/index.ts";
 import { runMemoryTrim } from "./memory.ts";
 import { createAgentNodeStatus } from "./nodestatus/index.ts";
-import { createListingCache, createPLEG } from "./pleg/index.ts";
+import { createListingCache, createPLEG, createRuntimeEventWatch } from "./pleg/index.ts";
 import { createPodSync } from "./pod-sync.ts";
 import { createPodWorkers } from "./podworkers/index.ts";
 import { createPolicyAdmission } from "./policy/index.ts";
@@ -161,12 +161,24 @@ export async function runAgent(
     clock,
     logger: log.with({ component: "pleg" }),
     relistPeriodMs: config.plegRelistPeriod,
+    eventedRelistPeriodMs: config.plegEventedRelistPeriod || config.plegRelistPeriod,
     listPods: () => listing.fresh(),
     getPodStatus: (uid, name, ns) => runtime.getPodStatus(uid, name, ns),
     // A pod a sync is acting on gets its status read by that sync; the relist after it takes it.
     readPending: (uid) => podSync.readPending(uid),
     settledBySync: (uid, status) => podSync.settled(uid, status),
   });
+  // Container exits seen at once: the runtime's events make the PLEG relist (0: relist only).
+  const runtimeEvents =
+    config.plegEventedRelistPeriod > 0
+      ? createRuntimeEventWatch({
+          clock,
+          logger: log.with({ component: "pleg" }),
+          subscribe: (handler, s) => cri.containerEvents(handler, s),
+          onEvent: (event) => pleg.notify(event),
+          onFlowing: (flowing) => pleg.setEventsFlowing(flowing),
+        })
+      : undefined;
   const health = createRuntimeHealth({
     cri,
     clock,
@@ -415,6 +427,7 @@ export async function runAgent(
     hub?.run(signal),
     health.run(signal),
     pleg.run(signal),
+    runtimeEvents?.run(signal),
     fileSource.run(signal),
     loop.run(signal),
     evictionManager.run(signal),

@@ -88,6 +88,14 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
     "fleetlet_pleg_relist_seconds_total",
     "Time spent in completed PLEG relists.",
   );
+  const containerEvents = metrics.counter(
+    "fleetlet_pleg_container_events_total",
+    "Container events received from the runtime's event stream.",
+  );
+  const eventRelists = metrics.counter(
+    "fleetlet_pleg_event_relists_total",
+    "Container events that made the PLEG relist at once (exits, OOM kills, removals).",
+  );
   // The process's own figures, under Prometheus' standard names, and its JavaScript heap.
   const rss = metrics.gauge("process_resident_memory_bytes", "Resident memory size in bytes.");
   const cpu = metrics.counter(
@@ -119,6 +127,8 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
     if (relist.lastMs !== undefined) relistLast.set({}, relist.lastMs / 1000);
     relistCount.inc({}, relist.count - relistCount.get());
     relistSum.inc({}, Math.max(0, relist.totalMs / 1000 - relistSum.get()));
+    containerEvents.inc({}, relist.events - containerEvents.get());
+    eventRelists.inc({}, relist.eventRelists - eventRelists.get());
     const memory = process.memoryUsage();
     rss.set({}, memory.rss);
     heap.set({}, memory.heapUsed);

@@ -8,7 +8,7 @@ import { parseCriEndpoint } from "../../cri/endpoint.ts";
 import { evictionConfigFields } from "./eviction-schema.ts";
 import { gcConfigFields } from "./gc-schema.ts";
 import { resourceConfigFields } from "./resources-schema.ts";
-import { duration, integerFrom } from "./schema-parts.ts";
+import { duration, durationOrZero, integerFrom } from "./schema-parts.ts";
 import { closestName } from "./suggest.ts";
 
 const path = z.string({ error: "must be a string" }).min(1, { error: "must not be empty" });
@@ -100,6 +100,7 @@ export const agentConfigFileSchema = z.strictObject(
       .optional(),
     logFormat: z.enum(["text", "json"], { error: 'must be "text" or "json"' }).optional(),
     plegRelistPeriod: duration.optional(),
+    plegEventedRelistPeriod: durationOrZero.optional(),
     crashLoopBackOffBase: duration.optional(),
     crashLoopBackOffMax: duration.optional(),
     imagePullBackOffBase: duration.optional(),

@@ -46,6 +46,9 @@ export interface AgentConfig {
   logFormat: "text" | "json";
   /** PLEG relist period (ms). */
   plegRelistPeriod: number;
+  /** PLEG relist period while the runtime's container event stream flows (ms); events then
+   * make it relist at once. 0: no event stream, relist every plegRelistPeriod. */
+  plegEventedRelistPeriod: number;
   crashLoopBackOffBase: number;
   crashLoopBackOffMax: number;
   imagePullBackOffBase: number;
@@ -170,6 +173,7 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   logLevel: "info",
   logFormat: "text",
   plegRelistPeriod: 1_000,
+  plegEventedRelistPeriod: 60_000,
   crashLoopBackOffBase: 10_000,
   crashLoopBackOffMax: 300_000,
   imagePullBackOffBase: 10_000,

@@ -32,6 +32,7 @@ const scalarFields = [
   "logLevel",
   "logFormat",
   "plegRelistPeriod",
+  "plegEventedRelistPeriod",
   "crashLoopBackOffBase",
   "crashLoopBackOffMax",
   "imagePullBackOffBase",

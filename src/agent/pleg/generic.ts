@@ -1,7 +1,9 @@
 // The generic PLEG (pod lifecycle event generator), as kubelet's: every relist period it lists
 // all pods and containers in the runtime, compares each container's state with the previous
 // relist, sends one event per change to a bounded queue the sync loop reads, and refreshes the
-// pod cache for the pods that changed.
+// pod cache for the pods that changed. The runtime's container events (notify()) make it relist
+// at once, so that an exit is seen within milliseconds; while they flow, the periodic relist is
+// the safety net and runs every evented period instead (schedule.ts, docs/kubelet-differences.md).
 //
 // Invariants: a pod's record advances only after its status was read, so a pod whose status
 // read failed produces the same events again at the next relist; ContainerChanged events (a
@@ -19,42 +21,31 @@
 //   read back after acting and found nothing more to do with (`settledBySync`), are not sent:
 //   the sync they would start could only find the same (fewer wake-ups, no change of outcome).
 
+import type { ContainerEvent } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
-import type { ContainerState, PodStatus, SandboxState } from "../kubecontainer/types.ts";
+import type { PodStatus } from "../kubecontainer/types.ts";
 import { createPodCache, type PodCache } from "./cache.ts";
+import {
+  advance,
+  computeEvents,
+  keepPodIPs,
+  matchesListing,
+  type PodLifecycleEvent,
+  type PodRecord,
+  type RelistPod,
+  setCurrent,
+} from "./diff.ts";
 import { type BoundedQueue, createBoundedQueue } from "./queue.ts";
-
-export type PodLifecycleEventType =
-  | "ContainerStarted"
-  | "ContainerDied"
-  | "ContainerRemoved"
-  | "ContainerChanged"
-  | "PodSync";
-
-export interface PodLifecycleEvent {
-  /** Pod UID. */
-  uid: string;
-  type: PodLifecycleEventType;
-  /** The container (or sandbox) ID the event is about; empty for PodSync. */
-  data: string;
-}
-
-/** One pod as listed by the runtime; kubecontainer.RunningPod fits, and sandbox states, when
- * given, turn a sandbox's death into events too. */
-export interface RelistPod {
-  uid: string;
-  name: string;
-  namespace: string;
-  containers: { id: string; state: ContainerState }[];
-  sandboxes?: { id: string; state: SandboxState }[];
-}
+import { RelistScheduler } from "./schedule.ts";
 
 export interface PLEGDeps {
   clock: Clock;
   logger: Logger;
   /** Time between the end of one relist and the start of the next (kubelet: 1s). */
   relistPeriodMs: number;
+  /** The same while the runtime's event stream flows (default: relistPeriodMs). */
+  eventedRelistPeriodMs?: number;
   /** healthy() is false when the last successful relist is older (kubelet: 3 minutes). */
   relistThresholdMs?: number;
   /** Events kept for the reader before new ones are dropped (kubelet: 1000). */
@@ -96,6 +87,12 @@ export interface PLEG {
   droppedEvents(): number;
   /** Durations of the relists so far (by the injected clock). */
   relistStats(): RelistStats;
+  /** A container event from the runtime: relists at once, and again shortly while the listing
+   * does not show it yet (a runtime may publish an event before its listing has it). */
+  notify(event: ContainerEvent): void;
+  /** The runtime's event stream opened (a relist runs at once; after one relist period the
+   * evented period applies) or ended (the relist period applies again). */
+  setEventsFlowing(flowing: boolean): void;
 }
 
 export interface RelistStats {
@@ -105,17 +102,13 @@ export interface RelistStats {
   totalMs: number;
   /** Duration of the last one (ms), if any. */
   lastMs: number | undefined;
+  /** Container events received, and those that asked for a relist. */
+  events: number;
+  eventRelists: number;
 }
 
 export const DEFAULT_RELIST_THRESHOLD_MS = 3 * 60 * 1000;
 export const DEFAULT_EVENT_CAPACITY = 1000;
-
-type PlegState = "running" | "exited" | "unknown" | "non-existent";
-
-interface PodRecord {
-  old?: RelistPod;
-  current?: RelistPod;
-}
 
 export function createPLEG(deps: PLEGDeps): PLEG {
   return new GenericPLEG(deps);
@@ -131,12 +124,21 @@ class GenericPLEG implements PLEG {
   private toReinspect = new Set<string>();
   private relistTime: number | undefined;
   private inflight: Promise<void> | undefined;
-  private readonly stats: RelistStats = { count: 0, totalMs: 0, lastMs: undefined };
+  private readonly stats: RelistStats = {
+    count: 0,
+    totalMs: 0,
+    lastMs: undefined,
+    events: 0,
+    eventRelists: 0,
+  };
+  private readonly schedule: RelistScheduler;
 
   constructor(private readonly deps: PLEGDeps) {
     this.cache = deps.cache ?? createPodCache();
     this.queue = createBoundedQueue(deps.eventCapacity ?? DEFAULT_EVENT_CAPACITY);
     this.threshold = deps.relistThresholdMs ?? DEFAULT_RELIST_THRESHOLD_MS;
+    const evented = deps.eventedRelistPeriodMs ?? deps.relistPeriodMs;
+    this.schedule = new RelistScheduler(deps.relistPeriodMs, evented);
   }
 
   relist(): Promise<void> {
@@ -151,12 +153,17 @@ class GenericPLEG implements PLEG {
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       await this.relist();
-      try {
-        await this.deps.clock.sleep(this.deps.relistPeriodMs, signal);
-      } catch {
-        return;
-      }
+      await this.schedule.wait(this.deps.clock, signal);
     }
+  }
+
+  notify(event: ContainerEvent): void {
+    this.stats.events++;
+    if (this.schedule.notify(event, this.deps.clock.now())) this.stats.eventRelists++;
+  }
+
+  setEventsFlowing(flowing: boolean): void {
+    this.schedule.setFlowing(flowing, this.deps.clock.now());
   }
 
   next(signal?: AbortSignal): Promise<PodLifecycleEvent> {
@@ -177,10 +184,13 @@ class GenericPLEG implements PLEG {
 
   healthMessage(): string | undefined {
     if (this.relistTime === undefined) return "PLEG has not relisted successfully yet";
-    const elapsed = this.deps.clock.now() - this.relistTime;
-    if (elapsed <= this.threshold) return undefined;
+    const now = this.deps.clock.now();
+    const elapsed = now - this.relistTime;
+    // A long evented period must not make a PLEG that relists on time look stuck.
+    const threshold = Math.max(this.threshold, 2 * this.schedule.period(now));
+    if (elapsed <= threshold) return undefined;
     const secs = (ms: number) => `${Math.round(ms / 1000)}s`;
-    return `PLEG was last seen active ${secs(elapsed)} ago; threshold is ${secs(this.threshold)}`;
+    return `PLEG was last seen active ${secs(elapsed)} ago; threshold is ${secs(threshold)}`;
   }
 
   lastRelistTime(): number | undefined {
@@ -202,6 +212,7 @@ class GenericPLEG implements PLEG {
       pods = await this.deps.listPods();
     } catch (error) {
       this.deps.logger.error("Cannot list pods from the runtime", { error });
+      this.schedule.relisted(undefined, this.deps.clock.now());
       return;
     }
     this.relistTime = timestamp;
@@ -227,6 +238,7 @@ class GenericPLEG implements PLEG {
     }
     this.cache.updateTime(timestamp);
     this.toReinspect = needsReinspection;
+    this.schedule.relisted(pods, this.deps.clock.now());
     const took = this.deps.clock.now() - timestamp;
     this.stats.count++;
     this.stats.totalMs += took;
@@ -276,86 +288,4 @@ class GenericPLEG implements PLEG {
       }
     }
   }
-}
-
-/** Whether `status` has exactly the listed containers and sandboxes, each in its listed state. */
-export function matchesListing(status: PodStatus, pod: RelistPod): boolean {
-  if (pod.sandboxes === undefined) return false;
-  if (status.containers.length !== pod.containers.length) return false;
-  if (status.sandboxes.length !== pod.sandboxes.length) return false;
-  for (const c of pod.containers) {
-    if (status.containers.find((s) => s.id === c.id)?.state !== c.state) return false;
-  }
-  for (const sb of pod.sandboxes) {
-    if (status.sandboxes.find((s) => s.id === sb.id)?.state !== sb.state) return false;
-  }
-  return true;
-}
-
-function setCurrent(records: Map<string, PodRecord>, pods: RelistPod[]): void {
-  for (const record of records.values()) record.current = undefined;
-  for (const pod of pods) {
-    const record = records.get(pod.uid);
-    if (record) record.current = pod;
-    else records.set(pod.uid, { current: pod });
-  }
-}
-
-function advance(records: Map<string, PodRecord>, uid: string, record: PodRecord): void {
-  if (record.current) records.set(uid, { old: record.current });
-  else records.delete(uid);
-}
-
-/** Events for every container and sandbox of the pod whose state changed between relists. */
-export function computeEvents(
-  uid: string,
-  old: RelistPod | undefined,
-  current: RelistPod | undefined,
-): PodLifecycleEvent[] {
-  const ids = new Set<string>();
-  for (const pod of [old, current]) {
-    for (const c of pod?.containers ?? []) ids.add(c.id);
-    for (const s of pod?.sandboxes ?? []) ids.add(s.id);
-  }
-  const events: PodLifecycleEvent[] = [];
-  for (const id of ids) {
-    events.push(...eventsFor(uid, id, stateOf(old, id), stateOf(current, id)));
-  }
-  return events;
-}
-
-function stateOf(pod: RelistPod | undefined, id: string): PlegState {
-  const container = pod?.containers.find((c) => c.id === id);
-  if (container) {
-    if (container.state === "running" || container.state === "exited") return container.state;
-    return "unknown";
-  }
-  const sandbox = pod?.sandboxes?.find((s) => s.id === id);
-  if (sandbox) return sandbox.state === "ready" ? "running" : "exited";
-  return "non-existent";
-}
-
-function eventsFor(uid: string, id: string, from: PlegState, to: PlegState): PodLifecycleEvent[] {
-  if (from === to) return [];
-  const event = (type: PodLifecycleEventType) => ({ uid, type, data: id });
-  switch (to) {
-    case "running":
-      return [event("ContainerStarted")];
-    case "exited":
-      return [event("ContainerDied")];
-    case "unknown":
-      return [event("ContainerChanged")];
-    case "non-existent":
-      return from === "exited"
-        ? [event("ContainerRemoved")]
-        : [event("ContainerDied"), event("ContainerRemoved")];
-  }
-}
-
-/** A pod torn down after its network was removed still reports its last IPs, as the API
- * expects of a finished pod. */
-function keepPodIPs(previous: PodStatus | undefined, status: PodStatus): PodStatus {
-  if (status.ips.length > 0 || !previous || previous.ips.length === 0) return status;
-  if (status.sandboxes.some((s) => s.state === "ready")) return status;
-  return { ...status, ips: previous.ips };
 }

@@ -50,6 +50,7 @@ describe("loadAgentConfig()", () => {
       logLevel: "info",
       logFormat: "text",
       plegRelistPeriod: 1_000,
+      plegEventedRelistPeriod: 60_000,
       crashLoopBackOffBase: 10_000,
       crashLoopBackOffMax: 300_000,
       imagePullBackOffBase: 10_000,
@@ -193,6 +194,14 @@ describe("loadAgentConfig()", () => {
     );
   });
 
+  test("plegEventedRelistPeriod: 60 s by default, 0 turns the event stream off, a flag wins", async () => {
+    expect((await loadAgentConfig([], {}, deps)).plegEventedRelistPeriod).toBe(60_000);
+    const file = await writeConfig("plegEventedRelistPeriod: 0s\n");
+    expect((await loadAgentConfig(["--config", file], {}, deps)).plegEventedRelistPeriod).toBe(0);
+    const flag = ["--config", file, "--pleg-evented-relist-period", "5m"];
+    expect((await loadAgentConfig(flag, {}, deps)).plegEventedRelistPeriod).toBe(300_000);
+  });
+
   test("merges hub flags into the file's hub settings", async () => {
     const file = await writeConfig("hub:\n  url: https://hub.local\n  joinToken: old\n");
     const config = await loadAgentConfig(["--config", file, "--join-token", "new"], {}, deps);
@@ -233,6 +242,11 @@ describe("loadAgentConfig() errors", () => {
     ],
     ["a duration as a number", "syncFrequency: 60", "syncFrequency: 60 must be a duration string"],
     ["a zero duration", "plegRelistPeriod: 0s", 'plegRelistPeriod: "0s" must be greater than 0'],
+    [
+      "a bad period that may be 0",
+      "plegEventedRelistPeriod: soon",
+      'plegEventedRelistPeriod: "soon" is not a duration',
+    ],
     ["a string for an integer", "maxPods: lots", 'maxPods: "lots" must be an integer'],
     ["a fractional integer", "maxPods: 1.5", "maxPods: 1.5 must be an integer"],
     ["a zero count", "maxPods: 0", "maxPods: 0 must be at least 1"],

@@ -1,0 +1,202 @@
+// The PLEG driven by the runtime's container events: an event makes it relist at once (and
+// again shortly while the listing does not show the event yet); while the event stream flows
+// the periodic relist runs every evented period; the schedule's pure parts.
+import { describe, expect, test } from "bun:test";
+import { createPLEG, type RelistPod } from "../../../src/agent/pleg/index.ts";
+import {
+  currentPeriod,
+  EVENT_RETRIES,
+  nextRelistAt,
+  retryDelay,
+  showsStopped,
+} from "../../../src/agent/pleg/schedule.ts";
+import { FakeClock } from "../../../src/util/clock.ts";
+import { nullLogger } from "../../../src/util/log.ts";
+
+const T0 = Date.UTC(2026, 0, 1);
+
+/** Lets the PLEG's promises run (no time passes on the fake clock). */
+const settle = () => new Promise((r) => setTimeout(r, 1));
+
+function pod(state: "running" | "exited"): RelistPod {
+  return {
+    uid: "p1",
+    name: "web",
+    namespace: "default",
+    containers: [{ id: "c1", state }],
+    sandboxes: [{ id: "sb1", state: "ready" }],
+  };
+}
+
+function setup(evented = 60_000) {
+  const clock = new FakeClock(T0);
+  const listed = { state: "running" as "running" | "exited", at: [] as number[] };
+  const pleg = createPLEG({
+    clock,
+    logger: nullLogger,
+    relistPeriodMs: 1000,
+    eventedRelistPeriodMs: evented,
+    listPods: async () => {
+      listed.at.push(clock.now() - T0);
+      return [pod(listed.state)];
+    },
+    getPodStatus: async (uid, name, namespace) => ({
+      uid,
+      name,
+      namespace,
+      ips: [],
+      sandboxes: [],
+      containers: [],
+      timestamp: clock.now(),
+    }),
+  });
+  const ac = new AbortController();
+  const running = pleg.run(ac.signal);
+  const stop = async () => {
+    ac.abort();
+    await running;
+  };
+  return { clock, pleg, listed, stop };
+}
+
+describe("PLEG with container events", () => {
+  test("an exit event relists at once, and again after 10, 20, 40 ms until the listing shows it; then a ContainerDied is sent", async () => {
+    const { clock, pleg, listed, stop } = setup();
+    await settle();
+    expect(listed.at).toEqual([0]);
+    const started = [await pleg.next(), await pleg.next()]; // the pod as first listed
+    expect(started.map((e) => e.type)).toEqual(["ContainerStarted", "ContainerStarted"]);
+    clock.step(100);
+    pleg.notify({ containerId: "c1", kind: "exited" });
+    await settle();
+    expect(listed.at).toEqual([0, 100]); // at once, the runtime not showing it yet
+    for (const step of [10, 20]) {
+      clock.step(step);
+      await settle();
+    }
+    expect(listed.at).toEqual([0, 100, 110, 130]);
+    listed.state = "exited";
+    clock.step(40);
+    await settle();
+    expect(listed.at).toEqual([0, 100, 110, 130, 170]);
+    expect(await pleg.next()).toEqual({ uid: "p1", type: "ContainerDied", data: "c1" });
+    // confirmed: no more retries, the next relist is the periodic one
+    clock.step(500);
+    await settle();
+    expect(listed.at).toHaveLength(5);
+    clock.step(500);
+    await settle();
+    expect(listed.at).toEqual([0, 100, 110, 130, 170, 1170]);
+    expect(pleg.relistStats()).toMatchObject({ events: 1, eventRelists: 1 });
+    await stop();
+  });
+
+  test(`gives up retrying after ${EVENT_RETRIES} relists that do not show the event`, async () => {
+    const { clock, pleg, listed, stop } = setup();
+    await settle();
+    pleg.notify({ containerId: "c1", kind: "oom" });
+    await settle();
+    for (let i = 0; i < 7; i++) {
+      clock.step(10 * 2 ** i);
+      await settle();
+    }
+    clock.step(1000);
+    await settle();
+    // the first relist and 7 retries at 10..640 ms; then only the periodic relists (1 s apart)
+    expect(listed.at.slice(0, 9)).toEqual([0, 0, 10, 30, 70, 150, 310, 630, 1270]);
+    expect(listed.at[9]).toBe(2270);
+    await stop();
+  });
+
+  test("starts and creations do not relist", async () => {
+    const { clock, pleg, listed, stop } = setup();
+    await settle();
+    pleg.notify({ containerId: "c1", kind: "started" });
+    pleg.notify({ containerId: "c2", kind: "created" });
+    clock.step(500);
+    await settle();
+    expect(listed.at).toEqual([0]);
+    expect(pleg.relistStats()).toMatchObject({ events: 2, eventRelists: 0 });
+    await stop();
+  });
+
+  test("a stream that opens relists at once; after one period the evented period applies, until it ends", async () => {
+    const { clock, pleg, listed, stop } = setup(60_000);
+    await settle();
+    clock.step(300);
+    pleg.setEventsFlowing(true);
+    await settle();
+    expect(listed.at).toEqual([0, 300]);
+    for (let i = 0; i < 3; i++) {
+      clock.step(1000);
+      await settle();
+    }
+    // one relist a period after the stream opened, then none until the evented period
+    expect(listed.at).toEqual([0, 300, 1300]);
+    clock.step(58_000);
+    await settle();
+    expect(listed.at).toEqual([0, 300, 1300, 61_300]);
+    expect(pleg.healthy()).toBe(true);
+    pleg.setEventsFlowing(false);
+    clock.step(60_000);
+    await settle();
+    expect(listed.at).toEqual([0, 300, 1300, 61_300, 121_300]);
+    clock.step(1000);
+    await settle();
+    expect(listed.at).toEqual([0, 300, 1300, 61_300, 121_300, 122_300]);
+    await stop();
+  });
+
+  test("a long evented period keeps the PLEG healthy between its relists", async () => {
+    const { clock, pleg, stop } = setup(300_000);
+    pleg.setEventsFlowing(true);
+    await settle();
+    clock.step(1000);
+    await settle();
+    clock.step(250_000);
+    expect(pleg.healthy()).toBe(true);
+    await stop();
+  });
+});
+
+describe("relist schedule", () => {
+  const base = {
+    now: 10_000,
+    relistPeriodMs: 1000,
+    eventedRelistPeriodMs: 30_000,
+    lastEnd: 9_500,
+  };
+
+  test.each([
+    ["no stream", undefined, undefined, 10_500],
+    ["a stream open less than a period", 9_200, undefined, 10_500],
+    ["a stream open for a period", 9_000, undefined, 39_500],
+    ["an event due sooner", 9_000, 10_000, 10_000],
+    ["an event due later than the period", undefined, 20_000, 10_500],
+  ])("%s: next relist at %p/%p → %d", (_name, flowingSince, soonAt, at) => {
+    expect(nextRelistAt({ ...base, flowingSince, soonAt })).toBe(at);
+  });
+
+  test("currentPeriod() and retryDelay()", () => {
+    expect(currentPeriod({ ...base, flowingSince: undefined })).toBe(1000);
+    expect(currentPeriod({ ...base, flowingSince: 9_000 })).toBe(30_000);
+    expect([1, 2, 3, 7].map(retryDelay)).toEqual([10, 20, 40, 640]);
+  });
+
+  test("showsStopped(): exited, not ready or gone is stopped; running or ready is not", () => {
+    const pods = [
+      pod("running"),
+      {
+        ...pod("exited"),
+        uid: "p2",
+        containers: [{ id: "c2", state: "exited" as const }],
+        sandboxes: [{ id: "sb2", state: "notready" as const }],
+      },
+    ];
+    expect(showsStopped(pods, "c1")).toBe(false);
+    expect(showsStopped(pods, "sb1")).toBe(false);
+    expect(showsStopped(pods, "c2")).toBe(true);
+    expect(showsStopped(pods, "sb2")).toBe(true);
+    expect(showsStopped(pods, "gone")).toBe(true);
+  });
+});
