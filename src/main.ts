@@ -1,55 +1,59 @@
 #!/usr/bin/env bun
 // The fleetlet command line: one executable for the agent, the hub and the tools around them.
-import { agentCommand } from "./cli/agent.ts";
-import { describeCommand, execCommand, getCommand, logsCommand } from "./cli/commands.ts";
-import { applyCommand, deleteCommand, labelCommand } from "./cli/deploy.ts";
+// Each command's modules are loaded when it runs (dynamic import): the agent on a device never
+// loads the hub, its dashboard or the CLI's printers, which costs memory for as long as it runs.
 import { CliError } from "./cli/errors.ts";
-import { hubCommand } from "./cli/hub.ts";
 import { processIO } from "./cli/io.ts";
-import { rolloutCommand } from "./cli/rollout.ts";
-import { runtimeInfoCommand } from "./cli/runtime-info.ts";
-import { versionCommand } from "./cli/version.ts";
 
 type Command = (argv: string[]) => Promise<number> | number;
 
 const commands: Record<string, { run: Command; help: string }> = {
   agent: {
-    run: agentCommand,
+    run: async (argv) => (await import("./cli/agent.ts")).agentCommand(argv),
     help: "run the agent: the pods of the manifest folder and of the hub, on this device",
   },
   hub: {
-    run: (argv) => hubCommand(argv, processIO()),
+    run: async (argv) => (await import("./cli/hub.ts")).hubCommand(argv, processIO()),
     help: "run the fleet hub, create join tokens, revoke nodes",
   },
-  version: { run: versionCommand, help: "print the version, the Bun version and the git commit" },
+  version: {
+    run: async (argv) => (await import("./cli/version.ts")).versionCommand(argv),
+    help: "print the version, the Bun version and the git commit",
+  },
   "runtime-info": {
-    run: runtimeInfoCommand,
+    run: async (argv) => (await import("./cli/runtime-info.ts")).runtimeInfoCommand(argv),
     help: "print the container runtime's name, version and conditions",
   },
   get: {
-    run: (argv) => getCommand(argv, processIO()),
+    run: async (argv) => (await import("./cli/commands.ts")).getCommand(argv, processIO()),
     help: "list pods or events of the agent; nodes, pods, events, daemonsets of the hub",
   },
   describe: {
-    run: (argv) => describeCommand(argv, processIO()),
+    run: async (argv) => (await import("./cli/commands.ts")).describeCommand(argv, processIO()),
     help: "show a pod in detail, with its events",
   },
-  logs: { run: (argv) => logsCommand(argv, processIO()), help: "print a container's logs" },
-  exec: { run: (argv) => execCommand(argv, processIO()), help: "run a command in a container" },
+  logs: {
+    run: async (argv) => (await import("./cli/commands.ts")).logsCommand(argv, processIO()),
+    help: "print a container's logs",
+  },
+  exec: {
+    run: async (argv) => (await import("./cli/commands.ts")).execCommand(argv, processIO()),
+    help: "run a command in a container",
+  },
   apply: {
-    run: (argv) => applyCommand(argv, processIO()),
+    run: async (argv) => (await import("./cli/deploy.ts")).applyCommand(argv, processIO()),
     help: "send DaemonSets to the hub, which deploys them to the devices they select",
   },
   delete: {
-    run: (argv) => deleteCommand(argv, processIO()),
+    run: async (argv) => (await import("./cli/deploy.ts")).deleteCommand(argv, processIO()),
     help: "delete DaemonSets from the hub (their pods leave the devices)",
   },
   label: {
-    run: (argv) => labelCommand(argv, processIO()),
+    run: async (argv) => (await import("./cli/deploy.ts")).labelCommand(argv, processIO()),
     help: "set or remove a device's labels on the hub (DaemonSet pods follow)",
   },
   rollout: {
-    run: (argv) => rolloutCommand(argv, processIO()),
+    run: async (argv) => (await import("./cli/rollout.ts")).rolloutCommand(argv, processIO()),
     help: "a DaemonSet's rollout on the hub: status, history, undo",
   },
 };
@@ -65,7 +69,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(usage());
     return name === undefined ? 2 : 0;
   }
-  if (name === "--version") return versionCommand([]);
+  if (name === "--version") return (await import("./cli/version.ts")).versionCommand([]);
   const command = commands[name];
   if (command === undefined) {
     process.stderr.write(`fleetlet: unknown command "${name}"\n\n${usage()}`);

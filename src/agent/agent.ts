@@ -21,7 +21,7 @@ import {
   formatPsi,
 } from "./eviction/index.ts";
 import { createAgentGC, type PodGCState } from "./gc/index.ts";
-import { createAgentHub, type DesiredHandler } from "./hubclient/index.ts";
+import type { createAgentHub, DesiredHandler } from "./hubclient/index.ts";
 import { computePodActions, planSteps } from "./kuberuntime/index.ts";
 import { runMemoryTrim } from "./memory.ts";
 import { createAgentNodeStatus } from "./nodestatus/index.ts";
@@ -410,18 +410,21 @@ export async function runAgent(
   // One relist before the first health check, so a healthy runtime is never reported down.
   await pleg.relist();
   await health.check();
-  hub = createAgentHub({
-    config,
-    version: info.version,
-    clock,
-    logger: log,
-    nodeStatus,
-    statusManager,
-    recorder,
-    pods: () => loop.pods(),
-    podsSynced: () => podConfig.seenAllSources(),
-    ...(desired !== undefined && { desired }),
-  });
+  // Loaded only when a hub is configured: an agent on its own never needs the hub client.
+  hub =
+    config.hub &&
+    (await import("./hubclient/index.ts")).createAgentHub({
+      config,
+      version: info.version,
+      clock,
+      logger: log,
+      nodeStatus,
+      statusManager,
+      recorder,
+      pods: () => loop.pods(),
+      podsSynced: () => podConfig.seenAllSources(),
+      ...(desired !== undefined && { desired }),
+    });
   await Promise.all([
     nodeStatus.run(signal),
     hub?.run(signal),
