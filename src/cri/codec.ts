@@ -1,6 +1,6 @@
 // Protocol buffers for the CRI messages, encoded and decoded by one small table-driven codec.
-// The schema tables are built once from the parsed proto (protobufjs reflection); the calls then
-// go through two generic functions. protobufjs generates a pair of functions per message type,
+// The schemas are linked once from the protos' table (proto-table.ts); the calls then go through
+// two generic functions. protobufjs generates a pair of functions per message type,
 // each run a few dozen times in a burst of starting pods and so mostly cold (not yet compiled by
 // the JIT): that cost ~1.4 ms of CPU per started pod, against ~0.2 ms here.
 //
@@ -12,8 +12,6 @@
 // fields that are undefined or null are left out, enums may be names or numbers, numbers and
 // strings are coerced to the field's type. test/unit/cri/codec.test.ts checks both directions
 // against protobufjs on every message type of the proto.
-
-import type { Enum, Field, MapField, Root, Type } from "protobufjs";
 
 export { decodeMessage } from "./codec-decode.ts";
 export { encodeMessage, MessageEncoder } from "./codec-encode.ts";
@@ -47,68 +45,6 @@ export interface MessageSchema {
   fields: FieldSchema[];
   /** Fields by field number. */
   byNo: Map<number, FieldSchema>;
-}
-
-const SCALARS: ReadonlySet<string> = new Set([
-  "double",
-  "int32",
-  "int64",
-  "uint32",
-  "uint64",
-  "bool",
-  "string",
-  "bytes",
-]);
-
-function scalarKind(type: string, where: string): Scalar {
-  if (!SCALARS.has(type)) throw new Error(`codec: field type ${type} of ${where} is not supported`);
-  return type as Scalar;
-}
-
-/** Schemas of every message type of `root` (resolved), by full name without the leading dot. */
-export function buildSchemas(root: Root): Map<string, MessageSchema> {
-  root.resolveAll();
-  const schemas = new Map<string, MessageSchema>();
-  const schemaOf = (type: Type): MessageSchema => {
-    const name = type.fullName.replace(/^\./, "");
-    const known = schemas.get(name);
-    if (known) return known;
-    const schema: MessageSchema = { name, fields: [], byNo: new Map() };
-    schemas.set(name, schema);
-    for (const f of type.fieldsArray) {
-      const field = fieldSchema(f, `${name}.${f.name}`, schemaOf);
-      schema.fields.push(field);
-      schema.byNo.set(field.no, field);
-    }
-    return schema;
-  };
-  const visit = (ns: { nestedArray?: unknown[] }) => {
-    for (const nested of ns.nestedArray ?? []) {
-      if ((nested as Type).fieldsArray !== undefined) schemaOf(nested as Type);
-      visit(nested as { nestedArray?: unknown[] });
-    }
-  };
-  visit(root);
-  return schemas;
-}
-
-function fieldSchema(f: Field, where: string, schemaOf: (t: Type) => MessageSchema): FieldSchema {
-  const field: FieldSchema = { no: f.id, name: f.name, kind: "string", repeated: false };
-  if (f.map) field.mapKey = scalarKind((f as unknown as MapField).keyType, where);
-  else field.repeated = f.repeated;
-  const resolved = f.resolvedType;
-  if (resolved === null) {
-    field.kind = scalarKind(f.type, where);
-  } else if ((resolved as Type).fieldsArray !== undefined) {
-    field.kind = "message";
-    field.message = schemaOf(resolved as Type);
-  } else {
-    const values = (resolved as Enum).values;
-    field.kind = "enum";
-    field.enumNumbers = new Map(Object.entries(values));
-    field.enumNames = new Map(Object.entries(values).map(([k, v]) => [v, k]));
-  }
-  return field;
 }
 
 /** Wire types. */

@@ -51,7 +51,7 @@ export {
   TransportError,
 } from "./grpc-wire.ts";
 export { addressText, type H2Address } from "./h2.ts";
-export { CRI_PACKAGE, criProtoText } from "./proto.ts";
+export { CRI_PACKAGE } from "./proto.ts";
 export { CRI_RPCS, type CriMethod } from "./service.ts";
 export { createH2Transport } from "./transport.ts";
 export type * from "./types.ts";

@@ -1,18 +1,16 @@
 import { describe, expect, test } from "bun:test";
 import { parse, type Type } from "protobufjs";
-import {
-  buildSchemas,
-  decodeMessage,
-  encodeMessage,
-  type MessageSchema,
-} from "../../../src/cri/codec.ts";
-import { criProtoText } from "../../../src/cri/index.ts";
+import { decodeMessage, encodeMessage, type MessageSchema } from "../../../src/cri/codec.ts";
+import { tableOf } from "../../../src/cri/proto-macro.ts";
+import { linkSchemas } from "../../../src/cri/proto-table.ts";
+import { criProtoText } from "../../lib/cri-proto.ts";
 import { prng } from "../../lib/yaml-gen.ts";
 
 // protobufjs is the reference: the objects @grpc/proto-loader gives, from the same proto.
 const OPTIONS = { longs: Number, enums: String, defaults: true, oneofs: true };
 const { root } = parse(criProtoText(), { keepCase: false });
-const schemas = buildSchemas(root);
+// The schemas as the client links them from the build-time table (proto-macro.ts).
+const schemas = linkSchemas(tableOf(root));
 const names = [...schemas.keys()];
 const typeOf = (name: string) => root.lookupType(name) as Type;
 

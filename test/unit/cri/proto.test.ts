@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/proto-loader";
 import { parse, type Type } from "protobufjs";
-import { CRI_RPCS, criProtoText } from "../../../src/cri/index.ts";
-import { loadCriPackageDefinition } from "../../lib/cri-proto.ts";
+import { CRI_RPCS } from "../../../src/cri/index.ts";
+import { criProtoText, loadCriPackageDefinition } from "../../lib/cri-proto.ts";
 
 const root = parse(criProtoText(), { keepCase: true }).root;
 const field = (message: string, name: string) => {
