@@ -35,6 +35,9 @@ export interface AgentOptions {
   startTimeoutMs?: number;
   /** Environment variables set for the agent, over this process's. */
   env?: Record<string, string>;
+  /** The executable, when `command` is not given (default dist/fleetlet): benchmarks compare
+   * two builds this way. */
+  bin?: string;
 }
 
 export class TestAgent {
@@ -70,7 +73,7 @@ export class TestAgent {
     this.nodeName = opts.nodeName ?? `e2e${Math.random().toString(36).slice(2, 8)}`;
     this.cgroupRoot = opts.cgroupRoot ?? `/fleetlet-e2e-${this.nodeName}`;
     this.rootDirMount = opts.rootDirMount;
-    this.command = opts.command ?? [fleetletBin];
+    this.command = opts.command ?? [opts.bin ?? fleetletBin];
     this.startTimeoutMs = opts.startTimeoutMs ?? 15_000;
     mkdirSync(this.manifests, { recursive: true });
   }
