@@ -7,8 +7,9 @@
 import type { Clock } from "../../util/clock.ts";
 import type { RelistPod } from "./diff.ts";
 
-/** Relists after an unconfirmed event: 10 ms, then doubling, at most this many (~1.3 s). */
-export const EVENT_RETRIES = 7;
+/** Relists after an unconfirmed event: 10 ms, then doubling, at most this many (~5 s: a busy
+ * device's containerd may take seconds to record an exit). */
+export const EVENT_RETRIES = 9;
 const FIRST_RETRY_MS = 10;
 
 export interface ScheduleState {
@@ -109,10 +110,15 @@ export class RelistScheduler {
     return currentPeriod(this.state(now));
   }
 
+  /** When the next relist is due, as seen at `now`. */
+  nextAt(now: number): number {
+    return nextRelistAt(this.state(now));
+  }
+
   /** Sleeps until the next relist is due; resolves early when aborted or woken by an event. */
   async wait(clock: Clock, signal: AbortSignal): Promise<void> {
     for (;;) {
-      const delay = nextRelistAt(this.state(clock.now())) - clock.now();
+      const delay = this.nextAt(clock.now()) - clock.now();
       if (delay <= 0 || signal.aborted) return;
       this.wake = new AbortController();
       try {

@@ -7,6 +7,7 @@ import {
   currentPeriod,
   EVENT_RETRIES,
   nextRelistAt,
+  RelistScheduler,
   retryDelay,
   showsStopped,
 } from "../../../src/agent/pleg/schedule.ts";
@@ -91,21 +92,31 @@ describe("PLEG with container events", () => {
     await stop();
   });
 
-  test(`gives up retrying after ${EVENT_RETRIES} relists that do not show the event`, async () => {
-    const { clock, pleg, listed, stop } = setup();
-    await settle();
-    pleg.notify({ containerId: "c1", kind: "oom" });
-    await settle();
-    for (let i = 0; i < 7; i++) {
-      clock.step(10 * 2 ** i);
-      await settle();
+  test(`retries after 10 ms, doubling, and gives up after ${EVENT_RETRIES} relists that do not show the event`, () => {
+    const s = new RelistScheduler(1000, 60_000);
+    s.setFlowing(true, 0);
+    s.relisted([pod("running")], 0);
+    let now = 5000;
+    expect(s.nextAt(now)).toBe(60_000); // the stream flows: the evented period
+    s.notify({ containerId: "c1", kind: "exited" }, now);
+    expect(s.nextAt(now)).toBe(now); // at once
+    const delays: number[] = [];
+    for (let i = 0; i < EVENT_RETRIES + 1; i++) {
+      s.relisted([pod("running")], now);
+      const next = s.nextAt(now);
+      delays.push(next - now);
+      now = next;
     }
-    clock.step(1000);
-    await settle();
-    // the first relist and 7 retries at 10..640 ms; then only the periodic relists (1 s apart)
-    expect(listed.at.slice(0, 9)).toEqual([0, 0, 10, 30, 70, 150, 310, 630, 1270]);
-    expect(listed.at[9]).toBe(2270);
-    await stop();
+    expect(delays).toEqual([10, 20, 40, 80, 160, 320, 640, 1280, 2560, 60_000]);
+  });
+
+  test("an event the listing shows stops the retries; a listing that failed does not", () => {
+    const s = new RelistScheduler(1000, 60_000);
+    s.notify({ containerId: "c1", kind: "exited" }, 0);
+    s.relisted(undefined, 0);
+    expect(s.nextAt(0)).toBe(10);
+    s.relisted([pod("exited")], 10);
+    expect(s.nextAt(10)).toBe(1010);
   });
 
   test("starts and creations do not relist", async () => {
