@@ -2,8 +2,8 @@
 // pods, what it is made of (file-backed pages of the executable, anonymous memory, the JavaScript
 // heap), its CPU while nothing changes, and the size of the executable.
 //
-//   node_modules/.bin/bun scripts/bench/agent-memory.ts [--settle 40] [--idle 30]
-//       (needs root, the test bed and a built dist/fleetlet)
+//   node_modules/.bin/bun scripts/bench/agent-memory.ts [--settle 40] [--idle 30] [--bin PATH]
+//       (needs root, the test bed and a built dist/fleetlet; --bin: another build to measure)
 //
 // The compiled agent at its default timings (relist 1 s, 60 s while the runtime's event stream
 // flows; sync 60 s, file check 20 s, housekeeping 2 s), host-network busybox sleepers. Each RSS is
@@ -24,15 +24,14 @@ import {
   sleeperManifest,
 } from "./agent-common.ts";
 
-const opts = benchOptions("agent-memory", { settle: 40, idle: 30 });
+const opts = benchOptions("agent-memory", { settle: 40, idle: 30, bin: fleetletBin });
 const agent = new TestAgent({
+  bin: opts.bin,
   args: [
     "--max-pods",
     "110",
     "--pleg-relist-period",
     "1s",
-    "--pleg-evented-relist-period",
-    "60s",
     "--sync-frequency",
     "60s",
     "--file-check-frequency",
@@ -88,9 +87,9 @@ async function podsRunning(n: number): Promise<void> {
 }
 
 async function main() {
-  const size = statSync(fleetletBin).size;
+  const size = statSync(opts.bin).size;
   console.log(
-    `agent-memory: dist/fleetlet ${(size / 2 ** 20).toFixed(1)} MiB (${(size / 1e6).toFixed(1)} MB)`,
+    `agent-memory: ${opts.bin} ${(size / 2 ** 20).toFixed(1)} MiB (${(size / 1e6).toFixed(1)} MB)`,
   );
   await cri.pullImage({ image: { image: agent.tb.busybox } });
   await agent.start();

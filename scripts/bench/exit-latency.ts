@@ -6,7 +6,8 @@
 //       (needs root, the test bed and a built dist/fleetlet)
 //
 // Each pod's one container blocks reading a named pipe in a host folder, then exits 7 (so that
-// the waiting costs no CPU); the bench writes to the pipes one at a time, 300 ms apart, with the
+// the waiting costs no CPU); the bench writes to the pipes one at a time, 0.3 to 1.3 s apart (at
+// random, so that exits fall anywhere in the relist period), with the
 // agent at its default timings (relist 1 s; while the runtime's event stream flows, 60 s).
 // `--mode both` (the default) runs the same with the event stream turned off
 // (--pleg-evented-relist-period 0s: exits seen at the relist, as before) for comparison, in the
@@ -103,7 +104,8 @@ async function measure(mode: "events" | "relist"): Promise<number[]> {
       const id = containers[0]?.id ?? "";
       const { status } = await cri.containerStatus({ containerId: id });
       latencies.push(at - (status?.finishedAt ?? 0) / 1e6);
-      await Bun.sleep(300);
+      // A pause of random length, so that exits fall at any point of the relist period.
+      await Bun.sleep(300 + Math.random() * 1000);
     }
     return latencies;
   } finally {

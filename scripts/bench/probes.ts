@@ -4,8 +4,8 @@
 // (default 30 s): the agent's CPU (% of one core) and RSS, and the delay from each probe's
 // scheduled time to its run (p50/p99/max from the agent's fleetlet_prober_probe_delay_seconds).
 //
-//   node_modules/.bin/bun scripts/bench/probes.ts [--pods N] [--window S]   (needs root, the test
-//   bed and a built dist/fleetlet)
+//   node_modules/.bin/bun scripts/bench/probes.ts [--pods N] [--window S] [--bin PATH]   (needs
+//   root, the test bed and a built dist/fleetlet; --bin: another build to measure)
 //
 // Everything runs under a TestAgent with its own node name; its pods are removed at the end.
 
@@ -56,7 +56,8 @@ async function metric(agent: TestAgent, re: RegExp): Promise<number> {
 async function main() {
   const pods = arg("pods", 50);
   const windowS = arg("window", 30);
-  const agent = new TestAgent();
+  const at = process.argv.indexOf("--bin");
+  const agent = new TestAgent(at < 0 ? {} : { bin: process.argv[at + 1] as string });
   const stop = async () => {
     await agent.cleanup();
   };

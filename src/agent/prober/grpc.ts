@@ -1,5 +1,6 @@
 // The grpc probe handler: one call of grpc.health.v1.Health/Check on a new connection, closed
-// after the call, through fleetlet's own gRPC stack (docs/grpc-stack.md). The two messages are encoded by hand from their public definitions:
+// after the call, through fleetlet's own gRPC stack (docs/grpc-stack.md). The two messages are
+// encoded by hand from their public definitions:
 //   message HealthCheckRequest { string service = 1; }
 //   message HealthCheckResponse { ServingStatus status = 1; }  // UNKNOWN 0, SERVING 1,
 //                                                              // NOT_SERVING 2, SERVICE_UNKNOWN 3
