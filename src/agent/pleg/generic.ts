@@ -218,6 +218,8 @@ class GenericPLEG implements PLEG {
     this.relistTime = timestamp;
     setCurrent(this.records, pods);
     const needsReinspection = new Set<string>();
+    /** Changes left for the next relist (a pod a sync is acting on). */
+    let deferred = false;
     for (const [uid, record] of [...this.records]) {
       const events = computeEvents(uid, record.old, record.current);
       if (events.length === 0 && !this.toReinspect.has(uid)) {
@@ -226,6 +228,7 @@ class GenericPLEG implements PLEG {
       }
       if (record.current && this.deps.readPending?.(uid)) {
         if (this.toReinspect.has(uid)) needsReinspection.add(uid);
+        deferred = true;
         continue;
       }
       const inspected = await this.inspect(uid, record.current, timestamp);
@@ -238,7 +241,8 @@ class GenericPLEG implements PLEG {
     }
     this.cache.updateTime(timestamp);
     this.toReinspect = needsReinspection;
-    this.schedule.relisted(pods, this.deps.clock.now());
+    // Changes left for later are taken within a relist period, whatever the evented period.
+    this.schedule.relisted(pods, this.deps.clock.now(), deferred || needsReinspection.size > 0);
     const took = this.deps.clock.now() - timestamp;
     this.stats.count++;
     this.stats.totalMs += took;

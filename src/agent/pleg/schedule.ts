@@ -92,17 +92,24 @@ export class RelistScheduler {
     } else this.flowingSince = undefined;
   }
 
-  /** A relist ended at `now`, with its listing (undefined when listing failed). */
-  relisted(pods: readonly RelistPod[] | undefined, now: number): void {
+  /** A relist ended at `now`, with its listing (undefined when listing failed); `unfinished`:
+   * it left changes for the next relist (a pod a sync is acting on, a status read that failed),
+   * which then comes within the relist period, not the evented one. */
+  relisted(pods: readonly RelistPod[] | undefined, now: number, unfinished = false): void {
     this.lastEnd = now;
-    this.soonAt = undefined;
+    this.soonAt = unfinished ? now + this.relistPeriodMs : undefined;
     for (const [id, done] of this.awaiting) {
       if (pods !== undefined && showsStopped(pods, id)) this.awaiting.delete(id);
       else if (done + 1 > EVENT_RETRIES) this.awaiting.delete(id);
       else this.awaiting.set(id, done + 1);
     }
     // The newest event waits least: 10 ms after its first relist, then doubling.
-    if (this.awaiting.size > 0) this.soonAt = now + retryDelay(minOf(this.awaiting));
+    if (this.awaiting.size > 0) {
+      this.soonAt = Math.min(
+        this.soonAt ?? Number.POSITIVE_INFINITY,
+        now + retryDelay(minOf(this.awaiting)),
+      );
+    }
   }
 
   /** The period in force at `now`. */

@@ -29,10 +29,11 @@ function pod(state: "running" | "exited"): RelistPod {
   };
 }
 
-function setup(evented = 60_000) {
+function setup(evented = 60_000, acting = new Set<string>()) {
   const clock = new FakeClock(T0);
   const listed = { state: "running" as "running" | "exited", at: [] as number[] };
   const pleg = createPLEG({
+    readPending: (uid) => acting.has(uid),
     clock,
     logger: nullLogger,
     relistPeriodMs: 1000,
@@ -117,6 +118,29 @@ describe("PLEG with container events", () => {
     expect(s.nextAt(0)).toBe(10);
     s.relisted([pod("exited")], 10);
     expect(s.nextAt(10)).toBe(1010);
+  });
+
+  test("an exit while a sync acts on the pod is sent within a relist period, not the evented one", async () => {
+    const acting = new Set<string>();
+    const { clock, pleg, listed, stop } = setup(60_000, acting);
+    pleg.setEventsFlowing(true);
+    await settle();
+    await pleg.next();
+    await pleg.next(); // the pod as first listed
+    clock.step(1000);
+    await settle();
+    expect(listed.at).toEqual([0, 1000]); // the stream now flows: next relist at 61 s
+    acting.add("p1");
+    listed.state = "exited";
+    pleg.notify({ containerId: "c1", kind: "exited" });
+    await settle();
+    expect(listed.at).toEqual([0, 1000, 1000]); // shown, but left to the sync's read
+    acting.delete("p1");
+    clock.step(1000);
+    await settle();
+    expect(listed.at).toEqual([0, 1000, 1000, 2000]);
+    expect(await pleg.next()).toEqual({ uid: "p1", type: "ContainerDied", data: "c1" });
+    await stop();
   });
 
   test("starts and creations do not relist", async () => {
