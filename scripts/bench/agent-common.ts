@@ -281,6 +281,19 @@ export function metricValue(text: string, name: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(name.length + 1));
 }
 
+/** The end of a bench that ran one agent: the agent killed, its pods removed (8 sandboxes at a
+ * time), its folders gone, the CRI client closed; a failing step is reported and the rest
+ * still run. */
+export async function cleanupAgentBench(
+  agent: { nodeName: string; stop(sig: "SIGKILL"): Promise<unknown>; cleanup(): Promise<void> },
+  cri: CriClient,
+): Promise<void> {
+  await agent.stop("SIGKILL").catch(() => {});
+  await removeNodePods(cri, agent.nodeName).catch((e) => console.error(`cleanup failed: ${e}`));
+  await agent.cleanup().catch((e) => console.error(`cleanup of the agent failed: ${e}`));
+  cri.close();
+}
+
 /** Stops and removes the sandboxes of a node's pods, `parallel` at a time. */
 export async function removeNodePods(cri: CriClient, nodeName: string, parallel = 8) {
   const { items } = await cri.listPodSandbox({

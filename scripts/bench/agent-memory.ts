@@ -17,9 +17,10 @@ import { TestAgent } from "../../test/lib/agent.ts";
 import { fleetletBin } from "../../test/lib/testbed.ts";
 import {
   benchOptions,
+  cleanupAgentBench,
   cpuTicks,
+  DEFAULT_TIMING_FLAGS,
   metricValue,
-  removeNodePods,
   rssMB,
   sleeperManifest,
 } from "./agent-common.ts";
@@ -27,18 +28,7 @@ import {
 const opts = benchOptions("agent-memory", { settle: 40, idle: 30, bin: fleetletBin });
 const agent = new TestAgent({
   bin: opts.bin,
-  args: [
-    "--max-pods",
-    "110",
-    "--pleg-relist-period",
-    "1s",
-    "--sync-frequency",
-    "60s",
-    "--file-check-frequency",
-    "20s",
-    "--housekeeping-interval",
-    "2s",
-  ],
+  args: ["--max-pods", "110", "--pleg-relist-period", "1s", ...DEFAULT_TIMING_FLAGS],
 });
 const cri = createCriClient({ endpoint: agent.tb.endpoint });
 
@@ -113,8 +103,5 @@ async function main() {
 try {
   await main();
 } finally {
-  await agent.stop("SIGKILL").catch(() => {});
-  await removeNodePods(cri, agent.nodeName).catch((e) => console.error(`cleanup failed: ${e}`));
-  await agent.cleanup().catch((e) => console.error(`cleanup of the agent failed: ${e}`));
-  cri.close();
+  await cleanupAgentBench(agent, cri);
 }

@@ -14,10 +14,10 @@ import { createCriClient } from "../../src/cri/index.ts";
 import { TestAgent } from "../../test/lib/agent.ts";
 import {
   benchOptions,
+  cleanupAgentBench,
   cpuTicks,
   DEFAULT_TIMING_FLAGS,
   metricValue,
-  removeNodePods,
   rssMB,
   sleeperManifest,
 } from "./agent-common.ts";
@@ -109,9 +109,6 @@ try {
   await main();
 } finally {
   const t0 = performance.now();
-  await agent.stop("SIGKILL").catch(() => {});
-  await removeNodePods(cri, agent.nodeName).catch((e) => console.error(`cleanup failed: ${e}`));
-  await agent.cleanup().catch((e) => console.error(`cleanup of the agent failed: ${e}`));
+  await cleanupAgentBench(agent, cri);
   console.log(`  (cleanup took ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
-  cri.close();
 }

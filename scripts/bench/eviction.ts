@@ -31,10 +31,10 @@ import { TestAgent } from "../../test/lib/agent.ts";
 import { podManifest } from "../../test/lib/eviction.ts";
 import {
   benchOptions,
+  cleanupAgentBench,
   cpuTicks,
   DEFAULT_TIMING_FLAGS,
   quantile,
-  removeNodePods,
   rssMB,
   sleeperManifest,
 } from "./agent-common.ts";
@@ -183,8 +183,5 @@ async function main() {
 try {
   await main();
 } finally {
-  await agent.stop("SIGKILL").catch(() => {});
-  await removeNodePods(cri, agent.nodeName).catch((e) => console.error(`cleanup failed: ${e}`));
-  await agent.cleanup().catch((e) => console.error(`cleanup of the agent failed: ${e}`));
-  cri.close();
+  await cleanupAgentBench(agent, cri);
 }

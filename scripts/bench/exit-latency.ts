@@ -21,7 +21,14 @@ import type { Pod } from "../../src/api/types.ts";
 import { watchEvents } from "../../src/cli/client.ts";
 import { createCriClient } from "../../src/cri/index.ts";
 import { TestAgent } from "../../test/lib/agent.ts";
-import { benchOptions, ms, quantile, removeNodePods } from "./agent-common.ts";
+import { shellPodManifest } from "../../test/lib/manifests.ts";
+import {
+  benchOptions,
+  DEFAULT_TIMING_FLAGS,
+  ms,
+  quantile,
+  removeNodePods,
+} from "./agent-common.ts";
 
 const opts = benchOptions("exit-latency", { pods: 40, mode: "both" });
 if (!["both", "events", "relist"].includes(opts.mode)) {
@@ -29,23 +36,12 @@ if (!["both", "events", "relist"].includes(opts.mode)) {
   process.exit(2);
 }
 
-function manifest(name: string, dir: string, image: string): string {
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  hostNetwork: true
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 1
-  volumes: [{ name: h, hostPath: { path: ${dir}, type: Directory } }]
-  containers:
-    - name: c
-      image: ${image}
-      command: ["sh", "-c", "read x < /h/${name}; exit 7"]
-      volumeMounts: [{ name: h, mountPath: /h }]
-`;
-}
+/** A pod whose container exits 7 once something is written to the pipe /h/<name>. */
+const manifest = (name: string, dir: string, image: string) =>
+  shellPodManifest(name, image, `read x < /h/${name}; exit 7`, {
+    hostDir: dir,
+    restartPolicy: "Never",
+  });
 
 const terminated = (p: Pod) => p.status?.containerStatuses?.[0]?.state?.terminated;
 const running = (p: Pod) => p.status?.containerStatuses?.[0]?.state?.running !== undefined;
@@ -59,12 +55,7 @@ async function measure(mode: "events" | "relist"): Promise<number[]> {
       "1s",
       "--pleg-evented-relist-period",
       mode === "events" ? "60s" : "0s",
-      "--file-check-frequency",
-      "20s",
-      "--housekeeping-interval",
-      "2s",
-      "--sync-frequency",
-      "60s",
+      ...DEFAULT_TIMING_FLAGS,
     ],
   });
   const cri = createCriClient({ endpoint: agent.tb.endpoint });

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
-import { sleeperManifest } from "../lib/manifests.ts";
+import { shellPodManifest, sleeperManifest } from "../lib/manifests.ts";
 import { startContainerd, stopContainerd } from "../lib/testbed.ts";
 
 const agent = new TestAgent({
@@ -25,23 +25,12 @@ const statusOf = (p: Pod) => p.status?.containerStatuses?.[0];
 const running = (p: Pod) => p.status?.phase === "Running" && !!statusOf(p)?.state?.running;
 const terminated = (p: Pod) => statusOf(p)?.state?.terminated;
 
-function manifest(name: string, script: string, extra = "", policy = "Never"): string {
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  hostNetwork: true
-  restartPolicy: ${policy}
-  terminationGracePeriodSeconds: 1
-  volumes: [{ name: h, hostPath: { path: ${hostDir}, type: Directory } }]
-  containers:
-    - name: c
-      image: ${tb.busybox}
-      command: ["sh", "-c", ${JSON.stringify(script)}]
-      volumeMounts: [{ name: h, mountPath: /h }]
-${extra}`;
-}
+/** A pod running `script`, with the host folder at /h. */
+const manifest = (
+  name: string,
+  script: string,
+  opts: { resources?: string; restartPolicy?: "Always" | "Never" } = {},
+) => shellPodManifest(name, tb.busybox, script, { hostDir, restartPolicy: "Never", ...opts });
 
 /** A pod whose container exits 7 once the host file /h/<name> exists. */
 const waiter = (name: string) =>
@@ -67,20 +56,15 @@ describe("container exits seen through the runtime's events (needs root and the 
     const hog = "x=a; while true; do x=$x$x; done";
     agent.writeManifest(
       "oom.yaml",
-      manifest(
-        "oom",
-        `while [ ! -e /h/oom ]; do sleep 0.05; done; ${hog}`,
-        "      resources: { limits: { memory: 32Mi } }\n",
-      ),
+      manifest("oom", `while [ ! -e /h/oom ]; do sleep 0.05; done; ${hog}`, {
+        resources: "{ limits: { memory: 32Mi } }",
+      }),
     );
     agent.writeManifest(
       "crash.yaml",
-      manifest(
-        "crash",
-        "while [ ! -e /h/crash ]; do sleep 0.05; done; rm /h/crash; exit 1",
-        "",
-        "Always",
-      ),
+      manifest("crash", "while [ ! -e /h/crash ]; do sleep 0.05; done; rm /h/crash; exit 1", {
+        restartPolicy: "Always",
+      }),
     );
     for (const name of ["exits", "oom", "crash"]) await agent.waitPod(name, "Running", running);
     const relists = await metric("fleetlet_pleg_relists_total");

@@ -2,13 +2,13 @@
 // maxParallelStarts, orphans in the runtime and on disk, bad configuration, and containerd going
 // away under it (last: it disturbs the shared containerd). The compiled agent against the real test bed; needs root and the test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Pod } from "../../src/api/types.ts";
 import { type CriClient, createCriClient, type PodSandboxConfig } from "../../src/cri/index.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { sleeperManifest } from "../lib/manifests.ts";
-import { eventually, fleetletBin, repoRoot } from "../lib/testbed.ts";
+import { eventually, fleetletBin, startContainerd, stopContainerd } from "../lib/testbed.ts";
 
 const agent = new TestAgent();
 const tb = agent.tb;
@@ -303,17 +303,8 @@ describe("fleetlet agent across a containerd restart (needs root and the test be
   test("/healthz is 503 naming the runtime while it is down; after, pods are reconciled without restarts", async () => {
     const before = await Promise.all(["a", "b"].map((n) => agent.waitPod(n, "Running", running)));
     expect((await agent.request("/healthz")).status).toBe(200);
-    const pid = Number(readFileSync(tb.containerdPidFile, "utf8").trim());
-    process.kill(pid, "SIGTERM");
+    await stopContainerd(tb);
     try {
-      await eventually("containerd to stop", () => {
-        try {
-          process.kill(pid, 0);
-          return false;
-        } catch {
-          return true;
-        }
-      });
       const down = await eventually(
         "/healthz to fail",
         async () => {
@@ -324,10 +315,7 @@ describe("fleetlet agent across a containerd restart (needs root and the test be
       );
       expect(down).toContain("container runtime is down");
     } finally {
-      const restart = Bun.spawnSync([join(repoRoot, "scripts/testbed"), "start"], {
-        stdout: "ignore",
-      });
-      expect(restart.exitCode).toBe(0);
+      startContainerd();
     }
     await eventually(
       "/healthz to be ok again",

@@ -12,7 +12,14 @@ import {
   isUnavailable,
   type PodSandboxConfig,
 } from "../../src/cri/index.ts";
-import { eventually, inSubnet, loadTestbed, repoRoot, uniqueName } from "../lib/testbed.ts";
+import {
+  eventually,
+  inSubnet,
+  loadTestbed,
+  startContainerd,
+  stopContainerd,
+  uniqueName,
+} from "../lib/testbed.ts";
 
 const tb = loadTestbed();
 let cri: CriClient;
@@ -239,23 +246,11 @@ describe("CRI client against containerd (needs root and the test bed)", () => {
 
 describe("CRI client across a containerd restart (needs root and the test bed)", () => {
   test("calls fail as Unavailable while containerd is down and work again after, with the same client", async () => {
-    const pid = Number(readFileSync(tb.containerdPidFile, "utf8").trim());
     await cri.version({});
-    process.kill(pid, "SIGTERM");
-    await eventually("containerd to stop", () => {
-      try {
-        process.kill(pid, 0);
-        return false;
-      } catch {
-        return true;
-      }
-    });
+    await stopContainerd(tb);
     const err = await cri.version({}, { timeoutMs: 3000 }).catch((e) => e);
     expect(isUnavailable(err)).toBe(true);
-    const restart = Bun.spawnSync([join(repoRoot, "scripts/testbed"), "start"], {
-      stdout: "ignore",
-    });
-    expect(restart.exitCode).toBe(0);
+    startContainerd();
     const v = await eventually("the client to reach containerd again", () =>
       cri.version({}, { timeoutMs: 2000 }).catch(() => undefined),
     );

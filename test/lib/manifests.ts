@@ -28,21 +28,35 @@ export function sleeperManifest(name: string, image: string): string {
 }
 
 /** A host-network pod whose one container `c` runs `script` with sh; stops within 1 s. With
- * `data`, an emptyDir (which outlives the container's restarts) is mounted at /data. */
+ * `data`, an emptyDir (which outlives the container's restarts) is mounted at /data; with
+ * `hostDir`, that host folder at /h; `resources` is YAML flow (e.g. "{limits: {memory: 32Mi}}"). */
 export function shellPodManifest(
   name: string,
   image: string,
   script: string,
-  opts: { data?: boolean; restartPolicy?: "Always" | "OnFailure" | "Never" } = {},
+  opts: {
+    data?: boolean;
+    hostDir?: string;
+    restartPolicy?: "Always" | "OnFailure" | "Never";
+    resources?: string;
+  } = {},
 ): string {
   const restart = opts.restartPolicy ? `  restartPolicy: ${opts.restartPolicy}\n` : "";
-  const volumes = opts.data ? "  volumes:\n    - name: data\n      emptyDir: {}\n" : "";
-  const mounts = opts.data
-    ? "      volumeMounts:\n        - { name: data, mountPath: /data }\n"
-    : "";
+  const volumes = [
+    ...(opts.data ? ["    - name: data\n      emptyDir: {}\n"] : []),
+    ...(opts.hostDir
+      ? [`    - name: h\n      hostPath: { path: ${opts.hostDir}, type: Directory }\n`]
+      : []),
+  ];
+  const mounts = [
+    ...(opts.data ? ["        - { name: data, mountPath: /data }\n"] : []),
+    ...(opts.hostDir ? ["        - { name: h, mountPath: /h }\n"] : []),
+  ];
   return onePod(name, image, `["sh", "-c", ${JSON.stringify(script)}]`, {
-    spec: restart + volumes,
-    container: mounts,
+    spec: restart + (volumes.length > 0 ? `  volumes:\n${volumes.join("")}` : ""),
+    container:
+      (mounts.length > 0 ? `      volumeMounts:\n${mounts.join("")}` : "") +
+      (opts.resources !== undefined ? `      resources: ${opts.resources}\n` : ""),
   });
 }
 
