@@ -1,7 +1,8 @@
 // The runtime's container events as one stream: what happened to which container, as it happens.
 // CRI GetContainerEvents where the runtime serves it (containerd 1.7 and later, CRI-O); where it
 // answers UNIMPLEMENTED (containerd 1.6), containerd's own event service on the same socket
-// (Events/Subscribe), filtered to the CRI plugin's namespace and to task exits and OOM kills.
+// (Events/Subscribe), filtered to the CRI plugin's namespace and to task exits, deletions and OOM
+// kills.
 // An event says only that something happened: readers take the container's state from the
 // runtime's listing (the PLEG relists), never from the event.
 //
@@ -45,10 +46,16 @@ export interface ContainerEvents {
 /** containerd's namespace for everything its CRI plugin makes. */
 export const CRI_NAMESPACE = "k8s.io";
 
-/** The containerd event topics read, and what each means for a container. */
-const TOPICS: Readonly<Record<string, ContainerEventKind>> = {
-  "/tasks/exit": "exited",
-  "/tasks/oom": "oom",
+/**
+ * The containerd event topics read: what each means for a container, and its message. A task's
+ * exit comes twice: /tasks/exit when its process ended, /tasks/delete when the CRI plugin has
+ * cleaned it up, a few ms before it records the exit (the exit event comes 17-81 ms before);
+ * the second tells the reader that the listing is about to show it.
+ */
+const TOPICS: Readonly<Record<string, { kind: ContainerEventKind; message: string }>> = {
+  "/tasks/exit": { kind: "exited", message: "TaskExit" },
+  "/tasks/delete": { kind: "exited", message: "TaskDelete" },
+  "/tasks/oom": { kind: "oom", message: "TaskOOM" },
 };
 
 const CRI_KINDS: Readonly<Record<string, ContainerEventKind>> = {
@@ -72,7 +79,7 @@ function streams(proto: ReturnType<typeof loadCriProto>): Record<ContainerEventS
   const schema = (name: string) =>
     proto.schemas.get(`${CONTAINERD_EVENTS_PACKAGE}.${name}`) as MessageSchema;
   const envelope = schema("Envelope");
-  const taskExit = schema("TaskExit");
+  const messages = new Map(Object.values(TOPICS).map((t) => [t.message, schema(t.message)]));
   const filters = Object.keys(TOPICS).map((t) => `namespace==${CRI_NAMESPACE},topic=="${t}"`);
   return {
     cri: {
@@ -97,16 +104,14 @@ function streams(proto: ReturnType<typeof loadCriProto>): Record<ContainerEventS
           topic: string;
           event: { value: Buffer } | null;
         };
-        const kind = TOPICS[env.topic];
-        if (kind === undefined || env.event === null) return undefined;
-        // Field 1 of every task event is the container's ID; a TaskExit's field 2 is the
-        // process: the container's own ID for its main process, an exec's ID otherwise.
-        const task = decodeMessage(taskExit, env.event.value) as {
-          containerId: string;
-          id: string;
-        };
-        if (kind === "exited" && task.id !== "" && task.id !== task.containerId) return undefined;
-        return { containerId: task.containerId, kind };
+        const topic = TOPICS[env.topic];
+        if (topic === undefined || env.event === null) return undefined;
+        const task = decodeMessage(messages.get(topic.message) as MessageSchema, env.event.value);
+        const { containerId, id = "" } = task as { containerId: string; id?: string };
+        // `id` is the process: the container's own ID (or empty) for its main process, an
+        // exec's ID otherwise.
+        if (id !== "" && id !== containerId) return undefined;
+        return { containerId, kind: topic.kind };
       },
     },
   };
