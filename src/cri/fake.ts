@@ -270,6 +270,18 @@ export class FakeRuntime extends FakeRuntimeBase implements CriRuntime, Containe
     return { exitCode: r.exitCode, stdout: bytes(r.stdout ?? ""), stderr: bytes(r.stderr ?? "") };
   }
 
+  // ---- streaming (the runtime's streaming server): not implemented ----
+
+  exec(req: m.ExecRequest): Promise<m.StreamUrlResponse> {
+    return this.unimplemented("exec", req);
+  }
+  attach(req: m.AttachRequest): Promise<m.StreamUrlResponse> {
+    return this.unimplemented("attach", req);
+  }
+  portForward(req: m.PortForwardRequest): Promise<m.StreamUrlResponse> {
+    return this.unimplemented("portForward", req);
+  }
+
   // ---- stats: not implemented ----
 
   containerStats(req: m.ContainerStatsRequest): Promise<m.ContainerStatsResponse> {

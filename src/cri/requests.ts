@@ -138,6 +138,30 @@ export interface ExecSyncResponse {
   stderr: Uint8Array;
   exitCode: number;
 }
+/** Exec, Attach and PortForward answer with a URL of the runtime's streaming server. */
+export interface StreamUrlResponse {
+  url: string;
+}
+export interface ExecRequest {
+  containerId: string;
+  cmd: string[];
+  tty?: boolean;
+  stdin?: boolean;
+  stdout?: boolean;
+  /** Must be false with `tty` (the terminal merges both outputs). */
+  stderr?: boolean;
+}
+export interface AttachRequest {
+  containerId: string;
+  stdin?: boolean;
+  tty?: boolean;
+  stdout?: boolean;
+  stderr?: boolean;
+}
+export interface PortForwardRequest {
+  podSandboxId: string;
+  port?: number[];
+}
 
 // ---- stats ----
 

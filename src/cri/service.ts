@@ -69,6 +69,13 @@ export interface RuntimeService {
   ): Promise<m.EmptyResponse>;
   /** Runs a command in a running container and returns its output and exit code. */
   execSync(req: m.ExecSyncRequest, opts?: CallOptions): Promise<m.ExecSyncResponse>;
+  /** Prepares an interactive command in a running container: the URL of the runtime's
+   * streaming server where the caller runs it. */
+  exec(req: m.ExecRequest, opts?: CallOptions): Promise<m.StreamUrlResponse>;
+  /** Prepares attaching to a running container's main process (a streaming server URL). */
+  attach(req: m.AttachRequest, opts?: CallOptions): Promise<m.StreamUrlResponse>;
+  /** Prepares forwarding to ports in a sandbox's network namespace (a streaming server URL). */
+  portForward(req: m.PortForwardRequest, opts?: CallOptions): Promise<m.StreamUrlResponse>;
 
   /** CPU, memory and writable-layer usage of one container. */
   containerStats(
@@ -128,6 +135,9 @@ export const CRI_RPCS: {
   updateContainerResources: ["RuntimeService", "UpdateContainerResources"],
   reopenContainerLog: ["RuntimeService", "ReopenContainerLog"],
   execSync: ["RuntimeService", "ExecSync"],
+  exec: ["RuntimeService", "Exec"],
+  attach: ["RuntimeService", "Attach"],
+  portForward: ["RuntimeService", "PortForward"],
   containerStats: ["RuntimeService", "ContainerStats"],
   listContainerStats: ["RuntimeService", "ListContainerStats"],
   podSandboxStats: ["RuntimeService", "PodSandboxStats"],
