@@ -1,6 +1,8 @@
-// Agent connections (docs/protocol.md, "The connection"): authenticate, expect hello, then apply
-// each message to the fleet. Anything the hub cannot accept gets `error` and a close with the
-// code of its error; other connections are untouched. Acks are sent by the flush (hub.ts).
+// The connection part of agents' sessions on the hub (docs/protocol.md, "The connection"):
+// authenticate, expect hello within a time, welcome, replace an older connection of the same
+// node, rate-limit and decode each message, hand it to the routing part (agent-router.ts) or to
+// the streams part, and close with `error` and the code of what it cannot accept; other
+// connections are untouched. Acks are sent by the flusher (flusher.ts).
 
 import {
   AGENT_FEATURES,
@@ -9,13 +11,13 @@ import {
   decodeAgentMessage,
   type ErrorCode,
   type Hello,
-  isSequenced,
   PROTOCOL_VERSION,
   SUPPORTED_PROTOCOL_VERSIONS,
   type Welcome,
 } from "../protocol/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
+import { type Refusal, routeAgentMessage } from "./agent-router.ts";
 import type { Fleet } from "./fleet.ts";
 import type { Identity } from "./identity.ts";
 import { type RateLimit, TokenBucket } from "./ratelimit.ts";
@@ -41,11 +43,6 @@ export interface AgentSocket {
   data: AgentSocketData;
   send(text: string): unknown;
   close(code?: number, reason?: string): void;
-}
-
-interface Refusal {
-  code: ErrorCode;
-  reason: string;
 }
 
 export interface SessionOptions {
@@ -146,19 +143,11 @@ export class AgentSessions {
     msg: AgentMessage,
     now: number,
   ): Refusal | undefined {
-    const { fleet } = this.opts;
-    fleet.touch(name, now);
-    if (msg.type === "hello") return { code: "protocol", reason: "hello was already received" };
-    if (msg.type === "hb") ws.send('{"type":"hb"}');
-    else if (msg.type === "desired.ack") {
-      fleet.setDesiredAck(name, msg);
-      this.opts.onDesiredAck?.(name);
-    } else if (isSequenced(msg)) {
-      const result = fleet.ingest(name, msg);
-      if (!result.ok) return { code: "forbidden", reason: result.reason };
-      this.opts.markDirty(name);
-    }
-    return undefined;
+    return routeAgentMessage(name, msg, now, (text) => ws.send(text), {
+      fleet: this.opts.fleet,
+      markDirty: (node) => this.opts.markDirty(node),
+      ...(this.opts.onDesiredAck !== undefined && { onDesiredAck: this.opts.onDesiredAck }),
+    });
   }
 
   private hello(ws: AgentSocket, msg: AgentMessage, now: number): Refusal | undefined {

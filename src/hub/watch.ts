@@ -1,7 +1,10 @@
 // Watch streams for operators (GET /api/v1/watch): every change of the fleet pushed as
 // {type, object} to the subscribers of its kind. A subscriber that does not keep up (more than
 // `maxBufferedBytes` waiting) is closed rather than buffered without end.
+import { StatusError } from "../api/status.ts";
 import type { Change, WatchKind } from "./fleet.ts";
+import type { Identity } from "./identity.ts";
+import { bearerToken } from "./tokens.ts";
 
 export interface WatchSocketData {
   kind: "watch";
@@ -72,4 +75,24 @@ export class WatchHub {
 
 function frame(c: Change): string {
   return JSON.stringify({ type: c.type, object: c.object });
+}
+
+/** The upgrade of GET /api/v1/watch: the operator token (header or ?token=) and the kinds. */
+export function watchUpgrade(
+  identity: Pick<Identity, "isOperator">,
+): (req: Request, url: URL) => { data: WatchSocketData } | Response {
+  return (req, url) => {
+    const token =
+      bearerToken(req.headers.get("authorization")) ?? url.searchParams.get("token") ?? undefined;
+    if (!identity.isOperator(token))
+      return new StatusError(
+        "Unauthorized",
+        "a valid operator token is required (Authorization: Bearer or ?token=)",
+      ).toResponse();
+    const kinds = parseWatchKinds(url.searchParams.get("kinds"));
+    if (typeof kinds === "string") return new StatusError("BadRequest", kinds).toResponse();
+    return {
+      data: { kind: "watch", kinds, initial: url.searchParams.get("initial") !== "false" },
+    };
+  };
 }

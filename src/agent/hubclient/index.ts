@@ -25,6 +25,7 @@ export {
   type DesiredReceived,
   type Session,
   type SessionDeps,
+  type SessionExtension,
   type SessionResult,
   startSession,
 } from "./session.ts";

@@ -10,7 +10,8 @@ export interface SocketEvents {
 }
 
 export interface HubSocket {
-  send(text: string): void;
+  /** Sends a text frame (a JSON message) or a binary frame (stream data). */
+  send(data: string | Uint8Array): void;
   close(code?: number, reason?: string): void;
   /** Bytes queued in the socket and not yet written. */
   bufferedAmount(): number;
@@ -28,6 +29,7 @@ export function dialWebSocket(ca?: string): Dial {
   return (url, headers, events) => {
     const options = { headers, ...(ca !== undefined && { tls: { ca } }) };
     const ws = new WebSocket(url, options as unknown as string[]);
+    ws.binaryType = "arraybuffer";
     let closed = false;
     ws.onopen = () => events.onOpen();
     ws.onmessage = (e: MessageEvent) => events.onMessage(e.data as string | ArrayBuffer);
@@ -38,7 +40,7 @@ export function dialWebSocket(ca?: string): Dial {
     };
     ws.onerror = () => {};
     return {
-      send: (text) => ws.send(text),
+      send: (data) => ws.send(data),
       close: (code, reason) => {
         try {
           ws.close(code, reason);

@@ -48,6 +48,8 @@ export interface FakeConn {
   url: string;
   headers: Record<string, string>;
   sent: Record<string, unknown>[];
+  /** Binary frames sent (stream data). */
+  binary: Uint8Array[];
   closed?: { code?: number; reason?: string };
   events: SocketEvents;
   open(): void;
@@ -63,6 +65,7 @@ export function fakeDial(): { dial: Dial; conns: FakeConn[] } {
       url,
       headers,
       sent: [],
+      binary: [],
       events,
       open: () => events.onOpen(),
       receive: (msg) => events.onMessage(typeof msg === "string" ? msg : JSON.stringify(msg)),
@@ -79,7 +82,10 @@ export function fakeDial(): { dial: Dial; conns: FakeConn[] } {
     };
     conns.push(conn);
     const socket: HubSocket = {
-      send: (text) => conn.sent.push(JSON.parse(text) as Record<string, unknown>),
+      send: (data) => {
+        if (typeof data === "string") conn.sent.push(JSON.parse(data) as Record<string, unknown>);
+        else conn.binary.push(data);
+      },
       close: (code, reason) => {
         conn.closed = {
           ...(code !== undefined && { code }),

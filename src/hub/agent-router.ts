@@ -1,0 +1,43 @@
+// The message-routing part of an agent connection on the hub: what each message of a connected
+// node does (after the connection part checked who it is and decoded it): heartbeats are
+// answered, desired.ack updates the node's desired report, sequenced messages go to the fleet
+// and are queued for storing and acknowledging. Returns why the connection must close, if it
+// must.
+import type { AgentMessage, ErrorCode } from "../protocol/index.ts";
+import { isSequenced } from "../protocol/index.ts";
+import type { Fleet } from "./fleet.ts";
+
+export interface Refusal {
+  code: ErrorCode;
+  reason: string;
+}
+
+export interface AgentRouteDeps {
+  fleet: Pick<Fleet, "touch" | "setDesiredAck" | "ingest">;
+  /** The node sent messages to store and acknowledge. */
+  markDirty(node: string): void;
+  /** The agent of `node` reported on its desired state. */
+  onDesiredAck?(node: string): void;
+}
+
+/** Applies message `msg` of node `name`, received at `now`; `reply` answers on its connection. */
+export function routeAgentMessage(
+  name: string,
+  msg: AgentMessage,
+  now: number,
+  reply: (text: string) => void,
+  deps: AgentRouteDeps,
+): Refusal | undefined {
+  deps.fleet.touch(name, now);
+  if (msg.type === "hello") return { code: "protocol", reason: "hello was already received" };
+  if (msg.type === "hb") reply('{"type":"hb"}');
+  else if (msg.type === "desired.ack") {
+    deps.fleet.setDesiredAck(name, msg);
+    deps.onDesiredAck?.(name);
+  } else if (isSequenced(msg)) {
+    const result = deps.fleet.ingest(name, msg);
+    if (!result.ok) return { code: "forbidden", reason: result.reason };
+    deps.markDirty(name);
+  }
+  return undefined;
+}

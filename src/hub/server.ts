@@ -1,0 +1,90 @@
+// The hub's HTTP server: one Bun.serve for agents' connections, operators' watch streams, the
+// dashboard and the API. WebSocket upgrades are decided per path by the part that owns them
+// (each returns the socket's data, or a Response refusing it); every upgraded socket's events go
+// to the handler of its kind, so a new kind of socket is one more entry in `sockets`.
+import type { Server, ServerWebSocket } from "bun";
+import { StatusError } from "../api/status.ts";
+
+/** The data of an upgraded socket: its kind picks its handler. */
+export interface SocketData {
+  kind: string;
+}
+
+/** What one kind of socket does with its events. */
+export interface SocketHandler<D extends SocketData = SocketData> {
+  open(ws: ServerWebSocket<D>): void;
+  message(ws: ServerWebSocket<D>, data: string | Buffer): void;
+  close(ws: ServerWebSocket<D>, code: number, reason: string): void;
+  /** The socket's send buffer drained (backpressure is over). */
+  drain?(ws: ServerWebSocket<D>): void;
+}
+
+/** Decides an upgrade: the socket's data (and headers to answer with), or a refusal. */
+export type Upgrade = (
+  req: Request,
+  url: URL,
+  server: Server<SocketData>,
+) =>
+  | { data: SocketData; headers?: Record<string, string> }
+  | Response
+  | Promise<{ data: SocketData; headers?: Record<string, string> } | Response>;
+
+export interface HubServerOptions {
+  hostname: string;
+  port: number;
+  tls?: { cert: string; key: string };
+  maxPayloadLength: number;
+  idleTimeoutSeconds: number;
+  /** Upgrades by exact path, tried before `routeUpgrade`. */
+  upgrades: Record<string, Upgrade>;
+  /** Other requests that may want an upgrade (exec, port-forward); undefined: not theirs. */
+  routeUpgrade?(url: URL): Upgrade | undefined;
+  sockets: Record<string, SocketHandler>;
+  /** Every request that is not an upgrade. */
+  fetch(req: Request, server: Server<SocketData>): Response | Promise<Response>;
+}
+
+async function upgrade(
+  decide: Upgrade,
+  req: Request,
+  url: URL,
+  server: Server<SocketData>,
+): Promise<Response | undefined> {
+  const decided = await decide(req, url, server);
+  if (decided instanceof Response) return decided;
+  const headers = decided.headers;
+  if (server.upgrade(req, { data: decided.data, ...(headers !== undefined && { headers }) }))
+    return undefined;
+  return new StatusError("BadRequest", `${url.pathname} needs a WebSocket upgrade`).toResponse();
+}
+
+function handlerOf(sockets: Record<string, SocketHandler>, data: SocketData): SocketHandler {
+  const h = sockets[data.kind];
+  if (h === undefined) throw new Error(`no handler for sockets of kind ${data.kind}`);
+  return h;
+}
+
+/** Starts serving; returns the server (its port, stop()). */
+export function serveHub(opts: HubServerOptions): Server<SocketData> {
+  const { sockets } = opts;
+  return Bun.serve<SocketData>({
+    hostname: opts.hostname,
+    port: opts.port,
+    ...(opts.tls !== undefined && { tls: { cert: opts.tls.cert, key: opts.tls.key } }),
+    fetch(req, srv) {
+      const url = new URL(req.url);
+      const decide = opts.upgrades[url.pathname] ?? opts.routeUpgrade?.(url);
+      if (decide !== undefined) return upgrade(decide, req, url, srv);
+      return opts.fetch(req, srv);
+    },
+    websocket: {
+      maxPayloadLength: opts.maxPayloadLength,
+      idleTimeout: opts.idleTimeoutSeconds,
+      perMessageDeflate: false,
+      open: (ws) => handlerOf(sockets, ws.data).open(ws),
+      message: (ws, message) => handlerOf(sockets, ws.data).message(ws, message),
+      close: (ws, code, reason) => handlerOf(sockets, ws.data).close(ws, code, reason),
+      drain: (ws) => handlerOf(sockets, ws.data).drain?.(ws),
+    },
+  });
+}
