@@ -84,7 +84,7 @@ export class HubProcess {
       [
         "sh",
         "-c",
-        `${ulimit}; d="$1"; p="$2"; shift 2; exec "$0" hub --data "$d" --listen "127.0.0.1:$p" --log-level warn "$@"`,
+        `${ulimit}; d="$1"; p="$2"; shift 2; exec "$0" hub --data "$d" --listen "127.0.0.1:$p" --plain-http --log-level warn "$@"`,
         bin,
         this.dataDir,
         String(this.port),

@@ -38,6 +38,7 @@ const getFlags = {
   watch: { type: "boolean", short: "w" },
   hub: { type: "string" },
   token: { type: "string" },
+  "ca-file": { type: "string" },
 } as const satisfies FlagSpecs;
 
 export const GET_USAGE = `usage: fleetlet get pods [NAME] [-n NS | -A] [-o wide|json|yaml] [-l SELECTOR] [--field-selector SEL] [-w]
@@ -48,7 +49,7 @@ export const GET_USAGE = `usage: fleetlet get pods [NAME] [-n NS | -A] [-o wide|
        fleetlet get daemonsets [NAME] --hub URL [--token T] [-n NS | -A] [-o wide|json|yaml]
 flags: --socket PATH (default $FLEETLET_SOCKET or /run/fleetlet/agent.sock)
        -w, --watch: after the pods, print a row (or object) each time one changes, until Ctrl-C
-       --token T (default $FLEETLET_HUB_TOKEN)
+       --token T (default $FLEETLET_HUB_TOKEN), --ca-file F: the HTTPS hub's CA (default $FLEETLET_HUB_CA)
 `;
 
 function printHelp(io: CliIO, usage: string): number {

@@ -12,6 +12,7 @@ const flags = {
   namespace: { type: "string", short: "n" },
   hub: { type: "string" },
   token: { type: "string" },
+  "ca-file": { type: "string" },
   overwrite: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;

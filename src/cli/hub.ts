@@ -1,9 +1,12 @@
 // `fleetlet hub` (serve), `fleetlet hub token create`, `fleetlet hub node revoke`, and
 // `fleetlet get nodes|pods|events --hub URL`: the operator's side of the hub.
+
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { parseDuration } from "../api/duration.ts";
 import type { Node } from "../api/node.ts";
 import type { Pod } from "../api/types.ts";
 import { startHub } from "../hub/hub.ts";
+import { defaultSans, givenTls, type HubTls, ownTls } from "../hub/tls/index.ts";
 import { HUB_ANNOTATIONS, type JoinTokenResponse } from "../protocol/index.ts";
 import { realClock } from "../util/clock.ts";
 import { createLogger, type LogLevel } from "../util/log.ts";
@@ -19,12 +22,17 @@ import {
 } from "./printers.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
-export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tls-cert FILE --tls-key FILE]
+export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tls-san NAMES]
+                    [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] [--plain-http]
                     [--heartbeat-interval 10s] [--rate-limit 50] [--rate-burst 500]
                     [--max-message-bytes 1048576] [--rollout-interval 1s] [--log-level info]
-       fleetlet hub token create --hub URL [--token T] [--ttl 24h] [--labels k=v,...]
+       fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...]
        fleetlet hub node revoke NAME --hub URL [--token T]
        fleetlet hub node forget NAME --hub URL [--token T]   (a revoked node: drops it, frees its name)
+Without --tls-cert the hub serves HTTPS with its own CA, made in DIR/tls on the first start (its
+hash is logged and carried by every join token); --tls-san adds names to its certificate.
+Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
+(--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;
 
 const serveFlags = {
@@ -32,6 +40,9 @@ const serveFlags = {
   data: { type: "string" },
   "tls-cert": { type: "string" },
   "tls-key": { type: "string" },
+  "tls-ca": { type: "string" },
+  "tls-san": { type: "string" },
+  "plain-http": { type: "boolean" },
   "heartbeat-interval": { type: "string" },
   "rate-limit": { type: "int" },
   "rate-burst": { type: "int" },
@@ -44,6 +55,7 @@ const serveFlags = {
 const clientFlags = {
   hub: { type: "string" },
   token: { type: "string" },
+  "ca-file": { type: "string" },
   ttl: { type: "string" },
   labels: { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -74,19 +86,16 @@ async function serve(argv: string[], io: CliIO): Promise<number> {
     return 0;
   }
   const { hostname, port } = parseListen(flags.listen ?? "127.0.0.1:7443");
-  if ((flags["tls-cert"] === undefined) !== (flags["tls-key"] === undefined))
-    throw new UsageError("--tls-cert and --tls-key go together");
+  const dataDir = flags.data ?? "/var/lib/fleetlet/hub";
+  const tls = serveTls(flags, hostname, dataDir);
   const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
   const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
   const rolloutIntervalMs = durationFlag(flags["rollout-interval"], "rollout-interval");
   const hub = startHub({
-    dataDir: flags.data ?? "/var/lib/fleetlet/hub",
+    dataDir,
     hostname,
     port,
-    ...(flags["tls-cert"] !== undefined &&
-      flags["tls-key"] !== undefined && {
-        tls: { certFile: flags["tls-cert"], keyFile: flags["tls-key"] },
-      }),
+    ...(tls !== undefined && { tls }),
     clock: realClock,
     log,
     ...(heartbeatIntervalMs !== undefined && { heartbeatIntervalMs }),
@@ -105,6 +114,7 @@ async function serve(argv: string[], io: CliIO): Promise<number> {
     io.stdout(
       `operator token (saved in ${flags.data ?? "/var/lib/fleetlet/hub"}/operator-token):\n${hub.createdOperatorToken}\n`,
     );
+  if (hub.caHash !== undefined) log.info("hub CA", { hash: hub.caHash });
   log.info("hub listening", { url: hub.url, nodes: hub.fleet.nodes.size });
   await new Promise<void>((resolve) => {
     process.once("SIGTERM", () => resolve());
@@ -115,16 +125,86 @@ async function serve(argv: string[], io: CliIO): Promise<number> {
   return 0;
 }
 
-/** The hub URL and operator token from flags or FLEETLET_HUB_TOKEN. */
+/** Whether the --listen host is loopback: plain HTTP is allowed only there. */
+export function isLoopbackHost(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127\./.test(host);
+}
+
+/** The certificate to serve: the given files, the hub's own CA in the data dir, or none
+ * (--plain-http, loopback only). */
+function serveTls(
+  flags: {
+    "tls-cert"?: string;
+    "tls-key"?: string;
+    "tls-ca"?: string;
+    "tls-san"?: string;
+    "plain-http"?: boolean;
+  },
+  hostname: string,
+  dataDir: string,
+): HubTls | undefined {
+  const cert = flags["tls-cert"];
+  const key = flags["tls-key"];
+  if ((cert === undefined) !== (key === undefined))
+    throw new UsageError("--tls-cert and --tls-key go together");
+  if (flags["plain-http"] === true) {
+    if (cert !== undefined) throw new UsageError("--plain-http and --tls-cert exclude each other");
+    if (!isLoopbackHost(hostname))
+      throw new UsageError(
+        `--plain-http is only for a loopback --listen address (got ${hostname}): exec sessions and Secrets travel over the hub's connections`,
+      );
+    return undefined;
+  }
+  try {
+    if (cert !== undefined && key !== undefined)
+      return givenTls({
+        certFile: cert,
+        keyFile: key,
+        ...(flags["tls-ca"] !== undefined && { caFile: flags["tls-ca"] }),
+      });
+    if (flags["tls-ca"] !== undefined) throw new UsageError("--tls-ca goes with --tls-cert");
+    if (!existsSync(dataDir)) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    const sans = defaultSans(hostname, (flags["tls-san"] ?? "").split(","));
+    return ownTls(dataDir, sans, Date.now());
+  } catch (err) {
+    if (err instanceof CliError) throw err;
+    throw new CliError(`cannot set up the hub's TLS: ${(err as Error).message}`);
+  }
+}
+
+/** Where the operator's commands reach the hub: its URL, the operator token, and the CA to
+ * verify an HTTPS hub with (absent: the system's roots). */
+export interface HubTarget {
+  url: string;
+  token: string;
+  ca?: string;
+}
+
+/** The hub URL, the operator token (--token or FLEETLET_HUB_TOKEN) and the hub's CA (--ca-file
+ * or FLEETLET_HUB_CA, a PEM file) from flags and environment. */
 export function hubTarget(
-  flags: { hub?: string; token?: string },
+  flags: { hub?: string; token?: string; "ca-file"?: string },
   io: CliIO,
-): { url: string; token: string } {
+): HubTarget {
   if (flags.hub === undefined) throw new UsageError("--hub URL is required");
   const token = flags.token ?? io.env.FLEETLET_HUB_TOKEN;
   if (token === undefined || token === "")
     throw new UsageError("an operator token is required: --token T or FLEETLET_HUB_TOKEN");
-  return { url: flags.hub.replace(/\/+$/, ""), token };
+  const caFile = flags["ca-file"] ?? io.env.FLEETLET_HUB_CA;
+  const target: HubTarget = { url: flags.hub.replace(/\/+$/, ""), token };
+  if (caFile !== undefined && caFile !== "") {
+    try {
+      target.ca = readFileSync(caFile, "utf8");
+    } catch (err) {
+      throw new CliError(`cannot read the hub's CA ${caFile}: ${(err as Error).message}`);
+    }
+  }
+  return target;
+}
+
+/** fetch options verifying the hub with the target's CA. */
+export function hubTls(target: HubTarget): RequestInit {
+  return (target.ca === undefined ? {} : { tls: { ca: target.ca } }) as RequestInit;
 }
 
 /** A hub API answer: its HTTP status, headers and parsed JSON body. */
@@ -136,7 +216,7 @@ export interface HubAnswer<T> {
 
 /** Calls the hub's API; a refusal becomes a CliError with the hub's message. */
 export async function hubCall<T>(
-  target: { url: string; token: string },
+  target: HubTarget,
   method: string,
   path: string,
   body?: unknown,
@@ -147,6 +227,7 @@ export async function hubCall<T>(
       method,
       headers: { authorization: `Bearer ${target.token}`, "content-type": "application/json" },
       ...(body !== undefined && { body: JSON.stringify(body) }),
+      ...hubTls(target),
       signal: AbortSignal.timeout(30_000),
     });
   } catch (err) {
@@ -175,7 +256,7 @@ export async function hubCall<T>(
 
 /** Calls the hub's API and returns the body (see hubCall). */
 export async function hubRequest<T>(
-  target: { url: string; token: string },
+  target: HubTarget,
   method: string,
   path: string,
   body?: unknown,

@@ -7,7 +7,7 @@ import { parseDuration } from "../api/duration.ts";
 import type { DeviceRollout, RolloutView } from "../hub/deploy/status.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
-import { hubRequest, hubTarget } from "./hub.ts";
+import { type HubTarget, hubRequest, hubTarget } from "./hub.ts";
 import type { CliIO } from "./io.ts";
 import { age, parseOutputFormat, printObjects } from "./printers.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
@@ -16,6 +16,7 @@ const flags = {
   namespace: { type: "string", short: "n" },
   hub: { type: "string" },
   token: { type: "string" },
+  "ca-file": { type: "string" },
   revision: { type: "int" },
   "to-revision": { type: "int" },
   watch: { type: "boolean", short: "w" },
@@ -68,7 +69,7 @@ export function printDevices(devices: DeviceRollout[]): string {
 
 async function status(
   io: CliIO,
-  target: { url: string; token: string },
+  target: HubTarget,
   ns: string,
   name: string,
   f: { watch?: boolean; timeout?: string; interval?: string },
@@ -107,7 +108,7 @@ function offlineNote(view: RolloutView): string {
 
 async function history(
   io: CliIO,
-  target: { url: string; token: string },
+  target: HubTarget,
   ns: string,
   name: string,
   revision: number | undefined,

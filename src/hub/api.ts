@@ -13,6 +13,7 @@ import {
   joinRequestSchema,
   joinTokenRequestSchema,
 } from "../protocol/index.ts";
+import { HUB_CA_PATH, joinTokenWithHash } from "../protocol/trust.ts";
 import type { Clock } from "../util/clock.ts";
 import { handleDeployApi } from "./deploy/api.ts";
 import type { Deployer } from "./deploy/deployer.ts";
@@ -24,6 +25,8 @@ import { eventList, nodeList, podList } from "./views.ts";
 
 export interface ApiDeps {
   fleet: Fleet;
+  /** The hub's CA (served at /api/v1/hub-ca, its hash put into join tokens), when it has one. */
+  ca?: { pem: string; hash?: string | undefined };
   identity: Identity;
   deployer: Deployer;
   clock: Clock;
@@ -122,7 +125,8 @@ async function createJoinToken(deps: ApiDeps, req: Request): Promise<Response> {
         `invalid ttl ${JSON.stringify(body.ttl)}: must be positive`,
       );
   }
-  return json(deps.identity.createJoinToken(ttlMs, body.labels ?? {}, deps.clock.now()), 201);
+  const created = deps.identity.createJoinToken(ttlMs, body.labels ?? {}, deps.clock.now());
+  return json({ ...created, token: joinTokenWithHash(created.token, deps.ca?.hash) }, 201);
 }
 
 /**
@@ -234,11 +238,19 @@ async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Res
   throw new StatusError("NotFound", `the hub serves no ${path}`);
 }
 
+/** GET /api/v1/hub-ca: the hub's CA as PEM, for devices that verify it with a join token's hash. */
+function hubCa(deps: ApiDeps): Response {
+  if (deps.ca === undefined)
+    throw new StatusError("NotFound", "this hub has no CA of its own (it was given a certificate)");
+  return new Response(deps.ca.pem, { headers: { "content-type": "application/x-pem-file" } });
+}
+
 /** Handles an HTTP request that is not a WebSocket upgrade. */
 export async function handleApi(deps: ApiDeps, req: Request): Promise<Response> {
   const url = new URL(req.url);
   try {
     if (url.pathname === JOIN_PATH) return await join(deps, req);
+    if (url.pathname === HUB_CA_PATH && req.method === "GET") return hubCa(deps);
     if (!deps.identity.isOperator(bearerToken(req.headers.get("authorization"))))
       throw new StatusError(
         "Unauthorized",

@@ -3,7 +3,6 @@
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Server, ServerWebSocket } from "bun";
-import { StatusError } from "../api/status.ts";
 import type { Pod } from "../api/types.ts";
 import { AGENT_CONNECT_PATH, DEFAULT_MAX_MESSAGE_BYTES, WATCH_PATH } from "../protocol/index.ts";
 import type { Clock } from "../util/clock.ts";
@@ -15,19 +14,23 @@ import { Deployer } from "./deploy/deployer.ts";
 import { ownerDaemonSet } from "./deploy/pods.ts";
 import { SqliteDeployStore } from "./deploy/store.ts";
 import { type Change, Fleet } from "./fleet.ts";
+import { Flusher } from "./flusher.ts";
 import { Identity } from "./identity.ts";
 import type { RateLimit } from "./ratelimit.ts";
+import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, type AgentSocketData } from "./sessions.ts";
 import { HubStore } from "./store.ts";
+import type { HubTls } from "./tls/index.ts";
 import { bearerToken } from "./tokens.ts";
-import { parseWatchKinds, WatchHub, type WatchSocketData } from "./watch.ts";
+import { WatchHub, type WatchSocketData, watchUpgrade } from "./watch.ts";
 
 export interface HubOptions {
   /** Directory of the store and the operator token. */
   dataDir: string;
   hostname: string;
   port: number;
-  tls?: { certFile: string; keyFile: string };
+  /** Serve HTTPS with this certificate (tls/index.ts); absent: plain HTTP (loopback only). */
+  tls?: HubTls;
   clock: Clock;
   log: Logger;
   heartbeatIntervalMs?: number;
@@ -46,6 +49,8 @@ export interface HubOptions {
 export interface Hub {
   /** e.g. "http://127.0.0.1:7443". */
   url: string;
+  /** sha256:<hex> of the hub's CA (put into join tokens), when it has one. */
+  caHash?: string;
   /** The operator token, only on the start that created it. */
   createdOperatorToken?: string;
   fleet: Fleet;
@@ -57,8 +62,6 @@ export interface Hub {
   connectedAgents(): number;
   stop(): Promise<void>;
 }
-
-type SocketData = AgentSocketData | WatchSocketData;
 
 export const HUB_DEFAULTS = {
   heartbeatIntervalMs: 10_000,
@@ -86,6 +89,7 @@ export function startHub(opts: HubOptions): Hub {
   const maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const flushIntervalMs = opts.flushIntervalMs ?? HUB_DEFAULTS.flushIntervalMs;
   if (!existsSync(opts.dataDir)) mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  const tls = opts.tls === undefined ? undefined : { cert: opts.tls.cert, key: opts.tls.key };
   const store = new HubStore(join(opts.dataDir, "hub.db"));
   const loaded = store.load();
   const watch = new WatchHub();
@@ -107,25 +111,15 @@ export function startHub(opts: HubOptions): Hub {
   const createdOperatorToken = identity.ensureOperatorToken();
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
 
-  const dirty = new Set<string>();
-  let cancelFlush: (() => void) | undefined;
-  const flush = () => {
-    cancelFlush?.();
-    cancelFlush = undefined;
-    const acks: [string, number][] = [];
-    for (const name of dirty) acks.push([name, fleet.markReceived(name)]);
-    dirty.clear();
-    try {
-      store.flush();
-    } catch (err) {
-      opts.log.error("hub store write failed; agents will resend", { error: err });
-      return;
-    }
-    for (const [name, seq] of acks) {
-      fleet.stored(name, seq);
-      sessions.ack(name, seq);
-    }
-  };
+  const flusher = new Flusher({
+    fleet,
+    store,
+    clock: opts.clock,
+    log: opts.log,
+    intervalMs: flushIntervalMs,
+    ack: (name, seq) => sessions.ack(name, seq),
+  });
+  const flush = () => flusher.flush();
   const sessions = new AgentSessions({
     fleet,
     identity,
@@ -135,10 +129,7 @@ export function startHub(opts: HubOptions): Hub {
     maxMessageBytes,
     rateLimit: opts.rateLimit ?? HUB_DEFAULTS.rateLimit,
     helloTimeoutMs: opts.helloTimeoutMs ?? HUB_DEFAULTS.helloTimeoutMs,
-    markDirty(name) {
-      dirty.add(name);
-      cancelFlush ??= opts.clock.setTimer(flushIntervalMs, flush);
-    },
+    markDirty: (name) => flusher.markDirty(name),
     flushNow: flush,
     desiredFor: (node, agentGeneration, secure) =>
       deployer?.desiredFor(node, agentGeneration, secure),
@@ -184,77 +175,45 @@ export function startHub(opts: HubOptions): Hub {
       .map((e) => ({ type: "ADDED" as const, kind: "events" as const, object: e.event })),
   ];
 
-  const upgrade = (req: Request, server: Server<SocketData>, url: URL): Response | undefined => {
-    if (url.pathname === AGENT_CONNECT_PATH) {
-      const secure = opts.tls !== undefined || isLoopback(server.requestIP(req)?.address);
-      const data = sessions.newData(bearerToken(req.headers.get("authorization")), secure);
-      if (server.upgrade(req, { data })) return undefined;
-      return new StatusError(
-        "BadRequest",
-        `${AGENT_CONNECT_PATH} needs a WebSocket upgrade`,
-      ).toResponse();
-    }
-    const token =
-      bearerToken(req.headers.get("authorization")) ?? url.searchParams.get("token") ?? undefined;
-    if (!identity.isOperator(token))
-      return new StatusError(
-        "Unauthorized",
-        "a valid operator token is required (Authorization: Bearer or ?token=)",
-      ).toResponse();
-    const kinds = parseWatchKinds(url.searchParams.get("kinds"));
-    if (typeof kinds === "string") return new StatusError("BadRequest", kinds).toResponse();
-    const data: WatchSocketData = {
-      kind: "watch",
-      kinds,
-      initial: url.searchParams.get("initial") !== "false",
-    };
-    if (server.upgrade(req, { data })) return undefined;
-    return new StatusError("BadRequest", `${WATCH_PATH} needs a WebSocket upgrade`).toResponse();
+  const agentUpgrade = (req: Request, _url: URL, server: Server<SocketData>) => {
+    const secure = opts.tls !== undefined || isLoopback(server.requestIP(req)?.address);
+    return { data: sessions.newData(bearerToken(req.headers.get("authorization")), secure) };
   };
-
-  const server = Bun.serve<SocketData>({
+  const apiDeps = {
+    fleet,
+    ...(opts.tls?.caPem !== undefined && { ca: { pem: opts.tls.caPem, hash: opts.tls.caHash } }),
+    identity,
+    deployer: deploy,
+    clock: opts.clock,
+    revoked: (n: string) => sessions.revoked(n),
+    maxBodyBytes: 64 * 1024,
+  };
+  const server = serveHub({
     hostname: opts.hostname,
     port: opts.port,
-    ...(opts.tls !== undefined && {
-      tls: { cert: Bun.file(opts.tls.certFile), key: Bun.file(opts.tls.keyFile) },
-    }),
-    fetch(req, srv) {
-      const url = new URL(req.url);
-      if (url.pathname === AGENT_CONNECT_PATH || url.pathname === WATCH_PATH)
-        return upgrade(req, srv, url);
-      if (isDashboardPath(url.pathname)) return serveDashboard(req, url);
-      return handleApi(
-        {
-          fleet,
-          identity,
-          deployer: deploy,
-          clock: opts.clock,
-          revoked: (n) => sessions.revoked(n),
-          maxBodyBytes: 64 * 1024,
+    ...(tls !== undefined && { tls }),
+    maxPayloadLength: maxMessageBytes * 2,
+    idleTimeoutSeconds: Math.min(960, Math.ceil((6 * heartbeatIntervalMs) / 1000)),
+    upgrades: { [AGENT_CONNECT_PATH]: agentUpgrade, [WATCH_PATH]: watchUpgrade(identity) },
+    sockets: {
+      agent: {
+        open: (ws) => sessions.open(ws as ServerWebSocket<AgentSocketData>),
+        message: (ws, m) => sessions.message(ws as ServerWebSocket<AgentSocketData>, m),
+        close: (ws) => sessions.close(ws as ServerWebSocket<AgentSocketData>),
+      },
+      watch: {
+        open: (ws) => {
+          const w = ws as ServerWebSocket<WatchSocketData>;
+          watch.add(w, w.data.initial ? initialChanges() : []);
         },
-        req,
-      );
+        message: () => {},
+        close: (ws) => watch.remove(ws as ServerWebSocket<WatchSocketData>),
+      },
     },
-    websocket: {
-      maxPayloadLength: maxMessageBytes * 2,
-      idleTimeout: Math.min(960, Math.ceil((6 * heartbeatIntervalMs) / 1000)),
-      perMessageDeflate: false,
-      open(ws: ServerWebSocket<SocketData>) {
-        if (ws.data.kind === "agent") sessions.open(ws as ServerWebSocket<AgentSocketData>);
-        else
-          watch.add(
-            ws as ServerWebSocket<WatchSocketData>,
-            ws.data.initial ? initialChanges() : [],
-          );
-      },
-      message(ws: ServerWebSocket<SocketData>, message) {
-        if (ws.data.kind === "agent")
-          sessions.message(ws as ServerWebSocket<AgentSocketData>, message);
-      },
-      close(ws: ServerWebSocket<SocketData>) {
-        if (ws.data.kind === "agent") sessions.close(ws as ServerWebSocket<AgentSocketData>);
-        else watch.remove(ws as ServerWebSocket<WatchSocketData>);
-      },
+    fetch(req) {
+      const url = new URL(req.url);
+      if (isDashboardPath(url.pathname)) return serveDashboard(req, url);
+      return handleApi(apiDeps, req);
     },
   });
 
@@ -262,6 +221,7 @@ export function startHub(opts: HubOptions): Hub {
   return {
     url: `${scheme}://${opts.hostname.includes(":") ? `[${opts.hostname}]` : opts.hostname}:${server.port}`,
     ...(createdOperatorToken !== undefined && { createdOperatorToken }),
+    ...(opts.tls?.caHash !== undefined && { caHash: opts.tls.caHash }),
     fleet,
     deployer: deploy,
     flush,
@@ -272,6 +232,7 @@ export function startHub(opts: HubOptions): Hub {
       cancelLiveness?.();
       sessions.closeAll();
       watch.closeAll();
+      flusher.stop();
       flush();
       await server.stop(true);
       store.close();

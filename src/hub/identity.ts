@@ -4,6 +4,7 @@
 import { isDNS1123Subdomain } from "../api/index.ts";
 import { StatusError } from "../api/status.ts";
 import type { JoinRequest, JoinTokenResponse } from "../protocol/index.ts";
+import { parseJoinToken } from "../protocol/trust.ts";
 import type { HubStore, JoinTokenRecord, LoadedState, NodeRecord } from "./store.ts";
 import { generateToken, hashToken, tokenId } from "./tokens.ts";
 
@@ -86,7 +87,7 @@ export class Identity {
         "BadRequest",
         `invalid node name ${JSON.stringify(req.nodeName)}: ${nameErrors.join("; ")}`,
       );
-    const token = this.joinTokens.get(hashToken(req.joinToken));
+    const token = this.joinTokens.get(hashToken(parseJoinToken(req.joinToken).secret));
     if (token === undefined) throw new StatusError("Unauthorized", "unknown join token");
     if (token.revoked) throw new StatusError("Unauthorized", "join token revoked");
     if (token.expiresAt <= now)

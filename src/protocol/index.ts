@@ -16,3 +16,4 @@ export {
   podSchema,
   podStatusSchema,
 } from "./objects.ts";
+export { caHash, HUB_CA_PATH, joinTokenWithHash, parseJoinToken, SAVED_CA_FILE } from "./trust.ts";

@@ -1,24 +1,36 @@
 // Runs the compiled `fleetlet hub` with its own data dir on a free loopback port, and speaks the
 // agent protocol at the message level (ProtocolClient) so tests can send what an agent would,
 // or what a broken or hostile one would.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eventually, fleetletBin } from "./testbed.ts";
 
 export class TestHub {
   readonly dataDir: string;
+  /** sha256:<hex> of the hub's own CA (TLS hubs). */
+  caHash = "";
   proc: ReturnType<typeof Bun.spawn> | undefined;
   url = "";
   operatorToken = "";
   output = "";
 
-  /** `host`: the address to listen on (default 127.0.0.1). */
+  /**
+   * `host`: the address to listen on (default 127.0.0.1). `tls`: HTTPS with the hub's own CA (in
+   * dataDir/tls); plain HTTP otherwise, which the hub allows on loopback only (so a hub on
+   * another address always has TLS).
+   */
   constructor(
     private readonly args: string[] = [],
     private readonly host = "127.0.0.1",
+    readonly tls = !host.startsWith("127."),
   ) {
     this.dataDir = mkdtempSync(join(tmpdir(), "fleetlet-hub-e2e-"));
+  }
+
+  /** The hub's CA (PEM), for clients of a TLS hub. */
+  get caPem(): string {
+    return readFileSync(join(this.dataDir, "tls", "ca.crt"), "utf8");
   }
 
   /** Starts the hub (again, on the same data dir and port after a stop). */
@@ -33,6 +45,7 @@ export class TestHub {
         this.dataDir,
         "--listen",
         `${this.host}:${port}`,
+        ...(this.tls ? [] : ["--plain-http"]),
         ...this.args,
       ],
       { stdout: "pipe", stderr: "pipe" },
@@ -50,6 +63,7 @@ export class TestHub {
       50,
     );
     this.url = url;
+    this.caHash = /hub CA hash=(\S+)/.exec(this.output)?.[1] ?? "";
     const token = /operator token[^\n]*\n(flo_\S+)/.exec(this.output)?.[1];
     if (token !== undefined) this.operatorToken = token;
   }
@@ -70,7 +84,12 @@ export class TestHub {
   api(path: string, init: RequestInit = {}, token = this.operatorToken): Promise<Response> {
     const headers = new Headers(init.headers);
     if (token !== "") headers.set("authorization", `Bearer ${token}`);
-    return fetch(this.url + path, { ...init, headers });
+    return fetch(this.url + path, { ...init, headers, ...this.fetchTls() });
+  }
+
+  /** fetch options trusting this hub's CA (none for a plain HTTP hub). */
+  fetchTls(): RequestInit {
+    return (this.tls ? { tls: { ca: this.caPem } } : {}) as RequestInit;
   }
 
   async joinToken(ttl = "1h", labels: Record<string, string> = {}): Promise<string> {
@@ -86,6 +105,7 @@ export class TestHub {
     return fetch(`${this.url}/api/v1/join`, {
       method: "POST",
       body: JSON.stringify({ joinToken, nodeName }),
+      ...this.fetchTls(),
     });
   }
 

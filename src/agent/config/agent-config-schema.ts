@@ -139,8 +139,10 @@ export const agentConfigFileSchema = z.strictObject(
           url: hubUrl.optional(),
           joinToken: z.string({ error: "must be a string" }).optional(),
           caFile: path.optional(),
+          insecure: z.boolean({ error: "must be true or false" }).optional(),
+          maxStreams: count.optional(),
         },
-        { error: "must be a mapping with url, joinToken and caFile" },
+        { error: "must be a mapping with url, joinToken, caFile, insecure and maxStreams" },
       )
       .optional(),
   },
@@ -181,7 +183,7 @@ function describeIssue(issue: z.core.$ZodIssue, raw: unknown): FieldProblem {
     const key = issue.keys[0] ?? "";
     const known =
       parent === "hub"
-        ? ["url", "joinToken", "caFile"]
+        ? ["url", "joinToken", "caFile", "insecure", "maxStreams"]
         : parent === "hubPodPolicy"
           ? hubPodPolicyFields
           : agentConfigFields;

@@ -121,7 +121,15 @@ export interface AgentConfig {
   /** How often container log sizes are checked (ms). */
   containerLogMonitorInterval: number;
   /** The fleet hub to join; absent when the agent runs alone. */
-  hub?: { url: string; joinToken?: string; caFile?: string };
+  hub?: {
+    url: string;
+    joinToken?: string;
+    caFile?: string;
+    /** Allows a plain ws:// or http:// hub URL that is not loopback (warned at every start). */
+    insecure?: boolean;
+    /** Streams (logs, exec, port-forward) the hub may run on this device at once (128). */
+    maxStreams?: number;
+  };
   /** What the hub's pods may do on this device (docs/deploy.md, "Device policy"). */
   hubPodPolicy: HubPodPolicy;
 }
@@ -349,8 +357,32 @@ function merge(
       );
     }
     config.hub = { ...hub, url: hub.url };
+    checkHubUrl(config.hub, where);
   }
   return config;
+}
+
+/** Whether `host` (a URL's hostname) is loopback. */
+function loopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "");
+  return h === "localhost" || h === "::1" || /^127\./.test(h);
+}
+
+/** A plain (not TLS) hub URL is refused unless it is loopback or hub.insecure says so
+ * (docs/protocol.md, "TLS and trust"). */
+function checkHubUrl(hub: { url: string; insecure?: boolean }, where: string): void {
+  const u = new URL(hub.url);
+  const plain = u.protocol === "http:" || u.protocol === "ws:";
+  if (plain && !loopbackHost(u.hostname) && hub.insecure !== true)
+    throw new ConfigError(
+      `${where}: hub.url ${showValue(hub.url)} is not TLS and not loopback: exec sessions, port-forwards and pod logs would travel unencrypted; use https:// (the hub serves TLS by default), or set hub.insecure: true to accept that`,
+    );
+}
+
+/** Whether the agent's hub URL is plain and not loopback (allowed by hub.insecure: warn). */
+export function insecureHubUrl(url: string): boolean {
+  const u = new URL(url);
+  return (u.protocol === "http:" || u.protocol === "ws:") && !loopbackHost(u.hostname);
 }
 
 function dropUndefined<T extends object>(o: T): Partial<T> {

@@ -1,6 +1,7 @@
 // Command-line flags of `fleetlet agent`: `--config FILE`, and one kebab-case flag per scalar
 // config field (`--file-check-frequency 20s` or `--file-check-frequency=20s`) setting the same
-// field as the file. The hub fields have short flags: --hub, --join-token, --hub-ca-file.
+// field as the file. The hub fields have short flags: --hub, --join-token, --hub-ca-file,
+// --hub-insecure true|false, --hub-max-streams.
 
 import { evictionFlags, evictionFlagValue } from "./eviction-schema.ts";
 import { gcFlags, gcIntegerFields } from "./gc-schema.ts";
@@ -45,6 +46,7 @@ const scalarFields = [
 
 const integerFields = new Set<string>([
   "maxPods",
+  "hub.maxStreams",
   "hubOutboxMaxEvents",
   "maxParallelStarts",
   ...gcIntegerFields,
@@ -61,6 +63,8 @@ const flagToField = new Map<string, string>([
   ["hub", "hub.url"],
   ["join-token", "hub.joinToken"],
   ["hub-ca-file", "hub.caFile"],
+  ["hub-insecure", "hub.insecure"],
+  ["hub-max-streams", "hub.maxStreams"],
   ...resourceFlags,
   ...gcFlags,
   ...evictionFlags,
@@ -119,6 +123,7 @@ function flagValue(name: string, value: string): unknown {
   const field = flagToField.get(name) ?? "";
   if (integerFields.has(field) && /^-?\d+$/.test(value)) return Number(value);
   if (field === "nodeLabels") return parseLabels(value);
+  if (field === "hub.insecure" && (value === "true" || value === "false")) return value === "true";
   if (resourceFlags.some(([, f]) => f === field)) return resourceFlagValue(field, value);
   if (evictionFlags.some(([, f]) => f === field)) return evictionFlagValue(field, value);
   return value;

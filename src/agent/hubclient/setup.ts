@@ -1,20 +1,21 @@
 // Starts the agent's hub reporting: opens the outbox under <rootDir>/hub, feeds it from the node
 // status manager, the status manager and the event recorder, and runs the client until stopped.
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
 import { CREDENTIAL_FILE } from "../../protocol/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import { insecureHubUrl } from "../config/agent-config.ts";
 import { createHubClient, type HubClient } from "./client.ts";
 import type { DesiredHandler } from "./desired.ts";
 import { hubEndpoints, loadOrJoin } from "./join.ts";
 import { openOutbox } from "./outbox.ts";
 import { dialWebSocket } from "./socket.ts";
+import { HubTrust } from "./trust.ts";
 
 export interface AgentHubInput {
-  hub: { url: string; joinToken?: string; caFile?: string };
+  hub: { url: string; joinToken?: string; caFile?: string; insecure?: boolean };
   rootDir: string;
   nodeName: string;
   version: string;
@@ -41,27 +42,31 @@ export interface AgentHubInput {
   desired?: DesiredHandler;
 }
 
-function readCA(caFile: string | undefined): string | undefined {
-  if (caFile === undefined) return undefined;
-  try {
-    return readFileSync(caFile, "utf8");
-  } catch (err) {
-    throw new Error(`cannot read the hub CA file ${caFile}: ${(err as Error).message}`);
-  }
-}
-
 /** Creates the client and its subscriptions; the caller runs it with client.run(signal). */
 export function createAgentHubClient(input: AgentHubInput): { client: HubClient; stop(): void } {
-  const ca = readCA(input.hub.caFile);
   const log = input.logger.with({ component: "hubclient" });
+  if (insecureHubUrl(input.hub.url))
+    log.warn(
+      "the hub URL is plain and not loopback (hub.insecure: true): exec sessions, port-forwards and pod logs travel unencrypted, and the hub sends no Secrets",
+      { url: input.hub.url },
+    );
+  const trust = new HubTrust({
+    hubUrl: input.hub.url,
+    ...(input.hub.caFile !== undefined && { caFile: input.hub.caFile }),
+    ...(input.hub.joinToken !== undefined && { joinToken: input.hub.joinToken }),
+    rootDir: input.rootDir,
+    log,
+  });
   const dir = join(input.rootDir, "hub");
   const outbox = openOutbox({
     path: join(dir, "outbox"),
     maxEvents: input.outboxMaxEvents,
     logger: log,
   });
-  const hubFetch = (url: string, init: RequestInit) =>
-    fetch(url, { ...init, ...(ca !== undefined && { tls: { ca } }) } as RequestInit);
+  const hubFetch = (url: string, init: RequestInit) => {
+    const ca = trust.current();
+    return fetch(url, { ...init, ...(ca !== undefined && { tls: { ca } }) } as RequestInit);
+  };
   const client = createHubClient({
     clock: input.clock,
     logger: log,
@@ -69,15 +74,17 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
     nodeName: input.nodeName,
     agentVersion: input.version,
     outbox,
-    credential: () =>
-      loadOrJoin({
+    credential: async () => {
+      await trust.resolve();
+      return loadOrJoin({
         hubUrl: input.hub.url,
         joinToken: input.hub.joinToken,
         nodeName: input.nodeName,
         credentialPath: join(input.rootDir, CREDENTIAL_FILE),
         fetch: hubFetch,
-      }),
-    dial: dialWebSocket(ca),
+      });
+    },
+    dial: (url, headers, events) => dialWebSocket(trust.current())(url, headers, events),
     node: () => input.nodeStatus.node(),
     pod: input.pod,
     pods: input.pods,
@@ -108,7 +115,7 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
 
 export interface AgentHubWiring {
   config: {
-    hub?: { url: string; joinToken?: string; caFile?: string };
+    hub?: { url: string; joinToken?: string; caFile?: string; insecure?: boolean };
     rootDir: string;
     nodeName: string;
     hubOutboxMaxEvents: number;

@@ -208,6 +208,25 @@ describe("loadAgentConfig()", () => {
     expect(config.hub).toEqual({ url: "https://hub.local", joinToken: "new" });
   });
 
+  test("refuses a plain hub URL that is not loopback unless hub.insecure says so", async () => {
+    expect(await loadError(["--hub", "http://hub.example:7443"])).toContain(
+      'hub.url "http://hub.example:7443" is not TLS and not loopback',
+    );
+    const plain = ["--hub", "ws://hub.example:7443", "--hub-insecure", "true"];
+    expect((await loadAgentConfig(plain, {}, deps)).hub).toEqual({
+      url: "ws://hub.example:7443",
+      insecure: true,
+    });
+    const loopback = await loadAgentConfig(["--hub", "http://127.0.0.1:7443"], {}, deps);
+    expect(loopback.hub?.url).toBe("http://127.0.0.1:7443");
+    const streams = await loadAgentConfig(
+      ["--hub", "https://h", "--hub-max-streams", "4"],
+      {},
+      deps,
+    );
+    expect(streams.hub?.maxStreams).toBe(4);
+  });
+
   test("reads the file named by $FLEETLET_CONFIG when --config is absent", async () => {
     const file = await writeConfig("maxPods: 7\n");
     const config = await loadAgentConfig([], { FLEETLET_CONFIG: file }, deps);

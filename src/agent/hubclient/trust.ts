@@ -1,0 +1,111 @@
+// How the agent trusts the hub (docs/protocol.md, "TLS and trust"): the CA of hub.caFile, else
+// the CA it saved on first contact, else — when the join token names a CA hash — the hub's CA
+// fetched once without verification and kept only if its hash is the token's. A plain or
+// system-trusted hub needs none.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { caHash, HUB_CA_PATH, parseJoinToken, SAVED_CA_FILE } from "../../protocol/index.ts";
+import { writeFileAtomic } from "../../util/atomic-file.ts";
+import type { Logger } from "../../util/log.ts";
+import { hubEndpoints, JoinError } from "./join.ts";
+
+export interface TrustInput {
+  hubUrl: string;
+  caFile?: string;
+  joinToken?: string;
+  rootDir: string;
+  log: Logger;
+  /** Fetches the hub's CA without verifying the hub (injected for tests). */
+  fetchUnverified?: (url: string) => Promise<Response>;
+}
+
+function readCaFile(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    throw new JoinError(`cannot read the hub CA file ${path}: ${(err as Error).message}`, true);
+  }
+}
+
+function readSaved(path: string): string | undefined {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
+const unverifiedFetch = (url: string) =>
+  fetch(url, {
+    tls: { rejectUnauthorized: false },
+    signal: AbortSignal.timeout(15_000),
+  } as RequestInit);
+
+export class HubTrust {
+  private ca: string | undefined;
+  private readonly savedPath: string;
+  private readonly wanted: string | undefined;
+  private readonly secure: boolean;
+
+  constructor(private readonly input: TrustInput) {
+    this.savedPath = join(input.rootDir, SAVED_CA_FILE);
+    this.wanted =
+      input.joinToken === undefined ? undefined : parseJoinToken(input.joinToken).caHash;
+    this.secure = hubEndpoints(input.hubUrl).http.startsWith("https:");
+    if (input.caFile !== undefined) {
+      this.ca = readCaFile(input.caFile);
+      const have = caHash(this.ca);
+      if (this.wanted !== undefined && have !== this.wanted)
+        throw new JoinError(
+          `the CA in ${input.caFile} (${have}) is not the one the join token names (${this.wanted})`,
+          true,
+        );
+    } else {
+      this.ca = readSaved(this.savedPath);
+    }
+  }
+
+  /** The CA to verify the hub with now (undefined: plain HTTP, or the system's roots). */
+  current(): string | undefined {
+    return this.ca;
+  }
+
+  /** Makes sure the CA is known: fetches and checks it on first contact when the token says
+   * which one it must be. Rejects with JoinError when the hub's CA is not that one. */
+  async resolve(): Promise<string | undefined> {
+    if (this.ca !== undefined || !this.secure || this.wanted === undefined) return this.ca;
+    const url = `${hubEndpoints(this.input.hubUrl).http}${HUB_CA_PATH}`;
+    let pem: string;
+    try {
+      const res = await (this.input.fetchUnverified ?? unverifiedFetch)(url);
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      pem = await res.text();
+    } catch (err) {
+      throw new JoinError(
+        `cannot fetch the hub's CA from ${url}: ${(err as Error).message}`,
+        false,
+      );
+    }
+    let have: string;
+    try {
+      have = caHash(pem);
+    } catch (err) {
+      throw new JoinError(
+        `the hub answered ${url} with no certificate: ${(err as Error).message}`,
+        false,
+      );
+    }
+    if (have !== this.wanted)
+      throw new JoinError(
+        `the hub's CA ${have} is not the one the join token names (${this.wanted}); not trusting ${this.input.hubUrl}`,
+        false,
+      );
+    writeFileAtomic(this.savedPath, pem);
+    this.input.log.info("trusting the hub's CA named by the join token", {
+      hash: have,
+      saved: this.savedPath,
+    });
+    this.ca = pem;
+    return pem;
+  }
+}
