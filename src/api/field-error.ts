@@ -1,5 +1,6 @@
 // Field errors in the shape and wording of the Kubernetes API server
 // ("spec.containers[0].image: Required value").
+import { StatusError } from "./status.ts";
 
 export type FieldErrorType =
   | "Required"
@@ -137,4 +138,26 @@ export function formatInvalidObject(kind: string, name: string, errors: FieldErr
   const head = `The ${kind} ${JSON.stringify(name)} is invalid: `;
   if (errors.length === 1 && errors[0]) return head + formatFieldError(errors[0]);
   return head + errors.map((e) => `\n* ${formatFieldError(e)}`).join("");
+}
+
+/**
+ * The API server's 422 for an object that failed validation: the message kubectl prints, and
+ * one cause per field error (`FieldValueRequired`, `spec.x`, "Required value").
+ */
+export function invalidObjectError(
+  kind: string,
+  name: string,
+  errors: FieldError[],
+  group?: string,
+): StatusError {
+  return new StatusError("Invalid", formatInvalidObject(kind, name, errors), {
+    name,
+    kind,
+    ...(group !== undefined && group !== "" && { group }),
+    causes: errors.map((e) => ({
+      reason: `FieldValue${e.type}`,
+      message: formatFieldError({ ...e, field: "" }),
+      field: e.field,
+    })),
+  });
 }

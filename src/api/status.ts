@@ -10,8 +10,26 @@ export type StatusReason =
   | "AlreadyExists"
   | "Conflict"
   | "Invalid"
+  | "Gone"
+  | "UnsupportedMediaType"
+  | "TooManyRequests"
   | "InternalError"
   | "ServiceUnavailable";
+
+/** One field's problem in a 422 (Kubernetes' StatusCause). */
+export interface StatusCause {
+  reason: string;
+  message: string;
+  field?: string;
+}
+
+/** What a Status says about the object it refused. */
+export interface StatusDetails {
+  name?: string;
+  group?: string;
+  kind?: string;
+  causes?: StatusCause[];
+}
 
 export interface Status {
   kind: "Status";
@@ -20,7 +38,7 @@ export interface Status {
   status: "Failure";
   message: string;
   reason: StatusReason;
-  details?: { name?: string; kind?: string };
+  details?: StatusDetails;
   code: number;
 }
 
@@ -33,6 +51,9 @@ const codes: Record<StatusReason, number> = {
   AlreadyExists: 409,
   Conflict: 409,
   Invalid: 422,
+  Gone: 410,
+  UnsupportedMediaType: 415,
+  TooManyRequests: 429,
   InternalError: 500,
   ServiceUnavailable: 503,
 };
@@ -42,7 +63,7 @@ export class StatusError extends Error {
   constructor(
     readonly reason: StatusReason,
     message: string,
-    readonly details?: { name?: string; kind?: string },
+    readonly details?: StatusDetails,
   ) {
     super(message);
     this.name = "StatusError";

@@ -13,6 +13,7 @@ import { createLogger, type LogLevel } from "../util/log.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
 import type { CliIO } from "./io.ts";
+import { kubeconfigCommand } from "./kubeconfig.ts";
 import {
   age,
   parseOutputFormat,
@@ -29,6 +30,7 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...]
        fleetlet hub node revoke NAME --hub URL [--token T]
        fleetlet hub node forget NAME --hub URL [--token T]   (a revoked node: drops it, frees its name)
+       fleetlet hub kubeconfig --hub URL [--token T] [--data DIR | --ca-file F | --ca-hash H]   (for kubectl)
 Without --tls-cert the hub serves HTTPS with its own CA, made in DIR/tls on the first start (its
 hash is logged and carried by every join token); --tls-san adds names to its certificate.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
@@ -309,6 +311,7 @@ async function nodeAction(action: "revoke" | "forget", argv: string[], io: CliIO
 export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   const [a, b, ...rest] = argv;
   if (a === "token" && b === "create") return tokenCreate(rest, io);
+  if (a === "kubeconfig") return kubeconfigCommand(argv.slice(1), io);
   if (a === "node" && (b === "revoke" || b === "forget")) return nodeAction(b, rest, io);
   if (a === "token" || a === "node")
     throw new UsageError(

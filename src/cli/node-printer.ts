@@ -1,16 +1,11 @@
 // `fleetlet get node` as kubectl prints nodes (printNode): NAME STATUS ROLES AGE VERSION, and with
 // -o wide INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME.
+
+import { age, nodeStatusColumn } from "../api/columns.ts";
 import type { Node } from "../api/node.ts";
-import { age } from "./printers.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
-/** STATUS: the Ready condition as "Ready", "NotReady" or "Unknown", then ",SchedulingDisabled". */
-export function nodeStatusColumn(node: Node): string {
-  const ready = node.status.conditions?.find((c) => c.type === "Ready");
-  let s = ready?.status === "True" ? "Ready" : ready?.status === "False" ? "NotReady" : "Unknown";
-  if (node.spec.unschedulable) s += ",SchedulingDisabled";
-  return s;
-}
+export { nodeStatusColumn };
 
 export function printNodeTable(nodes: Node[], now: number, opts: { wide?: boolean } = {}): string {
   const header = ["NAME", "STATUS", "ROLES", "AGE", "VERSION"];

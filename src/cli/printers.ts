@@ -1,38 +1,12 @@
 // kubectl's table printers for pods and events (k8s.io/kubernetes/pkg/printers/internalversion:
 // printPod, printEvent), and the json/yaml printers. `now` is passed in; nothing reads the clock.
 import YAML from "yaml";
-import { podDisplayStatus } from "../agent/status/display.ts";
-import { humanDuration } from "../api/duration.ts";
+import { age, eventTarget, podTable } from "../api/columns.ts";
 import type { Event, Pod } from "../api/types.ts";
 import { CliError } from "./errors.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
-/** kubectl's translateTimestampSince: the age of an RFC 3339 time, "<unknown>" when unset. */
-export function age(time: string | undefined, now: number): string {
-  if (time === undefined || time === "") return "<unknown>";
-  const t = Date.parse(time);
-  return Number.isNaN(t) ? "<unknown>" : humanDuration(now - t);
-}
-
-export interface PodColumns {
-  /** READY, e.g. "1/2" (sidecar init containers count as containers). */
-  ready: string;
-  /** STATUS, e.g. "Running", "Init:1/2", "CrashLoopBackOff", "Terminating". */
-  status: string;
-  /** RESTARTS, e.g. "3 (10s ago)". */
-  restarts: string;
-}
-
-/** kubectl's READY, STATUS and RESTARTS cells for a pod (printPod). */
-export function podColumns(pod: Pod, now: number): PodColumns {
-  const d = podDisplayStatus(pod);
-  const last = d.lastRestart === undefined ? Number.NaN : Date.parse(d.lastRestart);
-  const restarts =
-    d.restarts !== 0 && !Number.isNaN(last)
-      ? `${d.restarts} (${humanDuration(now - last)} ago)`
-      : String(d.restarts);
-  return { ready: d.ready, status: d.status, restarts };
-}
+export { age, type PodColumns, podColumns } from "../api/columns.ts";
 
 export interface TableOptions {
   /** Adds kubectl's wide columns: IP, NODE, NOMINATED NODE and READINESS GATES. */
@@ -50,28 +24,19 @@ export function printPodTable(pods: Pod[], now: number, opts: TableOptions = {})
   return table([podHeader(opts), ...pods.map((pod) => podRow(pod, now, opts))]);
 }
 
-/** The cells of one `kubectl get pods` row (and its header), as printPodTable makes them. */
+/** The cells of one `kubectl get pods` row, as printPodTable makes them. */
 function podRow(pod: Pod, now: number, opts: TableOptions): string[] {
-  const d = podColumns(pod, now);
-  const row = [
-    pod.metadata.name,
-    d.ready,
-    d.status,
-    d.restarts,
-    age(pod.metadata.creationTimestamp, now),
-  ];
-  if (opts.wide) {
-    const ip = pod.status?.podIPs?.[0]?.ip || pod.status?.podIP || "<none>";
-    // A pod on a device is never nominated, and the API has no readiness gates here.
-    row.push(ip, pod.spec.nodeName || "<none>", "<none>", "<none>");
-  }
+  const cells = podTable.cells(pod, now).map(String);
+  const row = opts.wide ? cells : cells.slice(0, 5);
   if (opts.withNamespace) row.unshift(pod.metadata.namespace ?? "default");
   return row;
 }
 
+/** The header: the table's column names in capitals (the wide ones with -o wide). */
 function podHeader(opts: TableOptions): string[] {
-  const header = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
-  if (opts.wide) header.push("IP", "NODE", "NOMINATED NODE", "READINESS GATES");
+  const header = podTable.columns
+    .filter((c) => opts.wide || c.priority === 0)
+    .map((c) => c.name.toUpperCase());
   if (opts.withNamespace) header.unshift("NAMESPACE");
   return header;
 }
@@ -104,12 +69,6 @@ export class PodWatchTable {
       .map((line) => `${line}\n`)
       .join("");
   }
-}
-
-/** The OBJECT column of `kubectl get events`: "pod/web", or the kind alone. */
-function eventTarget(e: Event): string {
-  const kind = (e.involvedObject.kind ?? "").toLowerCase();
-  return e.involvedObject.name ? `${kind}/${e.involvedObject.name}` : kind;
 }
 
 /** `kubectl get events` output (LAST SEEN TYPE REASON OBJECT MESSAGE), oldest first. */

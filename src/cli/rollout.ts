@@ -2,6 +2,7 @@
 // with kubectl's wording and columns, and fleetlet's rollout facts: which device is on which
 // revision, and why a rollout stopped.
 
+import { daemonSetTable } from "../api/columns.ts";
 import type { ControllerRevision, DaemonSet } from "../api/daemonset.ts";
 import { parseDuration } from "../api/duration.ts";
 import type { DeviceRollout, RolloutView } from "../hub/deploy/status.ts";
@@ -9,7 +10,7 @@ import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
 import { type HubTarget, hubRequest, hubTarget } from "./hub.ts";
 import type { CliIO } from "./io.ts";
-import { age, parseOutputFormat, printObjects } from "./printers.ts";
+import { parseOutputFormat, printObjects } from "./printers.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
 const flags = {
@@ -175,16 +176,6 @@ export async function rolloutCommand(argv: string[], io: CliIO): Promise<number>
   }
 }
 
-function selectorText(sel: DaemonSet["spec"]["selector"]): string {
-  const parts = Object.entries(sel.matchLabels ?? {}).map(([k, v]) => `${k}=${v}`);
-  for (const e of sel.matchExpressions ?? []) {
-    if (e.operator === "In" || e.operator === "NotIn")
-      parts.push(`${e.key} ${e.operator.toLowerCase()} (${(e.values ?? []).join(",")})`);
-    else parts.push(e.operator === "DoesNotExist" ? `!${e.key}` : e.key);
-  }
-  return parts.join(",") || "<none>";
-}
-
 /** kubectl's DaemonSet table: NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE. */
 export function printDaemonSetTable(
   items: DaemonSet[],
@@ -204,29 +195,10 @@ export function printDaemonSetTable(
   if (opts.withNamespace) header.unshift("NAMESPACE");
   if (opts.wide) header.push("CONTAINERS", "IMAGES", "SELECTOR");
   const rows = items.map((d) => {
-    const s = d.status;
-    const nodeSelector = Object.entries(d.spec.template.spec.nodeSelector ?? {})
-      .map(([k, v]) => `${k}=${v}`)
-      .join(",");
-    const row = [
-      d.metadata.name,
-      s?.desiredNumberScheduled ?? 0,
-      s?.currentNumberScheduled ?? 0,
-      s?.numberReady ?? 0,
-      s?.updatedNumberScheduled ?? 0,
-      s?.numberAvailable ?? 0,
-      nodeSelector || "<none>",
-      age(d.metadata.creationTimestamp, now),
-    ].map(String);
+    const cells = daemonSetTable.cells(d, now).map(String);
+    const row = cells.slice(0, 8);
     if (opts.withNamespace) row.unshift(d.metadata.namespace ?? "default");
-    if (opts.wide) {
-      const cs = d.spec.template.spec.containers;
-      row.push(
-        cs.map((c) => c.name).join(","),
-        cs.map((c) => c.image).join(","),
-        selectorText(d.spec.selector),
-      );
-    }
+    if (opts.wide) row.push(...cells.slice(8));
     return row;
   });
   return alignTabs([header, ...rows].map((r) => `${r.join("\t")}\n`).join(""), TABLE);

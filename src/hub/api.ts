@@ -3,9 +3,7 @@
 
 import { parseDuration } from "../api/duration.ts";
 import { isQualifiedName, isValidLabelValue } from "../api/index.ts";
-import { parseLabelSelector } from "../api/selectors.ts";
 import { json, StatusError } from "../api/status.ts";
-import type { Event, Pod } from "../api/types.ts";
 import {
   describeZodError,
   JOIN_PATH,
@@ -20,8 +18,8 @@ import type { Deployer } from "./deploy/deployer.ts";
 import type { Fleet } from "./fleet.ts";
 import { readJson } from "./http.ts";
 import type { Identity } from "./identity.ts";
+import type { KubeApi } from "./kube/index.ts";
 import { bearerToken } from "./tokens.ts";
-import { eventList, nodeList, podList } from "./views.ts";
 
 export interface ApiDeps {
   fleet: Fleet;
@@ -34,6 +32,8 @@ export interface ApiDeps {
   revoked(name: string): void;
   /** Limit on a request body, in bytes. */
   maxBodyBytes: number;
+  /** The Kubernetes API (kube/): resources at their paths. */
+  kube: KubeApi;
 }
 
 const DEFAULT_JOIN_TTL_MS = 24 * 3_600_000;
@@ -50,47 +50,6 @@ function parseWith<T>(
   const r = schema.safeParse(body);
   if (!r.success) throw new StatusError("BadRequest", `bad ${what}: ${describeZodError(r.error)}`);
   return r.data;
-}
-
-function selector(q: URLSearchParams): (labels: Record<string, string> | undefined) => boolean {
-  const raw = q.get("labelSelector");
-  if (raw === null || raw === "") return () => true;
-  try {
-    return parseLabelSelector(raw);
-  } catch (err) {
-    throw new StatusError(
-      "BadRequest",
-      `invalid labelSelector ${JSON.stringify(raw)}: ${(err as Error).message}`,
-    );
-  }
-}
-
-function listPods(fleet: Fleet, q: URLSearchParams): Pod[] {
-  const node = q.get("nodeName");
-  const ns = q.get("namespace");
-  const sel = selector(q);
-  return fleet
-    .allPods()
-    .filter(
-      (p) =>
-        (node === null || p.node === node) &&
-        (ns === null || (p.pod.metadata.namespace ?? "default") === ns),
-    )
-    .map((p) => p.pod)
-    .filter((p) => sel(p.metadata.labels));
-}
-
-function listEvents(fleet: Fleet, q: URLSearchParams): Event[] {
-  const node = q.get("nodeName");
-  const ns = q.get("namespace");
-  return fleet
-    .allEvents()
-    .filter(
-      (e) =>
-        (node === null || e.node === node) && (ns === null || e.event.metadata.namespace === ns),
-    )
-    .map((e) => e.event)
-    .sort((a, b) => a.lastTimestamp.localeCompare(b.lastTimestamp));
 }
 
 async function join(deps: ApiDeps, req: Request): Promise<Response> {
@@ -133,7 +92,11 @@ async function createJoinToken(deps: ApiDeps, req: Request): Promise<Response> {
  * PATCH /api/v1/nodes/NAME with `{"metadata": {"labels": {"k": "v", "gone": null}}}` (a JSON
  * merge patch): sets and removes the hub's labels of the node; its pods follow at once.
  */
-async function patchNodeLabels(deps: ApiDeps, req: Request, name: string): Promise<Response> {
+export async function patchNodeLabels(
+  deps: ApiDeps,
+  req: Request,
+  name: string,
+): Promise<Response> {
   const rec = deps.fleet.nodes.get(name);
   if (rec === undefined) throw new StatusError("NotFound", `nodes "${name}" not found`);
   const body = (await readJson(req, deps.maxBodyBytes)) as {
@@ -178,39 +141,30 @@ async function patchNodeLabels(deps: ApiDeps, req: Request, name: string): Promi
   return json(deps.fleet.view(name));
 }
 
-function nodeRoute(
-  deps: ApiDeps,
-  req: Request,
-  name: string,
-  action: string | undefined,
-): Response | Promise<Response> {
-  if (req.method === "PATCH" && action === undefined) return patchNodeLabels(deps, req, name);
-  const revoke =
-    (req.method === "DELETE" && action === undefined) ||
-    (req.method === "POST" && action === "revoke");
-  if (revoke) {
-    deps.identity.revokeNode(name, deps.clock.now());
-    deps.revoked(name);
-    return json(deps.fleet.view(name));
-  }
+/** DELETE /api/v1/nodes/NAME (or POST .../revoke): the credential is refused from now on. */
+export function revokeNode(deps: ApiDeps, name: string): Response {
+  deps.identity.revokeNode(name, deps.clock.now());
+  deps.revoked(name);
+  return json(deps.fleet.view(name));
+}
+
+/** POST /api/v1/nodes/NAME/revoke|forget. */
+function nodeAction(deps: ApiDeps, req: Request, name: string, action: string): Response {
+  if (req.method === "POST" && action === "revoke") return revokeNode(deps, name);
   if (req.method === "POST" && action === "forget") {
     deps.identity.releaseRevoked(name);
     return json(deps.fleet.forget(name));
   }
-  if (req.method !== "GET" || action !== undefined)
-    throw new StatusError(
-      "MethodNotAllowed",
-      `${req.method} ${new URL(req.url).pathname} is not allowed`,
-    );
-  const node = deps.fleet.view(name);
-  if (node === undefined) throw new StatusError("NotFound", `nodes "${name}" not found`);
-  return json(node);
+  throw new StatusError(
+    "MethodNotAllowed",
+    `${req.method} ${new URL(req.url).pathname} is not allowed`,
+  );
 }
 
 /** Operator routes; the caller has checked the operator token. */
 async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Response> {
   const path = url.pathname.replace(/\/+$/, "");
-  const q = url.searchParams;
+  const _q = url.searchParams;
   if (path === JOIN_TOKENS_PATH && req.method === "POST") return createJoinToken(deps, req);
   const tok = /^\/api\/v1\/join-tokens\/([^/]+)$/.exec(path);
   if (tok !== null && req.method === "DELETE") {
@@ -219,23 +173,13 @@ async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Res
       throw new StatusError("NotFound", `join token "${id}" not found`);
     return json({ id, revoked: true });
   }
+  const kube = await deps.kube.handle(req, url);
+  if (kube !== undefined) return kube;
   const deploy = await handleDeployApi(deps.deployer, req, path);
   if (deploy !== undefined) return deploy;
-  const node = /^\/api\/v1\/nodes\/([^/]+)(?:\/([^/]+))?$/.exec(path);
-  if (node !== null) return nodeRoute(deps, req, decodeURIComponent(node[1] ?? ""), node[2]);
-  if (req.method !== "GET")
-    throw new StatusError("MethodNotAllowed", `${req.method} ${path} is not allowed`);
-  if (path === "/api/v1/nodes") {
-    const sel = selector(q);
-    const items = [...deps.fleet.nodes.keys()]
-      .sort()
-      .map((n) => deps.fleet.view(n))
-      .filter((n) => n !== undefined && sel(n.metadata.labels));
-    return json(nodeList(items as NonNullable<(typeof items)[number]>[]));
-  }
-  if (path === "/api/v1/pods") return json(podList(listPods(deps.fleet, q)));
-  if (path === "/api/v1/events") return json(eventList(listEvents(deps.fleet, q)));
-  throw new StatusError("NotFound", `the hub serves no ${path}`);
+  const node = /^\/api\/v1\/nodes\/([^/]+)\/([^/]+)$/.exec(path);
+  if (node !== null) return nodeAction(deps, req, decodeURIComponent(node[1] ?? ""), node[2] ?? "");
+  throw new StatusError("NotFound", `the hub serves no ${req.method} ${path}`);
 }
 
 /** GET /api/v1/hub-ca: the hub's CA as PEM, for devices that verify it with a join token's hash. */
@@ -245,17 +189,32 @@ function hubCa(deps: ApiDeps): Response {
   return new Response(deps.ca.pem, { headers: { "content-type": "application/x-pem-file" } });
 }
 
+/**
+ * Refuses a request without the operator token: 401 without a token (or an unknown one), 403 for
+ * a device's own credential (a device speaks only for itself, over its connection).
+ */
+export function operatorOnly(deps: Pick<ApiDeps, "identity">, req: Request, url: URL): void {
+  const token = bearerToken(req.headers.get("authorization"));
+  if (deps.identity.isOperator(token)) return;
+  const device = deps.identity.authenticate(token);
+  if (device.ok)
+    throw new StatusError(
+      "Forbidden",
+      `the credential of node "${device.nodeName}" cannot use the operator API (${req.method} ${url.pathname}): a device speaks only for itself, over its connection`,
+    );
+  throw new StatusError(
+    "Unauthorized",
+    "a valid operator token is required (Authorization: Bearer)",
+  );
+}
+
 /** Handles an HTTP request that is not a WebSocket upgrade. */
 export async function handleApi(deps: ApiDeps, req: Request): Promise<Response> {
   const url = new URL(req.url);
   try {
     if (url.pathname === JOIN_PATH) return await join(deps, req);
     if (url.pathname === HUB_CA_PATH && req.method === "GET") return hubCa(deps);
-    if (!deps.identity.isOperator(bearerToken(req.headers.get("authorization"))))
-      throw new StatusError(
-        "Unauthorized",
-        "a valid operator token is required (Authorization: Bearer)",
-      );
+    operatorOnly(deps, req, url);
     return await operatorRoute(deps, req, url);
   } catch (err) {
     if (err instanceof StatusError) return err.toResponse();

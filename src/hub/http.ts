@@ -1,11 +1,20 @@
-// Reading request bodies for the hub's HTTP API: JSON, within a size limit, refusals as Status.
+// Reading request bodies for the hub's HTTP API: within a size limit, refusals as Status.
 import { StatusError } from "../api/status.ts";
 
-/** The request's JSON body; BadRequest when it is over `maxBytes` or not JSON. */
-export async function readJson(req: Request, maxBytes: number): Promise<unknown> {
+/** The request's body as text; BadRequest when it is over `maxBytes`. */
+export async function readBody(req: Request, maxBytes: number): Promise<string> {
+  const length = Number(req.headers.get("content-length") ?? 0);
+  if (length > maxBytes)
+    throw new StatusError("BadRequest", `request body over the limit of ${maxBytes} bytes`);
   const text = await req.text();
   if (Buffer.byteLength(text) > maxBytes)
     throw new StatusError("BadRequest", `request body over the limit of ${maxBytes} bytes`);
+  return text;
+}
+
+/** The request's JSON body; BadRequest when it is over `maxBytes` or not JSON. */
+export async function readJson(req: Request, maxBytes: number): Promise<unknown> {
+  const text = await readBody(req, maxBytes);
   try {
     return JSON.parse(text);
   } catch (err) {

@@ -7,7 +7,7 @@ import type { Pod } from "../api/types.ts";
 import { AGENT_CONNECT_PATH, DEFAULT_MAX_MESSAGE_BYTES, WATCH_PATH } from "../protocol/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
-import { handleApi } from "./api.ts";
+import { type ApiDeps, handleApi, patchNodeLabels, revokeNode } from "./api.ts";
 import { createLocalBus } from "./bus.ts";
 import { isDashboardPath, serveDashboard } from "./dashboard/index.ts";
 import { Deployer } from "./deploy/deployer.ts";
@@ -16,6 +16,8 @@ import { SqliteDeployStore } from "./deploy/store.ts";
 import { type Change, Fleet } from "./fleet.ts";
 import { Flusher } from "./flusher.ts";
 import { Identity } from "./identity.ts";
+import { ChangeLog, createKubeApi } from "./kube/index.ts";
+import type { KubeObject } from "./kube/resources.ts";
 import type { RateLimit } from "./ratelimit.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, type AgentSocketData } from "./sessions.ts";
@@ -93,6 +95,7 @@ export function startHub(opts: HubOptions): Hub {
   const store = new HubStore(join(opts.dataDir, "hub.db"));
   const loaded = store.load();
   const watch = new WatchHub();
+  const changes = new ChangeLog(opts.clock.now());
   let deployer: Deployer | undefined;
   const fleet = new Fleet(
     {
@@ -101,6 +104,7 @@ export function startHub(opts: HubOptions): Hub {
       offlineAfterMs: opts.offlineAfterMs ?? 3 * heartbeatIntervalMs,
       onChange: (c) => {
         watch.publish(c);
+        changes.record(c.kind, c.type, c.object as KubeObject);
         if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined)
           deployer?.markDirty();
       },
@@ -179,7 +183,7 @@ export function startHub(opts: HubOptions): Hub {
     const secure = opts.tls !== undefined || isLoopback(server.requestIP(req)?.address);
     return { data: sessions.newData(bearerToken(req.headers.get("authorization")), secure) };
   };
-  const apiDeps = {
+  const apiDeps: ApiDeps = {
     fleet,
     ...(opts.tls?.caPem !== undefined && { ca: { pem: opts.tls.caPem, hash: opts.tls.caHash } }),
     identity,
@@ -187,6 +191,16 @@ export function startHub(opts: HubOptions): Hub {
     clock: opts.clock,
     revoked: (n: string) => sessions.revoked(n),
     maxBodyBytes: 64 * 1024,
+    kube: createKubeApi({
+      fleet,
+      deployer: deploy,
+      changes,
+      now: () => opts.clock.now(),
+      node: {
+        patch: (req, name) => patchNodeLabels(apiDeps, req, name),
+        delete: (name) => revokeNode(apiDeps, name),
+      },
+    }),
   };
   const server = serveHub({
     hostname: opts.hostname,

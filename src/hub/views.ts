@@ -71,15 +71,3 @@ export function podView(node: string, pod: Pod): Pod {
 export function eventView(node: string, event: Event): Event {
   return event.source.host === node ? event : { ...event, source: { ...event.source, host: node } };
 }
-
-export function nodeList(items: Node[]) {
-  return { apiVersion: "v1", kind: "NodeList", metadata: {}, items } as const;
-}
-
-export function podList(items: Pod[]) {
-  return { apiVersion: "v1", kind: "PodList", metadata: {}, items } as const;
-}
-
-export function eventList(items: Event[]) {
-  return { apiVersion: "v1", kind: "EventList", metadata: {}, items } as const;
-}

@@ -1,0 +1,75 @@
+// Resource versions for what the fleet reports (nodes, pods, events): every change the fleet
+// makes gets the next number, kept with the object so that lists and gets carry it, and the most
+// recent changes are kept in a ring so that a watch from a list's resourceVersion misses nothing.
+// Numbers start at the hub's start time in milliseconds, so they grow across restarts; a watch
+// from a version older than the ring is answered 410 Gone (the client lists again).
+import type { KubeObject } from "./resources.ts";
+
+export type ChangeType = "ADDED" | "MODIFIED" | "DELETED";
+
+export interface KubeChange {
+  rv: number;
+  /** The resource's plural name ("pods"). */
+  resource: string;
+  type: ChangeType;
+  /** The object with its resourceVersion. */
+  object: KubeObject;
+}
+
+const keyOf = (resource: string, o: KubeObject) =>
+  `${resource}/${o.metadata.namespace ?? ""}/${o.metadata.uid ?? o.metadata.name}`;
+
+export class ChangeLog {
+  private rv: number;
+  private readonly first: number;
+  private readonly ring: KubeChange[] = [];
+  private readonly versions = new Map<string, number>();
+  private readonly subscribers = new Set<(c: KubeChange) => void>();
+
+  constructor(
+    start: number,
+    private readonly capacity = 8192,
+  ) {
+    this.rv = start;
+    this.first = start;
+  }
+
+  /** The resourceVersion of the newest change (a list's). */
+  current(): number {
+    return this.rv;
+  }
+
+  /** Records a change of `object` and tells the watchers. */
+  record(resource: string, type: ChangeType, object: KubeObject): void {
+    this.rv += 1;
+    const key = keyOf(resource, object);
+    if (type === "DELETED") this.versions.delete(key);
+    else this.versions.set(key, this.rv);
+    const change: KubeChange = { rv: this.rv, resource, type, object: this.stamp(object, this.rv) };
+    this.ring.push(change);
+    if (this.ring.length > this.capacity) this.ring.shift();
+    for (const fn of this.subscribers) fn(change);
+  }
+
+  /** `object` as served: with the resourceVersion of its last change. */
+  withVersion(resource: string, object: KubeObject): KubeObject {
+    return this.stamp(object, this.versions.get(keyOf(resource, object)) ?? this.first);
+  }
+
+  /** The changes after `rv`, oldest first; "gone" when some of them are no longer kept. */
+  since(rv: number): KubeChange[] | "gone" {
+    const oldest = this.ring[0]?.rv ?? this.rv + 1;
+    if (rv < this.first || (rv < oldest - 1 && rv < this.rv)) return "gone";
+    return this.ring.filter((c) => c.rv > rv);
+  }
+
+  /** Calls `fn` for each change from now on; returns the unsubscribe. */
+  subscribe(fn: (c: KubeChange) => void): () => void {
+    this.subscribers.add(fn);
+    return () => this.subscribers.delete(fn);
+  }
+
+  private stamp(o: KubeObject, rv: number): KubeObject {
+    return { ...o, metadata: { ...o.metadata, resourceVersion: String(rv) } };
+  }
+}
