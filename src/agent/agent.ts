@@ -43,6 +43,7 @@ import {
   type PodConfig,
 } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
+import { createStreamOpener } from "./streams/handlers.ts";
 import { createSyncLoop } from "./syncloop/index.ts";
 import { createSystemMounter, createVolumeManager } from "./volumes/index.ts";
 
@@ -391,21 +392,30 @@ export async function runAgent(
     },
   });
 
-  const server = await startAgentServer(
-    createServerDeps({
-      config,
-      loop,
-      statusManager,
-      recorder,
-      cri,
-      health,
-      relistStats: () => pleg.relistStats(),
-      probeStats: () => prober.stats(),
-      node: () => nodeStatus.node(),
-      eviction: { manager: evictionManager, psi: readPsi },
-    }),
-    { socketPath: config.apiSocket, log, clock },
-  );
+  const serverDeps = createServerDeps({
+    config,
+    loop,
+    statusManager,
+    recorder,
+    cri,
+    health,
+    relistStats: () => pleg.relistStats(),
+    probeStats: () => prober.stats(),
+    node: () => nodeStatus.node(),
+    eviction: { manager: evictionManager, psi: readPsi },
+  });
+  const streams = createStreamOpener({
+    pod: serverDeps.getPod,
+    logPath: serverDeps.logPath,
+    cri,
+    log: log.with({ component: "streams" }),
+  });
+  const server = await startAgentServer(serverDeps, {
+    socketPath: config.apiSocket,
+    log,
+    clock,
+    streams,
+  });
 
   // One relist before the first health check, so a healthy runtime is never reported down.
   await pleg.relist();
@@ -424,6 +434,7 @@ export async function runAgent(
       pods: () => loop.pods(),
       podsSynced: () => podConfig.seenAllSources(),
       ...(desired !== undefined && { desired }),
+      streams,
     });
   await Promise.all([
     nodeStatus.run(signal),

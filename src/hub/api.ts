@@ -13,6 +13,7 @@ import {
 } from "../protocol/index.ts";
 import { HUB_CA_PATH, joinTokenWithHash } from "../protocol/trust.ts";
 import type { Clock } from "../util/clock.ts";
+import type { AuditLog } from "./audit.ts";
 import { handleDeployApi } from "./deploy/api.ts";
 import type { Deployer } from "./deploy/deployer.ts";
 import type { Fleet } from "./fleet.ts";
@@ -34,6 +35,8 @@ export interface ApiDeps {
   maxBodyBytes: number;
   /** The Kubernetes API (kube/): resources at their paths. */
   kube: KubeApi;
+  /** Every exec and port-forward (GET /api/v1/audit). */
+  audit: AuditLog;
 }
 
 const DEFAULT_JOIN_TTL_MS = 24 * 3_600_000;
@@ -173,6 +176,7 @@ async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Res
       throw new StatusError("NotFound", `join token "${id}" not found`);
     return json({ id, revoked: true });
   }
+  if (path === "/api/v1/audit" && req.method === "GET") return auditList(deps, url);
   const kube = await deps.kube.handle(req, url);
   if (kube !== undefined) return kube;
   const deploy = await handleDeployApi(deps.deployer, req, path);
@@ -180,6 +184,17 @@ async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Res
   const node = /^\/api\/v1\/nodes\/([^/]+)\/([^/]+)$/.exec(path);
   if (node !== null) return nodeAction(deps, req, decodeURIComponent(node[1] ?? ""), node[2] ?? "");
   throw new StatusError("NotFound", `the hub serves no ${req.method} ${path}`);
+}
+
+/** GET /api/v1/audit?node=&limit=: the most recent exec and port-forward sessions. */
+function auditList(deps: ApiDeps, url: URL): Response {
+  const q = url.searchParams;
+  const limit = Number(q.get("limit") ?? 100);
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new StatusError("BadRequest", `invalid limit ${JSON.stringify(q.get("limit"))}`);
+  const node = q.get("node") ?? undefined;
+  const items = deps.audit.list({ limit, ...(node !== undefined && { node }) });
+  return json({ apiVersion: "fleetlet.io/v1", kind: "AuditRecordList", items });
 }
 
 /** GET /api/v1/hub-ca: the hub's CA as PEM, for devices that verify it with a join token's hash. */

@@ -1,13 +1,16 @@
-// `fleetlet hub`: wires the store, the fleet view, identities, agent sessions, watch streams and
-// the HTTP API behind one Bun.serve, and runs the two loops (store flush, offline detection).
+// `fleetlet hub`: wires its named parts — the state (store, fleet view, identities, audit log),
+// the agents' sessions with their stream broker, the acknowledging flusher, the deployer, the
+// offline detection loop, and one Bun.serve for agents, watches, the dashboard, the operator API,
+// the Kubernetes API and pods' logs, exec and port-forward.
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Server, ServerWebSocket } from "bun";
+import type { Server } from "bun";
 import type { Pod } from "../api/types.ts";
 import { AGENT_CONNECT_PATH, DEFAULT_MAX_MESSAGE_BYTES, WATCH_PATH } from "../protocol/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
-import { type ApiDeps, handleApi, patchNodeLabels, revokeNode } from "./api.ts";
+import { type ApiDeps, handleApi, operatorOnly, patchNodeLabels, revokeNode } from "./api.ts";
+import { AuditLog } from "./audit.ts";
 import { createLocalBus } from "./bus.ts";
 import { isDashboardPath, serveDashboard } from "./dashboard/index.ts";
 import { Deployer } from "./deploy/deployer.ts";
@@ -20,11 +23,21 @@ import { ChangeLog, createKubeApi } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
 import type { RateLimit } from "./ratelimit.ts";
 import { type SocketData, serveHub } from "./server.ts";
-import { AgentSessions, type AgentSocketData } from "./sessions.ts";
+import { AgentSessions, agentSockets } from "./sessions.ts";
 import { HubStore } from "./store.ts";
+import { StreamBroker } from "./streams/broker.ts";
+import {
+  execSockets,
+  guarded,
+  type PodStreamDeps,
+  podLog,
+  podSubresource,
+  portForwardSockets,
+  streamUpgrade,
+} from "./streams/pod-routes.ts";
 import type { HubTls } from "./tls/index.ts";
 import { bearerToken } from "./tokens.ts";
-import { WatchHub, type WatchSocketData, watchUpgrade } from "./watch.ts";
+import { WatchHub, watchSockets, watchUpgrade } from "./watch.ts";
 
 export interface HubOptions {
   /** Directory of the store and the operator token. */
@@ -46,6 +59,8 @@ export interface HubOptions {
   helloTimeoutMs?: number;
   /** Period of the pass that advances rollouts on timers (default 1 s). */
   rolloutIntervalMs?: number;
+  /** Streams (logs, exec, port-forward) per device at once (default 128). */
+  maxStreamsPerNode?: number;
 }
 
 export interface Hub {
@@ -86,27 +101,23 @@ function saveOperatorToken(dataDir: string, token: string): void {
   chmodSync(file, 0o600);
 }
 
-export function startHub(opts: HubOptions): Hub {
-  const heartbeatIntervalMs = opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs;
-  const maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-  const flushIntervalMs = opts.flushIntervalMs ?? HUB_DEFAULTS.flushIntervalMs;
+/** The hub's state: its store and what is loaded from it, and the parts that keep it. */
+function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
   if (!existsSync(opts.dataDir)) mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
-  const tls = opts.tls === undefined ? undefined : { cert: opts.tls.cert, key: opts.tls.key };
   const store = new HubStore(join(opts.dataDir, "hub.db"));
   const loaded = store.load();
   const watch = new WatchHub();
   const changes = new ChangeLog(opts.clock.now());
-  let deployer: Deployer | undefined;
+  const heartbeat = opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs;
   const fleet = new Fleet(
     {
       store,
       maxEventsPerNode: opts.maxEventsPerNode ?? HUB_DEFAULTS.maxEventsPerNode,
-      offlineAfterMs: opts.offlineAfterMs ?? 3 * heartbeatIntervalMs,
+      offlineAfterMs: opts.offlineAfterMs ?? 3 * heartbeat,
       onChange: (c) => {
         watch.publish(c);
         changes.record(c.kind, c.type, c.object as KubeObject);
-        if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined)
-          deployer?.markDirty();
+        if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined) onPodOfDaemonSet();
       },
     },
     loaded,
@@ -114,57 +125,54 @@ export function startHub(opts: HubOptions): Hub {
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
   const createdOperatorToken = identity.ensureOperatorToken();
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
+  const audit = new AuditLog(store.database, () => opts.clock.now());
+  return { store, watch, changes, fleet, identity, createdOperatorToken, audit };
+}
 
-  const flusher = new Flusher({
-    fleet,
-    store,
-    clock: opts.clock,
-    log: opts.log,
-    intervalMs: flushIntervalMs,
-    ack: (name, seq) => sessions.ack(name, seq),
-  });
-  const flush = () => flusher.flush();
-  const sessions = new AgentSessions({
-    fleet,
-    identity,
-    clock: opts.clock,
-    log: opts.log,
-    heartbeatIntervalMs,
-    maxMessageBytes,
-    rateLimit: opts.rateLimit ?? HUB_DEFAULTS.rateLimit,
-    helloTimeoutMs: opts.helloTimeoutMs ?? HUB_DEFAULTS.helloTimeoutMs,
-    markDirty: (name) => flusher.markDirty(name),
-    flushNow: flush,
-    desiredFor: (node, agentGeneration, secure) =>
-      deployer?.desiredFor(node, agentGeneration, secure),
-    onDesiredAck: () => deployer?.markDirty(),
-  });
-  const deployStore = new SqliteDeployStore(store.database);
+type HubState = ReturnType<typeof openState>;
+
+/** The DaemonSet deployer over the state, running its rollout loop until `signal`. */
+function startDeployer(
+  opts: HubOptions,
+  state: HubState,
+  sessions: AgentSessions,
+  flush: () => void,
+  signal: AbortSignal,
+): Deployer {
+  const deployStore = new SqliteDeployStore(state.store.database);
   const bus = createLocalBus();
-  deployer = new Deployer({
+  const deployer = new Deployer({
     store: deployStore,
     loaded: deployStore.load(),
-    fleet,
+    fleet: state.fleet,
     bus,
     clock: opts.clock,
     log: opts.log.with({ component: "deploy" }),
     flushStore: flush,
     intervalMs: opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs,
   });
-  const deploy = deployer;
   bus.subscribe((m) => sessions.desiredChanged(m.node));
-  deploy.reconcile();
-  const stopDeploy = new AbortController();
-  void deploy.run(stopDeploy.signal);
-  const checkLiveness = () => fleet.checkLiveness(opts.clock.now());
-  let cancelLiveness: (() => void) | undefined;
-  const livenessLoop = () => {
-    checkLiveness();
-    cancelLiveness = opts.clock.setTimer(Math.max(100, heartbeatIntervalMs / 2), livenessLoop);
-  };
-  livenessLoop();
+  deployer.reconcile();
+  void deployer.run(signal);
+  return deployer;
+}
 
-  const initialChanges = (): Change[] => [
+/** The offline detection loop; returns its iteration and its stop. */
+function startLiveness(opts: HubOptions, fleet: Fleet): { check(): string[]; stop(): void } {
+  const heartbeat = opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs;
+  const check = () => fleet.checkLiveness(opts.clock.now());
+  let cancel: (() => void) | undefined;
+  const loop = () => {
+    check();
+    cancel = opts.clock.setTimer(Math.max(100, heartbeat / 2), loop);
+  };
+  loop();
+  return { check, stop: () => cancel?.() };
+}
+
+/** Every node, pod and event as ADDED: what a new watch of the dashboard gets first. */
+function initialChanges(fleet: Fleet): Change[] {
+  return [
     ...[...fleet.nodes.keys()].flatMap((n) => {
       const object = fleet.view(n);
       return object === undefined
@@ -178,78 +186,158 @@ export function startHub(opts: HubOptions): Hub {
       .allEvents()
       .map((e) => ({ type: "ADDED" as const, kind: "events" as const, object: e.event })),
   ];
+}
 
-  const agentUpgrade = (req: Request, _url: URL, server: Server<SocketData>) => {
-    const secure = opts.tls !== undefined || isLoopback(server.requestIP(req)?.address);
-    return { data: sessions.newData(bearerToken(req.headers.get("authorization")), secure) };
-  };
-  const apiDeps: ApiDeps = {
-    fleet,
+/** The HTTP API's dependencies: the operator routes and the Kubernetes API. */
+function apiDepsOf(
+  opts: HubOptions,
+  state: HubState,
+  deployer: Deployer,
+  sessions: AgentSessions,
+): ApiDeps {
+  const deps: ApiDeps = {
+    fleet: state.fleet,
     ...(opts.tls?.caPem !== undefined && { ca: { pem: opts.tls.caPem, hash: opts.tls.caHash } }),
-    identity,
-    deployer: deploy,
+    identity: state.identity,
+    deployer,
+    audit: state.audit,
     clock: opts.clock,
     revoked: (n: string) => sessions.revoked(n),
     maxBodyBytes: 64 * 1024,
     kube: createKubeApi({
-      fleet,
-      deployer: deploy,
-      changes,
+      fleet: state.fleet,
+      deployer,
+      changes: state.changes,
       now: () => opts.clock.now(),
       node: {
-        patch: (req, name) => patchNodeLabels(apiDeps, req, name),
-        delete: (name) => revokeNode(apiDeps, name),
+        patch: (req, name) => patchNodeLabels(deps, req, name),
+        delete: (name) => revokeNode(deps, name),
       },
     }),
   };
-  const server = serveHub({
+  return deps;
+}
+
+/** The pod log, exec and port-forward routes over the broker. */
+function podStreamsOf(state: HubState, broker: StreamBroker): PodStreamDeps {
+  return {
+    findPod: (namespace, name) => {
+      const found = state.fleet
+        .allPods()
+        .find(
+          (p) =>
+            p.pod.metadata.name === name && (p.pod.metadata.namespace ?? "default") === namespace,
+        );
+      return found === undefined ? undefined : { node: found.node, pod: found.pod };
+    },
+    broker,
+    audit: state.audit,
+    authorize: (req, url) => operatorOnly(state, req, url),
+  };
+}
+
+interface Served {
+  opts: HubOptions;
+  state: HubState;
+  sessions: AgentSessions;
+  api: ApiDeps;
+  pods: PodStreamDeps;
+}
+
+/** Bun.serve with the hub's upgrades, sockets and API. */
+function serve({ opts, state, sessions, api, pods }: Served) {
+  const heartbeat = opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs;
+  const maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  const agentUpgrade = (req: Request, _url: URL, server: Server<SocketData>) => {
+    const secure = opts.tls !== undefined || isLoopback(server.requestIP(req)?.address);
+    return { data: sessions.newData(bearerToken(req.headers.get("authorization")), secure) };
+  };
+  return serveHub({
     hostname: opts.hostname,
     port: opts.port,
-    ...(tls !== undefined && { tls }),
+    ...(opts.tls !== undefined && { tls: { cert: opts.tls.cert, key: opts.tls.key } }),
     maxPayloadLength: maxMessageBytes * 2,
-    idleTimeoutSeconds: Math.min(960, Math.ceil((6 * heartbeatIntervalMs) / 1000)),
-    upgrades: { [AGENT_CONNECT_PATH]: agentUpgrade, [WATCH_PATH]: watchUpgrade(identity) },
+    idleTimeoutSeconds: Math.min(960, Math.ceil((6 * heartbeat) / 1000)),
+    upgrades: { [AGENT_CONNECT_PATH]: agentUpgrade, [WATCH_PATH]: watchUpgrade(state.identity) },
+    routeUpgrade: (url) => streamUpgrade(pods, url),
     sockets: {
-      agent: {
-        open: (ws) => sessions.open(ws as ServerWebSocket<AgentSocketData>),
-        message: (ws, m) => sessions.message(ws as ServerWebSocket<AgentSocketData>, m),
-        close: (ws) => sessions.close(ws as ServerWebSocket<AgentSocketData>),
-      },
-      watch: {
-        open: (ws) => {
-          const w = ws as ServerWebSocket<WatchSocketData>;
-          watch.add(w, w.data.initial ? initialChanges() : []);
-        },
-        message: () => {},
-        close: (ws) => watch.remove(ws as ServerWebSocket<WatchSocketData>),
-      },
+      agent: agentSockets(sessions),
+      watch: watchSockets(state.watch, () => initialChanges(state.fleet)),
+      exec: execSockets(pods),
+      portforward: portForwardSockets(pods),
     },
     fetch(req) {
       const url = new URL(req.url);
       if (isDashboardPath(url.pathname)) return serveDashboard(req, url);
-      return handleApi(apiDeps, req);
+      const sub = podSubresource(url.pathname);
+      if (sub?.sub === "log")
+        return guarded(req, () => podLog(pods, req, url, sub.namespace, sub.name));
+      return handleApi(api, req);
     },
   });
+}
 
+export function startHub(opts: HubOptions): Hub {
+  let deployer: Deployer | undefined;
+  const state = openState(opts, () => deployer?.markDirty());
+  let sessions: AgentSessions | undefined;
+  const flusher = new Flusher({
+    fleet: state.fleet,
+    store: state.store,
+    clock: opts.clock,
+    log: opts.log,
+    intervalMs: opts.flushIntervalMs ?? HUB_DEFAULTS.flushIntervalMs,
+    ack: (name, seq) => sessions?.ack(name, seq),
+  });
+  const flush = () => flusher.flush();
+  const broker = new StreamBroker({
+    log: opts.log.with({ component: "streams" }),
+    connection: (node) => sessions?.connection(node),
+    ...(opts.maxStreamsPerNode !== undefined && { maxStreams: opts.maxStreamsPerNode }),
+  });
+  sessions = new AgentSessions({
+    fleet: state.fleet,
+    identity: state.identity,
+    clock: opts.clock,
+    log: opts.log,
+    heartbeatIntervalMs: opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs,
+    maxMessageBytes: opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    rateLimit: opts.rateLimit ?? HUB_DEFAULTS.rateLimit,
+    helloTimeoutMs: opts.helloTimeoutMs ?? HUB_DEFAULTS.helloTimeoutMs,
+    markDirty: (name) => flusher.markDirty(name),
+    flushNow: flush,
+    desiredFor: (node, agentGeneration, secure) =>
+      deployer?.desiredFor(node, agentGeneration, secure),
+    onDesiredAck: () => deployer?.markDirty(),
+    broker,
+  });
+  const stopDeploy = new AbortController();
+  deployer = startDeployer(opts, state, sessions, flush, stopDeploy.signal);
+  const liveness = startLiveness(opts, state.fleet);
+  const api = apiDepsOf(opts, state, deployer, sessions);
+  const server = serve({ opts, state, sessions, api, pods: podStreamsOf(state, broker) });
   const scheme = opts.tls === undefined ? "http" : "https";
+  const agents = sessions;
   return {
     url: `${scheme}://${opts.hostname.includes(":") ? `[${opts.hostname}]` : opts.hostname}:${server.port}`,
-    ...(createdOperatorToken !== undefined && { createdOperatorToken }),
+    ...(state.createdOperatorToken !== undefined && {
+      createdOperatorToken: state.createdOperatorToken,
+    }),
     ...(opts.tls?.caHash !== undefined && { caHash: opts.tls.caHash }),
-    fleet,
-    deployer: deploy,
+    fleet: state.fleet,
+    deployer,
     flush,
-    checkLiveness,
-    connectedAgents: () => sessions.count(),
+    checkLiveness: liveness.check,
+    connectedAgents: () => agents.count(),
     async stop() {
       stopDeploy.abort();
-      cancelLiveness?.();
-      sessions.closeAll();
-      watch.closeAll();
+      liveness.stop();
+      agents.closeAll();
+      state.watch.closeAll();
       flusher.stop();
       flush();
       await server.stop(true);
-      store.close();
+      state.store.close();
     },
   };
 }

@@ -70,6 +70,8 @@ export function serveHub(opts: HubServerOptions): Server<SocketData> {
   return Bun.serve<SocketData>({
     hostname: opts.hostname,
     port: opts.port,
+    // No idle timeout on HTTP: followed logs and watches may say nothing for a long while.
+    idleTimeout: 0,
     ...(opts.tls !== undefined && { tls: { cert: opts.tls.cert, key: opts.tls.key } }),
     fetch(req, srv) {
       const url = new URL(req.url);

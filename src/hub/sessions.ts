@@ -15,12 +15,15 @@ import {
   SUPPORTED_PROTOCOL_VERSIONS,
   type Welcome,
 } from "../protocol/index.ts";
+import { isStreamType } from "../protocol/streams.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { type Refusal, routeAgentMessage } from "./agent-router.ts";
 import type { Fleet } from "./fleet.ts";
 import type { Identity } from "./identity.ts";
 import { type RateLimit, TokenBucket } from "./ratelimit.ts";
+import type { SocketHandler } from "./server.ts";
+import type { AgentStreams, StreamBroker } from "./streams/broker.ts";
 
 /** The state of one agent connection. */
 export interface AgentSocketData {
@@ -36,13 +39,18 @@ export interface AgentSocketData {
   secure: boolean;
   /** The agent announced that it runs the pods of its desired state. */
   runsDesired?: boolean;
+  /** The agent's version, from its hello. */
+  agentVersion?: string;
+  /** Its open streams, when it announced "streams" (docs/protocol.md, "Streams"). */
+  streams?: AgentStreams;
 }
 
 /** The part of a server WebSocket sessions use. */
 export interface AgentSocket {
   data: AgentSocketData;
-  send(text: string): unknown;
+  send(data: string | Uint8Array): unknown;
   close(code?: number, reason?: string): void;
+  getBufferedAmount?(): number;
 }
 
 export interface SessionOptions {
@@ -69,6 +77,8 @@ export interface SessionOptions {
   ): string | undefined;
   /** The agent of `node` reported on its desired state. */
   onDesiredAck?(node: string): void;
+  /** Streams to the agents that run them (absent: the hub opens none). */
+  broker?: StreamBroker;
 }
 
 export class AgentSessions {
@@ -113,8 +123,61 @@ export class AgentSessions {
 
   message(ws: AgentSocket, data: string | Uint8Array | ArrayBufferLike): void {
     if (ws.data.closed) return;
+    if (this.streamMessage(ws, data)) return;
     const refusal = this.handle(ws, data, this.opts.clock.now());
     if (refusal !== undefined) this.refuse(ws, refusal.code, refusal.reason);
+  }
+
+  /** Hands a stream message or data frame of a streaming agent to the broker; false when
+   * `data` is not one (stream messages are outside the rate limit: their credit bounds them). */
+  private streamMessage(ws: AgentSocket, data: string | Uint8Array | ArrayBufferLike): boolean {
+    const streams = ws.data.streams;
+    const broker = this.opts.broker;
+    if (streams === undefined || broker === undefined || ws.data.nodeName === undefined)
+      return false;
+    const sock = {
+      send: (d: string | Uint8Array) => ws.send(d),
+      getBufferedAmount: () => ws.getBufferedAmount?.() ?? 0,
+    };
+    if (typeof data !== "string") {
+      if (data.byteLength > this.opts.maxMessageBytes) return false;
+      broker.agentBinary(sock, streams, data instanceof Uint8Array ? data : new Uint8Array(data));
+      return true;
+    }
+    if (!data.includes('"stream.')) return false;
+    let value: unknown;
+    try {
+      value = JSON.parse(data);
+    } catch {
+      return false;
+    }
+    const type = (value as { type?: unknown } | null)?.type;
+    if (typeof type !== "string" || !isStreamType(type)) return false;
+    this.opts.fleet.touch(ws.data.nodeName, this.opts.clock.now());
+    broker.agentText(sock, streams, value as Record<string, unknown>);
+    return true;
+  }
+
+  /** The socket of node `name`'s agent, for the broker. */
+  connection(name: string) {
+    const ws = this.byNode.get(name);
+    if (ws === undefined) return undefined;
+    return {
+      ws: {
+        send: (d: string | Uint8Array) => ws.send(d),
+        getBufferedAmount: () => ws.getBufferedAmount?.() ?? 0,
+      },
+      streams: ws.data.streams,
+      agent: `fleetlet agent ${ws.data.agentVersion ?? "of an unknown version"}`,
+    };
+  }
+
+  /** The agent's socket drained: streams waiting on it go on. */
+  drained(ws: AgentSocket): void {
+    this.opts.broker?.drained(
+      { send: (d) => ws.send(d), getBufferedAmount: () => ws.getBufferedAmount?.() ?? 0 },
+      ws.data.streams,
+    );
   }
 
   /** Handles one frame; returns why the connection must be closed, if it must. */
@@ -183,6 +246,10 @@ export class AgentSessions {
     ws.data.nodeName = name;
     this.byNode.set(name, ws);
     const ackedSeq = fleet.connect(name, msg, now);
+    ws.data.agentVersion = msg.agentVersion;
+    const streams =
+      this.opts.broker !== undefined && msg.features?.includes(AGENT_FEATURES.streams) === true;
+    if (streams) ws.data.streams = { nextId: 1, byId: new Map() };
     const welcome: Welcome = {
       type: "welcome",
       protocolVersion: PROTOCOL_VERSION,
@@ -190,6 +257,7 @@ export class AgentSessions {
       ackedSeq,
       maxMessageBytes: this.opts.maxMessageBytes,
       rateLimit: this.opts.rateLimit,
+      ...(streams && this.opts.broker !== undefined && { streams: this.opts.broker.settings() }),
     };
     ws.send(JSON.stringify(welcome));
     ws.data.runsDesired = msg.features?.includes(AGENT_FEATURES.desiredPods) === true;
@@ -220,6 +288,10 @@ export class AgentSessions {
     ws.data.closed = true;
     ws.data.cancelHelloTimer?.();
     const name = ws.data.nodeName;
+    this.opts.broker?.connectionClosed(
+      ws.data.streams,
+      `node "${name}" went offline: its agent's connection to the hub closed`,
+    );
     if (name === undefined || this.byNode.get(name) !== ws) return;
     this.byNode.delete(name);
     this.opts.fleet.setOffline(name, this.opts.clock.now());
@@ -243,6 +315,7 @@ export class AgentSessions {
     } catch {
       // The socket is already gone: nothing to tell.
     }
+    this.opts.broker?.connectionClosed(ws.data.streams, reason);
     if (ws.data.nodeName !== undefined && this.byNode.get(ws.data.nodeName) === ws) {
       this.byNode.delete(ws.data.nodeName);
       this.opts.fleet.setOffline(ws.data.nodeName, this.opts.clock.now());
@@ -256,4 +329,14 @@ function truncate(s: string, bytes: number): string {
     : `${Buffer.from(s)
         .subarray(0, bytes - 3)
         .toString()}...`;
+}
+
+/** The socket events of agents' connections, for the server. */
+export function agentSockets(sessions: AgentSessions): SocketHandler {
+  return {
+    open: (ws) => sessions.open(ws as unknown as AgentSocket),
+    message: (ws, m) => sessions.message(ws as unknown as AgentSocket, m),
+    close: (ws) => sessions.close(ws as unknown as AgentSocket),
+    drain: (ws) => sessions.drained(ws as unknown as AgentSocket),
+  };
 }

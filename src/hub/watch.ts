@@ -4,10 +4,11 @@
 import { StatusError } from "../api/status.ts";
 import type { Change, WatchKind } from "./fleet.ts";
 import type { Identity } from "./identity.ts";
+import type { SocketHandler } from "./server.ts";
 import { bearerToken } from "./tokens.ts";
 
 export interface WatchSocketData {
-  kind: "watch";
+  kind: string;
   kinds: ReadonlySet<WatchKind>;
   initial: boolean;
 }
@@ -94,5 +95,17 @@ export function watchUpgrade(
     return {
       data: { kind: "watch", kinds, initial: url.searchParams.get("initial") !== "false" },
     };
+  };
+}
+
+/** The socket events of watch streams, for the server; `initial` is what a new one gets first. */
+export function watchSockets(watch: WatchHub, initial: () => Change[]): SocketHandler {
+  return {
+    open: (ws) => {
+      const w = ws as unknown as WatchSocket;
+      watch.add(w, w.data.initial ? initial() : []);
+    },
+    message: () => {},
+    close: (ws) => watch.remove(ws as unknown as WatchSocket),
   };
 }

@@ -16,4 +16,5 @@ export {
   podSchema,
   podStatusSchema,
 } from "./objects.ts";
+export * from "./streams.ts";
 export { caHash, HUB_CA_PATH, joinTokenWithHash, parseJoinToken, SAVED_CA_FILE } from "./trust.ts";

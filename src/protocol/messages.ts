@@ -10,6 +10,8 @@ export const AGENT_FEATURES = {
   desiredPods: "desired-pods",
   /** Also takes the ConfigMaps and Secrets of its desired state. */
   desiredConfig: "desired-config",
+  /** Runs logs, exec and port-forward streams (docs/protocol.md, "Streams"). */
+  streams: "streams",
 } as const;
 
 /** The protocol version this build speaks. */
@@ -148,6 +150,14 @@ export const welcomeSchema = z.object({
   ackedSeq: z.int().min(0),
   maxMessageBytes: z.int().min(1),
   rateLimit: z.object({ messagesPerSecond: z.number().positive(), burst: z.int().min(1) }),
+  /** Stream settings, to an agent that announced "streams" (docs/protocol.md, "Streams"). */
+  streams: z
+    .object({
+      maxStreams: z.int().min(1),
+      windowBytes: z.int().min(1024),
+      maxFrameBytes: z.int().min(1024),
+    })
+    .optional(),
 });
 
 export const ackSchema = z.object({ type: z.literal("ack"), seq });

@@ -11,6 +11,7 @@ import { AGENT_FEATURES, type Welcome } from "../../protocol/index.ts";
 import { fullJitter } from "../../util/backoff.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import { type OpenStream, StreamMux } from "../streams/mux.ts";
 import { type DesiredHandler, DesiredReports } from "./desired.ts";
 import { JoinError } from "./join.ts";
 import { fingerprint, type Outbox } from "./outbox.ts";
@@ -42,6 +43,8 @@ export interface HubClientDeps {
   nodeEvent: (type: "Normal" | "Warning", reason: string, message: string) => void;
   /** The hub's desired state on this device; absent: the agent only reports. */
   desired?: DesiredHandler;
+  /** Logs, exec and port-forward streams the hub opens (absent: none; the hub is told). */
+  streams?: { open: OpenStream; maxStreams: number };
   backoffBaseMs?: number;
   backoffMaxMs?: number;
   stableAfterMs?: number;
@@ -85,6 +88,7 @@ export function createHubClient(deps: HubClientDeps): HubClient {
   const stableAfterMs = deps.stableAfterMs ?? 60_000;
   const random = deps.random ?? Math.random;
   let session: Session | undefined;
+  const streams = deps.streams;
   const desired = new DesiredReports({
     ...(deps.desired !== undefined && { handler: deps.desired }),
     connectUrl: deps.connectUrl,
@@ -165,10 +169,12 @@ export function createHubClient(deps: HubClientDeps): HubClient {
         streamId: outbox.streamId,
         lastAckedSeq: outbox.ackedSeq,
         desiredGeneration: deps.desired?.generation ?? 0,
-        features:
-          deps.desired === undefined
+        features: [
+          ...(deps.desired === undefined
             ? []
-            : [AGENT_FEATURES.desiredPods, AGENT_FEATURES.desiredConfig],
+            : [AGENT_FEATURES.desiredPods, AGENT_FEATURES.desiredConfig]),
+          ...(deps.streams === undefined ? [] : [AGENT_FEATURES.streams]),
+        ],
       },
       outbox,
       onWelcome: (w) => {
@@ -181,6 +187,15 @@ export function createHubClient(deps: HubClientDeps): HubClient {
         if (deps.desired !== undefined) s.report(desired.report());
       },
       onDesired: (d) => desired.take(d),
+      ...(streams !== undefined && {
+        extension: (conn) =>
+          new StreamMux({
+            conn,
+            log: log.with({ component: "streams" }),
+            open: streams.open,
+            maxStreams: streams.maxStreams,
+          }),
+      }),
     });
     session = s;
     const onAbort = () => s.close(1000, "agent stopping");

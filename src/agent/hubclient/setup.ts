@@ -3,10 +3,11 @@
 import { join } from "node:path";
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
-import { CREDENTIAL_FILE } from "../../protocol/index.ts";
+import { CREDENTIAL_FILE, STREAM_DEFAULTS } from "../../protocol/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { insecureHubUrl } from "../config/agent-config.ts";
+import type { OpenStream } from "../streams/mux.ts";
 import { createHubClient, type HubClient } from "./client.ts";
 import type { DesiredHandler } from "./desired.ts";
 import { hubEndpoints, loadOrJoin } from "./join.ts";
@@ -15,7 +16,13 @@ import { dialWebSocket } from "./socket.ts";
 import { HubTrust } from "./trust.ts";
 
 export interface AgentHubInput {
-  hub: { url: string; joinToken?: string; caFile?: string; insecure?: boolean };
+  hub: {
+    url: string;
+    joinToken?: string;
+    caFile?: string;
+    insecure?: boolean;
+    maxStreams?: number;
+  };
   rootDir: string;
   nodeName: string;
   version: string;
@@ -40,6 +47,8 @@ export interface AgentHubInput {
   podsSynced: () => boolean;
   /** The hub's desired state on this device (the "api" pod source). */
   desired?: DesiredHandler;
+  /** Opens the hub's logs, exec and port-forward streams on this device. */
+  streams?: OpenStream;
 }
 
 /** Creates the client and its subscriptions; the caller runs it with client.run(signal). */
@@ -97,6 +106,12 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
         message,
       ),
     ...(input.desired !== undefined && { desired: input.desired }),
+    ...(input.streams !== undefined && {
+      streams: {
+        open: input.streams,
+        maxStreams: input.hub.maxStreams ?? STREAM_DEFAULTS.maxStreams,
+      },
+    }),
     backoffBaseMs: input.backoffBaseMs,
     backoffMaxMs: input.backoffMaxMs,
   });
@@ -115,7 +130,7 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
 
 export interface AgentHubWiring {
   config: {
-    hub?: { url: string; joinToken?: string; caFile?: string; insecure?: boolean };
+    hub?: AgentHubInput["hub"];
     rootDir: string;
     nodeName: string;
     hubOutboxMaxEvents: number;
@@ -134,6 +149,7 @@ export interface AgentHubWiring {
   pods: () => ReadonlyMap<string, Pod>;
   podsSynced: () => boolean;
   desired?: DesiredHandler;
+  streams?: OpenStream;
 }
 
 /** The hub client of an agent whose config names a hub; undefined when it runs alone. */
@@ -166,6 +182,7 @@ export function createAgentHub(
     pods: () => [...w.pods().values()].flatMap((p) => withStatus(p) ?? []),
     podsSynced: w.podsSynced,
     ...(w.desired !== undefined && { desired: w.desired }),
+    ...(w.streams !== undefined && { streams: w.streams }),
   });
   return {
     desiredChanged: () => client.desiredChanged(),

@@ -27,7 +27,11 @@ export class CriDecoder {
   private partialTime: string | undefined;
   private readonly utf8 = new TextDecoder();
 
-  constructor(private readonly timestamps: boolean) {}
+  /** `since`: lines written before this time (ms) are left out, as `logs --since`. */
+  constructor(
+    private readonly timestamps: boolean,
+    private readonly since?: number,
+  ) {}
 
   /** Complete logical lines (each ending in "\n") found in the next bytes of the log. */
   push(bytes: Uint8Array): string[] {
@@ -43,7 +47,7 @@ export class CriDecoder {
       this.partialTime ??= rec.time;
       this.partial += rec.text;
       if (rec.partial) continue;
-      out.push(this.line(`${this.partial}\n`));
+      if (!this.before(this.partialTime)) out.push(this.line(`${this.partial}\n`));
       this.partial = "";
       this.partialTime = undefined;
     }
@@ -55,7 +59,11 @@ export class CriDecoder {
     const rec = this.rest === "" ? undefined : parseCriLine(this.rest);
     const text = this.partial + (rec?.text ?? this.rest);
     this.partialTime ??= rec?.time;
-    return text === "" ? undefined : this.line(text);
+    return text === "" || this.before(this.partialTime) ? undefined : this.line(text);
+  }
+
+  private before(time: string | undefined): boolean {
+    return this.since !== undefined && time !== undefined && Date.parse(time) < this.since;
   }
 
   private line(text: string): string {

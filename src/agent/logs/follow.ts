@@ -4,6 +4,7 @@
 // writing to it), then every rotated file that came after it, then the new current file from its
 // start. No line is lost or repeated, however many rotations happened in between, as long as
 // the files have not been deleted by then.
+import { type FSWatcher, watch } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { type Clock, realClock } from "../../util/clock.ts";
 import type { CriDecoder } from "./cri-format.ts";
@@ -19,6 +20,52 @@ export interface FollowOptions {
   signal?: AbortSignal;
   pollIntervalMs?: number;
   clock?: Clock;
+  /** Also wake as soon as the file changes (inotify), not only every poll interval. */
+  watch?: boolean;
+}
+
+/** Wakes a waiting reader when the file at `path` changes; polls stay the safety net. */
+class ChangeWaker {
+  private wake: (() => void) | undefined;
+  private changed = false;
+  private readonly watcher: FSWatcher | undefined;
+
+  constructor(path: string) {
+    try {
+      this.watcher = watch(path, { persistent: false }, () => {
+        this.changed = true;
+        this.wake?.();
+      });
+      this.watcher.on("error", () => {});
+    } catch {
+      this.watcher = undefined;
+    }
+  }
+
+  /** Sleeps `ms` on `clock`, or less when the file changes meanwhile. */
+  async sleep(clock: Clock, ms: number, signal: AbortSignal | undefined): Promise<void> {
+    if (this.changed) {
+      this.changed = false;
+      return;
+    }
+    const sleeper = new AbortController();
+    const onAbort = () => sleeper.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    this.wake = () => sleeper.abort(new Error("changed"));
+    try {
+      await clock.sleep(ms, sleeper.signal);
+    } catch (err) {
+      if (signal?.aborted) throw err;
+    } finally {
+      this.wake = undefined;
+      this.changed = false;
+      signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  close(): void {
+    this.watcher?.close();
+  }
 }
 
 async function inodeOf(path: string): Promise<number | undefined> {
@@ -99,33 +146,43 @@ export async function* followLog(
   let offset = pos;
   let ino = (await held.file.stat()).ino;
   let rotationSeen = false;
-  while (!opts.signal?.aborted) {
-    const size = (await held.file.stat()).size;
-    if (size < offset) offset = 0; // truncated: start over
-    if (size > offset) {
-      const lines = decoder.push(await readRange(held.file, offset, size));
-      offset = size;
-      if (lines.length > 0) yield lines.join("");
-      continue;
-    }
-    if (await replaced(path, ino)) {
-      const next = rotationSeen ? await moveOn(path, held.file, ino) : undefined;
-      rotationSeen = true;
-      if (next !== undefined) {
-        await held.file.close();
-        held.file = next.file;
-        ino = next.ino;
-        offset = 0;
-        rotationSeen = false;
-        const lines = next.between.flatMap((bytes) => decoder.push(bytes));
+  const waker = opts.watch === true ? new ChangeWaker(path) : undefined;
+  try {
+    yield* followLoop();
+  } finally {
+    waker?.close();
+  }
+
+  async function* followLoop(): AsyncGenerator<string> {
+    while (!opts.signal?.aborted) {
+      const size = (await held.file.stat()).size;
+      if (size < offset) offset = 0; // truncated: start over
+      if (size > offset) {
+        const lines = decoder.push(await readRange(held.file, offset, size));
+        offset = size;
         if (lines.length > 0) yield lines.join("");
         continue;
       }
-    }
-    try {
-      await clock.sleep(opts.pollIntervalMs ?? 250, opts.signal);
-    } catch {
-      return;
+      if (await replaced(path, ino)) {
+        const next = rotationSeen ? await moveOn(path, held.file, ino) : undefined;
+        rotationSeen = true;
+        if (next !== undefined) {
+          await held.file.close();
+          held.file = next.file;
+          ino = next.ino;
+          offset = 0;
+          rotationSeen = false;
+          const lines = next.between.flatMap((bytes) => decoder.push(bytes));
+          if (lines.length > 0) yield lines.join("");
+          continue;
+        }
+      }
+      try {
+        if (waker !== undefined) await waker.sleep(clock, opts.pollIntervalMs ?? 250, opts.signal);
+        else await clock.sleep(opts.pollIntervalMs ?? 250, opts.signal);
+      } catch {
+        return;
+      }
     }
   }
 }

@@ -12,10 +12,14 @@ export interface ReadLogOptions {
   tailLines?: number;
   /** Prefix every line with its RFC 3339 timestamp and a space, as `kubectl logs --timestamps`. */
   timestamps?: boolean;
+  /** Only lines written at or after this time (ms since the epoch), as `logs --since`. */
+  since?: number;
   /** Keep reading lines appended to the log (across rotations) until `signal` aborts. */
   follow?: boolean;
   /** Stops reading (follow or not); the iterator then ends without an error. */
   signal?: AbortSignal;
+  /** Wake a follower as soon as the file changes (inotify), besides polling. */
+  watch?: boolean;
   /** How often a followed file is checked for new data; 250 ms by default. */
   pollIntervalMs?: number;
   clock?: Clock;
@@ -57,7 +61,7 @@ async function openCurrent(path: string): Promise<{ file: LogFile; before: strin
 export async function* readLog(path: string, opts: ReadLogOptions = {}): AsyncGenerator<string> {
   const { file, before } = await openCurrent(path);
   const held: HeldFile = { file };
-  const decoder = new CriDecoder(opts.timestamps === true);
+  const decoder = new CriDecoder(opts.timestamps === true, opts.since);
   try {
     const size = (await file.stat()).size;
     const tail = opts.tailLines !== undefined && opts.tailLines >= 0 ? opts.tailLines : undefined;

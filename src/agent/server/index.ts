@@ -5,6 +5,7 @@ import { chmod, lstat, mkdir, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Server } from "bun";
 import { SelectorError } from "../../api/selectors.ts";
+import type { OpenStream } from "../../streams/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import { type Logger, nullLogger } from "../../util/log.ts";
 import { FrozenJson } from "./frozen-json.ts";
@@ -28,6 +29,8 @@ export interface ServerOptions {
   logPollIntervalMs?: number;
   /** How often a pod watch compares the pods without being told of a change; 1 s by default. */
   watchResyncMs?: number;
+  /** Opens interactive exec streams on this device (the local `fleetlet exec -it`). */
+  streams?: OpenStream;
 }
 
 export interface AgentServer {

@@ -2,20 +2,19 @@
 // Response or throws a StatusError; none of them lets another error escape (index.ts maps any
 // other error to a 500 Status).
 
+import { resolveContainer } from "../../api/containers.ts";
 import {
   eventFields,
   parseFieldSelector,
   parseLabelSelector,
   podFields,
 } from "../../api/selectors.ts";
-import type { Container, Pod } from "../../api/types.ts";
+import type { Pod } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import { logExists, readLog } from "../logs/index.ts";
 import { badRequest, json, podNotFound, type StatusError } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
 import { type WatchOptions, watchPods } from "./watch.ts";
-
-const DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container";
 
 /** A boolean query parameter: absent → false, "true"/"1" → true, "false"/"0" → false. */
 export function boolParam(q: URLSearchParams, name: string): boolean {
@@ -76,29 +75,7 @@ export function listEvents(deps: ServerDeps, q: URLSearchParams, namespace?: str
   return json({ apiVersion: "v1", kind: "EventList", metadata: {}, items });
 }
 
-/**
- * The container a log or exec request is about: the one named, else the pod's default-container
- * annotation, else its only container; otherwise a 400 with the API server's message.
- */
-export function resolveContainer(pod: Pod, requested: string | null | undefined): Container {
-  const app = pod.spec.containers;
-  const init = pod.spec.initContainers ?? [];
-  const name = pod.metadata.name;
-  let wanted = requested || pod.metadata.annotations?.[DEFAULT_CONTAINER_ANNOTATION];
-  if (!wanted && app.length === 1) wanted = app[0]?.name;
-  if (!wanted) {
-    const names = (cs: Container[]) => `[${cs.map((c) => c.name).join(" ")}]`;
-    const initPart = init.length > 0 ? ` or one of the init containers: ${names(init)}` : "";
-    throw badRequest(
-      `a container name must be specified for pod ${name}, choose one of: ${names(app)}${initPart}`,
-    );
-  }
-  const found = [...app, ...init].find((c) => c.name === wanted);
-  if (found === undefined) throw badRequest(`container ${wanted} is not valid for pod ${name}`);
-  return found;
-}
-
-function noLogError(pod: Pod, container: string, previous: boolean): StatusError {
+export function noLogError(pod: Pod, container: string, previous: boolean): StatusError {
   const name = pod.metadata.name;
   if (previous) {
     return badRequest(`previous terminated container "${container}" in pod "${name}" not found`);
@@ -215,3 +192,5 @@ export async function podExec(deps: ServerDeps, pod: Pod, req: Request): Promise
   const result = await deps.exec(pod, container, exec.command, exec.timeoutSeconds);
   return json(result);
 }
+
+export { resolveContainer };

@@ -1,0 +1,250 @@
+// A pod's log, exec and port-forward at their Kubernetes paths (docs/kubectl.md): the request is
+// checked at the hub (operator token, pod, container, options) so refusals are the API server's
+// Status, then carried to the pod's device as a stream (broker.ts). Exec and port-forward are
+// WebSockets and are written to the audit log.
+import type { Server, ServerWebSocket } from "bun";
+import { resolveContainer } from "../../api/containers.ts";
+import { StatusError } from "../../api/status.ts";
+import type { Pod } from "../../api/types.ts";
+import { pickProtocol, REMOTE_COMMAND_PROTOCOLS } from "../../protocol/remotecommand.ts";
+import type { StreamOpen } from "../../protocol/streams.ts";
+import { ExecSession } from "../../streams/exec-session.ts";
+import { StreamFailure } from "../../streams/types.ts";
+
+import type { AuditLog } from "../audit.ts";
+import type { SocketData, SocketHandler, Upgrade } from "../server.ts";
+import type { StreamBroker } from "./broker.ts";
+import { logStreamResponse } from "./log-response.ts";
+import { portForwardSockets, portForwardUpgrade } from "./portforward.ts";
+
+export { portForwardSockets };
+
+export interface PodStreamDeps {
+  /** The pod `namespace/name` and the node it runs on. */
+  findPod(namespace: string, name: string): { node: string; pod: Pod } | undefined;
+  broker: StreamBroker;
+  audit: AuditLog;
+  /** Refuses a request that is not the operator's (401/403). */
+  authorize(req: Request, url: URL): void;
+}
+
+const POD_SUB = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(log|exec|portforward)$/;
+
+/** The pod and subresource of a path, or undefined. */
+export function podSubresource(
+  path: string,
+): { namespace: string; name: string; sub: string } | undefined {
+  const m = POD_SUB.exec(path);
+  if (m === null) return undefined;
+  return {
+    namespace: decodeURIComponent(m[1] ?? ""),
+    name: decodeURIComponent(m[2] ?? ""),
+    sub: m[3] ?? "",
+  };
+}
+
+function target(d: PodStreamDeps, namespace: string, name: string) {
+  const found = d.findPod(namespace, name);
+  if (found === undefined)
+    throw new StatusError("NotFound", `pods "${name}" not found`, { name, kind: "pods" });
+  return found;
+}
+
+const flag = (q: URLSearchParams, name: string) => {
+  const v = q.get(name);
+  return v === "true" || v === "1";
+};
+
+function intParam(q: URLSearchParams, name: string, min: number): number | undefined {
+  const v = q.get(name);
+  if (v === null || v === "") return undefined;
+  if (!/^-?\d+$/.test(v) || Number(v) < min)
+    throw new StatusError(
+      "BadRequest",
+      `invalid value ${JSON.stringify(v)} for ${name}: want an integer >= ${min}`,
+    );
+  return Number(v);
+}
+
+/** GET .../pods/NAME/log: the container's log from the device, streamed as text. */
+export async function podLog(
+  d: PodStreamDeps,
+  req: Request,
+  url: URL,
+  namespace: string,
+  name: string,
+): Promise<Response> {
+  d.authorize(req, url);
+  const { node, pod } = target(d, namespace, name);
+  const q = url.searchParams;
+  const container = resolveContainer(pod, q.get("container")).name;
+  const tailLines = intParam(q, "tailLines", 0);
+  const sinceSeconds = intParam(q, "sinceSeconds", 1);
+  const limitBytes = intParam(q, "limitBytes", 1);
+  const sinceTime = q.get("sinceTime") ?? undefined;
+  const open: StreamOpen = {
+    type: "stream.open",
+    kind: "logs",
+    id: 1,
+    window: 0,
+    namespace,
+    pod: name,
+    ...(pod.metadata.uid !== undefined && { uid: pod.metadata.uid }),
+    container,
+    follow: flag(q, "follow"),
+    previous: flag(q, "previous"),
+    timestamps: flag(q, "timestamps"),
+    ...(tailLines !== undefined && { tailLines }),
+    ...(sinceSeconds !== undefined && { sinceSeconds }),
+    ...(sinceTime !== undefined && sinceTime !== "" && { sinceTime }),
+    ...(limitBytes !== undefined && { limitBytes }),
+  };
+  return logStreamResponse(d.broker.opener(node), open, req.signal);
+}
+
+export interface ExecSocketData extends SocketData {
+  kind: "exec";
+  protocol: string;
+  node: string;
+  req: Extract<StreamOpen, { kind: "exec" }>;
+  auditId: number;
+  session?: ExecSession;
+}
+
+/** The upgrade of .../pods/NAME/exec: checked here, refused with a Status before upgrading. */
+export function execUpgrade(
+  d: PodStreamDeps,
+  req: Request,
+  url: URL,
+  server: Server<SocketData>,
+  namespace: string,
+  name: string,
+) {
+  d.authorize(req, url);
+  const protocol = pickProtocol(
+    req.headers.get("sec-websocket-protocol"),
+    REMOTE_COMMAND_PROTOCOLS,
+  );
+  if (req.headers.get("upgrade")?.toLowerCase() !== "websocket" || protocol === undefined)
+    throw new StatusError(
+      "BadRequest",
+      `exec needs a WebSocket upgrade with one of the subprotocols ${REMOTE_COMMAND_PROTOCOLS.join(", ")} (the hub does not serve SPDY)`,
+    );
+  const { node, pod } = target(d, namespace, name);
+  const q = url.searchParams;
+  const command = q.getAll("command");
+  if (command.length === 0)
+    throw new StatusError("BadRequest", "you must specify at least 1 command");
+  const container = resolveContainer(pod, q.get("container")).name;
+  const tty = flag(q, "tty");
+  const execReq: Extract<StreamOpen, { kind: "exec" }> = {
+    type: "stream.open",
+    kind: "exec",
+    id: 1,
+    window: 0,
+    namespace,
+    pod: name,
+    ...(pod.metadata.uid !== undefined && { uid: pod.metadata.uid }),
+    container,
+    command,
+    tty,
+    stdin: flag(q, "stdin"),
+    stdout: q.get("stdout") === null ? true : flag(q, "stdout"),
+    stderr: !tty && (q.get("stderr") === null ? true : flag(q, "stderr")),
+  };
+  const auditId = d.audit.start({
+    kind: "exec",
+    user: "operator",
+    client: server.requestIP(req)?.address ?? "",
+    userAgent: req.headers.get("user-agent") ?? "",
+    node,
+    namespace,
+    pod: name,
+    container,
+    command,
+    tty,
+  });
+  const data: ExecSocketData = { kind: "exec", protocol, node, req: execReq, auditId };
+  return { data: data as SocketData, headers: { "Sec-WebSocket-Protocol": protocol } };
+}
+
+/** How an exec ended, as the audit log says it. */
+export function outcome(end: { exitCode?: number; error?: string }): string {
+  return end.error !== undefined
+    ? end.error === "the client left"
+      ? "client left"
+      : `error: ${end.error}`
+    : `exit ${end.exitCode ?? 0}`;
+}
+
+export function execSockets(d: PodStreamDeps): SocketHandler {
+  return {
+    open(ws) {
+      const w = ws as ServerWebSocket<ExecSocketData>;
+      const session = new ExecSession({
+        socket: w,
+        protocol: w.data.protocol,
+        open: d.broker.opener(w.data.node),
+        req: w.data.req,
+        onEnd: (end) => d.audit.end(w.data.auditId, outcome(end)),
+      });
+      w.data.session = session;
+      void session.start();
+    },
+    message: (ws, m) => (ws as ServerWebSocket<ExecSocketData>).data.session?.message(m),
+    drain: (ws) => (ws as ServerWebSocket<ExecSocketData>).data.session?.drain(),
+    close: (ws) => (ws as ServerWebSocket<ExecSocketData>).data.session?.closed(),
+  };
+}
+
+/** A StreamFailure as the Status the client gets. */
+export function failureResponse(err: StreamFailure): Response {
+  return new Response(
+    JSON.stringify({
+      kind: "Status",
+      apiVersion: "v1",
+      metadata: {},
+      status: "Failure",
+      message: err.message,
+      reason: err.reason,
+      code: err.code,
+    }),
+    { status: err.code, headers: { "content-type": "application/json" } },
+  );
+}
+
+/** The upgrade of a pod's exec or port-forward, or undefined for other paths. */
+export function streamUpgrade(d: PodStreamDeps, url: URL): Upgrade | undefined {
+  const sub = podSubresource(url.pathname);
+  if (sub === undefined || sub.sub === "log") return undefined;
+  return (req, u, server) =>
+    refusing(() =>
+      sub.sub === "exec"
+        ? execUpgrade(d, req, u, server, sub.namespace, sub.name)
+        : portForwardUpgrade(d, req, u, server, sub.namespace, sub.name),
+    );
+}
+
+/** A refusal thrown as a StatusError answered as its Status. */
+function refusing<T>(fn: () => T): T | Response {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof StatusError) return err.toResponse();
+    throw err;
+  }
+}
+
+/** Runs a route, answering a StatusError (or StreamFailure) as its Status. */
+export async function guarded(req: Request, fn: () => Promise<Response>): Promise<Response> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof StatusError) return err.toResponse();
+    if (err instanceof StreamFailure) return failureResponse(err);
+    return new StatusError(
+      "InternalError",
+      `${req.method} ${new URL(req.url).pathname} failed: ${(err as Error).message}`,
+    ).toResponse();
+  }
+}
