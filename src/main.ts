@@ -14,7 +14,7 @@ const commands: Record<string, { run: Command; help: string }> = {
   },
   hub: {
     run: async (argv) => (await import("./cli/hub.ts")).hubCommand(argv, processIO()),
-    help: "run the fleet hub, create join tokens, revoke nodes",
+    help: "run the fleet hub; join tokens, revoke nodes, kubeconfig, audit log",
   },
   version: {
     run: async (argv) => (await import("./cli/version.ts")).versionCommand(argv),
@@ -34,11 +34,16 @@ const commands: Record<string, { run: Command; help: string }> = {
   },
   logs: {
     run: async (argv) => (await import("./cli/commands.ts")).logsCommand(argv, processIO()),
-    help: "print a container's logs",
+    help: "print a container's logs (--hub: of a pod on any device of the hub)",
   },
   exec: {
     run: async (argv) => (await import("./cli/commands.ts")).execCommand(argv, processIO()),
-    help: "run a command in a container",
+    help: "run a command in a container (-it: interactive; --hub: on any device of the hub)",
+  },
+  "port-forward": {
+    run: async (argv) =>
+      (await import("./cli/port-forward.ts")).portForwardCommand(argv, processIO()),
+    help: "forward a local port to a pod's port, through the hub",
   },
   apply: {
     run: async (argv) => (await import("./cli/deploy.ts")).applyCommand(argv, processIO()),

@@ -62,6 +62,8 @@ export interface LogQuery {
   previous?: boolean;
   tailLines?: number;
   timestamps?: boolean;
+  /** Only lines of the last this many seconds. */
+  sinceSeconds?: number;
   /** Ends a followed stream. */
   signal?: AbortSignal;
 }
@@ -108,7 +110,7 @@ function query(params: Record<string, string | number | boolean | undefined>): s
 
 const seg = encodeURIComponent;
 
-type Send = (path: string, init?: RequestInit) => Promise<Response>;
+export type Send = (path: string, init?: RequestInit) => Promise<Response>;
 
 /** fetch over the socket; a connection failure is one CliError naming the socket. */
 function transport(socketPath: string): Send {
@@ -195,8 +197,25 @@ async function* textChunks(
   if (last !== "") yield last;
 }
 
-export function createAgentClient(socketPath: string): AgentClient {
-  const send = transport(socketPath);
+/** fetch to the hub's API (its logs of pods on devices): the token, and its CA for HTTPS. */
+export function hubTransport(target: { url: string; token: string; ca?: string }): Send {
+  return async (path, init = {}) => {
+    const headers = new Headers(init.headers);
+    headers.set("authorization", `Bearer ${target.token}`);
+    try {
+      return await fetch(`${target.url}${path}`, {
+        ...init,
+        headers,
+        ...(target.ca !== undefined && { tls: { ca: target.ca } }),
+      } as RequestInit);
+    } catch (err) {
+      if ((err as Error).name === "AbortError") throw err;
+      throw new CliError(`Cannot reach the hub at ${target.url}: ${(err as Error).message}`);
+    }
+  };
+}
+
+export function createAgentClient(socketPath: string, send = transport(socketPath)): AgentClient {
   const request = async (path: string, init: RequestInit = {}) =>
     checked(await send(path, init), path);
   const getJson = async <T>(path: string): Promise<T> => (await request(path)).json() as T;

@@ -1,16 +1,19 @@
 // The kubectl-like commands against the local agent: get, describe, logs, exec. Each parses its
 // own flags (src/cli/args.ts), talks to the agent through src/cli/client.ts and prints what
 // kubectl would. They return the exit code; failures are thrown as CliError.
-import { type FlagSpecs, parseArgs } from "./args.ts";
+
+import { parseDuration } from "../api/duration.ts";
+import { type FlagSpecs, type Flags, parseArgs } from "./args.ts";
 import {
   type AgentClient,
   createAgentClient,
+  hubTransport,
   resolveSocketPath,
   type WatchQuery,
 } from "./client.ts";
 import { describePod } from "./describe.ts";
 import { UsageError } from "./errors.ts";
-import { getFromHub } from "./hub.ts";
+import { getFromHub, hubTarget } from "./hub.ts";
 import type { CliIO } from "./io.ts";
 import { printNodeTable } from "./node-printer.ts";
 import {
@@ -21,6 +24,7 @@ import {
   printObjects,
   printPodTable,
 } from "./printers.ts";
+import { execPath, remoteExec } from "./remote-exec.ts";
 import { getDaemonSets } from "./rollout.ts";
 
 const common = {
@@ -213,20 +217,42 @@ const logFlags = {
   follow: { type: "boolean", short: "f" },
   previous: { type: "boolean", short: "p" },
   tail: { type: "int" },
+  since: { type: "string" },
   timestamps: { type: "boolean" },
+  hub: { type: "string" },
+  token: { type: "string" },
+  "ca-file": { type: "string" },
 } as const satisfies FlagSpecs;
+
+function sinceSeconds(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  let ms: number;
+  try {
+    ms = parseDuration(value);
+  } catch (err) {
+    throw new UsageError(`invalid --since ${JSON.stringify(value)}: ${(err as Error).message}`);
+  }
+  return Math.max(1, Math.ceil(ms / 1000));
+}
 
 /** `fleetlet logs POD [-c C] [-f] [-p] [--tail N] [--timestamps]`. */
 export async function logsCommand(argv: string[], io: CliIO): Promise<number> {
   const { flags, positionals } = parseArgs(argv, logFlags);
   const usage =
-    "usage: fleetlet logs POD [-c CONTAINER] [-n NS] [-f] [-p|--previous] [--tail N] [--timestamps]\n";
+    "usage: fleetlet logs POD [-c CONTAINER] [-n NS] [-f] [-p|--previous] [--tail N] [--since 10m] [--timestamps]\n" +
+    "                     [--hub URL [--token T]]   (through the hub, from the pod's device)\n";
   if (flags.help) return printHelp(io, usage);
   const [pod, ...extra] = positionals;
   if (pod === undefined || extra.length > 0)
     throw new UsageError(`logs takes one pod name\n${usage}`);
-  const client = createAgentClient(resolveSocketPath(flags.socket, io.env));
+  const socket = resolveSocketPath(flags.socket, io.env);
+  const client =
+    flags.hub === undefined
+      ? createAgentClient(socket)
+      : createAgentClient(socket, hubTransport(hubTarget(flags, io)));
+  const since = sinceSeconds(flags.since);
   const chunks = client.logs(flags.namespace ?? "default", pod, {
+    ...(since !== undefined && { sinceSeconds: since }),
     ...(flags.container !== undefined && { container: flags.container }),
     ...(flags.follow !== undefined && { follow: flags.follow }),
     ...(flags.previous !== undefined && { previous: flags.previous }),
@@ -242,25 +268,36 @@ const execFlags = {
   ...common,
   container: { type: "string", short: "c" },
   timeout: { type: "int" },
+  stdin: { type: "boolean", short: "i" },
+  tty: { type: "boolean", short: "t" },
+  hub: { type: "string" },
+  token: { type: "string" },
+  "ca-file": { type: "string" },
 } as const satisfies FlagSpecs;
 
-/** `fleetlet exec POD [-c C] -- CMD...`: prints the output, exits with the command's code. */
+const EXEC_USAGE =
+  "usage: fleetlet exec POD [-c CONTAINER] [-n NS] [-i] [-t] [--timeout SECONDS] [--hub URL [--token T]] -- COMMAND [ARG...]\n" +
+  "  -i: pass stdin to the command; -t: a terminal (raw mode, resized with yours); both are\n" +
+  "  interactive, as is every exec with --hub (through the hub, to the pod's device)\n";
+
+/** `fleetlet exec POD [-c C] [-i] [-t] [--hub URL] -- CMD...`: exits with the command's code. */
 export async function execCommand(argv: string[], io: CliIO): Promise<number> {
   const { flags, positionals, rest } = parseArgs(argv, execFlags);
-  const usage =
-    "usage: fleetlet exec POD [-c CONTAINER] [-n NS] [--timeout SECONDS] -- COMMAND [ARG...]\n";
-  if (flags.help) return printHelp(io, usage);
+  if (flags.help) return printHelp(io, EXEC_USAGE);
   const [pod, ...extra] = positionals;
-  if (pod === undefined) throw new UsageError(`exec needs a pod name\n${usage}`);
+  if (pod === undefined) throw new UsageError(`exec needs a pod name\n${EXEC_USAGE}`);
   if (extra.length > 0) {
     throw new UsageError(
-      `exec [POD] [COMMAND] is not supported; use exec [POD] -- [COMMAND]\n${usage}`,
+      `exec [POD] [COMMAND] is not supported; use exec [POD] -- [COMMAND]\n${EXEC_USAGE}`,
     );
   }
   if (rest === undefined || rest.length === 0)
-    throw new UsageError(`exec needs a command after "--"\n${usage}`);
+    throw new UsageError(`exec needs a command after "--"\n${EXEC_USAGE}`);
+  const ns = flags.namespace ?? "default";
+  if (flags.hub !== undefined || flags.stdin === true || flags.tty === true)
+    return interactiveExec(ns, pod, rest, flags, io);
   const client = createAgentClient(resolveSocketPath(flags.socket, io.env));
-  const result = await client.exec(flags.namespace ?? "default", pod, {
+  const result = await client.exec(ns, pod, {
     command: rest,
     ...(flags.container !== undefined && { container: flags.container }),
     ...(flags.timeout !== undefined && { timeoutSeconds: flags.timeout }),
@@ -269,4 +306,48 @@ export async function execCommand(argv: string[], io: CliIO): Promise<number> {
   io.stderr(result.stderr);
   if (result.exitCode !== 0) io.stderr(`command terminated with exit code ${result.exitCode}\n`);
   return result.exitCode;
+}
+
+/** An exec through the hub, or on this device with stdin or a terminal (remote-exec.ts). */
+function interactiveExec(
+  ns: string,
+  pod: string,
+  command: string[],
+  flags: Flags<typeof execFlags>,
+  io: CliIO,
+): Promise<number> {
+  const tty = flags.tty === true;
+  const path = execPath(ns, pod, {
+    command,
+    stdin: flags.stdin === true,
+    tty,
+    ...(flags.container !== undefined && { container: flags.container }),
+  });
+  const local = flags.hub === undefined;
+  const socket = resolveSocketPath(flags.socket, io.env);
+  const target = local ? undefined : hubTarget(flags, io);
+  return remoteExec(
+    target === undefined
+      ? { url: `ws://localhost${path}`, unixPath: socket }
+      : {
+          url: `${target.url.replace(/^http/, "ws")}${path}`,
+          headers: { authorization: `Bearer ${target.token}` },
+          ...(target.ca !== undefined && { ca: target.ca }),
+        },
+    {
+      stdin: flags.stdin === true ? process.stdin : null,
+      stdout: process.stdout,
+      stderr: process.stderr,
+      tty,
+      size: () =>
+        process.stdout.isTTY
+          ? { columns: process.stdout.columns, rows: process.stdout.rows }
+          : undefined,
+      onResize: (fn) => {
+        process.stdout.on("resize", fn);
+        return () => process.stdout.off("resize", fn);
+      },
+    },
+    local ? `the agent at ${socket}` : `the hub at ${target?.url}`,
+  );
 }

@@ -11,6 +11,7 @@ import { HUB_ANNOTATIONS, type JoinTokenResponse } from "../protocol/index.ts";
 import { realClock } from "../util/clock.ts";
 import { createLogger, type LogLevel } from "../util/log.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
+import { auditCommand } from "./audit.ts";
 import { CliError, UsageError } from "./errors.ts";
 import type { CliIO } from "./io.ts";
 import { kubeconfigCommand } from "./kubeconfig.ts";
@@ -26,11 +27,13 @@ import { alignTabs, TABLE } from "./tabwriter.ts";
 export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tls-san NAMES]
                     [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] [--plain-http]
                     [--heartbeat-interval 10s] [--rate-limit 50] [--rate-burst 500]
-                    [--max-message-bytes 1048576] [--rollout-interval 1s] [--log-level info]
+                    [--max-message-bytes 1048576] [--rollout-interval 1s] [--max-streams-per-node 128]
+                    [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...]
        fleetlet hub node revoke NAME --hub URL [--token T]
        fleetlet hub node forget NAME --hub URL [--token T]   (a revoked node: drops it, frees its name)
        fleetlet hub kubeconfig --hub URL [--token T] [--data DIR | --ca-file F | --ca-hash H]   (for kubectl)
+       fleetlet hub audit --hub URL [--token T] [--node NAME] [--limit N]   (every exec and port-forward)
 Without --tls-cert the hub serves HTTPS with its own CA, made in DIR/tls on the first start (its
 hash is logged and carried by every join token); --tls-san adds names to its certificate.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
@@ -50,6 +53,7 @@ const serveFlags = {
   "rate-burst": { type: "int" },
   "max-message-bytes": { type: "int" },
   "rollout-interval": { type: "string" },
+  "max-streams-per-node": { type: "int" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
@@ -102,6 +106,9 @@ async function serve(argv: string[], io: CliIO): Promise<number> {
     log,
     ...(heartbeatIntervalMs !== undefined && { heartbeatIntervalMs }),
     ...(rolloutIntervalMs !== undefined && { rolloutIntervalMs }),
+    ...(flags["max-streams-per-node"] !== undefined && {
+      maxStreamsPerNode: flags["max-streams-per-node"],
+    }),
     ...(flags["max-message-bytes"] !== undefined && {
       maxMessageBytes: flags["max-message-bytes"],
     }),
@@ -312,6 +319,7 @@ export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   const [a, b, ...rest] = argv;
   if (a === "token" && b === "create") return tokenCreate(rest, io);
   if (a === "kubeconfig") return kubeconfigCommand(argv.slice(1), io);
+  if (a === "audit") return auditCommand(argv.slice(1), io);
   if (a === "node" && (b === "revoke" || b === "forget")) return nodeAction(b, rest, io);
   if (a === "token" || a === "node")
     throw new UsageError(

@@ -8,6 +8,7 @@ import { SelectorError } from "../../api/selectors.ts";
 import type { OpenStream } from "../../streams/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import { type Logger, nullLogger } from "../../util/log.ts";
+import { type ExecSocketData, execWebSocket, upgradeExec } from "./exec-socket.ts";
 import { FrozenJson } from "./frozen-json.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "./metrics.ts";
 import { nodeRoute } from "./node-route.ts";
@@ -137,6 +138,25 @@ function route(deps: ServerDeps, opts: Serving, method: string, parts: string[])
       });
     });
   }
+  if (sub === "exec" && opts.streams !== undefined) {
+    const isUpgrade = (req: Request) => req.headers.get("upgrade")?.toLowerCase() === "websocket";
+    return (req: Request, u: URL, server: Server<undefined>) =>
+      isUpgrade(req)
+        ? (upgradeExec(
+            deps,
+            req,
+            u,
+            server as unknown as Server<ExecSocketData>,
+            ns,
+            name,
+          ) as unknown as Response)
+        : method === "POST"
+          ? podExec(deps, findPod(deps, ns, name), req)
+          : new StatusError(
+              "MethodNotAllowed",
+              `${method} is not supported on ${u.pathname}; use POST`,
+            ).toResponse();
+  }
   if (sub === "exec") {
     if (method !== "POST") return "POST";
     return (req: Request) => podExec(deps, findPod(deps, ns, name), req);
@@ -191,8 +211,9 @@ export async function startAgentServer(
     unix: path,
     idleTimeout: 0,
     fetch: (req: Request, srv: Server<undefined>) => handle(deps, serving, req, srv),
+    ...(opts.streams !== undefined && { websocket: execWebSocket(opts.streams) }),
   };
-  const server = Bun.serve(options as Omit<typeof options, "idleTimeout">);
+  const server = Bun.serve(options as unknown as Parameters<typeof Bun.serve>[0]);
   try {
     await chmod(path, 0o600);
   } catch (err) {

@@ -109,6 +109,8 @@ export async function podLog(
   const follow = boolParam(q, "follow");
   const timestamps = boolParam(q, "timestamps");
   const tailLines = intParam(q, "tailLines");
+  const sinceSeconds = intParam(q, "sinceSeconds");
+  const since = sinceSeconds === undefined ? undefined : Date.now() - sinceSeconds * 1000;
   const path = deps.logPath(pod, container, previous);
   if (path === undefined || !(await logExists(path))) {
     throw noLogError(pod, container, previous);
@@ -120,6 +122,7 @@ export async function podLog(
     follow,
     timestamps,
     tailLines,
+    ...(since !== undefined && { since }),
     signal: abort.signal,
     ...(opts.pollIntervalMs !== undefined && { pollIntervalMs: opts.pollIntervalMs }),
     ...(opts.clock !== undefined && { clock: opts.clock }),

@@ -121,6 +121,14 @@ export function execUpgrade(
   name: string,
 ) {
   d.authorize(req, url);
+  const { node, pod } = target(d, namespace, name);
+  const q = url.searchParams;
+  const command = q.getAll("command");
+  if (command.length === 0)
+    throw new StatusError("BadRequest", "you must specify at least 1 command");
+  const container = resolveContainer(pod, q.get("container")).name;
+  // Checked after the pod and container, so that a client falling back to SPDY gets the same
+  // refusal as on its WebSocket attempt.
   const protocol = pickProtocol(
     req.headers.get("sec-websocket-protocol"),
     REMOTE_COMMAND_PROTOCOLS,
@@ -130,12 +138,6 @@ export function execUpgrade(
       "BadRequest",
       `exec needs a WebSocket upgrade with one of the subprotocols ${REMOTE_COMMAND_PROTOCOLS.join(", ")} (the hub does not serve SPDY)`,
     );
-  const { node, pod } = target(d, namespace, name);
-  const q = url.searchParams;
-  const command = q.getAll("command");
-  if (command.length === 0)
-    throw new StatusError("BadRequest", "you must specify at least 1 command");
-  const container = resolveContainer(pod, q.get("container")).name;
   const tty = flag(q, "tty");
   const execReq: Extract<StreamOpen, { kind: "exec" }> = {
     type: "stream.open",

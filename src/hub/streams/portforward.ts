@@ -57,6 +57,9 @@ export function portForwardUpgrade(
   name: string,
 ) {
   d.authorize(req, url);
+  const found = d.findPod(namespace, name);
+  if (found === undefined)
+    throw new StatusError("NotFound", `pods "${name}" not found`, { name, kind: "pods" });
   const protocol = pickProtocol(req.headers.get("sec-websocket-protocol"), [
     TUNNEL,
     ...CHANNEL_PROTOCOLS,
@@ -66,9 +69,6 @@ export function portForwardUpgrade(
       "BadRequest",
       `port-forward needs a WebSocket upgrade with the subprotocol ${TUNNEL} or ${CHANNEL_PROTOCOLS.join(", ")} (the hub does not serve SPDY directly)`,
     );
-  const found = d.findPod(namespace, name);
-  if (found === undefined)
-    throw new StatusError("NotFound", `pods "${name}" not found`, { name, kind: "pods" });
   const ports =
     protocol === TUNNEL && url.searchParams.get("ports") === null
       ? []

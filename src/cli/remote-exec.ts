@@ -1,0 +1,124 @@
+// An interactive exec from the command line (`fleetlet exec -it`): a WebSocket speaking the
+// remote-command channel protocol v5.channel.k8s.io to the hub (--hub) or to the agent's local
+// API (its unix socket); the same client either way. With -t and a terminal on stdin, the
+// terminal is put in raw mode and its size is sent at start and on every resize. The end of
+// stdin is sent as v5's CLOSE; the command's exit code becomes ours.
+import { RC, readStatus } from "../protocol/remotecommand.ts";
+import { connectWebSocket, type WsClient, WsHandshakeError } from "../util/ws-client.ts";
+import { CliError } from "./errors.ts";
+
+export interface RemoteExecTarget {
+  /** ws(s):// URL of the exec endpoint with its query. */
+  url: string;
+  unixPath?: string;
+  headers?: Record<string, string>;
+  ca?: string;
+}
+
+export interface RemoteExecIO {
+  stdin: NodeJS.ReadStream | null;
+  stdout: { write(b: Uint8Array): unknown };
+  stderr: { write(b: Uint8Array | string): unknown };
+  tty: boolean;
+  /** The terminal's size now, when there is one. */
+  size?: () => { columns: number; rows: number } | undefined;
+  /** Calls `fn` when the terminal is resized; returns the stop. */
+  onResize?: (fn: () => void) => () => void;
+}
+
+/** The exec path and query for a pod, as kubectl sends it. */
+export function execPath(
+  ns: string,
+  pod: string,
+  o: { container?: string; command: string[]; stdin: boolean; tty: boolean },
+): string {
+  const q = new URLSearchParams();
+  for (const c of o.command) q.append("command", c);
+  if (o.container !== undefined) q.set("container", o.container);
+  q.set("stdin", String(o.stdin));
+  q.set("stdout", "true");
+  q.set("stderr", String(!o.tty));
+  q.set("tty", String(o.tty));
+  return `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(pod)}/exec?${q}`;
+}
+
+function refusal(err: unknown, where: string): CliError {
+  if (err instanceof WsHandshakeError) {
+    try {
+      const s = JSON.parse(err.body) as { message?: string; reason?: string };
+      if (typeof s.message === "string")
+        return new CliError(`Error from server (${s.reason ?? err.status}): ${s.message}`);
+    } catch {
+      // not a Status: shown as it is below
+    }
+    return new CliError(`${where} answered HTTP ${err.status}: ${err.body.trim()}`);
+  }
+  return new CliError((err as Error).message);
+}
+
+function sendSize(ws: WsClient, io: RemoteExecIO): void {
+  const size = io.size?.();
+  if (size === undefined) return;
+  ws.send(
+    Uint8Array.of(
+      RC.resize,
+      ...Buffer.from(JSON.stringify({ Width: size.columns, Height: size.rows })),
+    ),
+  );
+}
+
+/** Runs the exec; resolves to the command's exit code. */
+export async function remoteExec(
+  target: RemoteExecTarget,
+  io: RemoteExecIO,
+  where: string,
+): Promise<number> {
+  let ws: WsClient;
+  try {
+    ws = await connectWebSocket({
+      url: target.url,
+      protocols: ["v5.channel.k8s.io"],
+      ...(target.unixPath !== undefined && { unixPath: target.unixPath }),
+      ...(target.headers !== undefined && { headers: target.headers }),
+      ...(target.ca !== undefined && { ca: target.ca }),
+    });
+  } catch (err) {
+    throw refusal(err, where);
+  }
+  const raw = io.tty && io.stdin?.isTTY === true;
+  if (raw) io.stdin?.setRawMode?.(true);
+  const stopResize = io.tty ? io.onResize?.(() => sendSize(ws, io)) : undefined;
+  if (io.tty) sendSize(ws, io);
+  let result: { exitCode: number } | { error: string } | undefined;
+  const done = new Promise<void>((resolve) => {
+    ws.onMessage((d) => {
+      const ch = d[0];
+      const data = d.subarray(1);
+      if (ch === RC.stdout) io.stdout.write(data);
+      else if (ch === RC.stderr) io.stderr.write(data);
+      else if (ch === RC.error) result = readStatus(data);
+    });
+    ws.onClose(() => resolve());
+  });
+  const stdin = io.stdin;
+  if (stdin !== null) {
+    stdin.on("data", (chunk: Buffer) => {
+      const m = new Uint8Array(chunk.length + 1);
+      m[0] = RC.stdin;
+      m.set(chunk, 1);
+      if (!ws.send(m)) stdin.pause();
+    });
+    ws.onDrain(() => stdin.resume());
+    stdin.on("end", () => ws.send(Uint8Array.of(RC.close, RC.stdin)));
+  }
+  await done;
+  stopResize?.();
+  if (raw) io.stdin?.setRawMode?.(false);
+  stdin?.pause();
+  stdin?.destroy?.();
+  if (result === undefined) throw new CliError(`the exec at ${where} ended without an exit status`);
+  if ("error" in result) throw new CliError(`Error from server: ${result.error}`);
+  if (result.exitCode !== 0)
+    io.stderr.write(`command terminated with exit code ${result.exitCode}\n`);
+  return result.exitCode;
+}
