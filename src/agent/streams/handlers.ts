@@ -1,6 +1,7 @@
 // The work behind each kind of stream on the device: a container's log (its current or previous
-// run, tail, since, limit, follow), an exec through CRI Exec and the runtime's streaming server,
-// and a port-forward to the pod's network through CRI PortForward. The same handlers serve the
+// run, tail, since, limit, follow), an exec through CRI Exec and the runtime's streaming server
+// (over SPDY, which can end the command's stdin), and a port-forward to the pod's network through
+// CRI PortForward (over WebSocket). The same handlers serve the
 // hub's streams and the local API's interactive exec.
 import { StatusError } from "../../api/status.ts";
 import type { Pod } from "../../api/types.ts";
@@ -12,6 +13,7 @@ import { logExists, readLog } from "../logs/index.ts";
 import { noLogError, resolveContainer } from "../server/routes.ts";
 import { type OpenStream, StreamFailure, type StreamOutput, type StreamWork } from "./mux.ts";
 import { openRuntimeChannels } from "./runtime-channels.ts";
+import { openRuntimeSpdy } from "./runtime-spdy.ts";
 
 export interface StreamDeps {
   /** A pod the agent runs, with its status. */
@@ -124,7 +126,12 @@ async function openExec(
     stdout: req.stdout !== false,
     stderr: !tty && req.stderr !== false,
   });
-  const ch = await openRuntimeChannels(url);
+  const ch = await openRuntimeSpdy(url, {
+    stdin: req.stdin === true,
+    stdout: req.stdout !== false,
+    stderr: !tty && req.stderr !== false,
+    tty,
+  });
   let result: { exitCode: number } | { error: string } | undefined;
   ch.onData((c, data) => {
     if (c === CHANNEL.stdout || c === CHANNEL.stderr) return out.write(c, data);
@@ -145,6 +152,7 @@ async function openExec(
   signal.addEventListener("abort", () => ch.close(), { once: true });
   return {
     input: (_c, data) => ch.send(CHANNEL.stdin, data),
+    eof: () => ch.endStdin(),
     resize: (width, height) =>
       void ch.send(4, new TextEncoder().encode(JSON.stringify({ Width: width, Height: height }))),
   };

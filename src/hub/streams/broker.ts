@@ -53,6 +53,8 @@ interface HubStream {
   consumed: number;
   /** Input waiting for credit or for the socket. */
   waiting: Waiter[];
+  /** Input and its end, in the order the client sent them. */
+  chain: Promise<void>;
   pendingInput: number;
   abort: AbortController;
 }
@@ -149,6 +151,7 @@ export class StreamBroker {
         inWindow: this.windowBytes,
         consumed: 0,
         waiting: [],
+        chain: Promise.resolve(),
         pendingInput: 0,
         abort: new AbortController(),
       };
@@ -162,10 +165,26 @@ export class StreamBroker {
     const control = (m: object) => {
       if (streams.byId.get(s.id) === s) ws.send(JSON.stringify({ id: s.id, ...m }));
     };
+    // Input goes in order, and the end of input only after the input before it.
+    const inOrder = (fn: () => Promise<void> | void) => {
+      s.chain = s.chain.then(fn, fn);
+      return s.chain;
+    };
     return {
-      input: (channel, data) => this.input(ws, streams, s, channel, data),
+      input: (channel, data) => {
+        s.pendingInput += data.length;
+        if (s.pendingInput > MAX_PENDING_INPUT) {
+          this.end(ws, streams, s, {
+            code: 413,
+            reason: "RequestEntityTooLarge",
+            message: `the client sent more than ${MAX_PENDING_INPUT} bytes ahead of the device`,
+          });
+          return Promise.resolve();
+        }
+        return inOrder(() => this.input(ws, streams, s, channel, data));
+      },
       resize: (width, height) => control({ type: "stream.resize", width, height }),
-      eof: () => control({ type: "stream.eof" }),
+      eof: () => void inOrder(() => control({ type: "stream.eof" })),
     };
   }
 
@@ -177,20 +196,12 @@ export class StreamBroker {
     channel: number,
     data: Uint8Array,
   ): Promise<void> {
-    s.pendingInput += data.length;
-    if (s.pendingInput > MAX_PENDING_INPUT) {
-      this.end(ws, streams, s, {
-        code: 413,
-        reason: "RequestEntityTooLarge",
-        message: `the client sent more than ${MAX_PENDING_INPUT} bytes ahead of the device`,
-      });
-      return;
-    }
     for (let at = 0; at < data.length; ) {
       const n = Math.min(this.maxFrame, data.length - at);
       await this.sendable(ws, s, n);
       if (streams.byId.get(s.id) !== s) return;
       const take = Math.min(n, s.credit);
+      if (take === 0) continue;
       s.credit -= take;
       ws.send(encodeFrame(s.id, channel, data.subarray(at, at + take)));
       at += take;

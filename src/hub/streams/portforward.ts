@@ -9,9 +9,6 @@ import { StatusError } from "../../api/status.ts";
 import { pickProtocol } from "../../protocol/remotecommand.ts";
 import type { StreamOpen } from "../../protocol/streams.ts";
 import type { ClientSocket } from "../../streams/exec-session.ts";
-import type { OpenStream, StreamWork } from "../../streams/types.ts";
-import type { SocketData, SocketHandler } from "../server.ts";
-import type { PodStreamDeps } from "./pod-routes.ts";
 import {
   HeaderDeflater,
   HeaderInflater,
@@ -19,7 +16,10 @@ import {
   type SpdyFrame,
   SpdyReader,
   spdyFrames,
-} from "./spdy.ts";
+} from "../../streams/spdy.ts";
+import type { OpenStream, StreamWork } from "../../streams/types.ts";
+import type { SocketData, SocketHandler } from "../server.ts";
+import type { PodStreamDeps } from "./pod-routes.ts";
 
 const TUNNEL = "SPDY/3.1+portforward.k8s.io";
 const CHANNEL_PROTOCOLS = ["v4.channel.k8s.io", "portforward.k8s.io"];

@@ -1,6 +1,7 @@
 // SPDY/3.1 framing, as much as kubectl's port-forward needs (it tunnels SPDY through a WebSocket,
-// subprotocol "SPDY/3.1+portforward.k8s.io"): frames read from a byte stream, and the frames the
-// hub answers with. Header blocks are zlib streams with SPDY's preset dictionary that continue
+// subprotocol "SPDY/3.1+portforward.k8s.io") and the agent's exec on the runtime's streaming
+// server (whose SPDY can end a command's stdin): frames read from a byte stream, and the frames
+// the hub and the agent send. Header blocks are zlib streams with SPDY's preset dictionary that continue
 // from frame to frame; each ends on a sync flush, so each one is inflated on its own with the
 // last 32 KiB of what came before as its window. The hub's own header blocks are stored (not
 // compressed) deflate blocks, which every zlib reader takes.
@@ -245,6 +246,21 @@ function control(type: number, flags: number, payload: Buffer): Buffer {
 }
 
 export const spdyFrames = {
+  synStream(
+    deflater: HeaderDeflater,
+    streamId: number,
+    headers: Record<string, string>,
+    fin = false,
+  ): Buffer {
+    const ids = Buffer.alloc(10);
+    ids.writeUInt32BE(streamId, 0);
+    ids.writeUInt32BE(0, 4); // no associated stream; priority and slot 0
+    return control(
+      SPDY.synStream,
+      fin ? SPDY.flagFin : 0,
+      Buffer.concat([ids, deflater.encode(headers)]),
+    );
+  },
   synReply(
     deflater: HeaderDeflater,
     streamId: number,
