@@ -126,16 +126,23 @@ export class TestHub {
 /** One agent connection at the protocol level: every received message and the close, recorded. */
 export class ProtocolClient {
   readonly received: Record<string, unknown>[] = [];
+  /** Binary frames received (stream data). */
+  readonly binary: Uint8Array[] = [];
   closed: { code: number; reason: string } | undefined;
   private readonly ws: WebSocket;
   readonly opened: Promise<void>;
 
-  constructor(hubUrl: string, credential: string | undefined) {
+  /** `ca`: the hub's CA, for a TLS hub. */
+  constructor(hubUrl: string, credential: string | undefined, ca?: string) {
     const url = `${hubUrl.replace(/^http/, "ws")}/api/v1/agent/connect`;
     const headers: Record<string, string> =
       credential === undefined ? {} : { authorization: `Bearer ${credential}` };
-    this.ws = new WebSocket(url, { headers } as never);
-    this.ws.onmessage = (e) => this.received.push(JSON.parse(String(e.data)));
+    this.ws = new WebSocket(url, { headers, ...(ca !== undefined && { tls: { ca } }) } as never);
+    this.ws.binaryType = "arraybuffer";
+    this.ws.onmessage = (e) => {
+      if (typeof e.data === "string") this.received.push(JSON.parse(e.data));
+      else this.binary.push(new Uint8Array(e.data as ArrayBuffer));
+    };
     this.ws.onclose = (e) => {
       this.closed = { code: e.code, reason: e.reason };
     };
@@ -147,6 +154,10 @@ export class ProtocolClient {
 
   send(msg: unknown): void {
     this.ws.send(typeof msg === "string" ? msg : JSON.stringify(msg));
+  }
+
+  sendBinary(data: Uint8Array): void {
+    this.ws.send(data);
   }
 
   /** Waits for a received message of `type`. */
