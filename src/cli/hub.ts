@@ -1,18 +1,15 @@
-// `fleetlet hub` (serve), `fleetlet hub token create`, `fleetlet hub node revoke`, and
-// `fleetlet get nodes|pods|events --hub URL`: the operator's side of the hub.
+// `fleetlet hub token create|node revoke|node forget|kubeconfig|audit`, the hub client the
+// operator's commands share (target, CA, calls), and `fleetlet get nodes|pods|events --hub URL`.
+// `fleetlet hub` itself (the server) is hub-serve.ts.
 
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
-import { parseDuration } from "../api/duration.ts";
+import { readFileSync } from "node:fs";
 import type { Node } from "../api/node.ts";
 import type { Pod } from "../api/types.ts";
-import { startHub } from "../hub/hub.ts";
-import { defaultSans, givenTls, type HubTls, ownTls } from "../hub/tls/index.ts";
 import { HUB_ANNOTATIONS, type JoinTokenResponse } from "../protocol/index.ts";
-import { realClock } from "../util/clock.ts";
-import { createLogger, type LogLevel } from "../util/log.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { auditCommand } from "./audit.ts";
 import { CliError, UsageError } from "./errors.ts";
+import { serveHubCommand } from "./hub-serve.ts";
 import type { CliIO } from "./io.ts";
 import { kubeconfigCommand } from "./kubeconfig.ts";
 import {
@@ -40,24 +37,6 @@ Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and t
 (--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;
 
-const serveFlags = {
-  listen: { type: "string" },
-  data: { type: "string" },
-  "tls-cert": { type: "string" },
-  "tls-key": { type: "string" },
-  "tls-ca": { type: "string" },
-  "tls-san": { type: "string" },
-  "plain-http": { type: "boolean" },
-  "heartbeat-interval": { type: "string" },
-  "rate-limit": { type: "int" },
-  "rate-burst": { type: "int" },
-  "max-message-bytes": { type: "int" },
-  "rollout-interval": { type: "string" },
-  "max-streams-per-node": { type: "int" },
-  "log-level": { type: "string" },
-  help: { type: "boolean", short: "h" },
-} as const satisfies FlagSpecs;
-
 const clientFlags = {
   hub: { type: "string" },
   token: { type: "string" },
@@ -66,120 +45,6 @@ const clientFlags = {
   labels: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
-
-/** "127.0.0.1:7443", "[::1]:7443", ":7443" → hostname and port. */
-export function parseListen(listen: string): { hostname: string; port: number } {
-  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(listen);
-  const port = Number(m?.[3]);
-  if (m === null || !Number.isInteger(port) || port > 65535)
-    throw new UsageError(`invalid --listen ${JSON.stringify(listen)}: want HOST:PORT`);
-  return { hostname: m[1] ?? (m[2] === "" ? "0.0.0.0" : (m[2] ?? "0.0.0.0")), port };
-}
-
-function durationFlag(value: string | undefined, flag: string): number | undefined {
-  if (value === undefined) return undefined;
-  try {
-    return parseDuration(value);
-  } catch (err) {
-    throw new UsageError(`invalid --${flag} ${JSON.stringify(value)}: ${(err as Error).message}`);
-  }
-}
-
-async function serve(argv: string[], io: CliIO): Promise<number> {
-  const { flags } = parseArgs(argv, serveFlags);
-  if (flags.help) {
-    io.stdout(HUB_USAGE);
-    return 0;
-  }
-  const { hostname, port } = parseListen(flags.listen ?? "127.0.0.1:7443");
-  const dataDir = flags.data ?? "/var/lib/fleetlet/hub";
-  const tls = serveTls(flags, hostname, dataDir);
-  const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
-  const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
-  const rolloutIntervalMs = durationFlag(flags["rollout-interval"], "rollout-interval");
-  const hub = startHub({
-    dataDir,
-    hostname,
-    port,
-    ...(tls !== undefined && { tls }),
-    clock: realClock,
-    log,
-    ...(heartbeatIntervalMs !== undefined && { heartbeatIntervalMs }),
-    ...(rolloutIntervalMs !== undefined && { rolloutIntervalMs }),
-    ...(flags["max-streams-per-node"] !== undefined && {
-      maxStreamsPerNode: flags["max-streams-per-node"],
-    }),
-    ...(flags["max-message-bytes"] !== undefined && {
-      maxMessageBytes: flags["max-message-bytes"],
-    }),
-    ...(flags["rate-limit"] !== undefined && {
-      rateLimit: {
-        messagesPerSecond: flags["rate-limit"],
-        burst: flags["rate-burst"] ?? flags["rate-limit"] * 10,
-      },
-    }),
-  });
-  if (hub.createdOperatorToken !== undefined)
-    io.stdout(
-      `operator token (saved in ${flags.data ?? "/var/lib/fleetlet/hub"}/operator-token):\n${hub.createdOperatorToken}\n`,
-    );
-  if (hub.caHash !== undefined) log.info("hub CA", { hash: hub.caHash });
-  log.info("hub listening", { url: hub.url, nodes: hub.fleet.nodes.size });
-  await new Promise<void>((resolve) => {
-    process.once("SIGTERM", () => resolve());
-    process.once("SIGINT", () => resolve());
-  });
-  log.info("hub stopping");
-  await hub.stop();
-  return 0;
-}
-
-/** Whether the --listen host is loopback: plain HTTP is allowed only there. */
-export function isLoopbackHost(host: string): boolean {
-  return host === "localhost" || host === "::1" || /^127\./.test(host);
-}
-
-/** The certificate to serve: the given files, the hub's own CA in the data dir, or none
- * (--plain-http, loopback only). */
-function serveTls(
-  flags: {
-    "tls-cert"?: string;
-    "tls-key"?: string;
-    "tls-ca"?: string;
-    "tls-san"?: string;
-    "plain-http"?: boolean;
-  },
-  hostname: string,
-  dataDir: string,
-): HubTls | undefined {
-  const cert = flags["tls-cert"];
-  const key = flags["tls-key"];
-  if ((cert === undefined) !== (key === undefined))
-    throw new UsageError("--tls-cert and --tls-key go together");
-  if (flags["plain-http"] === true) {
-    if (cert !== undefined) throw new UsageError("--plain-http and --tls-cert exclude each other");
-    if (!isLoopbackHost(hostname))
-      throw new UsageError(
-        `--plain-http is only for a loopback --listen address (got ${hostname}): exec sessions and Secrets travel over the hub's connections`,
-      );
-    return undefined;
-  }
-  try {
-    if (cert !== undefined && key !== undefined)
-      return givenTls({
-        certFile: cert,
-        keyFile: key,
-        ...(flags["tls-ca"] !== undefined && { caFile: flags["tls-ca"] }),
-      });
-    if (flags["tls-ca"] !== undefined) throw new UsageError("--tls-ca goes with --tls-cert");
-    if (!existsSync(dataDir)) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    const sans = defaultSans(hostname, (flags["tls-san"] ?? "").split(","));
-    return ownTls(dataDir, sans, Date.now());
-  } catch (err) {
-    if (err instanceof CliError) throw err;
-    throw new CliError(`cannot set up the hub's TLS: ${(err as Error).message}`);
-  }
-}
 
 /** Where the operator's commands reach the hub: its URL, the operator token, and the CA to
  * verify an HTTPS hub with (absent: the system's roots). */
@@ -325,7 +190,7 @@ export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
     throw new UsageError(
       `unknown hub command ${JSON.stringify(`${a} ${b ?? ""}`.trim())}\n${HUB_USAGE}`,
     );
-  return serve(argv, io);
+  return serveHubCommand(argv, io, HUB_USAGE);
 }
 
 /** `fleetlet get nodes` output: NAME STATUS ONLINE LAST-SEEN PODS VERSION AGE (+ wide). STATUS

@@ -277,6 +277,33 @@ function serve({ opts, state, sessions, api, pods }: Served) {
   });
 }
 
+/** The agents' sessions: their connections, with the flusher's acks, the deployer's desired
+ * states and the stream broker. */
+function agentSessions(
+  opts: HubOptions,
+  state: HubState,
+  flusher: Flusher,
+  broker: StreamBroker,
+  deployer: () => Deployer | undefined,
+): AgentSessions {
+  return new AgentSessions({
+    fleet: state.fleet,
+    identity: state.identity,
+    clock: opts.clock,
+    log: opts.log,
+    heartbeatIntervalMs: opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs,
+    maxMessageBytes: opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    rateLimit: opts.rateLimit ?? HUB_DEFAULTS.rateLimit,
+    helloTimeoutMs: opts.helloTimeoutMs ?? HUB_DEFAULTS.helloTimeoutMs,
+    markDirty: (name) => flusher.markDirty(name),
+    flushNow: () => flusher.flush(),
+    desiredFor: (node, agentGeneration, secure) =>
+      deployer()?.desiredFor(node, agentGeneration, secure),
+    onDesiredAck: () => deployer()?.markDirty(),
+    broker,
+  });
+}
+
 export function startHub(opts: HubOptions): Hub {
   let deployer: Deployer | undefined;
   const state = openState(opts, () => deployer?.markDirty());
@@ -295,22 +322,7 @@ export function startHub(opts: HubOptions): Hub {
     connection: (node) => sessions?.connection(node),
     ...(opts.maxStreamsPerNode !== undefined && { maxStreams: opts.maxStreamsPerNode }),
   });
-  sessions = new AgentSessions({
-    fleet: state.fleet,
-    identity: state.identity,
-    clock: opts.clock,
-    log: opts.log,
-    heartbeatIntervalMs: opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs,
-    maxMessageBytes: opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
-    rateLimit: opts.rateLimit ?? HUB_DEFAULTS.rateLimit,
-    helloTimeoutMs: opts.helloTimeoutMs ?? HUB_DEFAULTS.helloTimeoutMs,
-    markDirty: (name) => flusher.markDirty(name),
-    flushNow: flush,
-    desiredFor: (node, agentGeneration, secure) =>
-      deployer?.desiredFor(node, agentGeneration, secure),
-    onDesiredAck: () => deployer?.markDirty(),
-    broker,
-  });
+  sessions = agentSessions(opts, state, flusher, broker, () => deployer);
   const stopDeploy = new AbortController();
   deployer = startDeployer(opts, state, sessions, flush, stopDeploy.signal);
   const liveness = startLiveness(opts, state.fleet);

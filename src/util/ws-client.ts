@@ -170,137 +170,171 @@ function request(u: URL, key: string, o: WsOptions): string {
   return `${lines.join("\r\n")}\r\n\r\n`;
 }
 
-/** Opens a WebSocket; rejects with WsHandshakeError when the server answers otherwise. */
-export function connectWebSocket(o: WsOptions): Promise<WsClient> {
-  const u = new URL(o.url);
-  const key = randomBytes(16).toString("base64");
-  const socket = connectSocket(u, o);
-  return new Promise((resolve, reject) => {
+/** The server's answer to the upgrade, once its head is read. */
+interface Answer {
+  status: number;
+  header(name: string): string;
+  /** What came after the head. */
+  rest: Buffer;
+}
+
+/** Reads the head of the server's answer; resolves once it is complete. */
+function readAnswer(socket: net.Socket): Promise<Answer> {
+  return new Promise((resolve) => {
     let head = Buffer.alloc(0);
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`no WebSocket answer from ${o.url} within ${o.timeoutMs ?? 10_000} ms`));
-    }, o.timeoutMs ?? 10_000);
-    const onError = (err: Error) => {
-      clearTimeout(timer);
-      reject(new Error(`cannot connect to ${o.unixPath ?? o.url}: ${err.message}`));
-    };
     const onData = (chunk: Buffer) => {
       head = Buffer.concat([head, chunk]);
       const end = head.indexOf("\r\n\r\n");
       if (end < 0) return;
-      const text = head.subarray(0, end).toString("latin1");
-      const rest = head.subarray(end + 4);
-      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(text)?.[1] ?? 0);
-      const header = (name: string) =>
-        new RegExp(`^${name}:\\s*(.*)$`, "im").exec(text)?.[1]?.trim() ?? "";
-      if (status !== 101) {
-        socket.off("data", onData);
-        let body = rest.toString();
-        socket.on("data", (c: Buffer) => {
-          body += c.toString();
-        });
-        const fail = () => {
-          clearTimeout(timer);
-          reject(new WsHandshakeError(status, body));
-        };
-        socket.once("end", fail);
-        socket.once("close", fail);
-        const length = Number(header("content-length") || -1);
-        if (length >= 0 && Buffer.byteLength(body) >= length) {
-          socket.destroy();
-          fail();
-        }
-        return;
-      }
-      const accept = createHash("sha1")
-        .update(key + GUID)
-        .digest("base64");
-      if (header("sec-websocket-accept") !== accept) {
-        socket.destroy();
-        clearTimeout(timer);
-        reject(new Error(`${o.url} answered the upgrade with a wrong Sec-WebSocket-Accept`));
-        return;
-      }
-      clearTimeout(timer);
       socket.off("data", onData);
-      socket.off("error", onError);
-      resolve(client(socket, header("sec-websocket-protocol"), rest));
+      const text = head.subarray(0, end).toString("latin1");
+      resolve({
+        status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(text)?.[1] ?? 0),
+        header: (name) => new RegExp(`^${name}:\\s*(.*)$`, "im").exec(text)?.[1]?.trim() ?? "",
+        rest: head.subarray(end + 4),
+      });
     };
     socket.on("data", onData);
-    socket.once("error", onError);
-    socket.once(
-      o.unixPath === undefined && (u.protocol === "wss:" || u.protocol === "https:")
-        ? "secureConnect"
-        : "connect",
-      () => socket.write(request(u, key, o)),
-    );
   });
 }
 
-function client(socket: net.Socket, protocol: string, rest: Buffer): WsClient {
-  // Messages that arrive before the caller listens wait for it.
-  const early: [Uint8Array, boolean][] = [];
-  let onMessage: (d: Uint8Array, text: boolean) => void = (d, t) => early.push([d, t]);
-  let onClose: (code: number, reason: string) => void = () => {};
-  let onDrain: () => void = () => {};
-  let closed = false;
-  let closeCode = 1006;
-  let closeReason = "";
-  const end = () => {
-    if (closed) return;
-    closed = true;
-    onClose(closeCode, closeReason);
-  };
-  const reader = new FrameReader(
-    (op, payload) => {
-      if (op === OP.ping) socket.write(frame(OP.pong, payload));
-      else if (op === OP.close) {
-        closeCode = payload.length >= 2 ? payload.readUInt16BE(0) : 1005;
-        closeReason = payload.subarray(2).toString();
-        socket.end(frame(OP.close, payload.subarray(0, 2)));
-      } else if (op === OP.text || op === OP.binary) onMessage(payload, op === OP.text);
-    },
-    (reason) => {
-      closeReason = reason;
+/** The body of a refusal: what the socket says until it ends (or Content-Length is read). */
+function refusal(socket: net.Socket, a: Answer): Promise<WsHandshakeError> {
+  return new Promise((resolve) => {
+    let body = a.rest.toString();
+    const length = Number(a.header("content-length") || -1);
+    const done = () => resolve(new WsHandshakeError(a.status, body));
+    if (length >= 0 && Buffer.byteLength(body) >= length) {
       socket.destroy();
-    },
-  );
-  socket.on("data", (c: Buffer) => reader.push(c));
-  socket.on("drain", () => onDrain());
-  socket.on("close", end);
-  socket.on("error", (err) => {
-    closeReason ||= err.message;
+      done();
+      return;
+    }
+    socket.on("data", (c: Buffer) => {
+      body += c.toString();
+    });
+    socket.once("close", done);
   });
-  if (rest.length > 0) reader.push(rest);
-  return {
-    protocol,
-    send(data) {
-      if (closed) return false;
-      const bytes = typeof data === "string" ? Buffer.from(data) : data;
-      return socket.write(frame(typeof data === "string" ? OP.text : OP.binary, bytes));
-    },
-    onMessage: (fn) => {
-      onMessage = fn;
-      for (const [d, t] of early.splice(0)) fn(d, t);
-    },
-    onClose: (fn) => {
-      onClose = fn;
-    },
-    onDrain: (fn) => {
-      onDrain = fn;
-    },
-    pause: () => socket.pause(),
-    resume: () => socket.resume(),
-    close(code = 1000, reason = "") {
-      if (closed || socket.destroyed) return;
-      const payload = Buffer.alloc(2 + Buffer.byteLength(reason));
-      payload.writeUInt16BE(code, 0);
-      payload.write(reason, 2);
-      closeCode = code;
-      closeReason = reason;
-      socket.end(frame(OP.close, payload));
-      setTimeout(() => socket.destroy(), 1000).unref?.();
-    },
-  };
+}
+
+/** Opens a WebSocket; rejects with WsHandshakeError when the server answers otherwise. */
+export async function connectWebSocket(o: WsOptions): Promise<WsClient> {
+  const u = new URL(o.url);
+  const key = randomBytes(16).toString("base64");
+  const socket = connectSocket(u, o);
+  const secure = o.unixPath === undefined && (u.protocol === "wss:" || u.protocol === "https:");
+  const limit = o.timeoutMs ?? 10_000;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const failed = new Promise<never>((_, reject) => {
+    socket.once("error", (err) =>
+      reject(new Error(`cannot connect to ${o.unixPath ?? o.url}: ${err.message}`)),
+    );
+    timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no WebSocket answer from ${o.url} within ${limit} ms`));
+    }, limit);
+  });
+  failed.catch(() => {});
+  socket.once(secure ? "secureConnect" : "connect", () => socket.write(request(u, key, o)));
+  try {
+    const a = await Promise.race([readAnswer(socket), failed]);
+    if (a.status !== 101) throw await Promise.race([refusal(socket, a), failed]);
+    const accept = createHash("sha1")
+      .update(key + GUID)
+      .digest("base64");
+    if (a.header("sec-websocket-accept") !== accept) {
+      socket.destroy();
+      throw new Error(`${o.url} answered the upgrade with a wrong Sec-WebSocket-Accept`);
+    }
+    socket.removeAllListeners("error");
+    return new WsConnection(socket, a.header("sec-websocket-protocol"), a.rest);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** An open connection (the WsClient the caller gets). */
+class WsConnection implements WsClient {
+  /** Messages that arrive before the caller listens wait for it. */
+  private readonly early: [Uint8Array, boolean][] = [];
+  private listener: ((d: Uint8Array, text: boolean) => void) | undefined;
+  private closeListener: (code: number, reason: string) => void = () => {};
+  private drainListener: () => void = () => {};
+  private closed = false;
+  private closeCode = 1006;
+  private closeReason = "";
+
+  constructor(
+    private readonly socket: net.Socket,
+    readonly protocol: string,
+    rest: Buffer,
+  ) {
+    const reader = new FrameReader(
+      (op, payload) => this.received(op, payload),
+      (reason) => {
+        this.closeReason = reason;
+        socket.destroy();
+      },
+    );
+    socket.on("data", (c: Buffer) => reader.push(c));
+    socket.on("drain", () => this.drainListener());
+    socket.on("close", () => {
+      if (this.closed) return;
+      this.closed = true;
+      this.closeListener(this.closeCode, this.closeReason);
+    });
+    socket.on("error", (err) => {
+      this.closeReason ||= err.message;
+    });
+    if (rest.length > 0) reader.push(rest);
+  }
+
+  private received(op: number, payload: Buffer): void {
+    if (op === OP.ping) this.socket.write(frame(OP.pong, payload));
+    else if (op === OP.text || op === OP.binary) {
+      if (this.listener === undefined) this.early.push([payload, op === OP.text]);
+      else this.listener(payload, op === OP.text);
+    } else if (op === OP.close) {
+      this.closeCode = payload.length >= 2 ? payload.readUInt16BE(0) : 1005;
+      this.closeReason = payload.subarray(2).toString();
+      this.socket.end(frame(OP.close, payload.subarray(0, 2)));
+    }
+  }
+
+  send(data: Uint8Array | string): boolean {
+    if (this.closed) return false;
+    const bytes = typeof data === "string" ? Buffer.from(data) : data;
+    return this.socket.write(frame(typeof data === "string" ? OP.text : OP.binary, bytes));
+  }
+
+  onMessage(fn: (data: Uint8Array, text: boolean) => void): void {
+    this.listener = fn;
+    for (const [d, t] of this.early.splice(0)) fn(d, t);
+  }
+
+  onClose(fn: (code: number, reason: string) => void): void {
+    this.closeListener = fn;
+  }
+
+  onDrain(fn: () => void): void {
+    this.drainListener = fn;
+  }
+
+  pause(): void {
+    this.socket.pause();
+  }
+
+  resume(): void {
+    this.socket.resume();
+  }
+
+  close(code = 1000, reason = ""): void {
+    if (this.closed || this.socket.destroyed) return;
+    const payload = Buffer.alloc(2 + Buffer.byteLength(reason));
+    payload.writeUInt16BE(code, 0);
+    payload.write(reason, 2);
+    this.closeCode = code;
+    this.closeReason = reason;
+    this.socket.end(frame(OP.close, payload));
+    setTimeout(() => this.socket.destroy(), 1000).unref?.();
+  }
 }

@@ -87,35 +87,15 @@ function startHeartbeat(
   conn.setTimer(intervalMs, beat);
 }
 
-export function startSession(deps: SessionDeps): Session {
+/** What the session does with each message of the hub (the routing part's handlers). */
+function sessionHandlers(
+  deps: SessionDeps,
+  conn: Connection,
+  pump: OutboxPump,
+  extension: SessionExtension | undefined,
+): HubMessageHandlers {
   const log = deps.logger;
-  let extension: SessionExtension | undefined;
-  const conn = new Connection({
-    clock: deps.clock,
-    logger: log,
-    dial: deps.dial,
-    url: deps.url,
-    credential: deps.credential,
-    onOpen: () =>
-      conn.sendJson({ type: "hello", protocolVersion: PROTOCOL_VERSION, ...deps.hello }),
-    onFrame: (data) => routeHubFrame(data, conn.welcomed, handlers, log),
-    onEnd: () => extension?.ended(),
-  });
-  const pump = new OutboxPump(conn, deps.outbox, deps.clock, log);
-  extension = deps.extension?.(conn);
-
-  const onDesired = (d: DesiredReceived) => {
-    let ack: Omit<DesiredAck, "type">;
-    try {
-      ack = deps.onDesired(d);
-    } catch (err) {
-      log.error("taking the hub's desired state failed; not acknowledged", { error: err });
-      return;
-    }
-    conn.sendJson({ type: "desired.ack", ...ack });
-  };
-
-  const handlers: HubMessageHandlers = {
+  return {
     welcome(w) {
       if (conn.welcomed) {
         conn.close(CLOSE_CODES.protocol, "a second welcome");
@@ -141,7 +121,16 @@ export function startSession(deps: SessionDeps): Session {
       }
       deps.outbox.ack(seq);
     },
-    desired: onDesired,
+    desired(d) {
+      let ack: Omit<DesiredAck, "type">;
+      try {
+        ack = deps.onDesired(d);
+      } catch (err) {
+        log.error("taking the hub's desired state failed; not acknowledged", { error: err });
+        return;
+      }
+      conn.sendJson({ type: "desired.ack", ...ack });
+    },
     error(e) {
       conn.hubError = e;
       log.warn("the hub refused the connection", { code: e.code, reason: e.reason });
@@ -149,11 +138,30 @@ export function startSession(deps: SessionDeps): Session {
     ...(extension !== undefined && { extension }),
     refuse: (code, reason) => conn.close(code, reason),
   };
+}
 
+export function startSession(deps: SessionDeps): Session {
+  let extension: SessionExtension | undefined;
+  let handlers: HubMessageHandlers | undefined;
+  const conn = new Connection({
+    clock: deps.clock,
+    logger: deps.logger,
+    dial: deps.dial,
+    url: deps.url,
+    credential: deps.credential,
+    onOpen: () =>
+      conn.sendJson({ type: "hello", protocolVersion: PROTOCOL_VERSION, ...deps.hello }),
+    onFrame: (data) => {
+      if (handlers !== undefined) routeHubFrame(data, conn.welcomed, handlers, deps.logger);
+    },
+    onEnd: () => extension?.ended(),
+  });
+  const pump = new OutboxPump(conn, deps.outbox, deps.clock, deps.logger);
+  extension = deps.extension?.(conn);
+  handlers = sessionHandlers(deps, conn, pump, extension);
   conn.setTimer(deps.welcomeTimeoutMs ?? 10_000, () => {
     if (!conn.welcomed) conn.close(4000, "no welcome from the hub in time");
   });
-
   return {
     done: conn.done,
     wake: () => pump.pump(),

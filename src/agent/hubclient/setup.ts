@@ -51,31 +51,50 @@ export interface AgentHubInput {
   streams?: OpenStream;
 }
 
-/** Creates the client and its subscriptions; the caller runs it with client.run(signal). */
-export function createAgentHubClient(input: AgentHubInput): { client: HubClient; stop(): void } {
-  const log = input.logger.with({ component: "hubclient" });
+/** The agent's trust in the hub (trust.ts), after warning of a plain hub URL off loopback. */
+function hubTrust(input: AgentHubInput, log: Logger): HubTrust {
   if (insecureHubUrl(input.hub.url))
     log.warn(
       "the hub URL is plain and not loopback (hub.insecure: true): exec sessions, port-forwards and pod logs travel unencrypted, and the hub sends no Secrets",
       { url: input.hub.url },
     );
-  const trust = new HubTrust({
+  return new HubTrust({
     hubUrl: input.hub.url,
     ...(input.hub.caFile !== undefined && { caFile: input.hub.caFile }),
     ...(input.hub.joinToken !== undefined && { joinToken: input.hub.joinToken }),
     rootDir: input.rootDir,
     log,
   });
+}
+
+/** The node credential: the saved one, or one joined for, once the hub's CA is trusted. */
+function credentialOf(input: AgentHubInput, trust: HubTrust): () => Promise<string> {
+  const hubFetch = (url: string, init: RequestInit) => {
+    const ca = trust.current();
+    return fetch(url, { ...init, ...(ca !== undefined && { tls: { ca } }) } as RequestInit);
+  };
+  return async () => {
+    await trust.resolve();
+    return loadOrJoin({
+      hubUrl: input.hub.url,
+      joinToken: input.hub.joinToken,
+      nodeName: input.nodeName,
+      credentialPath: join(input.rootDir, CREDENTIAL_FILE),
+      fetch: hubFetch,
+    });
+  };
+}
+
+/** Creates the client and its subscriptions; the caller runs it with client.run(signal). */
+export function createAgentHubClient(input: AgentHubInput): { client: HubClient; stop(): void } {
+  const log = input.logger.with({ component: "hubclient" });
+  const trust = hubTrust(input, log);
   const dir = join(input.rootDir, "hub");
   const outbox = openOutbox({
     path: join(dir, "outbox"),
     maxEvents: input.outboxMaxEvents,
     logger: log,
   });
-  const hubFetch = (url: string, init: RequestInit) => {
-    const ca = trust.current();
-    return fetch(url, { ...init, ...(ca !== undefined && { tls: { ca } }) } as RequestInit);
-  };
   const client = createHubClient({
     clock: input.clock,
     logger: log,
@@ -83,16 +102,7 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
     nodeName: input.nodeName,
     agentVersion: input.version,
     outbox,
-    credential: async () => {
-      await trust.resolve();
-      return loadOrJoin({
-        hubUrl: input.hub.url,
-        joinToken: input.hub.joinToken,
-        nodeName: input.nodeName,
-        credentialPath: join(input.rootDir, CREDENTIAL_FILE),
-        fetch: hubFetch,
-      });
-    },
+    credential: credentialOf(input, trust),
     dial: (url, headers, events) => dialWebSocket(trust.current())(url, headers, events),
     node: () => input.nodeStatus.node(),
     pod: input.pod,

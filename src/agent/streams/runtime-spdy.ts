@@ -76,112 +76,129 @@ function upgrade(socket: net.Socket, u: URL): Promise<Buffer> {
   });
 }
 
-/** Opens an exec's streams on the runtime's streaming server at `url`. */
-export async function openRuntimeSpdy(
-  url: string,
-  want: SpdyExecStreams,
-): Promise<RuntimeChannels & { endStdin(): void }> {
-  const u = new URL(url);
-  const socket = net.connect({ host: u.hostname, port: Number(u.port || 80) });
-  const rest = await upgrade(socket, u);
-  const reader = new SpdyReader();
-  const inflater = new HeaderInflater();
-  const deflater = new HeaderDeflater();
-  const byId = new Map<number, StreamType>();
-  const idOf = new Map<StreamType, number>();
-  let next = 1;
+/** The streams an exec needs, in the order they are opened (the error stream first). */
+function streamTypes(want: SpdyExecStreams): StreamType[] {
   const types: StreamType[] = ["error"];
   if (want.stdin) types.push("stdin");
   if (want.stdout) types.push("stdout");
   if (want.stderr && !want.tty) types.push("stderr");
   if (want.tty) types.push("resize");
-  for (const t of types) {
-    const id = next;
-    next += 2;
-    byId.set(id, t);
-    idOf.set(t, id);
-    socket.write(spdyFrames.synStream(deflater, id, { streamtype: t }));
+  return types;
+}
+
+/** One exec's SPDY session with the runtime, once upgraded. */
+class SpdyExec implements RuntimeChannels {
+  private readonly reader = new SpdyReader();
+  private readonly inflater = new HeaderInflater();
+  private readonly deflater = new HeaderDeflater();
+  private readonly byId = new Map<number, StreamType>();
+  private readonly idOf = new Map<StreamType, number>();
+  private deliver: ((channel: number, data: Uint8Array) => Promise<void> | void) | undefined;
+  /** Data frames read before anyone listens. */
+  private readonly held: SpdyFrame[] = [];
+  private onClosed: (code: number, reason: string) => void = () => {};
+  private closed = false;
+  private pending = 0;
+  private replied = 0;
+  /** Resolves once the runtime replied to every stream (data sent earlier would be dropped). */
+  readonly ready: Promise<void>;
+  private allReplied: () => void = () => {};
+
+  constructor(
+    private readonly socket: net.Socket,
+    private readonly types: StreamType[],
+  ) {
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.allReplied = resolve;
+      socket.once("close", () =>
+        reject(new Error("the runtime closed the exec before its streams were ready")),
+      );
+      setTimeout(
+        () => reject(new Error("the runtime did not accept the exec's streams within 10 s")),
+        10_000,
+      ).unref?.();
+    });
+    for (const [i, t] of types.entries()) {
+      const id = 1 + 2 * i;
+      this.byId.set(id, t);
+      this.idOf.set(t, id);
+      socket.write(spdyFrames.synStream(this.deflater, id, { streamtype: t }));
+    }
+    socket.on("data", (chunk: Buffer) => this.feed(chunk));
+    socket.on("close", () => {
+      if (this.closed) return;
+      this.closed = true;
+      this.onClosed(1000, "");
+    });
   }
-  let deliver: (channel: number, data: Uint8Array) => Promise<void> | void = () => {};
-  let onClosed: (code: number, reason: string) => void = () => {};
-  let closed = false;
-  let pending = 0;
-  let replied = 0;
-  let allReplied: () => void = () => {};
-  const ready = new Promise<void>((resolve, reject) => {
-    allReplied = resolve;
-    socket.once("close", () =>
-      reject(new Error("the runtime closed the exec before its streams were ready")),
-    );
-    setTimeout(
-      () => reject(new Error("the runtime did not accept the exec's streams within 10 s")),
-      10_000,
-    ).unref?.();
-  });
-  const frame = (f: SpdyFrame) => {
+
+  feed(chunk: Buffer): void {
+    for (const f of this.reader.push(chunk)) {
+      if (!f.control && this.deliver === undefined) this.held.push(f);
+      else this.frame(f);
+    }
+  }
+
+  private frame(f: SpdyFrame): void {
     if (f.control) {
       if (f.type === SPDY.synReply) {
-        inflater.decode(f.data.subarray(4));
-        if (++replied === types.length) allReplied();
-      } else if (f.type === SPDY.rstStream) socket.destroy();
-      else if (f.type === SPDY.goAway) socket.end();
+        this.inflater.decode(f.data.subarray(4));
+        if (++this.replied === this.types.length) this.allReplied();
+      } else if (f.type === SPDY.rstStream) this.socket.destroy();
+      else if (f.type === SPDY.goAway) this.socket.end();
       return;
     }
-    const t = byId.get(f.streamId);
-    if (t === undefined || f.data.length === 0) return;
-    const r = deliver(CHANNELS[t], f.data);
+    const t = this.byId.get(f.streamId);
+    if (t === undefined || f.data.length === 0 || this.deliver === undefined) return;
+    const r = this.deliver(CHANNELS[t], f.data);
     if (!(r instanceof Promise)) return;
-    if (pending++ === 0) socket.pause();
+    if (this.pending++ === 0) this.socket.pause();
     const settle = () => {
-      if (--pending === 0) socket.resume();
+      if (--this.pending === 0) this.socket.resume();
     };
     r.then(settle, settle);
-  };
-  // Frames are read at once (the replies), but data waits for a listener.
-  let deliverReady = false;
-  const held: SpdyFrame[] = [];
-  const route = (f: SpdyFrame) => {
-    if (!f.control && !deliverReady) held.push(f);
-    else frame(f);
-  };
-  const feedAll = (chunk: Buffer) => {
-    for (const f of reader.push(chunk)) route(f);
-  };
-  socket.on("data", feedAll);
-  feedAll(rest);
-  // Data sent before the runtime replied to a stream would be dropped: wait for every reply.
-  await ready;
-  socket.on("close", () => {
-    if (closed) return;
-    closed = true;
-    onClosed(1000, "");
-  });
-  const send = (t: StreamType, data: Uint8Array, fin = false): Promise<void> => {
-    const id = idOf.get(t);
-    if (id === undefined || closed) return Promise.resolve();
-    if (socket.write(spdyFrames.data(id, data, fin))) return Promise.resolve();
-    return new Promise((resolve) => socket.once("drain", () => resolve()));
-  };
-  return {
-    send(channel, data) {
-      if (channel === CHANNELS.stdin) return send("stdin", data);
-      if (channel === CHANNELS.resize) return send("resize", data);
-      return Promise.resolve();
-    },
-    onData(fn) {
-      deliver = fn;
-      deliverReady = true;
-      for (const f of held.splice(0)) frame(f);
-    },
-    onClose(fn) {
-      onClosed = fn;
-    },
-    close() {
-      socket.end(spdyFrames.goAway(0));
-      setTimeout(() => socket.destroy(), 1000).unref?.();
-    },
-    endStdin() {
-      void send("stdin", new Uint8Array(0), true);
-    },
-  };
+  }
+
+  private write(t: StreamType, data: Uint8Array, fin = false): Promise<void> {
+    const id = this.idOf.get(t);
+    if (id === undefined || this.closed) return Promise.resolve();
+    if (this.socket.write(spdyFrames.data(id, data, fin))) return Promise.resolve();
+    return new Promise((resolve) => this.socket.once("drain", () => resolve()));
+  }
+
+  send(channel: number, data: Uint8Array): Promise<void> {
+    if (channel === CHANNELS.stdin) return this.write("stdin", data);
+    if (channel === CHANNELS.resize) return this.write("resize", data);
+    return Promise.resolve();
+  }
+
+  onData(fn: (channel: number, data: Uint8Array) => Promise<void> | void): void {
+    this.deliver = fn;
+    for (const f of this.held.splice(0)) this.frame(f);
+  }
+
+  onClose(fn: (code: number, reason: string) => void): void {
+    this.onClosed = fn;
+  }
+
+  close(): void {
+    this.socket.end(spdyFrames.goAway(0));
+    setTimeout(() => this.socket.destroy(), 1000).unref?.();
+  }
+
+  /** The client's stdin ended: a FIN on the stdin stream. */
+  endStdin(): void {
+    void this.write("stdin", new Uint8Array(0), true);
+  }
+}
+
+/** Opens an exec's streams on the runtime's streaming server at `url`. */
+export async function openRuntimeSpdy(url: string, want: SpdyExecStreams): Promise<SpdyExec> {
+  const u = new URL(url);
+  const socket = net.connect({ host: u.hostname, port: Number(u.port || 80) });
+  const rest = await upgrade(socket, u);
+  const exec = new SpdyExec(socket, streamTypes(want));
+  exec.feed(rest);
+  await exec.ready;
+  return exec;
 }

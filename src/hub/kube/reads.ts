@@ -128,9 +128,17 @@ export function getResponse(
   return json(object);
 }
 
-interface WatchEvent {
-  type: ChangeType | "ERROR";
-  object: unknown;
+/** Each watch event as a line: its object as JSON, or as a one-row Table when asked. */
+function encoder(ctx: ReadContext, r: KubeResource, req: Request, q: URLSearchParams): Encode {
+  const asTable = wantsTable(req.headers.get("accept"));
+  const includeObject = q.get("includeObject");
+  return (type, o) =>
+    `${JSON.stringify({
+      type,
+      object: asTable
+        ? table(r, [o], ctx.now(), o.metadata.resourceVersion ?? "", includeObject)
+        : o,
+    })}\n`;
 }
 
 /** A watch: one JSON event per line until the client leaves or ?timeoutSeconds= passes. */
@@ -142,17 +150,9 @@ function watchResponse(
   req: Request,
   q: URLSearchParams,
 ): Response {
-  const asTable = wantsTable(req.headers.get("accept"));
-  const includeObject = q.get("includeObject");
   const inScope = (o: KubeObject) =>
     (namespace === undefined || (o.metadata.namespace ?? "default") === namespace) && matches(o);
-  const encode = (type: WatchEvent["type"], o: KubeObject) =>
-    `${JSON.stringify({
-      type,
-      object: asTable
-        ? table(r, [o], ctx.now(), o.metadata.resourceVersion ?? "", includeObject)
-        : o,
-    })}\n`;
+  const encode = encoder(ctx, r, req, q);
   const from = q.get("resourceVersion");
   const timeout = Number(q.get("timeoutSeconds") ?? 0);
   let stop = () => {};

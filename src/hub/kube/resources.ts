@@ -78,98 +78,91 @@ function inNamespace<T extends KubeObject>(items: T[], namespace?: string): T[] 
     : items.filter((o) => (o.metadata.namespace ?? "default") === namespace);
 }
 
-function coreResources(d: ResourceDeps): KubeResource[] {
-  const nodes = () =>
-    [...d.fleet.nodes.keys()].sort().flatMap((n) => d.fleet.view(n) ?? []) as Node[];
-  const pods = (ns?: string) => inNamespace(d.fleet.allPods().map((p) => p.pod) as Pod[], ns);
-  const events = (ns?: string) =>
+function nodes(d: ResourceDeps): KubeResource {
+  return {
+    name: "nodes",
+    singular: "node",
+    kind: "Node",
+    group: "",
+    namespaced: false,
+    verbs: ["delete", "get", "list", "patch", "watch"],
+    shortNames: ["no"],
+    list: () => [...d.fleet.nodes.keys()].sort().flatMap((n) => d.fleet.view(n) ?? []) as Node[],
+    get: (_ns, name) => d.fleet.view(name),
+    fields: { "metadata.name": (o) => o.metadata.name },
+    table: table<Node>(nodeTable),
+    changes: "changes",
+  };
+}
+
+function pods(d: ResourceDeps): KubeResource {
+  const list = (ns?: string) => inNamespace(d.fleet.allPods().map((p) => p.pod) as Pod[], ns);
+  return {
+    name: "pods",
+    singular: "pod",
+    kind: "Pod",
+    group: "",
+    namespaced: true,
+    verbs: READ,
+    shortNames: ["po"],
+    categories: ["all"],
+    subresources: [
+      { name: "log", kind: "Pod", verbs: ["get"] },
+      { name: "exec", kind: "PodExecOptions", verbs: ["create", "get"] },
+      { name: "portforward", kind: "PodPortForwardOptions", verbs: ["create", "get"] },
+    ],
+    list,
+    get: (ns, name) => list(ns).find((p) => p.metadata.name === name),
+    fields: podFields as unknown as FieldSet<KubeObject>,
+    table: table<Pod>(podTable),
+    changes: "changes",
+  };
+}
+
+function events(d: ResourceDeps): KubeResource {
+  const list = (ns?: string) =>
     inNamespace(d.fleet.allEvents().map((e) => e.event) as Event[], ns).sort((a, b) =>
       a.lastTimestamp.localeCompare(b.lastTimestamp),
     );
-  const config = (kind: "ConfigMap" | "Secret") => (ns?: string) =>
-    d.deployer.objects.list(kind, ns) as KubeObject[];
-  const configGet = (kind: "ConfigMap" | "Secret") => (ns: string, name: string) =>
-    d.deployer.objects.get(`${kind}/${ns}/${name}`) as KubeObject | undefined;
-  return [
-    {
-      name: "nodes",
-      singular: "node",
-      kind: "Node",
-      group: "",
-      namespaced: false,
-      verbs: ["delete", "get", "list", "patch", "watch"],
-      shortNames: ["no"],
-      list: nodes,
-      get: (_ns, name) => d.fleet.view(name),
-      fields: { "metadata.name": (o) => o.metadata.name },
-      table: table<Node>(nodeTable),
-      changes: "changes",
-    },
-    {
-      name: "pods",
-      singular: "pod",
-      kind: "Pod",
-      group: "",
-      namespaced: true,
-      verbs: READ,
-      shortNames: ["po"],
-      categories: ["all"],
-      subresources: [
-        { name: "log", kind: "Pod", verbs: ["get"] },
-        { name: "exec", kind: "PodExecOptions", verbs: ["create", "get"] },
-        { name: "portforward", kind: "PodPortForwardOptions", verbs: ["create", "get"] },
-      ],
-      list: pods,
-      get: (ns, name) => pods(ns).find((p) => p.metadata.name === name),
-      fields: podFields as unknown as FieldSet<KubeObject>,
-      table: table<Pod>(podTable),
-      changes: "changes",
-    },
-    {
-      name: "events",
-      singular: "event",
-      kind: "Event",
-      group: "",
-      namespaced: true,
-      verbs: READ,
-      shortNames: ["ev"],
-      list: events,
-      get: (ns, name) => events(ns).find((e) => e.metadata.name === name),
-      fields: eventFields as unknown as FieldSet<KubeObject>,
-      table: table<Event>(eventTable),
-      changes: "changes",
-    },
-    {
-      name: "configmaps",
-      singular: "configmap",
-      kind: "ConfigMap",
-      group: "",
-      namespaced: true,
-      verbs: WRITE,
-      shortNames: ["cm"],
-      list: config("ConfigMap"),
-      get: configGet("ConfigMap"),
-      fields: metaFields(),
-      table: table<ConfigMap>(configMapTable),
-      changes: "poll",
-    },
-    {
-      name: "secrets",
-      singular: "secret",
-      kind: "Secret",
-      group: "",
-      namespaced: true,
-      verbs: WRITE,
-      list: config("Secret"),
-      get: configGet("Secret"),
-      fields: {
-        ...metaFields(),
-        type: (o) => (o as unknown as Secret).type ?? "Opaque",
-      },
-      table: table<Secret>(secretTable),
-      changes: "poll",
-    },
-  ];
+  return {
+    name: "events",
+    singular: "event",
+    kind: "Event",
+    group: "",
+    namespaced: true,
+    verbs: READ,
+    shortNames: ["ev"],
+    list,
+    get: (ns, name) => list(ns).find((e) => e.metadata.name === name),
+    fields: eventFields as unknown as FieldSet<KubeObject>,
+    table: table<Event>(eventTable),
+    changes: "changes",
+  };
+}
+
+/** ConfigMaps or Secrets: the hub's own, kept by the deployer. */
+function configObjects(d: ResourceDeps, kind: "ConfigMap" | "Secret"): KubeResource {
+  const secret = kind === "Secret";
+  return {
+    name: secret ? "secrets" : "configmaps",
+    singular: secret ? "secret" : "configmap",
+    kind,
+    group: "",
+    namespaced: true,
+    verbs: WRITE,
+    ...(!secret && { shortNames: ["cm"] }),
+    list: (ns) => d.deployer.objects.list(kind, ns) as KubeObject[],
+    get: (ns, name) => d.deployer.objects.get(`${kind}/${ns}/${name}`) as KubeObject | undefined,
+    fields: secret
+      ? { ...metaFields(), type: (o) => (o as unknown as Secret).type ?? "Opaque" }
+      : metaFields(),
+    table: secret ? table<Secret>(secretTable) : table<ConfigMap>(configMapTable),
+    changes: "poll",
+  };
+}
+
+function coreResources(d: ResourceDeps): KubeResource[] {
+  return [nodes(d), pods(d), events(d), configObjects(d, "ConfigMap"), configObjects(d, "Secret")];
 }
 
 function appsResources(d: ResourceDeps): KubeResource[] {

@@ -1,0 +1,183 @@
+// kubectl 1.32 from the machine against the compiled hub (HTTPS with its own CA) and a real agent:
+// reads checked against the hub's own API, a watch, logs, exec under a pseudo-terminal, a
+// missing container, port-forward, apply and label. Where kubectl is not installed the tests are
+// skipped with the reason, and hub-streams.test.ts covers the same paths with fleetlet --hub.
+// Needs root and the test bed.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Node } from "../../src/api/node.ts";
+import type { Event, Pod } from "../../src/api/types.ts";
+import { Background, run, underPty } from "../lib/processes.ts";
+import { StreamsFixture } from "../lib/streams-fixture.ts";
+
+const kubectl = Bun.which("kubectl");
+const f = new StreamsFixture();
+const { hub, agent } = f;
+const pod = () => f.pod;
+const hubJson = <T>(path: string) => f.hubJson<T>(path);
+beforeAll(() => f.setup(), 90_000);
+afterAll(() => f.cleanup(), 60_000);
+const env = () => f.env;
+const kc = (...args: string[]) => run([kubectl ?? "kubectl", ...args], { env: env() });
+
+describe.skipIf(kubectl === null)(
+  "kubectl 1.32 against the hub (needs root and the test bed; skipped where kubectl is not installed: the fleetlet --hub tests below cover the same paths)",
+  () => {
+    test("get nodes, get pods -A -o wide, get events and describe pod show what the hub's API returns", async () => {
+      const node = (await hubJson<Node>(`/api/v1/nodes/${agent.nodeName}`)) as Node;
+      const nodes = await kc("get", "nodes");
+      expect(nodes.stdout).toMatch(
+        new RegExp(
+          `^NAME\\s+STATUS\\s+ROLES\\s+AGE\\s+VERSION\\n${agent.nodeName}\\s+Ready\\s+<none>\\s+\\S+\\s+${node.status.nodeInfo?.kubeletVersion}`,
+          "m",
+        ),
+      );
+      const p = (await hubJson<Pod>(`/api/v1/namespaces/default/pods/${pod()}`)) as Pod;
+      const wide = await kc("get", "pods", "-A", "-o", "wide");
+      expect(wide.stdout).toMatch(
+        /^NAMESPACE\s+NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\s+IP\s+NODE\s+NOMINATED NODE\s+READINESS GATES$/m,
+      );
+      expect(wide.stdout).toMatch(
+        new RegExp(
+          `^default\\s+${pod()}\\s+\\d/3\\s+\\S+\\s+.*${p.status?.podIP}\\s+${agent.nodeName}\\s+<none>\\s+<none>$`,
+          "m",
+        ),
+      );
+      const events = (await hubJson<{ items: Event[] }>("/api/v1/events"))?.items ?? [];
+      const started = events.find((e) => e.reason === "Started" && e.involvedObject.name === pod());
+      const ev = await kc("get", "events", "-A");
+      expect(ev.stdout).toContain(`pod/${pod()}`);
+      expect(ev.stdout).toContain(started?.message ?? "<no Started event>");
+      const described = await kc("describe", "pod", pod());
+      expect(described.stdout).toContain(`Node:         ${agent.nodeName}/`);
+      expect(described.stdout).toMatch(/Containers:\n {2}main:/);
+      expect(described.stdout).toMatch(
+        new RegExp(`Normal\\s+Started\\s+\\S+\\s+fleetlet\\s+${started?.message}`),
+      );
+    });
+
+    test("get pods -w sees a pod change", async () => {
+      const watch = new Background([kubectl as string, "get", "pods", "-w"], env());
+      try {
+        await watch.waitFor(new RegExp(pod()), "the pod in the watch");
+        agent.writeManifest(
+          "late.yaml",
+          `apiVersion: v1\nkind: Pod\nmetadata: {name: late}\nspec:\n  containers: [{name: c, image: ${agent.tb.busybox}, command: ["sleep", "3600"]}]\n`,
+        );
+        await watch.waitFor(
+          new RegExp(`late-${agent.nodeName}\\s+1/1\\s+Running`),
+          "the new pod running in the watch",
+          30_000,
+        );
+      } finally {
+        await watch.stop();
+        agent.removeManifest("late.yaml");
+      }
+    }, 40_000);
+
+    test("logs -f sees new lines as they are written; --previous shows the run before a restart", async () => {
+      const follow = new Background(
+        [kubectl as string, "logs", "-f", pod(), "-c", "main", "--tail", "1"],
+        env(),
+      );
+      try {
+        const first = Number((await follow.waitFor(/tick (\d+)/, "a first line"))[1]);
+        await follow.waitFor(new RegExp(`tick ${first + 3}\\b`), "three new lines");
+      } finally {
+        await follow.stop();
+      }
+      const prev = await kc("logs", pod(), "-c", "crash", "--previous");
+      expect(prev.code).toBe(0);
+      expect(prev.stdout).toMatch(/^run \d+\.\d+/);
+      const cur = await kc("logs", pod(), "-c", "crash");
+      expect(cur.stdout).not.toBe(prev.stdout);
+    }, 30_000);
+
+    test("exec -it runs a shell under a terminal, sees stdin and its size, and returns the exit code", async () => {
+      const r = await underPty(
+        `kubectl exec -it ${pod()} -c main -- sh`,
+        [
+          { after: /\/ # /, type: "stty size; read x; echo got:$x\r" },
+          { after: /read x/, type: "hello\r" },
+          { after: /got:hello/, type: "exit 7\r" },
+        ],
+        { env: env(), cols: 120, rows: 40 },
+      );
+      expect(r.out).toContain("40 120");
+      expect(r.out).toContain("got:hello");
+      expect(r.out).toContain("command terminated with exit code 7");
+      expect(r.code).toBe(7);
+      const piped = await run(
+        [kubectl as string, "exec", "-i", pod(), "-c", "main", "--", "sh", "-c", "cat; exit 3"],
+        { env: env(), stdin: "line 1\nline 2\n" },
+      );
+      expect(piped.stdout).toBe("line 1\nline 2\n");
+      expect(piped.code).toBe(3);
+    }, 30_000);
+
+    test("logs of a pod on a device that is offline give a clear error", async () => {
+      const dev = await f.fakeDevice("fake-k");
+      dev.close();
+      await dev.waitClosed();
+      const r = await kc("logs", "p-fake-k");
+      expect(r.code).toBe(1);
+      expect(r.stderr.trim()).toBe(
+        'Error from server (ServiceUnavailable): node "fake-k" is offline: its agent is not connected to the hub',
+      );
+    });
+
+    test("exec of a missing container gets the API server's error", async () => {
+      const r = await kc("exec", pod(), "-c", "nope", "--", "true");
+      expect(r.code).toBe(1);
+      expect(r.stderr.trim()).toBe(
+        `Error from server (BadRequest): container nope is not valid for pod ${pod()}`,
+      );
+    });
+
+    test("port-forward reaches httpd in the pod on the device", async () => {
+      const pf = new Background(
+        [kubectl as string, "port-forward", `pod/${pod()}`, ":8080"],
+        env(),
+      );
+      try {
+        const port = (
+          await pf.waitFor(/Forwarding from 127\.0\.0\.1:(\d+) -> 8080/, "the forward")
+        )[1];
+        for (let i = 0; i < 2; i++) {
+          const res = await fetch(`http://127.0.0.1:${port}/hostname`);
+          expect(await res.text()).toBe(`${pod()}\n`);
+        }
+      } finally {
+        await pf.stop();
+      }
+    }, 30_000);
+
+    test("apply (client-side and server-side) and label node", async () => {
+      const file = join(hub.dataDir, "cm.yaml");
+      writeFileSync(
+        file,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: '1'}\n",
+      );
+      expect((await kc("apply", "-f", file)).stdout).toBe("configmap/settings created\n");
+      writeFileSync(
+        file,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: '2'}\n",
+      );
+      expect((await kc("apply", "-f", file)).stdout).toBe("configmap/settings configured\n");
+      expect((await kc("apply", "--server-side", "-f", file)).stdout).toBe(
+        "configmap/settings serverside-applied\n",
+      );
+      const cm = await hubJson<{ data: Record<string, string> }>(
+        "/api/v1/namespaces/default/configmaps/settings",
+      );
+      expect(cm?.data).toEqual({ a: "2" });
+      expect((await kc("label", "node", agent.nodeName, "site=kitchen")).stdout).toBe(
+        `node/${agent.nodeName} labeled\n`,
+      );
+      const node = await hubJson<Node>(`/api/v1/nodes/${agent.nodeName}`);
+      expect(node?.metadata.labels?.site).toBe("kitchen");
+      expect((await kc("delete", "-f", file)).stdout).toBe('configmap "settings" deleted\n');
+    });
+  },
+);
