@@ -92,6 +92,14 @@ describe.skipIf(kubectl === null)(
       expect(prev.stdout).toMatch(/^run \d+\.\d+/);
       const cur = await kc("logs", pod(), "-c", "crash");
       expect(cur.stdout).not.toBe(prev.stdout);
+      const asked = Date.now();
+      const recent = await kc("logs", pod(), "-c", "main", "--since", "2s", "--timestamps");
+      const lines = recent.stdout.trim().split("\n");
+      expect(lines.length).toBeGreaterThan(0);
+      for (const line of lines) {
+        expect(line).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z tick \d+$/);
+        expect(Date.parse(line.split(" ")[0] ?? "")).toBeGreaterThanOrEqual(asked - 2000);
+      }
     }, 30_000);
 
     test("exec -it runs a shell under a terminal, sees stdin and its size, and returns the exit code", async () => {

@@ -20,6 +20,16 @@ const fl = (...args: string[]) => f.fleetlet(...args);
 const fakeDevice = (name: string) => f.fakeDevice(name);
 const logsOf = (name: string) => f.logsOf(name);
 
+/** `p`, or a rejection naming `what` after `ms` (so a hang says what it waited for). */
+function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`waited ${ms} ms for ${what}`)), ms),
+    ),
+  ]);
+}
+
 describe("fleetlet logs, exec and port-forward through the hub (needs root and the test bed)", () => {
   test("logs --hub follows new lines, shows --previous, and refuses a missing container as the API server does", async () => {
     const follow = new Background(
@@ -108,6 +118,27 @@ describe("fleetlet logs, exec and port-forward through the hub (needs root and t
     );
   }, 30_000);
 
+  test("an invalid object is a 422 with one cause per field, as the API server's", async () => {
+    const res = await hub.api("/api/v1/namespaces/default/configmaps/bad", {
+      method: "PUT",
+      body: JSON.stringify({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: "bad" },
+        data: { "no/slash": "x" },
+      }),
+    });
+    expect(res.status).toBe(422);
+    const status = (await res.json()) as {
+      reason: string;
+      details: { causes: { reason: string; field: string }[] };
+    };
+    expect(status.reason).toBe("Invalid");
+    expect(status.details.causes).toEqual([
+      expect.objectContaining({ reason: "FieldValueInvalid", field: "data[no/slash]" }),
+    ]);
+  });
+
   test("security: no token is 401, a device's credential is 403 on the operator API and on exec", async () => {
     expect((await hub.api("/api/v1/pods", {}, "")).status).toBe(401);
     const credential = readFileSync(join(agent.rootDir, "hub", "credential"), "utf8").trim();
@@ -182,7 +213,7 @@ describe("streams against a protocol-level device (needs root and the test bed)"
       )) as { id: number };
       dev.send({ type: "stream.ready", id: open.id, window: 65536 });
       data(open.id, 1, `line of ${open.id}\n`);
-      return { id: open.id, res: await res };
+      return { id: open.id, res: await within(5000, `the answer to log stream ${n}`, res) };
     };
     const first = await stream(1);
     const second = await stream(2);
@@ -194,22 +225,33 @@ describe("streams against a protocol-level device (needs root and the test bed)"
       5000,
       20,
     );
-    await expect(first.res.text()).rejects.toThrow();
+    await expect(within(5000, "the bad stream's body to break", first.res.text())).rejects.toThrow(
+      /^(?!waited)/,
+    );
     expect(dev.closed).toBeUndefined();
     const reader = second.res.body?.getReader();
-    expect(Buffer.from((await reader?.read())?.value ?? []).toString()).toBe(
-      `line of ${second.id}\n`,
-    );
+    expect(
+      Buffer.from(
+        (await within(5000, "a line", (reader as ReadableStreamDefaultReader<Uint8Array>).read()))
+          ?.value ?? [],
+      ).toString(),
+    ).toBe(`line of ${second.id}\n`);
     await stream(3);
     await stream(4);
     await stream(5);
-    const over = await logsOf("fake-a");
+    const over = await within(5000, "the answer over the cap", logsOf("fake-a"));
     expect(over.status).toBe(429);
     expect(((await over.json()) as { message: string }).message).toBe(
       'node "fake-a" runs 4 streams already (the limit is 4)',
     );
     await hub.api("/api/v1/nodes/fake-a/revoke", { method: "POST" });
-    await expect(reader?.read()).rejects.toThrow();
+    await expect(
+      within(
+        5000,
+        "the revoked stream to break",
+        (reader as ReadableStreamDefaultReader<Uint8Array>).read(),
+      ),
+    ).rejects.toThrow(/^(?!waited)/);
     expect((await dev.waitClosed()).code).toBe(4403);
   }, 30_000);
 
