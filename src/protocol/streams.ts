@@ -14,6 +14,10 @@ export const STREAM_DEFAULTS = {
   maxFrameBytes: 32 * 1024,
 } as const;
 
+/** Bytes queued in a connection's socket above which data frames wait (status messages do not:
+ * they wait behind at most this much data). */
+export const STREAM_LOW_WATER = 256 * 1024;
+
 /** Frame types (byte 0 of a binary frame). */
 export const FRAME_DATA = 1;
 /** Header: type (1), stream id (4), channel (1). */

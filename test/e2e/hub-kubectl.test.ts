@@ -77,16 +77,7 @@ describe.skipIf(kubectl === null)(
     }, 40_000);
 
     test("logs -f sees new lines as they are written; --previous shows the run before a restart", async () => {
-      const follow = new Background(
-        [kubectl as string, "logs", "-f", pod(), "-c", "main", "--tail", "1"],
-        env(),
-      );
-      try {
-        const first = Number((await follow.waitFor(/tick (\d+)/, "a first line"))[1]);
-        await follow.waitFor(new RegExp(`tick ${first + 3}\\b`), "three new lines");
-      } finally {
-        await follow.stop();
-      }
+      await f.followSeesNewLines(kubectl as string);
       const prev = await kc("logs", pod(), "-c", "crash", "--previous");
       expect(prev.code).toBe(0);
       expect(prev.stdout).toMatch(/^run \d+\.\d+/);

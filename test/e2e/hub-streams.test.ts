@@ -32,16 +32,7 @@ function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
 
 describe("fleetlet logs, exec and port-forward through the hub (needs root and the test bed)", () => {
   test("logs --hub follows new lines, shows --previous, and refuses a missing container as the API server does", async () => {
-    const follow = new Background(
-      [fleetletBin, "logs", "-f", pod(), "-c", "main", "--tail", "1", "--hub", hub.url],
-      env(),
-    );
-    try {
-      const first = Number((await follow.waitFor(/tick (\d+)/, "a first line"))[1]);
-      await follow.waitFor(new RegExp(`tick ${first + 3}\\b`), "three new lines");
-    } finally {
-      await follow.stop();
-    }
+    await f.followSeesNewLines(fleetletBin, "--hub", hub.url);
     const prev = await fl("logs", pod(), "-c", "crash", "--previous");
     expect(prev.stdout).toMatch(/^run \d+\.\d+/);
     const bad = await fl("logs", pod(), "-c", "nope");

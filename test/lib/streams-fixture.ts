@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "./agent.ts";
 import { ProtocolClient, TestHub } from "./hub.ts";
-import { run } from "./processes.ts";
+import { Background, run } from "./processes.ts";
 import { eventually, fleetletBin } from "./testbed.ts";
 
 const manifest = (img: string) => `apiVersion: v1
@@ -99,6 +99,19 @@ export class StreamsFixture {
   /** `fleetlet ARGS --hub URL` with the operator's token and the hub's CA. */
   fleetlet(...args: string[]) {
     return run([fleetletBin, ...args, "--hub", this.hub.url], { env: this.env });
+  }
+
+  /** Runs `BIN logs -f POD -c main --tail 1 EXTRA...` (kubectl or fleetlet) until it has shown
+   * three lines written after its first. */
+  async followSeesNewLines(bin: string, ...extra: string[]): Promise<void> {
+    const cmd = [bin, "logs", "-f", this.pod, "-c", "main", "--tail", "1", ...extra];
+    const follow = new Background(cmd, this.env);
+    try {
+      const first = Number((await follow.waitFor(/tick (\d+)/, "a first line"))[1]);
+      await follow.waitFor(new RegExp(`tick ${first + 3}\\b`), "three new lines");
+    } finally {
+      await follow.stop();
+    }
   }
 
   /** A device at the protocol level, announcing streams, with one pod `p-NAME`. */

@@ -2,10 +2,10 @@
 // .../pods/NAME/exec speaking the remote-command channel protocol, run by the same stream
 // handlers as the hub's exec (src/agent/streams), so both paths behave alike.
 import type { Server, ServerWebSocket } from "bun";
-import { resolveContainer } from "../../api/containers.ts";
 import { pickProtocol, REMOTE_COMMAND_PROTOCOLS } from "../../protocol/remotecommand.ts";
 import type { StreamOpen } from "../../protocol/streams.ts";
 import { ExecSession } from "../../streams/exec-session.ts";
+import { execRequest } from "../../streams/requests.ts";
 import type { OpenStream } from "../../streams/types.ts";
 import { badRequest, podNotFound } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
@@ -15,11 +15,6 @@ export interface ExecSocketData {
   req: Extract<StreamOpen, { kind: "exec" }>;
   session?: ExecSession;
 }
-
-const flag = (q: URLSearchParams, name: string, absent = false) => {
-  const v = q.get(name);
-  return v === null ? absent : v === "true" || v === "1";
-};
 
 /** Upgrades an exec request; returns undefined once upgraded, or throws a StatusError. */
 export function upgradeExec(
@@ -32,35 +27,14 @@ export function upgradeExec(
 ): undefined {
   const pod = deps.getPod(namespace, name);
   if (pod === undefined) throw podNotFound(name);
-  const q = url.searchParams;
-  const command = q.getAll("command");
-  if (command.length === 0) throw badRequest("you must specify at least 1 command");
-  const container = resolveContainer(pod, q.get("container")).name;
+  const execReq = execRequest(url.searchParams, namespace, pod);
   const protocol = pickProtocol(
     req.headers.get("sec-websocket-protocol"),
     REMOTE_COMMAND_PROTOCOLS,
   );
   if (protocol === undefined)
     throw badRequest(`exec needs one of the subprotocols ${REMOTE_COMMAND_PROTOCOLS.join(", ")}`);
-  const tty = flag(q, "tty");
-  const data: ExecSocketData = {
-    protocol,
-    req: {
-      type: "stream.open",
-      kind: "exec",
-      id: 1,
-      window: 0,
-      namespace,
-      pod: name,
-      ...(pod.metadata.uid !== undefined && { uid: pod.metadata.uid }),
-      container,
-      command,
-      tty,
-      stdin: flag(q, "stdin"),
-      stdout: flag(q, "stdout", true),
-      stderr: !tty && flag(q, "stderr", true),
-    },
-  };
+  const data: ExecSocketData = { protocol, req: execReq };
   if (server.upgrade(req, { data, headers: { "Sec-WebSocket-Protocol": protocol } }))
     return undefined;
   throw badRequest("exec with a terminal or stdin needs a WebSocket upgrade");

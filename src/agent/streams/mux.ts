@@ -2,7 +2,7 @@
 // stream's work when the hub asks (within the device's cap), passes the hub's data to it as the
 // credit it gave allows, and sends the work's output in data frames within the hub's credit,
 // taking the streams in turn and only while little is queued in the socket, so that status
-// messages never wait behind more than LOW_WATER bytes. A bad frame or message ends its stream
+// messages never wait behind more than STREAM_LOW_WATER bytes. A bad frame or message ends its stream
 // only; the end of the session ends every stream.
 import {
   CHANNEL,
@@ -13,6 +13,7 @@ import {
   type HubStreamMessage,
   isStreamType,
   STREAM_DEFAULTS,
+  STREAM_LOW_WATER,
   type StreamError,
   type StreamOpen,
   type Welcome,
@@ -28,8 +29,6 @@ import type { SessionExtension } from "../hubclient/session.ts";
 
 export { type OpenStream, StreamFailure, type StreamOutput, type StreamWork };
 
-/** Bytes queued in the socket above which data frames wait (status messages do not). */
-export const LOW_WATER = 256 * 1024;
 /** How often blocked output looks at the socket again (Bun's client has no drain event). */
 const RETRY_MS = 2;
 
@@ -240,7 +239,7 @@ export class StreamMux implements SessionExtension {
           this.order = this.order.filter((x) => x !== id);
           continue;
         }
-        if (this.deps.conn.buffered() >= LOW_WATER) {
+        if (this.deps.conn.buffered() >= STREAM_LOW_WATER) {
           this.later();
           return;
         }

@@ -2,7 +2,7 @@
 // stream to a device is opened over that device's connection, its input is sent within the
 // credit the agent gives, its output handed to the client, and credit given back once the
 // client took it. Data frames go only while little is queued in the agent's socket, so the
-// hub's own messages (acks, desired state) wait behind at most LOW_WATER bytes. A bad frame or
+// hub's own messages (acks, desired state) wait behind at most STREAM_LOW_WATER bytes. A bad frame or
 // message from a device ends that stream only; a device going offline ends all of its streams
 // with the reason.
 import {
@@ -11,6 +11,7 @@ import {
   decodeFrame,
   encodeFrame,
   STREAM_DEFAULTS,
+  STREAM_LOW_WATER,
   type StreamError,
   type StreamOpen,
 } from "../../protocol/index.ts";
@@ -22,8 +23,6 @@ import {
 } from "../../streams/types.ts";
 import type { Logger } from "../../util/log.ts";
 
-/** Bytes queued in an agent's socket above which data frames to it wait. */
-export const LOW_WATER = 256 * 1024;
 /** Input a client may have sent ahead of the device's credit before its stream is ended. */
 export const MAX_PENDING_INPUT = 16 * 1024 * 1024;
 
@@ -211,14 +210,14 @@ export class StreamBroker {
 
   /** Resolves when `s` has some credit and the socket is below its low water. */
   private sendable(ws: BrokerSocket, s: HubStream, _bytes: number): Promise<void> {
-    if (s.credit > 0 && ws.getBufferedAmount() < LOW_WATER && s.waiting.length === 0)
+    if (s.credit > 0 && ws.getBufferedAmount() < STREAM_LOW_WATER && s.waiting.length === 0)
       return Promise.resolve();
     return new Promise((go) => s.waiting.push({ bytes: _bytes, go }));
   }
 
   /** Lets waiting input go on (credit arrived, or the socket drained). */
   private wake(ws: BrokerSocket, s: HubStream): void {
-    while (s.waiting.length > 0 && s.credit > 0 && ws.getBufferedAmount() < LOW_WATER)
+    while (s.waiting.length > 0 && s.credit > 0 && ws.getBufferedAmount() < STREAM_LOW_WATER)
       s.waiting.shift()?.go();
   }
 

@@ -3,12 +3,12 @@
 // Status, then carried to the pod's device as a stream (broker.ts). Exec and port-forward are
 // WebSockets and are written to the audit log.
 import type { Server, ServerWebSocket } from "bun";
-import { resolveContainer } from "../../api/containers.ts";
 import { StatusError } from "../../api/status.ts";
 import type { Pod } from "../../api/types.ts";
 import { pickProtocol, REMOTE_COMMAND_PROTOCOLS } from "../../protocol/remotecommand.ts";
 import type { StreamOpen } from "../../protocol/streams.ts";
 import { ExecSession } from "../../streams/exec-session.ts";
+import { execRequest, logsRequest } from "../../streams/requests.ts";
 import { StreamFailure } from "../../streams/types.ts";
 
 import type { AuditLog } from "../audit.ts";
@@ -50,22 +50,6 @@ function target(d: PodStreamDeps, namespace: string, name: string) {
   return found;
 }
 
-const flag = (q: URLSearchParams, name: string) => {
-  const v = q.get(name);
-  return v === "true" || v === "1";
-};
-
-function intParam(q: URLSearchParams, name: string, min: number): number | undefined {
-  const v = q.get(name);
-  if (v === null || v === "") return undefined;
-  if (!/^-?\d+$/.test(v) || Number(v) < min)
-    throw new StatusError(
-      "BadRequest",
-      `invalid value ${JSON.stringify(v)} for ${name}: want an integer >= ${min}`,
-    );
-  return Number(v);
-}
-
 /** GET .../pods/NAME/log: the container's log from the device, streamed as text. */
 export async function podLog(
   d: PodStreamDeps,
@@ -76,29 +60,7 @@ export async function podLog(
 ): Promise<Response> {
   d.authorize(req, url);
   const { node, pod } = target(d, namespace, name);
-  const q = url.searchParams;
-  const container = resolveContainer(pod, q.get("container")).name;
-  const tailLines = intParam(q, "tailLines", 0);
-  const sinceSeconds = intParam(q, "sinceSeconds", 1);
-  const limitBytes = intParam(q, "limitBytes", 1);
-  const sinceTime = q.get("sinceTime") ?? undefined;
-  const open: StreamOpen = {
-    type: "stream.open",
-    kind: "logs",
-    id: 1,
-    window: 0,
-    namespace,
-    pod: name,
-    ...(pod.metadata.uid !== undefined && { uid: pod.metadata.uid }),
-    container,
-    follow: flag(q, "follow"),
-    previous: flag(q, "previous"),
-    timestamps: flag(q, "timestamps"),
-    ...(tailLines !== undefined && { tailLines }),
-    ...(sinceSeconds !== undefined && { sinceSeconds }),
-    ...(sinceTime !== undefined && sinceTime !== "" && { sinceTime }),
-    ...(limitBytes !== undefined && { limitBytes }),
-  };
+  const open = logsRequest(url.searchParams, namespace, pod);
   return logStreamResponse(d.broker.opener(node), open, req.signal);
 }
 
@@ -122,11 +84,7 @@ export function execUpgrade(
 ) {
   d.authorize(req, url);
   const { node, pod } = target(d, namespace, name);
-  const q = url.searchParams;
-  const command = q.getAll("command");
-  if (command.length === 0)
-    throw new StatusError("BadRequest", "you must specify at least 1 command");
-  const container = resolveContainer(pod, q.get("container")).name;
+  const execReq = execRequest(url.searchParams, namespace, pod);
   // Checked after the pod and container, so that a client falling back to SPDY gets the same
   // refusal as on its WebSocket attempt.
   const protocol = pickProtocol(
@@ -138,22 +96,6 @@ export function execUpgrade(
       "BadRequest",
       `exec needs a WebSocket upgrade with one of the subprotocols ${REMOTE_COMMAND_PROTOCOLS.join(", ")} (the hub does not serve SPDY)`,
     );
-  const tty = flag(q, "tty");
-  const execReq: Extract<StreamOpen, { kind: "exec" }> = {
-    type: "stream.open",
-    kind: "exec",
-    id: 1,
-    window: 0,
-    namespace,
-    pod: name,
-    ...(pod.metadata.uid !== undefined && { uid: pod.metadata.uid }),
-    container,
-    command,
-    tty,
-    stdin: flag(q, "stdin"),
-    stdout: q.get("stdout") === null ? true : flag(q, "stdout"),
-    stderr: !tty && (q.get("stderr") === null ? true : flag(q, "stderr")),
-  };
   const auditId = d.audit.start({
     kind: "exec",
     user: "operator",
@@ -162,9 +104,9 @@ export function execUpgrade(
     node,
     namespace,
     pod: name,
-    container,
-    command,
-    tty,
+    container: execReq.container,
+    command: execReq.command,
+    tty: execReq.tty,
   });
   const data: ExecSocketData = { kind: "exec", protocol, node, req: execReq, auditId };
   return { data: data as SocketData, headers: { "Sec-WebSocket-Protocol": protocol } };

@@ -1,7 +1,12 @@
 // The agent's stream multiplexing alone: a fake connection, a fake opener, a fake clock.
 import { describe, expect, test } from "bun:test";
-import { LOW_WATER, type MuxConnection, StreamMux } from "../../../src/agent/streams/mux.ts";
-import { decodeFrame, encodeFrame, type StreamOpen } from "../../../src/protocol/streams.ts";
+import { type MuxConnection, StreamMux } from "../../../src/agent/streams/mux.ts";
+import {
+  decodeFrame,
+  encodeFrame,
+  STREAM_LOW_WATER,
+  type StreamOpen,
+} from "../../../src/protocol/streams.ts";
 import { type OpenStream, StreamFailure, type StreamOutput } from "../../../src/streams/types.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
@@ -85,7 +90,7 @@ describe("StreamMux", () => {
     });
     mux.text(openReq(1) as never);
     await tick();
-    setBuffered(LOW_WATER);
+    setBuffered(STREAM_LOW_WATER);
     void out.write(1, new TextEncoder().encode("x"));
     expect(frames).toEqual([]);
     setBuffered(0);
