@@ -152,7 +152,7 @@ describe.skipIf(kubectl === null)(
       }
     }, 30_000);
 
-    test("apply (client-side and server-side) and label node", async () => {
+    test("apply (client-side and server-side), create, replace, delete, label node, and a 404", async () => {
       const file = join(hub.dataDir, "cm.yaml");
       writeFileSync(
         file,
@@ -177,6 +177,17 @@ describe.skipIf(kubectl === null)(
       const node = await hubJson<Node>(`/api/v1/nodes/${agent.nodeName}`);
       expect(node?.metadata.labels?.site).toBe("kitchen");
       expect((await kc("delete", "-f", file)).stdout).toBe('configmap "settings" deleted\n');
+      expect((await kc("create", "-f", file)).stdout).toBe("configmap/settings created\n");
+      expect((await kc("create", "-f", file)).stderr).toContain(
+        'Error from server (AlreadyExists): error when creating "',
+      );
+      expect((await kc("replace", "-f", file)).stdout).toBe("configmap/settings replaced\n");
+      expect((await kc("delete", "configmap", "settings")).stdout).toBe(
+        'configmap "settings" deleted\n',
+      );
+      expect((await kc("get", "configmap", "settings")).stderr.trim()).toBe(
+        'Error from server (NotFound): configmaps "settings" not found',
+      );
     });
   },
 );
