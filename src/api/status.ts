@@ -37,9 +37,31 @@ export interface Status {
   metadata: Record<string, never>;
   status: "Failure";
   message: string;
-  reason: StatusReason;
+  /** One of StatusReason for the APIs' refusals; streams and watches use others ("Expired"). */
+  reason: string;
   details?: StatusDetails;
   code: number;
+}
+
+/** The one builder of a Failure Status body: an API's refusal, a watch's ERROR event, the error
+ * channel of an exec that failed. */
+export function failureStatus(
+  reason: string,
+  message: string,
+  code: number,
+  details?: StatusDetails,
+): Status {
+  const s: Status = {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message,
+    reason,
+    code,
+  };
+  if (details !== undefined) s.details = details;
+  return s;
 }
 
 const codes: Record<StatusReason, number> = {
@@ -74,17 +96,7 @@ export class StatusError extends Error {
   }
 
   toStatus(): Status {
-    const s: Status = {
-      kind: "Status",
-      apiVersion: "v1",
-      metadata: {},
-      status: "Failure",
-      message: this.message,
-      reason: this.reason,
-      code: this.code,
-    };
-    if (this.details !== undefined) s.details = this.details;
-    return s;
+    return failureStatus(this.reason, this.message, this.code, this.details);
   }
 
   toResponse(): Response {

@@ -64,11 +64,6 @@ export function exitStatus(exitCode: number, command: readonly string[] = []) {
   };
 }
 
-/** The error channel's Status for a failure that is not an exit code. */
-export function failureStatus(message: string, reason = "InternalError", code = 500) {
-  return { metadata: {}, status: "Failure", message, reason, code };
-}
-
 /** What an error channel's Status says: the exit code, or the failure's message. */
 export function readStatus(data: Uint8Array): { exitCode: number } | { error: string } {
   let s: {

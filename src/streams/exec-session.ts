@@ -5,13 +5,8 @@
 // back, and its end is written on the error channel as the API server does (Success, the exit
 // code, or what failed) before the socket closes. A message the protocol does not allow ends
 // this session only.
-import {
-  decodeChannel,
-  encodeChannel,
-  exitStatus,
-  failureStatus,
-  RC,
-} from "../protocol/remotecommand.ts";
+import { failureStatus } from "../api/status.ts";
+import { decodeChannel, encodeChannel, exitStatus, RC } from "../protocol/remotecommand.ts";
 import type { StreamError, StreamOpen } from "../protocol/streams.ts";
 import type { OpenStream, StreamWork } from "./types.ts";
 
@@ -135,7 +130,7 @@ export class ExecSession {
     this.done = true;
     const status =
       r.error !== undefined
-        ? failureStatus(r.error.message, r.error.reason, r.error.code)
+        ? failureStatus(r.error.reason, r.error.message, r.error.code)
         : exitStatus(r.exitCode ?? 0, this.o.req.command);
     this.o.socket.send(
       encodeChannel(this.o.protocol, RC.error, Buffer.from(JSON.stringify(status))),

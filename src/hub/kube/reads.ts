@@ -3,7 +3,7 @@
 // columns are the server's, -o wide included), and watches (?watch=true) streamed as one JSON
 // event per line, from a list's resourceVersion on.
 import { parseFieldSelector, parseLabelSelector, SelectorError } from "../../api/selectors.ts";
-import { StatusError } from "../../api/status.ts";
+import { failureStatus, StatusError } from "../../api/status.ts";
 import type { ChangeLog, ChangeType } from "./changes.ts";
 import { type KubeObject, type KubeResource, qualifiedName } from "./resources.ts";
 
@@ -178,7 +178,9 @@ function watchResponse(
           ? changeSource(ctx, r, from, inScope, send, encode)
           : pollSource(ctx, r, namespace, from, inScope, send, encode);
       if (typeof source === "string") {
-        send(`${JSON.stringify({ type: "ERROR", object: goneStatus(source) })}\n`);
+        send(
+          `${JSON.stringify({ type: "ERROR", object: failureStatus("Expired", source, 410) })}\n`,
+        );
         end();
         return;
       }
@@ -197,18 +199,6 @@ function watchResponse(
     },
   });
   return new Response(body, { headers: { "content-type": "application/json" } });
-}
-
-function goneStatus(message: string) {
-  return {
-    kind: "Status",
-    apiVersion: "v1",
-    metadata: {},
-    status: "Failure",
-    message,
-    reason: "Expired",
-    code: 410,
-  };
 }
 
 type Encode = (type: ChangeType, o: KubeObject) => string;

@@ -3,7 +3,7 @@
 // Status, then carried to the pod's device as a stream (broker.ts). Exec and port-forward are
 // WebSockets and are written to the audit log.
 import type { Server, ServerWebSocket } from "bun";
-import { StatusError } from "../../api/status.ts";
+import { failureStatus, json, StatusError } from "../../api/status.ts";
 import type { Pod } from "../../api/types.ts";
 import { pickProtocol, REMOTE_COMMAND_PROTOCOLS } from "../../protocol/remotecommand.ts";
 import type { StreamOpen } from "../../protocol/streams.ts";
@@ -143,18 +143,7 @@ export function execSockets(d: PodStreamDeps): SocketHandler {
 
 /** A StreamFailure as the Status the client gets. */
 export function failureResponse(err: StreamFailure): Response {
-  return new Response(
-    JSON.stringify({
-      kind: "Status",
-      apiVersion: "v1",
-      metadata: {},
-      status: "Failure",
-      message: err.message,
-      reason: err.reason,
-      code: err.code,
-    }),
-    { status: err.code, headers: { "content-type": "application/json" } },
-  );
+  return json(failureStatus(err.reason, err.message, err.code), err.code);
 }
 
 /** The upgrade of a pod's exec or port-forward, or undefined for other paths. */
