@@ -12,6 +12,13 @@ import { cgroupDir, readCgroupFile, removeCgroupRoot } from "../lib/cgroups.ts";
 import { eventually } from "../lib/testbed.ts";
 
 const agent = new TestAgent({ args: ["--pod-max-pids", "64"] });
+// Process IDs held back for the node's own daemons: kubepods gets the rest as its pids.max.
+writeFileSync(join(agent.dir, "config.yaml"), 'kubeReserved: {pid: "1000"}\n');
+agent.args.push("--config", join(agent.dir, "config.yaml"));
+/** The node's PID count as the kubelet reads it. */
+const maxPid = Math.min(
+  ...["pid_max", "threads-max"].map((f) => Number(readFileSync(`/proc/sys/kernel/${f}`, "utf8"))),
+);
 const img = agent.tb.busybox;
 const V1 = ["cpu", "cpuacct", "cpuset", "memory", "pids", "blkio", "devices", "freezer"];
 
@@ -78,6 +85,7 @@ describe("pod cgroups on cgroup v1 (needs root and the test bed)", () => {
     expect(readCgroupFile("memory", gPod, "memory.limit_in_bytes")).toBe(String(16 * 1024 ** 2));
     expect(readCgroupFile("cpu", `${kubepods}/burstable`, "cpu.shares")).toBe("256");
     expect(readCgroupFile("cpu", `${kubepods}/besteffort`, "cpu.shares")).toBe("2");
+    expect(readCgroupFile("pids", kubepods, "pids.max")).toBe(String(maxPid - 1000));
     // The container runs inside its pod cgroup.
     expect(existsSync(join(cgroupDir("memory", bPod), containerId(burst)))).toBe(true);
 

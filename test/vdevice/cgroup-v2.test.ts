@@ -26,7 +26,7 @@ const TRANSITION_S = 10;
 
 const config = deviceConfig(
   dev.nodeName,
-  "podPidsLimit: 64\nsystemReserved: {cpu: 100m, memory: 128Mi}\n",
+  'podPidsLimit: 64\nsystemReserved: {cpu: 100m, memory: 128Mi, pid: "1000"}\n',
 );
 const manifest = (name: string, command: string, resources: string) =>
   podNetworkShellManifest(name, IMAGE, command, resources);
@@ -79,6 +79,16 @@ describe("cgroup v2 on a virtual device (needs root and user-mode Linux: scripts
     // 900m = 921 shares = weight 36 by 1 + (shares - 2) * 9999 / 262142).
     expect(await dev.cgroupFile("kubepods/memory.max")).toBe(String(capacityKi * 1024 - 128 * MiB));
     expect(await dev.cgroupFile("kubepods/cpu.weight")).toBe("36");
+    // And the guest's PID count (the smaller of pid_max and threads-max) less the 1000 reserved.
+    const [pidMax, threadsMax] = (
+      await dev.sh("cat /proc/sys/kernel/pid_max /proc/sys/kernel/threads-max")
+    )
+      .trim()
+      .split(/\s+/)
+      .map(Number);
+    expect(await dev.cgroupFile("kubepods/pids.max")).toBe(
+      String(Math.min(pidMax ?? 0, threadsMax ?? 0) - 1000),
+    );
     // The controllers the pods' limits need are enabled below kubepods (runc adds the others).
     const enabled = (await dev.cgroupFile("kubepods/cgroup.subtree_control"))?.split(" ");
     expect(enabled).toEqual(expect.arrayContaining(["cpu", "memory", "pids"]));

@@ -1,6 +1,8 @@
 // Node capacity and allocatable, as kubelet computes them: allocatable = capacity −
 // systemReserved − kubeReserved − the hard eviction threshold (memory.available for memory,
 // nodefs.available for ephemeral-storage), never below 0. Pods are not reduced by eviction.
+// Process IDs are reserved too (`pid`): the pods' top cgroup gets pids.max = the node's largest
+// PID count (min of kernel.pid_max and kernel.threads-max, as the kubelet reads it) less them.
 import { cpuToMilli, memoryToBytes } from "../../api/index.ts";
 import type { ResourceList } from "../../api/types.ts";
 import { checkThresholdValue, thresholdQuantity } from "../eviction/thresholds.ts";
@@ -8,18 +10,26 @@ import type { Amounts } from "./pod-resources.ts";
 
 export interface NodeResources extends Amounts {
   pods: number;
+  /** How many processes the node can hold (undefined when it could not be read). */
+  pid?: number;
+}
+
+/** What systemReserved or kubeReserved holds back: the amounts, and `pid` process IDs. */
+export interface Reservation extends Amounts {
+  pid?: number;
 }
 
 /** Parses a reservation (systemReserved, kubeReserved); throws naming the field and value. */
-export function parseReservation(list: ResourceList | undefined, field: string): Amounts {
-  const out: Amounts = { cpu: 0, memory: 0, ephemeralStorage: 0 };
+export function parseReservation(list: ResourceList | undefined, field: string): Reservation {
+  const out: Reservation = { cpu: 0, memory: 0, ephemeralStorage: 0, pid: 0 };
   for (const [name, value] of Object.entries(list ?? {})) {
     const at = `${field}.${name}`;
     const n = parseAmount(String(value), name === "cpu" ? cpuToMilli : memoryToBytes, at);
     if (name === "cpu") out.cpu = n;
     else if (name === "memory") out.memory = n;
     else if (name === "ephemeral-storage") out.ephemeralStorage = n;
-    else if (name !== "pid") throw new Error(`${at}: unknown resource ${JSON.stringify(name)}`);
+    else if (name === "pid") out.pid = Math.floor(n);
+    else throw new Error(`${at}: unknown resource ${JSON.stringify(name)}`);
   }
   return out;
 }
@@ -46,8 +56,8 @@ export function thresholdBytes(signal: string, value: string, capacity: number):
 
 export interface AllocatableInput {
   capacity: NodeResources;
-  systemReserved: Amounts;
-  kubeReserved: Amounts;
+  systemReserved: Reservation;
+  kubeReserved: Reservation;
   evictionHard: Readonly<Record<string, string>>;
 }
 
@@ -81,14 +91,21 @@ export function computeAllocatable(input: AllocatableInput): NodeResources {
 
 /**
  * What the pods' top cgroup (kubepods) gets, as kubelet enforces allocatable for pods:
- * capacity minus the reservations (not the eviction threshold), as shares and memory limit.
+ * capacity minus the reservations (not the eviction threshold), as shares, memory limit and, when
+ * the node's PID count is known, pids limit.
  */
-export function podsCgroupLimits(input: AllocatableInput): { cpuMilli: number; memory: number } {
+export function podsCgroupLimits(input: AllocatableInput): {
+  cpuMilli: number;
+  memory: number;
+  pids?: number;
+} {
   const { capacity: cap, systemReserved: sys, kubeReserved: kube } = input;
-  return {
+  const limits = {
     cpuMilli: Math.max(0, cap.cpu - sys.cpu - kube.cpu),
     memory: Math.max(0, cap.memory - sys.memory - kube.memory),
   };
+  if (cap.pid === undefined) return limits;
+  return { ...limits, pids: Math.max(0, cap.pid - (sys.pid ?? 0) - (kube.pid ?? 0)) };
 }
 
 /** As a node's status shows it: cpu in millicores, memory in Ki, storage in bytes, pods. */

@@ -123,6 +123,7 @@ export function createContainerManager(
       await cgroups.create(root, {
         cpuShares: milliCPUToShares(limits.cpuMilli),
         memory: limits.memory,
+        ...(limits.pids !== undefined && { pidsLimit: limits.pids }),
       });
       await updateQOS();
     },

@@ -39,6 +39,8 @@ export interface SetupDeps {
   topology?: () => Promise<CpuTopology>;
   memoryBytes?: () => number;
   storageBytes?: (path: string) => Promise<number>;
+  /** How many processes the node can hold; undefined when unknown (no pids limit on kubepods). */
+  maxPid?: () => Promise<number | undefined>;
   /** Replaces the cgroup driver detected from the mounts (tests, benchmarks). */
   cgroups?: CgroupManager;
   /** The runtime's pods and the CRI cpuset update, to move running containers (static policy). */
@@ -48,6 +50,21 @@ export interface SetupDeps {
 /** "/" + "kubepods" → "/kubepods"; "/fleetlet-x" → "/fleetlet-x/kubepods". */
 export function podsRootName(cgroupRoot: string): string {
   return `${cgroupRoot.replace(/\/+$/, "")}/kubepods`;
+}
+
+/** The node's PID count as the kubelet reads it: the smaller of kernel.pid_max and
+ * kernel.threads-max; undefined (and logged) when neither can be read. */
+async function readMaxPid(log: Logger): Promise<number | undefined> {
+  const values: number[] = [];
+  for (const file of ["/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"]) {
+    try {
+      const n = Number((await readFile(file, "utf8")).trim());
+      if (Number.isInteger(n) && n > 0) values.push(n);
+    } catch (err) {
+      log.warn("cannot read the node's process limit", { file, error: String(err) });
+    }
+  }
+  return values.length === 0 ? undefined : Math.min(...values);
 }
 
 /** The size of the file system holding `path` (its nearest existing ancestor); 0 if unknown. */
@@ -100,6 +117,8 @@ export async function setupContainerManager(
     ephemeralStorage: await (deps.storageBytes ?? rootFsBytes)(config.rootDir),
     pods: config.maxPods,
   };
+  const maxPid = await (deps.maxPid ?? (() => readMaxPid(log)))();
+  if (maxPid !== undefined) capacity.pid = maxPid;
   const cpu = createCpuManager({
     policy: config.cpuManagerPolicy,
     topology,

@@ -175,8 +175,8 @@ describe("container manager", () => {
         podsRoot: "/r/kubepods",
         podPidsLimit: 50,
         allocatable: {
-          capacity: { cpu: 2000, memory: 4 * Gi, ephemeralStorage: 0, pods: 110 },
-          systemReserved: { cpu: 500, memory: Gi, ephemeralStorage: 0 },
+          capacity: { cpu: 2000, memory: 4 * Gi, ephemeralStorage: 0, pods: 110, pid: 4096 },
+          systemReserved: { cpu: 500, memory: Gi, ephemeralStorage: 0, pid: 96 },
           kubeReserved: { cpu: 0, memory: 0, ephemeralStorage: 0 },
           evictionHard: {},
         },
@@ -191,7 +191,11 @@ describe("container manager", () => {
   test("start() makes kubepods with allocatable-for-pods limits and both QoS cgroups", async () => {
     const { cgroups, cm } = setup();
     await cm.start();
-    expect(cgroups.made.get("/r/kubepods")).toEqual({ cpuShares: 1536, memory: 3 * Gi });
+    expect(cgroups.made.get("/r/kubepods")).toEqual({
+      cpuShares: 1536,
+      memory: 3 * Gi,
+      pidsLimit: 4000,
+    });
     expect(cgroups.made.get("/r/kubepods/burstable")).toEqual({ cpuShares: 2 });
     expect(cgroups.made.get("/r/kubepods/besteffort")).toEqual({ cpuShares: 2 });
   });

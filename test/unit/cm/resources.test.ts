@@ -2,9 +2,11 @@ import { describe, expect, test } from "bun:test";
 import {
   checkResourceFit,
   computeAllocatable,
+  parseReservation,
   podCgroupName,
   podRequests,
   podResourceConfig,
+  podsCgroupLimits,
   qosResourceConfigs,
   thresholdBytes,
 } from "../../../src/agent/cm/index.ts";
@@ -128,6 +130,23 @@ describe("node allocatable", () => {
       evictionHard: {},
     });
     expect([got.cpu, got.memory]).toEqual([0, 0]);
+  });
+
+  test("pid reservations limit the pods' processes: pids = the node's PID count less both", () => {
+    const sys = parseReservation({ cpu: "500m", pid: "1k" }, "systemReserved");
+    const kube = parseReservation({ pid: "200" }, "kubeReserved");
+    expect(sys).toEqual({ cpu: 500, memory: 0, ephemeralStorage: 0, pid: 1000 });
+    const input = { capacity, systemReserved: sys, kubeReserved: kube, evictionHard: {} };
+    expect(podsCgroupLimits({ ...input, capacity: { ...capacity, pid: 32768 } })).toEqual({
+      cpuMilli: 1500,
+      memory: 4 * Gi,
+      pids: 32768 - 1200,
+    });
+    // A node whose PID count could not be read gets no pids limit on kubepods.
+    expect(podsCgroupLimits(input).pids).toBe(undefined);
+    expect(() => parseReservation({ pid: "many" }, "kubeReserved")).toThrow(
+      'kubeReserved.pid: "many" is not a quantity',
+    );
   });
 
   test("thresholds are quantities or percentages of capacity; others are errors naming the signal", () => {
