@@ -18,7 +18,7 @@ ${flags}
 
 Only in the config file: hubPodPolicy (what the hub's pods may do on this device: allowPrivileged,
 allowHostNetwork, allowHostPID, allowHostIPC, allowedHostPathPrefixes, allowedRegistries,
-maxPods; safe defaults, see docs/deploy.md).
+allowedCapabilities, maxPods; safe defaults, see docs/deploy.md).
 `;
 }
 

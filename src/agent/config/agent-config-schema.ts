@@ -71,6 +71,7 @@ export const hubPodPolicyFields = [
   "allowHostIPC",
   "allowedHostPathPrefixes",
   "allowedRegistries",
+  "allowedCapabilities",
   "maxPods",
 ] as const;
 
@@ -127,6 +128,16 @@ export const agentConfigFileSchema = z.strictObject(
             .array(z.string({ error: "must be a string" }).min(1), {
               error: 'must be a list of registry hosts, e.g. ["docker.io"]',
             })
+            .optional(),
+          allowedCapabilities: z
+            .array(
+              z
+                .string({ error: "must be a string" })
+                .regex(/^[A-Za-z][A-Za-z0-9_]*$/, {
+                  error: 'must be a capability name, e.g. "NET_ADMIN"',
+                }),
+              { error: 'must be a list of capability names, e.g. ["NET_ADMIN"]' },
+            )
             .optional(),
           maxPods: countOrZero.optional(),
         },

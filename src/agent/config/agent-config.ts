@@ -144,6 +144,8 @@ export interface HubPodPolicy {
   allowedHostPathPrefixes: string[];
   /** Image registries allowed; empty: any. */
   allowedRegistries: string[];
+  /** Capabilities a container may add beyond the runtime's default set ("NET_ADMIN"; "ALL"). */
+  allowedCapabilities: string[];
   /** Hub pods at most. */
   maxPods: number;
 }
@@ -232,6 +234,7 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
     allowHostIPC: false,
     allowedHostPathPrefixes: [],
     allowedRegistries: [],
+    allowedCapabilities: [],
     maxPods: 10,
   },
 });

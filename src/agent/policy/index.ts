@@ -20,6 +20,39 @@ export function isHubPod(pod: Pod): boolean {
   return pod.metadata.annotations?.[CONFIG_SOURCE_ANNOTATION] === "api";
 }
 
+/** The capabilities a container has by default in containerd (and Docker): adding one of them
+ * gives nothing more, so the Pod Security Standards' baseline allows it, and so do we. */
+const DEFAULT_CAPABILITIES = new Set([
+  "AUDIT_WRITE",
+  "CHOWN",
+  "DAC_OVERRIDE",
+  "FOWNER",
+  "FSETID",
+  "KILL",
+  "MKNOD",
+  "NET_BIND_SERVICE",
+  "SETFCAP",
+  "SETGID",
+  "SETPCAP",
+  "SETUID",
+  "SYS_CHROOT",
+]);
+
+/** "cap_net_admin" → "NET_ADMIN", as the runtime reads a capability's name. */
+function capabilityName(name: string): string {
+  return name.toUpperCase().replace(/^CAP_/, "");
+}
+
+/** The capabilities `c` adds that are neither default nor allowed, as written. */
+function deniedCapabilities(c: Container, policy: HubPodPolicy): string[] {
+  const allowed = new Set(policy.allowedCapabilities.map(capabilityName));
+  if (allowed.has("ALL")) return [];
+  return (c.securityContext?.capabilities?.add ?? []).filter((name) => {
+    const cap = capabilityName(name);
+    return !DEFAULT_CAPABILITIES.has(cap) && !allowed.has(cap);
+  });
+}
+
 function under(path: string, prefix: string): boolean {
   const p = posix.normalize(prefix).replace(/\/+$/, "");
   return p === "" || path === p || path.startsWith(`${p}/`);
@@ -37,6 +70,11 @@ function containerViolations(pod: Pod, policy: HubPodPolicy): string[] {
       if (c.securityContext?.privileged === true && !policy.allowPrivileged)
         out.push(
           `${at}.securityContext.privileged: privileged containers are not allowed (hubPodPolicy.allowPrivileged is false)`,
+        );
+      const denied = deniedCapabilities(c, policy);
+      if (denied.length > 0)
+        out.push(
+          `${at}.securityContext.capabilities.add: ${denied.join(", ")} not allowed (hubPodPolicy.allowedCapabilities: ${JSON.stringify(policy.allowedCapabilities)})`,
         );
       if (policy.allowedRegistries.length === 0) return;
       let domain: string;

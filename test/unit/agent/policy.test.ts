@@ -35,6 +35,50 @@ describe("device policy for hub pods", () => {
       [],
     ],
     [
+      "added capabilities beyond the default set",
+      hubPod("a", {
+        containers: [
+          makeContainer({
+            securityContext: { capabilities: { add: ["CHOWN", "NET_ADMIN", "cap_sys_admin"] } },
+          }),
+        ],
+      }),
+      {},
+      [
+        "spec.containers[0].securityContext.capabilities.add: NET_ADMIN, cap_sys_admin not allowed (hubPodPolicy.allowedCapabilities: [])",
+      ],
+    ],
+    [
+      "added capabilities the policy allows (names with or without CAP_)",
+      hubPod("a", {
+        containers: [
+          makeContainer({
+            securityContext: { capabilities: { add: ["NET_ADMIN", "CAP_NET_RAW", "KILL"] } },
+          }),
+        ],
+      }),
+      { allowedCapabilities: ["CAP_NET_ADMIN", "net_raw"] },
+      [],
+    ],
+    [
+      "ALL capabilities, unless the policy allows ALL",
+      hubPod("a", {
+        containers: [makeContainer({ securityContext: { capabilities: { add: ["ALL"] } } })],
+      }),
+      { allowedCapabilities: ["NET_ADMIN"] },
+      [
+        'spec.containers[0].securityContext.capabilities.add: ALL not allowed (hubPodPolicy.allowedCapabilities: ["NET_ADMIN"])',
+      ],
+    ],
+    [
+      "any capability when the policy allows ALL",
+      hubPod("a", {
+        containers: [makeContainer({ securityContext: { capabilities: { add: ["SYS_ADMIN"] } } })],
+      }),
+      { allowedCapabilities: ["ALL"] },
+      [],
+    ],
+    [
       "the host network",
       hubPod("a", { spec: { hostNetwork: true } }),
       {},

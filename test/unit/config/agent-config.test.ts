@@ -102,6 +102,7 @@ describe("loadAgentConfig()", () => {
         allowHostIPC: false,
         allowedHostPathPrefixes: [],
         allowedRegistries: [],
+        allowedCapabilities: [],
         maxPods: 10,
       },
     });
@@ -182,6 +183,7 @@ describe("loadAgentConfig()", () => {
       allowHostIPC: false,
       allowedHostPathPrefixes: ["/data"],
       allowedRegistries: [],
+      allowedCapabilities: [],
       maxPods: 3,
     });
     await writeConfig("hubPodPolicy:\n  allowPrivilege: true\n");
