@@ -159,6 +159,44 @@ ${`      resources: { limits: { memory: 64Mi } }
     sh("reader", "rm /mem/f");
   }, 60_000);
 
+  test("a pod's fsGroup owns its volumes: a non-root container reads a 0400 Secret through its group, and what it writes in an emptyDir keeps the group", async () => {
+    agent.writeManifest(
+      "group-secret.yaml",
+      `apiVersion: v1
+kind: Secret
+metadata:
+  name: group-secret
+stringData:
+  key: only-the-group
+`,
+    );
+    const spec = `  securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 2000 }
+  volumes:
+    - name: sec
+      secret: { secretName: group-secret, defaultMode: 0400 }
+    - name: data
+      emptyDir: {}
+  containers:
+    - name: c
+      image: ${img}
+      command: ["sleep", "3600"]
+      volumeMounts:
+        - { name: sec, mountPath: /sec }
+        - { name: data, mountPath: /data }
+`;
+    agent.writeManifest("grouped.yaml", podManifest("grouped", spec));
+    await running("grouped");
+    expect(sh("grouped", "id -u; id -G").split(/\s+/)).toEqual(
+      expect.arrayContaining(["1000", "2000"]),
+    );
+    // Owned by root, 0400 as the spec says, plus the group's read: the container reads it.
+    expect(sh("grouped", "stat -L -c '%u %g %a' /sec/key").trim()).toBe("0 2000 440");
+    expect(sh("grouped", "cat /sec/key")).toBe("only-the-group");
+    // The emptyDir: the group's, setgid, so a new file is the group's too.
+    expect(sh("grouped", "stat -c '%g %a' /data").trim()).toBe("2000 2777");
+    expect(sh("grouped", "touch /data/f && stat -c '%u %g' /data/f").trim()).toBe("1000 2000");
+  }, 60_000);
+
   test("an edited ConfigMap reaches the mounted file without a restart, never half written; a subPath mount keeps its content", async () => {
     const big = (c: string) => c.repeat(256 * 1024);
     const md5 = (s: string) => createHash("md5").update(s).digest("hex");

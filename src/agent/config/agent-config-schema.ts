@@ -131,11 +131,9 @@ export const agentConfigFileSchema = z.strictObject(
             .optional(),
           allowedCapabilities: z
             .array(
-              z
-                .string({ error: "must be a string" })
-                .regex(/^[A-Za-z][A-Za-z0-9_]*$/, {
-                  error: 'must be a capability name, e.g. "NET_ADMIN"',
-                }),
+              z.string({ error: "must be a string" }).regex(/^[A-Za-z][A-Za-z0-9_]*$/, {
+                error: 'must be a capability name, e.g. "NET_ADMIN"',
+              }),
               { error: 'must be a list of capability names, e.g. ["NET_ADMIN"]' },
             )
             .optional(),

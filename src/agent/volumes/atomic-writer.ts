@@ -9,7 +9,7 @@
 // over `..data` (rename is atomic), then removes top-level names that are gone and the previous
 // folder. A reader that resolves `..data` gets the old version or the new one, whole. Names
 // starting with ".." belong to the writer. Nothing is written when the content and modes are
-// the same as on disk.
+// the same as on disk. With the pod's fsGroup, everything written gets it (ownership.ts).
 
 import {
   chmod,
@@ -26,6 +26,7 @@ import {
   writeFile,
 } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { applyFsGroup, fsGroupMode } from "./ownership.ts";
 import { missingAsUndefined } from "./paths.ts";
 import type { Payload } from "./payload.ts";
 
@@ -73,11 +74,21 @@ async function walk(dir: string, prefix = ""): Promise<string[]> {
   return out;
 }
 
-/** Whether the version in `oldDir` holds exactly the payload's files, bytes and modes. */
-async function sameContent(payload: Payload, oldDir: string): Promise<boolean> {
+/** A file's mode on disk: the payload's, with the fsGroup's group read when there is one. */
+function modeOnDisk(mode: number, fsGroup: number | undefined): number {
+  return fsGroup === undefined ? mode : fsGroupMode(mode, false, true);
+}
+
+/** Whether the version in `oldDir` holds exactly the payload's files, bytes, modes and group. */
+async function sameContent(
+  payload: Payload,
+  oldDir: string,
+  fsGroup: number | undefined,
+): Promise<boolean> {
   for (const [path, file] of payload) {
     const info = await lstat(join(oldDir, path)).catch(missingAsUndefined);
-    if (!info?.isFile() || (info.mode & 0o7777) !== file.mode) return false;
+    if (!info?.isFile() || (info.mode & 0o7777) !== modeOnDisk(file.mode, fsGroup)) return false;
+    if (fsGroup !== undefined && info.gid !== fsGroup) return false;
     if (!(await readFile(join(oldDir, path))).equals(file.data)) return false;
   }
   return true;
@@ -101,10 +112,16 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /**
- * Projects `payload` into `dir` (which must exist) atomically; returns whether anything was
- * written. Throws naming what failed; a failed update leaves the previous version in place.
+ * Projects `payload` into `dir` (which must exist) atomically, everything in the pod's `fsGroup`
+ * when it has one; returns whether anything was written. Throws naming what failed; a failed
+ * update leaves the previous version in place.
  */
-export async function writeAtomically(dir: string, payload: Payload, now: Date): Promise<boolean> {
+export async function writeAtomically(
+  dir: string,
+  payload: Payload,
+  now: Date,
+  fsGroup?: number,
+): Promise<boolean> {
   for (const path of payload.keys()) {
     const bad = invalidPayloadPath(path);
     if (bad !== undefined) throw new Error(bad);
@@ -116,7 +133,7 @@ export async function writeAtomically(dir: string, payload: Payload, now: Date):
     const oldDir = join(dir, oldName);
     const old = await walk(oldDir);
     remove = pathsToRemove(payload, old);
-    if (remove.length === 0 && (await sameContent(payload, oldDir))) return false;
+    if (remove.length === 0 && (await sameContent(payload, oldDir, fsGroup))) return false;
   }
   const versionDir = await mkdtemp(join(dir, versionPrefix(now)));
   try {
@@ -127,12 +144,18 @@ export async function writeAtomically(dir: string, payload: Payload, now: Date):
       await writeFile(full, file.data, { mode: file.mode });
       await chmod(full, file.mode);
     }
-    for (const top of new Set([...payload.keys()].map((p) => p.split("/")[0] as string))) {
+    const tops = new Set([...payload.keys()].map((p) => p.split("/")[0] as string));
+    for (const top of tops) {
       if (!(await exists(join(dir, top)))) await symlink(join(DATA_DIR, top), join(dir, top));
     }
     const tmpLink = join(dir, NEW_DATA_DIR);
     await rm(tmpLink, { force: true });
     await symlink(versionDir.slice(dir.length + 1), tmpLink);
+    if (fsGroup !== undefined) {
+      for (const p of ["", ...(await walk(versionDir))])
+        await applyFsGroup(join(versionDir, p), fsGroup, true);
+      for (const p of [...tops, NEW_DATA_DIR]) await applyFsGroup(join(dir, p), fsGroup, true);
+    }
     await rename(tmpLink, join(dir, DATA_DIR));
   } catch (err) {
     await rm(versionDir, { recursive: true, force: true });

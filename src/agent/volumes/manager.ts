@@ -18,6 +18,7 @@ import { podResourceConfig } from "../cm/pod-resources.ts";
 import type { ObjectLookup } from "../sources/index.ts";
 import { writeAtomically } from "./atomic-writer.ts";
 import type { Mounter } from "./mounter.ts";
+import { applyFsGroup } from "./ownership.ts";
 import {
   inMemory,
   missingAsUndefined,
@@ -143,17 +144,24 @@ export class Volumes {
     if (kind === undefined)
       throw new Error(`volume ${JSON.stringify(v.name)} has no supported source`);
     const dir = volumeDir(this.deps.rootDir, pod.metadata.uid ?? "", kind, v.name);
+    // The kubelet's volume ownership: the volume's folder (an emptyDir's content is the
+    // containers', and keeps the group through the folder's setgid bit).
+    const fsGroup = pod.spec.securityContext?.fsGroup;
+    const own = (readOnly: boolean) =>
+      fsGroup === undefined ? undefined : applyFsGroup(dir, fsGroup, readOnly);
     if (kind === "emptyDir" && !inMemory(v)) {
       await mkdir(dir, { recursive: true });
       await chmod(dir, 0o777);
-      return;
+      return own(false);
     }
     // The content first: a missing object leaves nothing mounted.
     const payload = kind === "emptyDir" ? undefined : volumePayload(pod, v, this.payloadContext());
     if (payload && !payload.ok) throw new Error(payload.message);
     await mkdir(dir, { recursive: true, mode: 0o750 });
     if (inMemory(v)) await this.ensureTmpfs(dir, this.tmpfsSize(pod, v));
-    if (payload?.ok) await writeAtomically(dir, payload.files, new Date(this.deps.clock.now()));
+    if (payload?.ok)
+      await writeAtomically(dir, payload.files, new Date(this.deps.clock.now()), fsGroup);
+    return own(kind !== "emptyDir");
   }
 
   private payloadContext() {

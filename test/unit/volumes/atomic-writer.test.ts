@@ -1,8 +1,20 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { mkdir, mkdtemp, open, readdir, readFile, readlink, rm, stat } from "node:fs/promises";
+import {
+  chmod,
+  lstat,
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  readlink,
+  rm,
+  stat,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Payload, writeAtomically } from "../../../src/agent/volumes/index.ts";
+import { applyFsGroup, fsGroupMode } from "../../../src/agent/volumes/ownership.ts";
 
 let dir: string;
 beforeEach(async () => {
@@ -77,4 +89,55 @@ describe("writeAtomically()", () => {
     );
     expect(await entries()).toEqual([]);
   });
+});
+
+// Giving files a group the test's user is not in needs root (as the agent runs).
+const root = process.getuid?.() === 0;
+describe.skipIf(!root)("writeAtomically() with the pod's fsGroup (needs root: chown)", () => {
+  const G = 4321;
+  test("every file, folder and link gets the group; files group read, folders group search and setgid", async () => {
+    await writeAtomically(dir, payload({ a: ["1", 0o400], "sub/b": ["2", 0o600] }), T1, G);
+    const version = await readlink(join(dir, "..data"));
+    for (const p of [
+      "a",
+      "sub",
+      "..data",
+      version,
+      `${version}/a`,
+      `${version}/sub`,
+      `${version}/sub/b`,
+    ])
+      expect([p, (await lstat(join(dir, p))).gid]).toEqual([p, G]);
+    const mode = async (p: string) => (await stat(join(dir, p))).mode & 0o7777;
+    expect(await mode("a")).toBe(0o440);
+    expect(await mode("sub/b")).toBe(0o640);
+    expect(await mode(version)).toBe(0o2755);
+    expect(await mode(`${version}/sub`)).toBe(0o2755);
+    // The same payload and group again: nothing to write (the group's bits are expected).
+    expect(
+      await writeAtomically(dir, payload({ a: ["1", 0o400], "sub/b": ["2", 0o600] }), T2, G),
+    ).toBe(false);
+    // Another group: written again.
+    expect(
+      await writeAtomically(dir, payload({ a: ["1", 0o400], "sub/b": ["2", 0o600] }), T2, G + 1),
+    ).toBe(true);
+    expect((await stat(join(dir, "a"))).gid).toBe(G + 1);
+  });
+
+  test("applyFsGroup(): a read-write folder gets group rwx and setgid, the owner stays", async () => {
+    await mkdir(join(dir, "e"));
+    await chmod(join(dir, "e"), 0o777); // an emptyDir's folder
+    const before = await stat(join(dir, "e"));
+    await applyFsGroup(join(dir, "e"), G, false);
+    const after = await stat(join(dir, "e"));
+    expect(after.mode & 0o7777).toBe(0o2777);
+    expect([after.uid, after.gid]).toEqual([before.uid, G]);
+  });
+});
+
+test("fsGroupMode(): the kubelet's masks", () => {
+  expect(fsGroupMode(0o400, false, true)).toBe(0o440);
+  expect(fsGroupMode(0o600, false, false)).toBe(0o660);
+  expect(fsGroupMode(0o750, true, true)).toBe(0o2750);
+  expect(fsGroupMode(0o700, true, false)).toBe(0o2770);
 });
