@@ -6,6 +6,7 @@ import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import type { Pod } from "../api/types.ts";
 import { type CriClient, createCriClient } from "../cri/index.ts";
+import type { OpenStream } from "../streams/types.ts";
 import { type Clock, realClock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { buildInfo } from "../util/version.ts";
@@ -43,7 +44,6 @@ import {
   type PodConfig,
 } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
-import { createStreamOpener } from "./streams/handlers.ts";
 import { createSyncLoop } from "./syncloop/index.ts";
 import { createSystemMounter, createVolumeManager } from "./volumes/index.ts";
 
@@ -404,12 +404,18 @@ export async function runAgent(
     node: () => nodeStatus.node(),
     eviction: { manager: evictionManager, psi: readPsi },
   });
-  const streams = createStreamOpener({
-    pod: serverDeps.getPod,
-    logPath: serverDeps.logPath,
-    cri,
-    log: log.with({ component: "streams" }),
-  });
+  // The handlers of logs, exec and port-forward streams (the runtime's SPDY and WebSocket
+  // clients among them) are loaded with the first stream: most devices rarely see one.
+  let opener: OpenStream | undefined;
+  const streams: OpenStream = async (req, out, streamSignal) => {
+    opener ??= (await import("./streams/handlers.ts")).createStreamOpener({
+      pod: serverDeps.getPod,
+      logPath: serverDeps.logPath,
+      cri,
+      log: log.with({ component: "streams" }),
+    });
+    return opener(req, out, streamSignal);
+  };
   const server = await startAgentServer(serverDeps, {
     socketPath: config.apiSocket,
     log,
