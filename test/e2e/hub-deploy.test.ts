@@ -185,12 +185,13 @@ describe("fleetlet hub deploying DaemonSets to fleetlet agents (needs root and t
     expect(body.message).toContain("spec.template.spec.containers: Required value");
   }, 30_000);
 
-  test("policy: a privileged pod with a hostPath outside the allowed prefixes is refused on the device, with the reason in the hub", async () => {
+  test("policy: a privileged pod adding SYS_ADMIN with a hostPath outside the allowed prefixes is refused on the device, with the reason in the hub", async () => {
     const risky = daemonSetYaml({
       name: "risky",
       image: img,
       nodeSelector: { site: "a" },
-      container: "          securityContext:\n            privileged: true\n",
+      container:
+        "          securityContext:\n            privileged: true\n            capabilities: {add: [NET_BIND_SERVICE, SYS_ADMIN]}\n",
       podSpec: "      volumes:\n        - name: etc\n          hostPath:\n            path: /etc\n",
     });
     expect(apply(risky).code).toBe(0);
@@ -198,6 +199,10 @@ describe("fleetlet hub deploying DaemonSets to fleetlet agents (needs root and t
     expect(pod.status?.reason).toBe("DevicePolicy");
     expect(pod.status?.message).toContain(
       "privileged containers are not allowed (hubPodPolicy.allowPrivileged is false)",
+    );
+    // NET_BIND_SERVICE is in every container's default set; SYS_ADMIN is not.
+    expect(pod.status?.message).toContain(
+      "spec.containers[0].securityContext.capabilities.add: SYS_ADMIN not allowed (hubPodPolicy.allowedCapabilities: [])",
     );
     expect(pod.status?.message).toContain(
       `"/etc" is not under an allowed prefix (hubPodPolicy.allowedHostPathPrefixes: ["${dataPrefix}"])`,
@@ -363,6 +368,29 @@ ${daemonSetYaml({
     );
     await gone(a, "reader");
     expect(await Bun.file(saved).text()).not.toContain("creds");
+    // Deleted by kind and name, as an operator types it; a second time there is nothing to delete.
+    const spare = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: spare
+data: {a: b}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: spare-creds
+stringData: {k: v}
+`;
+    expect(apply(spare, "spare.yaml").code).toBe(0);
+    expect(hubCli(hub, ["delete", "configmap", "spare"]).stdout).toBe(
+      'configmap "spare" deleted\n',
+    );
+    expect(hubCli(hub, ["delete", "secret", "spare-creds"]).stdout).toBe(
+      'secret "spare-creds" deleted\n',
+    );
+    const again = hubCli(hub, ["delete", "configmap", "spare"]);
+    expect(again.code).not.toBe(0);
+    expect(again.stderr).toContain('"spare" not found');
   }, 60_000);
 
   test("offline: hub stopped, agent killed and its containers gone → hub pods back from disk; hub started → nothing restarts", async () => {
