@@ -197,6 +197,27 @@ stringData:
     expect(sh("grouped", "touch /data/f && stat -c '%u %g' /data/f").trim()).toBe("1000 2000");
   }, 60_000);
 
+  test("envFrom skips keys that are not environment variable names, with the kubelet's InvalidEnvironmentVariableNames event", async () => {
+    agent.writeManifest("env-keys.yaml", configMap("env-keys", { good: "yes", "1bad": "no" }));
+    const spec = `  containers:
+${container("c", "sleep 3600", "      envFrom:\n        - configMapRef: { name: env-keys }\n")}`;
+    agent.writeManifest("env-keys-pod.yaml", podManifest("envkeys", spec));
+    await running("envkeys");
+    const env = sh("envkeys", "tr '\\0' '\\n' < /proc/1/environ");
+    expect(env).toContain("good=yes\n");
+    expect(env).not.toContain("1bad");
+    const event = await waitEvent(
+      "an InvalidEnvironmentVariableNames event",
+      (e) =>
+        e.involvedObject.name === fullName("envkeys") &&
+        e.reason === "InvalidEnvironmentVariableNames",
+    );
+    expect(event.type).toBe("Warning");
+    expect(event.message).toBe(
+      "Keys [1bad] from the EnvFrom configMap default/env-keys were skipped since they are considered invalid environment variable names.",
+    );
+  }, 60_000);
+
   test("an edited ConfigMap reaches the mounted file without a restart, never half written; a subPath mount keeps its content", async () => {
     const big = (c: string) => c.repeat(256 * 1024);
     const md5 = (s: string) => createHash("md5").update(s).digest("hex");
