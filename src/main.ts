@@ -47,11 +47,11 @@ const commands: Record<string, { run: Command; help: string }> = {
   },
   apply: {
     run: async (argv) => (await import("./cli/deploy.ts")).applyCommand(argv, processIO()),
-    help: "send DaemonSets to the hub, which deploys them to the devices they select",
+    help: "send DaemonSets (and their ConfigMaps and Secrets) to the hub, which deploys them",
   },
   delete: {
     run: async (argv) => (await import("./cli/deploy.ts")).deleteCommand(argv, processIO()),
-    help: "delete DaemonSets from the hub (their pods leave the devices)",
+    help: "delete DaemonSets, ConfigMaps or Secrets from the hub (a DaemonSet's pods leave)",
   },
   label: {
     run: async (argv) => (await import("./cli/deploy.ts")).labelCommand(argv, processIO()),
