@@ -11,6 +11,7 @@ import { join } from "node:path";
 import type { Pod, PodDNSConfig } from "../../api/types.ts";
 import type { DNSConfig, PodSandboxConfig, PortMapping } from "../../cri/index.ts";
 import type { HostFiles } from "../../util/host-file.ts";
+import { dottedSysctlName } from "../sysctl/names.ts";
 import { sandboxAnnotations, sandboxLabels } from "./labels.ts";
 import { sandboxSecurityContext } from "./security.ts";
 
@@ -99,7 +100,7 @@ export function generateSandboxConfig(
   ctx: SandboxConfigContext,
 ): PodSandboxConfig {
   const sysctls = Object.fromEntries(
-    (pod.spec.securityContext?.sysctls ?? []).map((s) => [s.name.replaceAll("/", "."), s.value]),
+    (pod.spec.securityContext?.sysctls ?? []).map((s) => [dottedSysctlName(s.name), s.value]),
   );
   return {
     metadata: {

@@ -256,6 +256,21 @@ describe("generateSandboxConfig()", () => {
     expect(cfg.linux?.securityContext?.namespaceOptions?.network).toBe("NODE");
   });
 
+  test("passes the pod's sysctls to the runtime with dotted names", () => {
+    const sysctls = [
+      { name: "net.ipv4.ip_local_port_range", value: "1024 65000" },
+      { name: "kernel/msgmax", value: "65536" },
+      { name: "net/ipv4/conf/eth0.100/rp_filter", value: "1" },
+    ];
+    const pod = makePod({ spec: { containers: [], securityContext: { sysctls } } });
+    const cfg = generateSandboxConfig(pod, 0, { podLogsDir: "/l", hostResolvConf: "" });
+    expect(cfg.linux?.sysctls).toEqual({
+      "net.ipv4.ip_local_port_range": "1024 65000",
+      "kernel.msgmax": "65536",
+      "net.ipv4.conf.eth0/100.rp_filter": "1",
+    });
+  });
+
   test("copies the host's DNS and merges the pod's dnsConfig", () => {
     const pod = makePod({
       spec: {
