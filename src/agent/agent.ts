@@ -2,6 +2,7 @@
 // never stops pods: containers keep running under containerd, and a restarted agent recovers
 // them from the runtime's labels without restarting anything.
 
+import { readFileSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import type { Pod } from "../api/types.ts";
@@ -45,6 +46,7 @@ import {
 } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
 import { createSyncLoop } from "./syncloop/index.ts";
+import { createSysctlAdmission, KERNEL_RELEASE_FILE } from "./sysctl/index.ts";
 import { createSystemMounter, createVolumeManager } from "./volumes/index.ts";
 
 export interface AgentDeps {
@@ -247,6 +249,11 @@ export async function runAgent(
   const desired =
     config.hub === undefined ? undefined : hubDesiredState(config, podConfig, objects, log);
   const policy = createPolicyAdmission(config.hubPodPolicy);
+  const sysctls = createSysctlAdmission({
+    allowedUnsafeSysctls: config.allowedUnsafeSysctls,
+    kernelRelease: () => readFileSync(KERNEL_RELEASE_FILE, "utf8"),
+    log: log.with({ component: "sysctl" }),
+  });
   let loop: ReturnType<typeof createSyncLoop> | undefined;
   const prober = createAgentProber({
     clock,
@@ -362,7 +369,11 @@ export async function runAgent(
     admitHandlers: {
       // Node pressure keeps new pods out, but does not stop a pod whose containers already run
       // (admitted before the agent restarted): the eviction manager ranks it with the others.
-      beforeCount: [(pod) => (runsAlready(pod) ? undefined : evictionManager.admit(pod))],
+      // Then the sysctls, which the runtime would set in the pod's namespaces.
+      beforeCount: [
+        (pod) => (runsAlready(pod) ? undefined : evictionManager.admit(pod)),
+        (pod) => sysctls.admit(pod),
+      ],
       // Hub pods must keep to the device's policy before they may take resources.
       afterCount: [
         (pod, active) => policy.admit(pod, active),

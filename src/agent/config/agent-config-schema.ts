@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { isDNS1123Subdomain, isQualifiedName, isValidLabelValue } from "../../api/index.ts";
 import { parseCriEndpoint } from "../../cri/endpoint.ts";
+import { sysctlPatternProblem } from "../sysctl/names.ts";
 import { evictionConfigFields } from "./eviction-schema.ts";
 import { gcConfigFields } from "./gc-schema.ts";
 import { resourceConfigFields } from "./resources-schema.ts";
@@ -59,6 +60,11 @@ const labels = z
     }
   });
 
+const sysctlPattern = z.string({ error: "must be a string" }).superRefine((v, ctx) => {
+  const problem = sysctlPatternProblem(v);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+});
+
 const absolutePath = z
   .string({ error: "must be a string" })
   .refine((v) => v.startsWith("/"), { error: "must be an absolute path" });
@@ -111,6 +117,12 @@ export const agentConfigFileSchema = z.strictObject(
     hubReconnectBackOffBase: duration.optional(),
     hubReconnectBackOffMax: duration.optional(),
     nodeLabels: labels.optional(),
+    allowedUnsafeSysctls: z
+      .array(sysctlPattern, {
+        error:
+          'must be a list of sysctl names or patterns, e.g. ["kernel.msg*", "net.core.somaxconn"]',
+      })
+      .optional(),
     ...resourceConfigFields,
     ...gcConfigFields,
     ...evictionConfigFields,

@@ -61,6 +61,9 @@ export interface AgentConfig {
   hubReconnectBackOffBase: number;
   hubReconnectBackOffMax: number;
   nodeLabels: Record<string, string>;
+  /** Sysctls a pod may set beyond the safe ones: names and "prefix*" patterns of namespaced
+   * groups (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*). */
+  allowedUnsafeSysctls: string[];
   /** The cgroup under which "kubepods" is made (cgroupfs path; kubelet's default "/"). */
   cgroupRoot: string;
   /** Pods get QoS and pod cgroups; false leaves cgroups to the runtime. */
@@ -193,6 +196,7 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   hubReconnectBackOffBase: 1_000,
   hubReconnectBackOffMax: 60_000,
   nodeLabels: {},
+  allowedUnsafeSysctls: [],
   cgroupRoot: "/",
   cgroupsPerQOS: true,
   cgroupDriver: "cgroupfs",
@@ -340,6 +344,7 @@ function merge(
   const config: AgentConfig = {
     ...AGENT_CONFIG_DEFAULTS,
     nodeLabels: {},
+    allowedUnsafeSysctls: [],
     nodeName: "",
     cpuManagerStateFile: "",
     ...dropUndefined(fileRest),

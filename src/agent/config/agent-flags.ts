@@ -1,6 +1,7 @@
 // Command-line flags of `fleetlet agent`: `--config FILE`, and one kebab-case flag per scalar
 // config field (`--file-check-frequency 20s` or `--file-check-frequency=20s`) setting the same
-// field as the file. The hub fields have short flags: --hub, --join-token, --hub-ca-file,
+// field as the file; list fields take comma-separated values (--allowed-unsafe-sysctls
+// 'kernel.msg*,net.core.somaxconn', as the kubelet's). The hub fields have short flags: --hub, --join-token, --hub-ca-file,
 // --hub-insecure true|false, --hub-max-streams.
 
 import { evictionFlags, evictionFlagValue } from "./eviction-schema.ts";
@@ -60,6 +61,7 @@ function kebab(name: string): string {
 const flagToField = new Map<string, string>([
   ...scalarFields.map((f): [string, string] => [kebab(f), f]),
   ["node-labels", "nodeLabels"],
+  ["allowed-unsafe-sysctls", "allowedUnsafeSysctls"],
   ["hub", "hub.url"],
   ["join-token", "hub.joinToken"],
   ["hub-ca-file", "hub.caFile"],
@@ -123,6 +125,8 @@ function flagValue(name: string, value: string): unknown {
   const field = flagToField.get(name) ?? "";
   if (integerFields.has(field) && /^-?\d+$/.test(value)) return Number(value);
   if (field === "nodeLabels") return parseLabels(value);
+  if (field === "allowedUnsafeSysctls")
+    return value.split(",").flatMap((p) => (p.trim() === "" ? [] : [p.trim()]));
   if (field === "hub.insecure" && (value === "true" || value === "false")) return value === "true";
   if (resourceFlags.some(([, f]) => f === field)) return resourceFlagValue(field, value);
   if (evictionFlags.some(([, f]) => f === field)) return evictionFlagValue(field, value);

@@ -60,6 +60,7 @@ describe("loadAgentConfig()", () => {
       hubReconnectBackOffBase: 1_000,
       hubReconnectBackOffMax: 60_000,
       nodeLabels: {},
+      allowedUnsafeSysctls: [],
       cgroupRoot: "/",
       cgroupsPerQOS: true,
       cgroupDriver: "cgroupfs",
@@ -193,6 +194,41 @@ describe("loadAgentConfig()", () => {
     await writeConfig("hubPodPolicy:\n  allowedHostPathPrefixes: [data]\n");
     expect(await loadError(["--config", file])).toContain(
       'hubPodPolicy.allowedHostPathPrefixes.0: "data" must be an absolute path',
+    );
+  });
+
+  test("allowedUnsafeSysctls: names and prefix* patterns of namespaced groups from the file or the flag, others refused naming the field and value", async () => {
+    const file = await writeConfig(
+      'allowedUnsafeSysctls: ["kernel.msg*", "net/core/somaxconn", kernel.sem]\n',
+    );
+    expect((await loadAgentConfig(["--config", file], {}, deps)).allowedUnsafeSysctls).toEqual([
+      "kernel.msg*",
+      "net/core/somaxconn",
+      "kernel.sem",
+    ]);
+    const flag = ["--config", file, "--allowed-unsafe-sysctls", "fs.mqueue.*, net.*"];
+    expect((await loadAgentConfig(flag, {}, deps)).allowedUnsafeSysctls).toEqual([
+      "fs.mqueue.*",
+      "net.*",
+    ]);
+    await writeConfig('allowedUnsafeSysctls: ["kernel.msg*", "vm.swappiness"]\n');
+    expect(await loadError(["--config", file])).toBe(
+      `invalid agent config ${file}: allowedUnsafeSysctls.1: "vm.swappiness" is not known to be namespaced: only kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.* and net.* can be allowed`,
+    );
+    await writeConfig('allowedUnsafeSysctls: ["kernel.*"]\n');
+    expect(await loadError(["--config", file])).toContain(
+      'allowedUnsafeSysctls.0: "kernel.*" is not known to be namespaced',
+    );
+    await writeConfig('allowedUnsafeSysctls: ["Net.Core.*"]\n');
+    expect(await loadError(["--config", file])).toContain(
+      'allowedUnsafeSysctls.0: "Net.Core.*" is not a sysctl name or a prefix ending in "*"',
+    );
+    await writeConfig("allowedUnsafeSysctls: kernel.msgmax\n");
+    expect(await loadError(["--config", file])).toContain(
+      'allowedUnsafeSysctls: "kernel.msgmax" must be a list of sysctl names or patterns',
+    );
+    expect(await loadError(["--allowed-unsafe-sysctls", "net.*,kernel.panic"])).toBe(
+      'invalid flag --allowed-unsafe-sysctls: "kernel.panic" is not known to be namespaced: only kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.* and net.* can be allowed',
     );
   });
 
