@@ -7,6 +7,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
+import { sysctlPodManifest } from "../lib/manifests.ts";
 import { eventually } from "../lib/testbed.ts";
 
 const agent = new TestAgent();
@@ -14,20 +15,8 @@ const agent = new TestAgent();
 /** A pod on the pod network setting one sysctl, whose container prints it and sleeps. */
 function sysctlPod(name: string, sysctl: string, value: string): string {
   const file = `/proc/sys/${sysctl.replaceAll(".", "/")}`;
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  terminationGracePeriodSeconds: 1
-  securityContext:
-    sysctls:
-      - { name: ${sysctl}, value: "${value}" }
-  containers:
-    - name: c
-      image: ${agent.tb.busybox}
-      command: ["sh", "-c", "echo \\"$(cat ${file})\\"; exec sleep 3600"]
-`;
+  const print = `echo "$(cat ${file})"; exec sleep 3600`;
+  return sysctlPodManifest(name, agent.tb.busybox, { [sysctl]: value }, print);
 }
 
 const running = (p: Pod) => p.status?.phase === "Running";

@@ -60,6 +60,23 @@ export function shellPodManifest(
   });
 }
 
+/** A pod on the pod network setting `sysctls` (name → value), whose container `c` runs
+ * `sh -c command`; stops within 1 s. */
+export function sysctlPodManifest(
+  name: string,
+  image: string,
+  sysctls: Record<string, string>,
+  command: string,
+): string {
+  const list = Object.entries(sysctls)
+    .map(([n, v]) => `      - { name: ${n}, value: ${JSON.stringify(v)} }\n`)
+    .join("");
+  return onePod(name, image, `["sh", "-c", ${JSON.stringify(command)}]`, {
+    podNetwork: true,
+    spec: `  securityContext:\n    sysctls:\n${list}`,
+  });
+}
+
 /** A pod on the pod network whose one container `main` runs `sh -c command`, with `resources`
  * as YAML flow (e.g. "{limits: {memory: 32Mi}}") when given; stops within 1 s. */
 export function podNetworkShellManifest(
