@@ -6,9 +6,8 @@ import { readFile as fsReadFile } from "node:fs/promises";
 import { hostname as osHostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { isDNS1123Subdomain } from "../../api/index.ts";
 import type { LogLevel } from "../../util/log.ts";
-import { buildThresholds } from "../eviction/thresholds.ts";
+import { checkHubUrl, checkRelations } from "./agent-config-checks.ts";
 import { type AgentConfigInput, checkAgentConfigInput, showValue } from "./agent-config-schema.ts";
 import { ConfigError, flagForField, parseAgentFlags } from "./agent-flags.ts";
 
@@ -370,71 +369,6 @@ function merge(
   return config;
 }
 
-/** Whether `host` (a URL's hostname) is loopback. */
-function loopbackHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, "");
-  return h === "localhost" || h === "::1" || /^127\./.test(h);
-}
-
-/** A plain (not TLS) hub URL is refused unless it is loopback or hub.insecure says so
- * (docs/protocol.md, "TLS and trust"). */
-function checkHubUrl(hub: { url: string; insecure?: boolean }, where: string): void {
-  const u = new URL(hub.url);
-  const plain = u.protocol === "http:" || u.protocol === "ws:";
-  if (plain && !loopbackHost(u.hostname) && hub.insecure !== true)
-    throw new ConfigError(
-      `${where}: hub.url ${showValue(hub.url)} is not TLS and not loopback: exec sessions, port-forwards and pod logs would travel unencrypted; use https:// (the hub serves TLS by default), or set hub.insecure: true to accept that`,
-    );
-}
-
-/** Whether the agent's hub URL is plain and not loopback (allowed by hub.insecure: warn). */
-export function insecureHubUrl(url: string): boolean {
-  const u = new URL(url);
-  return (u.protocol === "http:" || u.protocol === "ws:") && !loopbackHost(u.hostname);
-}
-
 function dropUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
-}
-
-/** Checks between fields, once file, flags and defaults are merged. */
-function checkRelations(config: AgentConfig, where: string): void {
-  for (const kind of ["crashLoopBackOff", "imagePullBackOff", "hubReconnectBackOff"] as const) {
-    const base = config[`${kind}Base`];
-    const max = config[`${kind}Max`];
-    if (base > max) {
-      throw new ConfigError(
-        `${where}: ${kind}Base (${base}ms) must not be greater than ${kind}Max (${max}ms)`,
-      );
-    }
-  }
-  const low = config.imageGCLowThresholdPercent;
-  const high = config.imageGCHighThresholdPercent;
-  if (low >= high) {
-    throw new ConfigError(
-      `${where}: imageGCLowThresholdPercent (${low}) must be less than imageGCHighThresholdPercent (${high})`,
-    );
-  }
-  const { imageMaximumGCAge: maxAge, imageMinimumGCAge: minAge } = config;
-  if (maxAge !== 0 && maxAge <= minAge) {
-    throw new ConfigError(
-      `${where}: imageMaximumGCAge (${maxAge}ms) must be greater than imageMinimumGCAge (${minAge}ms), or 0`,
-    );
-  }
-  if (config.cgroupDriver === "systemd") {
-    throw new ConfigError(
-      `${where}: cgroupDriver: "systemd" is not supported yet: use "cgroupfs" (with SystemdCgroup = false in the runtime's runc options)`,
-    );
-  }
-  try {
-    buildThresholds(config, { podCgroups: config.cgroupsPerQOS });
-  } catch (err) {
-    throw new ConfigError(`${where}: ${(err as Error).message}`);
-  }
-  const nameErrors = isDNS1123Subdomain(config.nodeName);
-  if (nameErrors.length > 0) {
-    throw new ConfigError(
-      `${where}: nodeName: ${showValue(config.nodeName)} is not a valid node name (set nodeName or --node-name): ${nameErrors.join("; ")}`,
-    );
-  }
 }

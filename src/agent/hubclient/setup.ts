@@ -6,7 +6,7 @@ import type { Event, Pod } from "../../api/types.ts";
 import { CREDENTIAL_FILE, STREAM_DEFAULTS } from "../../protocol/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
-import { insecureHubUrl } from "../config/agent-config.ts";
+import { insecureHubUrl } from "../config/agent-config-checks.ts";
 import type { OpenStream } from "../streams/mux.ts";
 import { createHubClient, type HubClient } from "./client.ts";
 import type { DesiredHandler } from "./desired.ts";
