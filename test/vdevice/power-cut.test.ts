@@ -181,22 +181,11 @@ describe("power cuts on a virtual device (needs root and user-mode Linux: script
       expect(running.length).toBe(1);
       expect(oldIds.has(running[0]?.id ?? "")).toBe(false);
     }
-    // Where the cut left the CNI plugins' cached result of a sandbox containerd recorded empty,
-    // containerd could not stop that sandbox: the pods came back all the same, the agent said
-    // why (stopping the pod, or the container GC removing an older sandbox). A cache file the
-    // cut emptied before containerd recorded its sandbox leaves nothing to stop.
+    // A cut may leave the CNI plugins' cached result of a sandbox empty; whether containerd can
+    // then stop that sandbox depends on where the cut fell, so this test only counts them (the
+    // pods came back either way). test/e2e/dead-sandbox.test.ts empties a cache on purpose and
+    // checks what the agent does with a sandbox containerd cannot stop.
     console.log(`power cut: ${emptyCni.length} recorded sandboxes with an empty CNI cache`);
-    // (The container GC's first pass may come a period, 60 s, after the pods are back.)
-    if (emptyCni.length > 0)
-      await eventually(
-        "the agent to report the sandbox it cannot stop",
-        () =>
-          /cannot stop a sandbox whose processes are gone|container GC: cannot remove a sandbox/.test(
-            dev.agentLog(),
-          ),
-        90_000,
-        1000,
-      );
     // The outbox was read: the torn record dropped and counted.
     expect(dev.agentLog()).toMatch(/skipped unreadable lines of the hub outbox[^\n]*lines=[1-9]/);
   }, 400_000);
