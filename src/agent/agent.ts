@@ -424,6 +424,7 @@ export async function runAgent(
       logPath: serverDeps.logPath,
       cri,
       log: log.with({ component: "streams" }),
+      clock,
     });
     return opener(req, out, streamSignal);
   };

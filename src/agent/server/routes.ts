@@ -10,7 +10,7 @@ import {
   podFields,
 } from "../../api/selectors.ts";
 import type { Pod } from "../../api/types.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, realClock } from "../../util/clock.ts";
 import { logExists, readLog } from "../logs/index.ts";
 import { badRequest, json, podNotFound, type StatusError } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
@@ -110,7 +110,8 @@ export async function podLog(
   const timestamps = boolParam(q, "timestamps");
   const tailLines = intParam(q, "tailLines");
   const sinceSeconds = intParam(q, "sinceSeconds");
-  const since = sinceSeconds === undefined ? undefined : Date.now() - sinceSeconds * 1000;
+  const now = (opts.clock ?? realClock).now();
+  const since = sinceSeconds === undefined ? undefined : now - sinceSeconds * 1000;
   const path = deps.logPath(pod, container, previous);
   if (path === undefined || !(await logExists(path))) {
     throw noLogError(pod, container, previous);

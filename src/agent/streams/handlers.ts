@@ -8,6 +8,7 @@ import type { Pod } from "../../api/types.ts";
 import type { CriRuntime } from "../../cri/index.ts";
 import { readStatus } from "../../protocol/remotecommand.ts";
 import { CHANNEL, type StreamOpen } from "../../protocol/streams.ts";
+import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { logExists, readLog } from "../logs/index.ts";
 import { noLogError, resolveContainer } from "../server/routes.ts";
@@ -22,6 +23,7 @@ export interface StreamDeps {
   logPath(pod: Pod, container: string, previous: boolean): string | undefined;
   cri: Pick<CriRuntime, "exec" | "portForward" | "listPodSandbox">;
   log: Logger;
+  clock: Clock;
   /** How often a followed log is polled besides its change notifications (250 ms). */
   logPollIntervalMs?: number;
 }
@@ -79,7 +81,7 @@ async function openLogs(
   const previous = req.previous === true;
   const path = deps.logPath(pod, container, previous);
   if (path === undefined || !(await logExists(path))) throw noLogError(pod, container, previous);
-  const since = sinceOf(req, Date.now());
+  const since = sinceOf(req, deps.clock.now());
   const chunks = readLog(path, {
     follow: req.follow === true,
     timestamps: req.timestamps === true,
@@ -87,6 +89,7 @@ async function openLogs(
     ...(since !== undefined && { since }),
     signal,
     watch: true,
+    clock: deps.clock,
     ...(deps.logPollIntervalMs !== undefined && { pollIntervalMs: deps.logPollIntervalMs }),
   });
   void (async () => {
