@@ -4,10 +4,8 @@
 
 import { readFileSync } from "node:fs";
 import { networkInterfaces } from "node:os";
-import { join } from "node:path";
 import type { Pod } from "../api/types.ts";
 import { type CriClient, createCriClient } from "../cri/index.ts";
-import type { OpenStream } from "../streams/types.ts";
 import { type Clock, realClock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { buildInfo } from "../util/version.ts";
@@ -16,14 +14,14 @@ import type { AgentConfig } from "./config/index.ts";
 import { createEventRecorder, manifestRef, podRef } from "./events/index.ts";
 import {
   createAgentEviction,
+  createPodEvictor,
   createPsiReader,
-  EVICTED_REASON,
   type EvictionManager,
-  type EvictRequest,
   formatPsi,
 } from "./eviction/index.ts";
 import { createAgentGC, type PodGCState } from "./gc/index.ts";
-import type { createAgentHub, DesiredHandler } from "./hubclient/index.ts";
+import { hubDesiredState } from "./hub-desired.ts";
+import type { createAgentHub } from "./hubclient/index.ts";
 import { computePodActions, planSteps } from "./kuberuntime/index.ts";
 import { runMemoryTrim } from "./memory.ts";
 import { createAgentNodeStatus } from "./nodestatus/index.ts";
@@ -36,15 +34,9 @@ import { createAgentRuntime } from "./runtime.ts";
 import { createRuntimeHealth } from "./runtime-health.ts";
 import { startAgentServer } from "./server/index.ts";
 import { createServerDeps } from "./server-deps.ts";
-import {
-  createFileSource,
-  createHubPodSource,
-  createObjectStore,
-  createPodConfig,
-  type ObjectStore,
-  type PodConfig,
-} from "./sources/index.ts";
+import { createFileSource, createObjectStore, createPodConfig } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
+import { lazyStreamOpener } from "./streams/lazy.ts";
 import { createSyncLoop } from "./syncloop/index.ts";
 import { createSysctlAdmission, KERNEL_RELEASE_FILE } from "./sysctl/index.ts";
 import { createSystemMounter, createVolumeManager } from "./volumes/index.ts";
@@ -60,35 +52,6 @@ export function detectHostIP(): string {
     for (const a of addrs ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
   }
   return "127.0.0.1";
-}
-
-/**
- * The hub's desired state on this device: the "api" source of pods and of ConfigMaps and
- * Secrets, loaded from its saved file now (so an offline start runs the last hub pods), as the
- * hub client's handler.
- */
-function hubDesiredState(
-  config: AgentConfig,
-  podConfig: PodConfig,
-  objects: ObjectStore,
-  log: Logger,
-): DesiredHandler {
-  const source = createHubPodSource({
-    nodeName: config.nodeName,
-    path: join(config.rootDir, "hub", "desired.json"),
-    log: log.with({ component: "hubsource" }),
-    apply: (pods) => podConfig.set("api", pods),
-    applyObjects: (list) => objects.set("api", list),
-  });
-  source.load();
-  return {
-    get generation() {
-      return source.generation;
-    },
-    accept: (input) => source.accept(input),
-    conflicts: () =>
-      podConfig.conflicts("api").map((c) => ({ pod: c.pod, uid: c.uid, message: c.message })),
-  };
 }
 
 export async function runAgent(
@@ -304,7 +267,10 @@ export async function runAgent(
     logger: log.with({ component: "eviction" }),
     podCgroupName: (pod) => cm.podCgroupParent(pod),
     activePods: () => workers.activePods(),
-    evictPod: (pod, request) => evictPod(pod, request),
+    evictPod: createPodEvictor({
+      warn: (pod, reason, message) => recorder.event(podRef(pod), "Warning", reason, message),
+      updatePod: (update) => workers.updatePod(update),
+    }),
     podCleanedUp: (uid) => !workers.couldHaveRunningContainers(uid),
     emptyDirLimits: (pod) => volumes.diskEmptyDirLimits(pod),
     nodeEvent: (type, reason, message) =>
@@ -316,27 +282,6 @@ export async function runAgent(
       images: () => gc.reclaim.deleteUnusedImages(),
     },
   });
-  /** The kubelet's evictPod: an Evicted event, then a kill that ends the pod Failed/Evicted. */
-  function evictPod(pod: Pod, request: EvictRequest): void {
-    recorder.event(podRef(pod), "Warning", EVICTED_REASON, request.message);
-    const disruption = {
-      type: "DisruptionTarget" as const,
-      status: "True" as const,
-      reason: "TerminationByKubelet",
-      message: request.message,
-    };
-    workers.updatePod({
-      pod,
-      type: "kill",
-      kill: {
-        gracePeriodSeconds: request.gracePeriodSeconds,
-        reason: EVICTED_REASON,
-        message: request.message,
-        evict: true,
-        ...(request.disruption && { conditions: [disruption] }),
-      },
-    });
-  }
   const evictionManager = eviction;
   const runsAlready = (pod: Pod) =>
     pleg.cache.get(pod.metadata.uid ?? "")?.status?.containers.some((c) => c.state === "running") ??
@@ -415,19 +360,13 @@ export async function runAgent(
     node: () => nodeStatus.node(),
     eviction: { manager: evictionManager, psi: readPsi },
   });
-  // The handlers of logs, exec and port-forward streams (the runtime's SPDY and WebSocket
-  // clients among them) are loaded with the first stream: most devices rarely see one.
-  let opener: OpenStream | undefined;
-  const streams: OpenStream = async (req, out, streamSignal) => {
-    opener ??= (await import("./streams/handlers.ts")).createStreamOpener({
-      pod: serverDeps.getPod,
-      logPath: serverDeps.logPath,
-      cri,
-      log: log.with({ component: "streams" }),
-      clock,
-    });
-    return opener(req, out, streamSignal);
-  };
+  const streams = lazyStreamOpener({
+    pod: serverDeps.getPod,
+    logPath: serverDeps.logPath,
+    cri,
+    log: log.with({ component: "streams" }),
+    clock,
+  });
   const server = await startAgentServer(serverDeps, {
     socketPath: config.apiSocket,
     log,

@@ -3,6 +3,7 @@
 // pressure, ranking and evicting pods one at a time, per-pod local storage limits, and when an
 // evicted static pod may run again.
 export { admitUnderPressure, MEMORY_PRESSURE_TAINT, tolerates } from "./admission.ts";
+export { createPodEvictor } from "./evict-pod.ts";
 export {
   createEvictionManager,
   type EvictionManager,

@@ -1,0 +1,36 @@
+// The hub's desired state on this device, as the hub client's handler: the "api" source of pods
+// and of ConfigMaps and Secrets, kept in <rootDir>/hub/desired.json.
+import { join } from "node:path";
+import type { Logger } from "../util/log.ts";
+import type { AgentConfig } from "./config/index.ts";
+import type { DesiredHandler } from "./hubclient/index.ts";
+import { createHubPodSource, type ObjectStore, type PodConfig } from "./sources/index.ts";
+
+/**
+ * The hub's desired state on this device: the "api" source of pods and of ConfigMaps and
+ * Secrets, loaded from its saved file now (so an offline start runs the last hub pods), as the
+ * hub client's handler.
+ */
+export function hubDesiredState(
+  config: AgentConfig,
+  podConfig: PodConfig,
+  objects: ObjectStore,
+  log: Logger,
+): DesiredHandler {
+  const source = createHubPodSource({
+    nodeName: config.nodeName,
+    path: join(config.rootDir, "hub", "desired.json"),
+    log: log.with({ component: "hubsource" }),
+    apply: (pods) => podConfig.set("api", pods),
+    applyObjects: (list) => objects.set("api", list),
+  });
+  source.load();
+  return {
+    get generation() {
+      return source.generation;
+    },
+    accept: (input) => source.accept(input),
+    conflicts: () =>
+      podConfig.conflicts("api").map((c) => ({ pod: c.pod, uid: c.uid, message: c.message })),
+  };
+}
