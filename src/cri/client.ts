@@ -14,6 +14,7 @@ import { decodeMessage, MessageEncoder } from "./codec.ts";
 import { parseCriEndpoint } from "./endpoint.ts";
 import { CriError, criErrorFromGrpc, GrpcStatus } from "./errors.ts";
 import { type ContainerEvents, createContainerEvents } from "./events.ts";
+import { LOCAL_PEER_HEADER_BYTES } from "./grpc-wire.ts";
 import { createListDecoder } from "./list-decoding.ts";
 import { CRI_PACKAGE, loadCriProto } from "./proto.ts";
 import type * as m from "./requests.ts";
@@ -133,6 +134,7 @@ export function createCriClient(options: CriClientOptions): CriClient {
     // A 1 MiB HTTP/2 window lets containerd send a whole pod listing (over 100 KB at 110 pods,
     // far more than HTTP/2's default 64 KiB) without waiting for window updates.
     windowBytes: 1 << 20,
+    maxHeaderListBytes: LOCAL_PEER_HEADER_BYTES,
   });
   let closed = false;
 

@@ -15,6 +15,7 @@ import { GrpcStatus } from "./errors.ts";
 import {
   encodeGrpcMessage,
   frameMessage,
+  LOCAL_PEER_HEADER_BYTES,
   MessageReader,
   parseGrpcTimeout,
   TransportError,
@@ -59,6 +60,10 @@ export interface GrpcServerOptions {
   serverStreams?: Readonly<Record<string, ServerStreamMethod>>;
   /** Largest request message accepted (bytes). Default 4 MiB. */
   maxReceiveBytes?: number;
+  /** Largest request header block accepted (bytes). Default 1 MiB (LOCAL_PEER_HEADER_BYTES). */
+  maxHeaderListBytes?: number;
+  /** Calls one connection may have open at once. Default 100. */
+  maxConcurrentStreams?: number;
   /** A handler failed with something other than a GrpcError (the call ends UNKNOWN). */
   onError?: (path: string, error: unknown) => void;
 }
@@ -69,6 +74,7 @@ export interface GrpcServer {
   close(): void;
 }
 
+const ONE_MESSAGE = "a call takes exactly one request message";
 const RESERVED = new Set(["content-type", "te", "user-agent", "grpc-timeout", "grpc-encoding"]);
 const OK_HEADERS: [string, string][] = [
   [":status", "200"],
@@ -93,6 +99,8 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
       open(socket) {
         const c = new H2ServerConnection(socket as Socket<unknown>, {
           windowBytes: 1 << 20,
+          maxHeaderListBytes: opts.maxHeaderListBytes ?? LOCAL_PEER_HEADER_BYTES,
+          maxConcurrentStreams: opts.maxConcurrentStreams ?? 100,
           onStream: serve,
         });
         socket.data = c;
@@ -186,9 +194,11 @@ class ServerCall {
     const reader = new MessageReader(this.opts.maxReceiveBytes ?? 4 * 1024 * 1024);
     const messages: Buffer[] = [];
     this.s.onData = (chunk) => {
+      if (this.done) return;
       const got = reader.push(chunk);
-      if (got instanceof TransportError) this.finish(got.code, got.details);
-      else messages.push(...got);
+      if (got instanceof TransportError) return this.finish(got.code, got.details);
+      messages.push(...got);
+      if (messages.length > 1) this.finish(GrpcStatus.INTERNAL, ONE_MESSAGE);
     };
     this.s.onGone = () => {
       if (this.done) return;
@@ -200,7 +210,7 @@ class ServerCall {
     this.s.onEnd = () => {
       if (this.done) return;
       if (messages.length !== 1 || reader.finish() !== undefined) {
-        return this.finish(GrpcStatus.INTERNAL, "a call takes exactly one request message");
+        return this.finish(GrpcStatus.INTERNAL, ONE_MESSAGE);
       }
       const metadata = new Map(
         [...this.headers].filter(([k]) => !k.startsWith(":") && !RESERVED.has(k)),

@@ -7,6 +7,12 @@ import { GrpcStatus } from "./errors.ts";
 import type { H2Address } from "./h2.ts";
 import { H2_CANCEL, H2_ENHANCE_YOUR_CALM, H2_REFUSED_STREAM } from "./h2-frame.ts";
 
+/** The header block limit for peers on a local socket (the runtime, device plugins): they run
+ * as root like the agent, and the longest header they send is an error message (a pull
+ * failure carries the registry's answer), kilobytes at most; 1 MiB bounds a broken one and is
+ * still below grpc-go's default of 16 MiB. */
+export const LOCAL_PEER_HEADER_BYTES = 1 << 20;
+
 /** A call that failed, with its gRPC status code and the runtime's (or our) message. */
 export class TransportError extends Error {
   override readonly name = "TransportError";
@@ -217,4 +223,7 @@ export interface GrpcTransportOptions {
   maxReceiveBytes: number;
   /** HTTP/2 flow-control window for the session and each stream (bytes). */
   windowBytes: number;
+  /** Largest header block (headers or trailers) accepted from the server, encoded or decoded
+   * (bytes); a larger one closes the connection. */
+  maxHeaderListBytes: number;
 }

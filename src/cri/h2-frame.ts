@@ -2,6 +2,7 @@
 
 export const FRAME_DATA = 0;
 export const FRAME_HEADERS = 1;
+export const FRAME_PRIORITY = 2;
 export const FRAME_RST_STREAM = 3;
 export const FRAME_SETTINGS = 4;
 export const FRAME_PUSH_PROMISE = 5;
@@ -16,18 +17,30 @@ export const FLAG_END_HEADERS = 0x4;
 export const FLAG_PADDED = 0x8;
 export const FLAG_PRIORITY = 0x20;
 
+export const SETTINGS_HEADER_TABLE_SIZE = 1;
 export const SETTINGS_ENABLE_PUSH = 2;
+export const SETTINGS_MAX_CONCURRENT_STREAMS = 3;
 export const SETTINGS_INITIAL_WINDOW_SIZE = 4;
 export const SETTINGS_MAX_FRAME_SIZE = 5;
+export const SETTINGS_MAX_HEADER_LIST_SIZE = 6;
 
-/** RST_STREAM error codes that the transport maps to gRPC statuses of their own. */
+/** HTTP/2 error codes (RST_STREAM and GOAWAY). */
+export const H2_NO_ERROR = 0x0;
+export const H2_PROTOCOL_ERROR = 0x1;
+export const H2_FLOW_CONTROL_ERROR = 0x3;
+export const H2_FRAME_SIZE_ERROR = 0x6;
 export const H2_REFUSED_STREAM = 0x7;
 export const H2_CANCEL = 0x8;
+export const H2_COMPRESSION_ERROR = 0x9;
 export const H2_ENHANCE_YOUR_CALM = 0xb;
 
 export const DEFAULT_WINDOW = 65_535;
+/** The largest flow-control window (2^31 - 1). */
+export const MAX_WINDOW = 0x7fffffff;
 /** The largest frame we accept (the default SETTINGS_MAX_FRAME_SIZE, which we keep). */
 export const MAX_FRAME = 16_384;
+/** The largest SETTINGS_MAX_FRAME_SIZE a peer may announce (2^24 - 1). */
+export const MAX_FRAME_LIMIT = 0xffffff;
 export const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 export const MAX_STREAM_ID = 0x7fffffff;
 
@@ -49,9 +62,22 @@ export function windowUpdate(id: number, increment: number): Buffer {
   return frame(FRAME_WINDOW_UPDATE, 0, id, payload);
 }
 
+/** A connection error (RFC 9113 5.4.1): the connection is closed with GOAWAY `code`. */
+export class H2Error extends Error {
+  override readonly name = "H2Error";
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** A padded frame's content without its pad length byte and padding. */
 export function unpad(payload: Buffer): Buffer {
-  const pad = payload[0] ?? 0;
-  if (pad >= payload.length) throw new Error("padding longer than the frame");
+  if (payload.length === 0)
+    throw new H2Error(H2_FRAME_SIZE_ERROR, "a padded frame has no pad length");
+  const pad = payload[0] as number;
+  if (pad >= payload.length) throw new H2Error(H2_PROTOCOL_ERROR, "padding longer than the frame");
   return payload.subarray(1, payload.length - pad);
 }

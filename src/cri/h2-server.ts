@@ -7,10 +7,24 @@
 //   its end, and at most one of reset or loss; nothing after the server's side ended and the
 //   client's too.
 // - A stream is forgotten once both sides ended (or it was reset, or the connection is lost).
+// - At most `maxConcurrentStreams` streams are open (announced in our SETTINGS); a stream past
+//   it is refused (RST_STREAM REFUSED_STREAM) without reaching `onStream`.
+// - A client that resets streams it opened faster than they finish (the "rapid reset" attack)
+//   is sent GOAWAY ENHANCE_YOUR_CALM once it has more than RESET_BUDGET such resets to spare.
 
 import type { Socket } from "bun";
-import { FRAME_GOAWAY, frame, H2_CANCEL, H2_REFUSED_STREAM, PREFACE } from "./h2-frame.ts";
-import { H2Session, newSendState, type SendState } from "./h2-session.ts";
+import {
+  FRAME_GOAWAY,
+  frame,
+  H2_CANCEL,
+  H2_ENHANCE_YOUR_CALM,
+  H2_PROTOCOL_ERROR,
+  H2_REFUSED_STREAM,
+  H2Error,
+  PREFACE,
+  SETTINGS_MAX_CONCURRENT_STREAMS,
+} from "./h2-frame.ts";
+import { type H2Limits, H2Session, newSendState, type SendState } from "./h2-session.ts";
 import { encodeHeaders } from "./hpack.ts";
 
 /** One stream as its handler sees it: the request, and how to answer. */
@@ -39,9 +53,12 @@ interface Stream extends SendState {
   remoteEnded: boolean;
 }
 
-export interface H2ServerConnectionOptions {
-  /** Our receive window for the connection and each stream (bytes). */
-  windowBytes: number;
+/** Streams the client may reset before they end, beyond those that ended normally. */
+export const RESET_BUDGET = 200;
+
+export interface H2ServerConnectionOptions extends H2Limits {
+  /** Streams the client may have open at once. */
+  maxConcurrentStreams: number;
   /** A new stream: its handler sets the handle's callbacks at once. */
   onStream(stream: H2ServerStream): void;
 }
@@ -52,15 +69,17 @@ export class H2ServerConnection extends H2Session<Stream> {
   private lastId = 0;
   /** GOAWAY sent: new streams are refused, and the connection closes after the last one. */
   private draining = false;
+  /** Streams the client reset before they ended, less those that ended normally (never < 0). */
+  private resets = 0;
 
   constructor(
     socket: Socket<unknown>,
     private readonly opts: H2ServerConnectionOptions,
   ) {
-    super(opts.windowBytes);
+    super(opts);
     this.socket = socket;
     this.prefaceLeft = PREFACE.length;
-    this.sendSettings([]);
+    this.sendSettings([[SETTINGS_MAX_CONCURRENT_STREAMS, opts.maxConcurrentStreams]]);
   }
 
   /** The socket is writable again. */
@@ -93,20 +112,33 @@ export class H2ServerConnection extends H2Session<Stream> {
       if (end) this.remoteEnd(id, known);
       return;
     }
-    if (id % 2 === 0 || id <= this.lastId) {
-      if (id > this.lastId) throw new Error(`the client opened an even stream ${id}`);
-      return; // a stream already gone
-    }
+    if (id <= this.lastId) return; // a stream already gone
     this.lastId = id;
-    if (this.draining) {
+    if (this.draining || this.streams.size >= this.opts.maxConcurrentStreams) {
       this.queueReset(id, H2_REFUSED_STREAM);
       return;
     }
-    const stream = { ...newSendState(this.peerInitialWindow), remoteEnded: false } as Stream;
+    const stream = {
+      ...newSendState(this.peer.initialWindow, this.limits.windowBytes),
+      remoteEnded: false,
+    } as Stream;
     stream.handle = this.handleFor(id, stream, fields);
     this.streams.set(id, stream);
     this.opts.onStream(stream.handle);
     if (end) this.remoteEnd(id, stream);
+  }
+
+  protected isIdle(id: number): boolean {
+    if (id % 2 === 0) throw new H2Error(H2_PROTOCOL_ERROR, `the client used even stream ${id}`);
+    return id > this.lastId;
+  }
+
+  protected override opensStreams(): boolean {
+    return true;
+  }
+
+  protected override lastPeerStream(): number {
+    return this.lastId;
   }
 
   protected onStreamData(id: number, stream: Stream, data: Buffer, end: boolean): void {
@@ -116,6 +148,9 @@ export class H2ServerConnection extends H2Session<Stream> {
 
   protected onStreamReset(_id: number, stream: Stream, code: number): void {
     stream.handle.onGone?.(`the client reset the stream (HTTP/2 code ${code})`);
+    if (++this.resets > RESET_BUDGET) {
+      throw new H2Error(H2_ENHANCE_YOUR_CALM, `the client reset more than ${RESET_BUDGET} streams`);
+    }
     this.maybeClose();
   }
 
@@ -140,6 +175,7 @@ export class H2ServerConnection extends H2Session<Stream> {
 
   private forget(id: number): void {
     this.streams.delete(id);
+    if (this.resets > 0) this.resets--;
     this.maybeClose();
   }
 

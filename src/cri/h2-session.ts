@@ -3,12 +3,21 @@
 // SETTINGS, PING, WINDOW_UPDATE, and sending each stream's data within both flow-control windows,
 // ending it with END_STREAM or a trailers block. What a stream means is left to the subclass.
 //
+// The peer is not trusted (a pod answering a gRPC probe is anyone's code), so every frame is
+// checked as RFC 9113 says and everything the peer can make us hold is bounded: a header block
+// by `maxHeaderListBytes` (its encoded bytes and its decoded fields), a partial frame by the
+// frame size we announce, the replies it asks for (PING and SETTINGS acknowledgements) while it
+// does not read them by MAX_QUEUED_REPLIES, and the data it sends by our flow-control windows.
+// A peer that breaks a rule gets GOAWAY with the error's code and the connection is closed; its
+// streams hear why.
+//
 // Invariants:
 // - Every header block is decoded, even of a stream that is gone, so that the HPACK table stays
 //   in step with the peer's.
 // - A stream's data goes out in order, never past the peer's windows; its end (END_STREAM or
 //   trailers) goes out after its last data.
 // - Frames written in one turn of the event loop go out in one write.
+// - The peer never has more than our window in flight: DATA past it is a FLOW_CONTROL_ERROR.
 
 import type { Socket } from "bun";
 import {
@@ -23,20 +32,30 @@ import {
   FRAME_GOAWAY,
   FRAME_HEADERS,
   FRAME_PING,
+  FRAME_PRIORITY,
   FRAME_PUSH_PROMISE,
   FRAME_RST_STREAM,
   FRAME_SETTINGS,
   FRAME_WINDOW_UPDATE,
   frame,
+  H2_COMPRESSION_ERROR,
+  H2_ENHANCE_YOUR_CALM,
+  H2_FLOW_CONTROL_ERROR,
+  H2_FRAME_SIZE_ERROR,
+  H2_NO_ERROR,
+  H2_PROTOCOL_ERROR,
+  H2Error,
   MAX_FRAME,
   MAX_STREAM_ID,
+  MAX_WINDOW,
   PREFACE,
   SETTINGS_INITIAL_WINDOW_SIZE,
-  SETTINGS_MAX_FRAME_SIZE,
+  SETTINGS_MAX_HEADER_LIST_SIZE,
   unpad,
   windowUpdate,
 } from "./h2-frame.ts";
-import { HpackDecoder, HpackError } from "./hpack.ts";
+import { applySettings, type PeerSettings } from "./h2-settings.ts";
+import { HeaderListTooLarge, HpackDecoder, HpackError } from "./hpack.ts";
 
 /** Our sending side of one stream. */
 export interface SendState {
@@ -49,13 +68,28 @@ export interface SendState {
   ended: boolean;
   /** What the peer lets us send on this stream. */
   sendWindow: number;
+  /** What the peer may still send on this stream before our next WINDOW_UPDATE. */
+  recvWindow: number;
   /** Bytes received and not yet given back with WINDOW_UPDATE. */
   unacked: number;
 }
 
-export function newSendState(sendWindow: number): SendState {
-  return { pending: [], endWith: undefined, ended: false, sendWindow, unacked: 0 };
+export function newSendState(sendWindow: number, recvWindow: number): SendState {
+  return { pending: [], endWith: undefined, ended: false, sendWindow, recvWindow, unacked: 0 };
 }
+
+/** What one connection takes from its peer. */
+export interface H2Limits {
+  /** Our receive window for the connection and each stream (bytes). */
+  windowBytes: number;
+  /** The largest header block we accept, in encoded bytes and in decoded fields (name and value
+   * bytes plus 32 each); announced as SETTINGS_MAX_HEADER_LIST_SIZE. */
+  maxHeaderListBytes: number;
+}
+
+/** Replies (acknowledgements, resets, window updates) queued for a peer that does not read
+ * them before the connection is closed with ENHANCE_YOUR_CALM (Go's HTTP/2 has 10,000 too). */
+export const MAX_QUEUED_REPLIES = 10_000;
 
 export abstract class H2Session<S extends SendState> {
   protected socket: Socket<unknown> | undefined;
@@ -65,20 +99,34 @@ export abstract class H2Session<S extends SendState> {
   protected closeReason = "";
   /** Bytes of the client's connection preface still to check (a server expects 24). */
   protected prefaceLeft = 0;
-  protected peerInitialWindow = DEFAULT_WINDOW;
-  protected peerMaxFrame = MAX_FRAME;
+  /** The peer's first SETTINGS arrived: its connection preface is complete, and until then the
+   * connection is not established. */
+  protected settingsReceived = false;
+  /** What the peer announced in its SETTINGS. */
+  protected readonly peer: PeerSettings = {
+    initialWindow: DEFAULT_WINDOW,
+    maxFrame: MAX_FRAME,
+    maxConcurrentStreams: Number.POSITIVE_INFINITY,
+  };
   /** Frames waiting for the socket (before it opened, or while it is full). */
   private outbox: Buffer[] = [];
+  /** Replies queued since the outbox was last empty. */
+  private queuedReplies = 0;
   private flushQueued = false;
   private readonly decoder = new HpackDecoder();
   private received: Buffer | undefined;
-  /** A header block in CONTINUATION frames: its stream, fragments and END_STREAM. */
-  private partial: { id: number; fragments: Buffer[]; endStream: boolean } | undefined;
+  /** A header block in CONTINUATION frames: its stream, fragments, their bytes and END_STREAM. */
+  private partial:
+    | { id: number; fragments: Buffer[]; bytes: number; endStream: boolean }
+    | undefined;
   private sendWindow = DEFAULT_WINDOW;
+  /** What the peer may still send on the connection before our next WINDOW_UPDATE. */
+  private recvWindow: number;
   private unacked = 0;
 
-  /** `windowBytes`: our receive window for the connection and each stream. */
-  constructor(protected readonly windowBytes: number) {}
+  constructor(protected readonly limits: H2Limits) {
+    this.recvWindow = Math.max(limits.windowBytes, DEFAULT_WINDOW);
+  }
 
   /** A header block arrived on stream `id` (which may be unknown: a new stream, or one gone). */
   protected abstract onHeaderBlock(id: number, fields: [string, string][], end: boolean): void;
@@ -86,18 +134,32 @@ export abstract class H2Session<S extends SendState> {
   protected abstract onStreamData(id: number, stream: S, data: Buffer, end: boolean): void;
   /** The peer reset a known stream. */
   protected abstract onStreamReset(id: number, stream: S, code: number): void;
-  /** The connection is gone; every stream still open hears `why`. */
-  protected abstract onStreamLost(id: number, stream: S, why: string): void;
+  /** The connection is gone; every stream still open hears `why` (`code`: the HTTP/2 error that
+   * closed it, undefined when the socket closed). */
+  protected abstract onStreamLost(id: number, stream: S, why: string, code?: number): void;
   /** The peer sent GOAWAY: streams above `lastId` were not processed. */
   protected abstract onGoaway(lastId: number): void;
+  /** Whether stream `id` is one the peer may not use yet (RFC 9113 5.1: idle). */
+  protected abstract isIdle(id: number): boolean;
+  /** The highest stream the peer opened, for our GOAWAY. */
+  protected lastPeerStream(): number {
+    return 0;
+  }
   /** Our side of a stream ended (its END_STREAM was queued). */
   protected onLocalEnd(_id: number, _stream: S): void {}
+  /** The peer's SETTINGS changed what we may do (more streams, larger windows). */
+  protected onPeerSettings(): void {}
 
-  /** Queues our SETTINGS (`extra` besides our initial window) and the connection window. */
+  /** "server" or "client", for messages. */
+  protected abstract readonly peerName: string;
+
+  /** Queues our SETTINGS (`extra` besides our initial window and header list size) and the
+   * connection window. */
   protected sendSettings(extra: [number, number][]): void {
     const entries: [number, number][] = [
       ...extra,
-      [SETTINGS_INITIAL_WINDOW_SIZE, this.windowBytes],
+      [SETTINGS_INITIAL_WINDOW_SIZE, this.limits.windowBytes],
+      [SETTINGS_MAX_HEADER_LIST_SIZE, this.limits.maxHeaderListBytes],
     ];
     const payload = Buffer.alloc(6 * entries.length);
     entries.forEach(([key, value], i) => {
@@ -105,22 +167,23 @@ export abstract class H2Session<S extends SendState> {
       payload.writeUInt32BE(value, 6 * i + 2);
     });
     this.queue(frame(FRAME_SETTINGS, 0, 0, payload));
-    if (this.windowBytes > DEFAULT_WINDOW) {
-      this.queue(windowUpdate(0, this.windowBytes - DEFAULT_WINDOW));
+    if (this.limits.windowBytes > DEFAULT_WINDOW) {
+      this.queue(windowUpdate(0, this.limits.windowBytes - DEFAULT_WINDOW));
     }
   }
 
   /** Queues a header block for stream `id`, in CONTINUATION frames when it is large. */
   protected queueHeaders(id: number, block: Buffer, endStream: boolean): void {
     const end = endStream ? FLAG_END_STREAM : 0;
-    if (block.length <= this.peerMaxFrame) {
+    const max = this.peer.maxFrame;
+    if (block.length <= max) {
       this.queue(frame(FRAME_HEADERS, end | FLAG_END_HEADERS, id, block));
       return;
     }
-    let at = this.peerMaxFrame;
+    let at = max;
     this.queue(frame(FRAME_HEADERS, end, id, block.subarray(0, at)));
     while (at < block.length) {
-      const next = Math.min(block.length, at + this.peerMaxFrame);
+      const next = Math.min(block.length, at + max);
       const flags = next === block.length ? FLAG_END_HEADERS : 0;
       this.queue(frame(FRAME_CONTINUATION, flags, id, block.subarray(at, next)));
       at = next;
@@ -131,7 +194,7 @@ export abstract class H2Session<S extends SendState> {
   protected drain(id: number, stream: S): void {
     while (stream.pending.length > 0) {
       const chunk = stream.pending[0] as Buffer;
-      const size = Math.min(chunk.length, this.peerMaxFrame, this.sendWindow, stream.sendWindow);
+      const size = Math.min(chunk.length, this.peer.maxFrame, this.sendWindow, stream.sendWindow);
       if (size <= 0 && chunk.length > 0) return; // waits for WINDOW_UPDATE
       if (size === chunk.length) stream.pending.shift();
       else stream.pending[0] = chunk.subarray(size);
@@ -163,7 +226,7 @@ export abstract class H2Session<S extends SendState> {
   protected queueReset(id: number, code: number): void {
     const payload = Buffer.alloc(4);
     payload.writeUInt32BE(code, 0);
-    this.queue(frame(FRAME_RST_STREAM, 0, id, payload));
+    this.queueReply(frame(FRAME_RST_STREAM, 0, id, payload));
   }
 
   protected queue(buf: Buffer): void {
@@ -178,12 +241,25 @@ export abstract class H2Session<S extends SendState> {
     }
   }
 
+  /** Queues a frame the peer's own frames asked for; a peer that asks for more than
+   * MAX_QUEUED_REPLIES without reading them is flooding us. */
+  private queueReply(buf: Buffer): void {
+    if (++this.queuedReplies > MAX_QUEUED_REPLIES) {
+      throw new H2Error(
+        H2_ENHANCE_YOUR_CALM,
+        `more than ${MAX_QUEUED_REPLIES} replies are waiting for the ${this.peerName} to read them`,
+      );
+    }
+    this.queue(buf);
+  }
+
   protected flush(): void {
     const s = this.socket;
     if (s === undefined || this.outbox.length === 0) return;
     const data = this.outbox.length === 1 ? (this.outbox[0] as Buffer) : Buffer.concat(this.outbox);
     const written = s.write(data);
     this.outbox = written < data.length ? [data.subarray(Math.max(0, written))] : [];
+    if (this.outbox.length === 0) this.queuedReplies = 0;
   }
 
   /** Bytes from the socket. */
@@ -198,7 +274,10 @@ export abstract class H2Session<S extends SendState> {
       while (buf.length >= 9) {
         const length = buf.readUIntBE(0, 3);
         if (length > MAX_FRAME) {
-          throw new Error(`the ${this.peerName} sent a frame of ${length} bytes`);
+          throw new H2Error(
+            H2_FRAME_SIZE_ERROR,
+            `a frame of ${length} bytes (at most ${MAX_FRAME})`,
+          );
         }
         if (buf.length < 9 + length) break;
         const type = buf[3] as number;
@@ -209,21 +288,40 @@ export abstract class H2Session<S extends SendState> {
         buf = buf.subarray(9 + length);
       }
     } catch (err) {
-      const what = err instanceof HpackError ? "header compression" : "protocol";
-      this.lose(`HTTP/2 ${what} error from the ${this.peerName}: ${(err as Error).message}`);
+      this.fail(err);
       return;
     }
     if (buf.length > 0) this.received = Buffer.from(buf);
   }
 
-  /** "server" or "client", for messages. */
-  protected abstract readonly peerName: string;
+  /** Closes the connection for a rule the peer broke, telling it why with GOAWAY. */
+  private fail(err: unknown): void {
+    const code =
+      err instanceof H2Error
+        ? err.code
+        : err instanceof HpackError || err instanceof HeaderListTooLarge
+          ? H2_COMPRESSION_ERROR
+          : H2_PROTOCOL_ERROR;
+    const what = err instanceof HpackError ? "header compression" : "protocol";
+    const message = err instanceof Error ? err.message : String(err);
+    this.goaway(code);
+    this.lose(`HTTP/2 ${what} error from the ${this.peerName}: ${message}`, code);
+  }
+
+  /** Writes GOAWAY with `code` at once, ahead of anything queued. */
+  private goaway(code: number): void {
+    const payload = Buffer.alloc(8);
+    payload.writeUInt32BE(this.lastPeerStream(), 0);
+    payload.writeUInt32BE(code, 4);
+    this.outbox = [frame(FRAME_GOAWAY, 0, 0, payload)];
+    this.flush();
+  }
 
   private checkPreface(buf: Buffer): Buffer {
     const at = PREFACE.length - this.prefaceLeft;
     const n = Math.min(this.prefaceLeft, buf.length);
     if (!buf.subarray(0, n).equals(PREFACE.subarray(at, at + n))) {
-      throw new Error("the connection does not start with the HTTP/2 preface");
+      throw new H2Error(H2_PROTOCOL_ERROR, "the connection does not start with the HTTP/2 preface");
     }
     this.prefaceLeft -= n;
     return buf.subarray(n);
@@ -231,58 +329,89 @@ export abstract class H2Session<S extends SendState> {
 
   private onFrame(type: number, flags: number, id: number, payload: Buffer): void {
     if (this.partial !== undefined && type !== FRAME_CONTINUATION) {
-      throw new Error("a header block was interrupted");
+      throw new H2Error(H2_PROTOCOL_ERROR, "a header block was interrupted");
+    }
+    if (!this.settingsReceived && (type !== FRAME_SETTINGS || flags & FLAG_ACK)) {
+      throw new H2Error(H2_PROTOCOL_ERROR, `the ${this.peerName} did not start with SETTINGS`);
     }
     switch (type) {
       case FRAME_DATA:
-        this.onData(flags, id, payload);
-        return;
+        this.onData(flags, this.streamFrame(id, "DATA"), payload);
+        break;
       case FRAME_HEADERS:
-        this.onHeaders(flags, id, payload);
-        return;
+        this.onHeaders(flags, this.streamFrame(id, "HEADERS"), payload);
+        break;
       case FRAME_CONTINUATION:
         this.onContinuation(flags, id, payload);
-        return;
-      case FRAME_RST_STREAM: {
-        const stream = this.streams.get(id);
-        if (stream === undefined) return;
-        this.streams.delete(id);
-        this.onStreamReset(id, stream, payload.length >= 4 ? payload.readUInt32BE(0) : 0);
-        return;
-      }
+        break;
+      case FRAME_RST_STREAM:
+        this.onReset(this.streamFrame(id, "RST_STREAM"), payload);
+        break;
       case FRAME_SETTINGS:
-        if (!(flags & FLAG_ACK)) this.onSettings(payload);
-        return;
+        this.onSettings(flags, this.connectionFrame(id, "SETTINGS"), payload);
+        break;
       case FRAME_PING:
-        if (!(flags & FLAG_ACK)) this.queue(frame(FRAME_PING, FLAG_ACK, 0, Buffer.from(payload)));
-        return;
+        this.onPing(flags, this.connectionFrame(id, "PING"), payload);
+        break;
       case FRAME_GOAWAY:
+        this.connectionFrame(id, "GOAWAY");
+        if (payload.length < 8) throw new H2Error(H2_FRAME_SIZE_ERROR, "a GOAWAY of under 8 bytes");
         this.onGoaway(payload.readUInt32BE(0) & MAX_STREAM_ID);
-        return;
+        break;
       case FRAME_WINDOW_UPDATE:
         this.onWindowUpdate(id, payload);
-        return;
+        break;
       case FRAME_PUSH_PROMISE:
-        throw new Error(`the ${this.peerName} pushed a stream though push is off`);
+        throw new H2Error(
+          H2_PROTOCOL_ERROR,
+          `the ${this.peerName} pushed a stream though push is off`,
+        );
+      case FRAME_PRIORITY:
+        if (payload.length !== 5)
+          throw new H2Error(H2_FRAME_SIZE_ERROR, "a PRIORITY not of 5 bytes");
+        break;
       default:
-        return; // PRIORITY and unknown types
+        break; // unknown types are ignored
     }
   }
 
+  /** `id` of a frame that belongs to a stream: not 0. */
+  private streamFrame(id: number, type: string): number {
+    if (id === 0) throw new H2Error(H2_PROTOCOL_ERROR, `${type} on stream 0`);
+    return id;
+  }
+
+  /** `id` of a frame that belongs to the connection: 0. */
+  private connectionFrame(id: number, type: string): number {
+    if (id !== 0) throw new H2Error(H2_PROTOCOL_ERROR, `${type} on stream ${id}`);
+    return id;
+  }
+
   private onData(flags: number, id: number, payload: Buffer): void {
+    if (this.isIdle(id)) throw new H2Error(H2_PROTOCOL_ERROR, `DATA on stream ${id}, never opened`);
     // Flow control counts the whole frame, padding included.
+    this.recvWindow -= payload.length;
+    if (this.recvWindow < 0) {
+      throw new H2Error(H2_FLOW_CONTROL_ERROR, "DATA past the connection's flow-control window");
+    }
     this.unacked += payload.length;
-    if (this.unacked >= this.windowBytes / 2) {
-      this.queue(windowUpdate(0, this.unacked));
+    if (this.unacked >= this.limits.windowBytes / 2) {
+      this.queueReply(windowUpdate(0, this.unacked));
+      this.recvWindow += this.unacked;
       this.unacked = 0;
     }
     const stream = this.streams.get(id);
     if (stream === undefined) return;
+    stream.recvWindow -= payload.length;
+    if (stream.recvWindow < 0) {
+      throw new H2Error(H2_FLOW_CONTROL_ERROR, `DATA past stream ${id}'s flow-control window`);
+    }
     const data = flags & FLAG_PADDED ? unpad(payload) : payload;
     const end = (flags & FLAG_END_STREAM) !== 0;
     stream.unacked += payload.length;
-    if (!end && stream.unacked >= this.windowBytes / 2) {
-      this.queue(windowUpdate(id, stream.unacked));
+    if (!end && stream.unacked >= this.limits.windowBytes / 2) {
+      this.queueReply(windowUpdate(id, stream.unacked));
+      stream.recvWindow += stream.unacked;
       stream.unacked = 0;
     }
     this.onStreamData(id, stream, data, end);
@@ -290,45 +419,120 @@ export abstract class H2Session<S extends SendState> {
 
   private onHeaders(flags: number, id: number, payload: Buffer): void {
     let block = flags & FLAG_PADDED ? unpad(payload) : payload;
-    if (flags & FLAG_PRIORITY) block = block.subarray(5);
+    if (flags & FLAG_PRIORITY) {
+      if (block.length < 5)
+        throw new H2Error(H2_FRAME_SIZE_ERROR, "HEADERS too short for PRIORITY");
+      block = block.subarray(5);
+    }
     const endStream = (flags & FLAG_END_STREAM) !== 0;
-    if (flags & FLAG_END_HEADERS) this.onHeaderBlock(id, this.decoder.decode(block), endStream);
-    else this.partial = { id, fragments: [Buffer.from(block)], endStream };
+    this.checkBlockSize(block.length);
+    if (flags & FLAG_END_HEADERS) this.headerBlock(id, block, endStream);
+    else this.partial = { id, fragments: [Buffer.from(block)], bytes: block.length, endStream };
   }
 
   private onContinuation(flags: number, id: number, payload: Buffer): void {
     const p = this.partial;
-    if (p === undefined || p.id !== id) throw new Error("an unexpected CONTINUATION");
+    if (p === undefined || p.id !== id) {
+      throw new H2Error(H2_PROTOCOL_ERROR, "an unexpected CONTINUATION");
+    }
+    p.bytes += payload.length;
+    this.checkBlockSize(p.bytes, p.fragments.length + 1);
     p.fragments.push(Buffer.from(payload));
     if (flags & FLAG_END_HEADERS) {
       this.partial = undefined;
-      this.onHeaderBlock(id, this.decoder.decode(Buffer.concat(p.fragments)), p.endStream);
+      this.headerBlock(id, Buffer.concat(p.fragments), p.endStream);
     }
   }
 
-  private onSettings(payload: Buffer): void {
-    for (let at = 0; at + 6 <= payload.length; at += 6) {
-      const key = payload.readUInt16BE(at);
-      const value = payload.readUInt32BE(at + 2);
-      if (key === SETTINGS_INITIAL_WINDOW_SIZE) {
-        const delta = value - this.peerInitialWindow;
-        this.peerInitialWindow = value;
-        for (const s of this.streams.values()) s.sendWindow += delta;
-      } else if (key === SETTINGS_MAX_FRAME_SIZE) {
-        this.peerMaxFrame = value;
-      }
-      // SETTINGS_HEADER_TABLE_SIZE limits the peer's decoder table, which we never add to.
+  /** A header block of `bytes` so far, in `frames` frames: past our limit, or cut into more
+   * frames than a block of that limit needs (empty CONTINUATIONs cost us and carry nothing),
+   * it ends the connection before it costs more. */
+  private checkBlockSize(bytes: number, frames = 1): void {
+    const max = this.limits.maxHeaderListBytes;
+    if (bytes > max) {
+      throw new H2Error(
+        H2_ENHANCE_YOUR_CALM,
+        `a header block larger than the limit of ${max} bytes`,
+      );
     }
-    this.queue(frame(FRAME_SETTINGS, FLAG_ACK, 0, EMPTY));
+    if (frames > Math.ceil(max / 1024) + 16) {
+      throw new H2Error(H2_ENHANCE_YOUR_CALM, `a header block in ${frames} frames`);
+    }
+  }
+
+  private headerBlock(id: number, block: Buffer, endStream: boolean): void {
+    const fields = this.decoder.decode(block, this.limits.maxHeaderListBytes);
+    if (this.isIdle(id) && !this.opensStreams()) {
+      throw new H2Error(H2_PROTOCOL_ERROR, `HEADERS on stream ${id}, never opened`);
+    }
+    this.onHeaderBlock(id, fields, endStream);
+  }
+
+  /** Whether the peer may open streams with HEADERS (a client may; a server may not). */
+  protected opensStreams(): boolean {
+    return false;
+  }
+
+  private onReset(id: number, payload: Buffer): void {
+    if (payload.length !== 4) throw new H2Error(H2_FRAME_SIZE_ERROR, "a RST_STREAM not of 4 bytes");
+    if (this.isIdle(id)) {
+      throw new H2Error(H2_PROTOCOL_ERROR, `RST_STREAM on stream ${id}, never opened`);
+    }
+    const stream = this.streams.get(id);
+    if (stream === undefined) return;
+    this.streams.delete(id);
+    this.onStreamReset(id, stream, payload.readUInt32BE(0));
+  }
+
+  private onSettings(flags: number, _id: number, payload: Buffer): void {
+    if (flags & FLAG_ACK) {
+      if (payload.length !== 0)
+        throw new H2Error(H2_FRAME_SIZE_ERROR, "a SETTINGS ACK with a body");
+      return;
+    }
+    const delta = applySettings(this.peer, payload, this.peerName);
+    this.settingsReceived = true;
+    if (delta !== 0) {
+      for (const s of this.streams.values()) {
+        s.sendWindow += delta;
+        if (s.sendWindow > MAX_WINDOW) {
+          throw new H2Error(
+            H2_FLOW_CONTROL_ERROR,
+            "SETTINGS_INITIAL_WINDOW_SIZE overflows a window",
+          );
+        }
+      }
+    }
+    this.queueReply(frame(FRAME_SETTINGS, FLAG_ACK, 0, EMPTY));
+    this.onPeerSettings();
     this.resumeAll();
   }
 
+  private onPing(flags: number, _id: number, payload: Buffer): void {
+    if (payload.length !== 8) throw new H2Error(H2_FRAME_SIZE_ERROR, "a PING not of 8 bytes");
+    if (!(flags & FLAG_ACK)) this.queueReply(frame(FRAME_PING, FLAG_ACK, 0, Buffer.from(payload)));
+  }
+
   private onWindowUpdate(id: number, payload: Buffer): void {
+    if (payload.length !== 4)
+      throw new H2Error(H2_FRAME_SIZE_ERROR, "a WINDOW_UPDATE not of 4 bytes");
     const increment = payload.readUInt32BE(0) & MAX_STREAM_ID;
-    if (id === 0) this.sendWindow += increment;
-    else {
+    if (increment === 0) throw new H2Error(H2_PROTOCOL_ERROR, "a WINDOW_UPDATE of 0");
+    if (id === 0) {
+      this.sendWindow += increment;
+      if (this.sendWindow > MAX_WINDOW) {
+        throw new H2Error(H2_FLOW_CONTROL_ERROR, "a WINDOW_UPDATE past 2^31-1 on the connection");
+      }
+    } else {
+      if (this.isIdle(id)) {
+        throw new H2Error(H2_PROTOCOL_ERROR, `WINDOW_UPDATE on stream ${id}, never opened`);
+      }
       const stream = this.streams.get(id);
-      if (stream !== undefined) stream.sendWindow += increment;
+      if (stream === undefined) return;
+      stream.sendWindow += increment;
+      if (stream.sendWindow > MAX_WINDOW) {
+        throw new H2Error(H2_FLOW_CONTROL_ERROR, `a WINDOW_UPDATE past 2^31-1 on stream ${id}`);
+      }
     }
     this.resumeAll();
   }
@@ -339,17 +543,20 @@ export abstract class H2Session<S extends SendState> {
     }
   }
 
-  /** Closes the connection; every open stream hears `why`. */
-  protected lose(why: string): void {
+  /** Closes the connection; every open stream hears `why` (and `code`, for an HTTP/2 error). */
+  protected lose(why: string, code?: number): void {
     if (this.closed) return;
     this.closed = true;
     this.closeReason = why;
     this.outbox = [];
+    this.partial = undefined;
+    this.received = undefined;
     this.socket?.terminate();
     this.socket = undefined;
     const lost = [...this.streams];
     this.streams.clear();
-    for (const [id, s] of lost) this.onStreamLost(id, s, why);
+    for (const [id, s] of lost)
+      this.onStreamLost(id, s, why, code === H2_NO_ERROR ? undefined : code);
   }
 }
 

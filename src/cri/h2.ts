@@ -8,10 +8,12 @@
 // - Every stream ends exactly once for its handler: with END_STREAM (onEnd), a reset (onReset) or
 //   the connection going away (onLost); after that it gets nothing more.
 // - A connection that got GOAWAY takes no new stream and closes once its last stream ended.
+// - No more streams are open than the server's SETTINGS_MAX_CONCURRENT_STREAMS: a request past
+//   it waits, in order, for a stream to end (or for its caller to cancel it).
 
 import type { Socket, SocketHandler } from "bun";
 import { H2_CANCEL, MAX_STREAM_ID, PREFACE, SETTINGS_ENABLE_PUSH } from "./h2-frame.ts";
-import { H2Session, newSendState, type SendState } from "./h2-session.ts";
+import { type H2Limits, H2Session, newSendState, type SendState } from "./h2-session.ts";
 
 /** What happens to one stream, reported to its opener. */
 export interface StreamHandler {
@@ -22,12 +24,29 @@ export interface StreamHandler {
   onEnd(): void;
   /** The server reset the stream with `code`. */
   onReset(code: number): void;
-  /** The connection closed or refused the stream before it ended. */
-  onLost(why: string): void;
+  /** The connection closed or refused the stream before it ended; `protocolError`: the server
+   * broke HTTP/2 (the connection was closed for it), rather than the socket closing. */
+  onLost(why: string, protocolError: boolean): void;
+}
+
+/** One request, sent or waiting for a stream. */
+interface Request {
+  block: Buffer;
+  body: Buffer;
+  handler: StreamHandler;
+  /** Its stream once opened; 0 while it waits. */
+  id: number;
 }
 
 interface Stream extends SendState {
   handler: StreamHandler;
+}
+
+/** A request as its opener holds it. */
+export interface H2Request {
+  /** Drops the request: a waiting one is never sent, an open stream is reset (CANCEL); its
+   * handler hears nothing more. */
+  cancel(): void;
 }
 
 /** Where to connect: a unix socket, or a TCP host and port. */
@@ -39,19 +58,19 @@ export function addressText(a: H2Address): string {
   return `${a.hostname.includes(":") ? `[${a.hostname}]` : a.hostname}:${a.port}`;
 }
 
-export interface H2ConnectionOptions {
+export interface H2ConnectionOptions extends H2Limits {
   address: H2Address;
-  /** Our receive window for the connection and each stream (bytes). */
-  windowBytes: number;
 }
 
 export class H2Connection extends H2Session<Stream> {
   protected readonly peerName = "server";
   private nextId = 1;
   private goingAway = false;
+  /** Requests waiting for the server to allow another stream, oldest first. */
+  private waiting: Request[] = [];
 
   constructor(opts: H2ConnectionOptions) {
-    super(opts.windowBytes);
+    super(opts);
     this.queue(PREFACE);
     this.sendSettings([[SETTINGS_ENABLE_PUSH, 0]]);
     this.connect(opts.address);
@@ -62,31 +81,80 @@ export class H2Connection extends H2Session<Stream> {
     return !this.closed && !this.goingAway && this.nextId <= MAX_STREAM_ID;
   }
 
-  /** Opens a stream: sends the header block (encodeHeaders(); it must not add to the server's
-   * table, so that a block may be sent again as it is) and then `body` with END_STREAM. */
-  request(block: Buffer, body: Buffer, handler: StreamHandler): number {
+  /** Opens a stream, or queues it while the server's stream limit is reached: sends the header
+   * block (encodeHeaders(); it must not add to the server's table, so that a block may be sent
+   * again as it is) and then `body` with END_STREAM. */
+  request(block: Buffer, body: Buffer, handler: StreamHandler): H2Request {
     if (!this.usable) throw new Error(this.closeReason || "the connection is closing");
-    const id = this.nextId;
-    this.nextId += 2;
-    const stream: Stream = { ...newSendState(this.peerInitialWindow), handler };
-    stream.pending.push(body);
-    stream.endWith = true;
-    this.streams.set(id, stream);
-    this.queueHeaders(id, block, false);
-    this.drain(id, stream);
-    return id;
-  }
-
-  /** Resets a stream we no longer want (RST_STREAM CANCEL); its handler hears nothing more. */
-  cancel(id: number): void {
-    if (!this.streams.delete(id)) return;
-    this.queueReset(id, H2_CANCEL);
-    this.maybeFinishGoingAway();
+    const req: Request = { block, body, handler, id: 0 };
+    if (this.streams.size < this.peer.maxConcurrentStreams) this.open(req);
+    else this.waiting.push(req);
+    return { cancel: () => this.cancel(req) };
   }
 
   /** Closes the connection; open streams are lost with `why`. */
   close(why = "the connection was closed"): void {
     this.lose(why);
+  }
+
+  protected override lose(why: string, code?: number): void {
+    if (this.closed) return;
+    super.lose(why, code);
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const req of waiting) req.handler.onLost(why, this.brokeProtocol(code));
+  }
+
+  private open(req: Request): void {
+    const id = this.nextId;
+    this.nextId += 2;
+    req.id = id;
+    const stream: Stream = {
+      ...newSendState(this.peer.initialWindow, this.limits.windowBytes),
+      handler: req.handler,
+    };
+    stream.pending.push(req.body);
+    stream.endWith = true;
+    this.streams.set(id, stream);
+    this.queueHeaders(id, req.block, false);
+    this.drain(id, stream);
+  }
+
+  private cancel(req: Request): void {
+    if (req.id === 0) {
+      this.waiting = this.waiting.filter((r) => r !== req);
+      return;
+    }
+    if (!this.streams.delete(req.id)) return;
+    this.queueReset(req.id, H2_CANCEL);
+    this.streamGone();
+  }
+
+  /** A stream ended: a waiting request may take its place, or a closing connection close. */
+  private streamGone(): void {
+    this.openWaiting();
+    if (this.goingAway && !this.closed && this.streams.size === 0) this.lose(this.closeReason);
+  }
+
+  private openWaiting(): void {
+    while (
+      this.waiting.length > 0 &&
+      !this.closed &&
+      !this.goingAway &&
+      this.nextId <= MAX_STREAM_ID &&
+      this.streams.size < this.peer.maxConcurrentStreams
+    ) {
+      this.open(this.waiting.shift() as Request);
+    }
+  }
+
+  protected override onPeerSettings(): void {
+    this.openWaiting();
+  }
+
+  protected isIdle(id: number): boolean {
+    // Push is off, so the server opens no stream: even IDs are never ours to hear about.
+    return id % 2 === 0 || id >= this.nextId;
   }
 
   private connect(address: H2Address): void {
@@ -129,11 +197,18 @@ export class H2Connection extends H2Session<Stream> {
 
   protected onStreamReset(_id: number, stream: Stream, code: number): void {
     stream.handler.onReset(code);
-    this.maybeFinishGoingAway();
+    this.streamGone();
   }
 
-  protected onStreamLost(_id: number, stream: Stream, why: string): void {
-    stream.handler.onLost(why);
+  protected onStreamLost(_id: number, stream: Stream, why: string, code?: number): void {
+    stream.handler.onLost(why, this.brokeProtocol(code));
+  }
+
+  /** Whether a connection closed with `code` was closed for a server that broke HTTP/2 after it
+   * had connected: before its SETTINGS, the connection was never made (a server that does not
+   * speak HTTP/2 at all). */
+  private brokeProtocol(code: number | undefined): boolean {
+    return code !== undefined && this.settingsReceived;
   }
 
   protected onGoaway(lastId: number): void {
@@ -141,21 +216,21 @@ export class H2Connection extends H2Session<Stream> {
       this.goingAway = true;
       this.closeReason = "the server closed the connection (GOAWAY)";
     }
+    const refused = "the server refused the stream while closing the connection";
     for (const [id, stream] of [...this.streams]) {
       if (id <= lastId) continue;
       this.streams.delete(id);
-      stream.handler.onLost("the server refused the stream while closing the connection");
+      stream.handler.onLost(refused, false);
     }
-    this.maybeFinishGoingAway();
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const req of waiting) req.handler.onLost(refused, false);
+    this.streamGone();
   }
 
   private end(id: number, stream: Stream): void {
     this.streams.delete(id);
     stream.handler.onEnd();
-    this.maybeFinishGoingAway();
-  }
-
-  private maybeFinishGoingAway(): void {
-    if (this.goingAway && !this.closed && this.streams.size === 0) this.lose(this.closeReason);
+    this.streamGone();
   }
 }

@@ -141,6 +141,14 @@ export function huffmanDecode(buf: Uint8Array, start: number, end: number): Buff
   return Buffer.from(out);
 }
 
+/** A header block whose fields add up to more than the decoder was allowed to return. */
+export class HeaderListTooLarge extends Error {
+  override readonly name = "HeaderListTooLarge";
+  constructor(readonly limit: number) {
+    super(`a header list larger than the limit of ${limit} bytes`);
+  }
+}
+
 /** The HPACK decoding context of one connection: its dynamic table. */
 export class HpackDecoder {
   /** Newest first. */
@@ -154,27 +162,35 @@ export class HpackDecoder {
     this.capacity = limit;
   }
 
-  /** Decodes one complete header block into [name, value] pairs, in order. */
-  decode(block: Uint8Array): [string, string][] {
+  /** Decodes one complete header block into [name, value] pairs, in order. `maxListBytes`: the
+   * most its fields may add up to, counted as SETTINGS_MAX_HEADER_LIST_SIZE counts them (name
+   * and value bytes plus 32 each); past it a HeaderListTooLarge is thrown, so that a small block
+   * naming a large table entry many times cannot grow the list. */
+  decode(block: Uint8Array, maxListBytes = Number.POSITIVE_INFINITY): [string, string][] {
     const out: [string, string][] = [];
     const r = { buf: block, pos: 0 };
+    let listBytes = 0;
     while (r.pos < block.length) {
       const b = block[r.pos] as number;
+      let field: [string, string];
       if (b & 0x80) {
         const [name, value] = this.entry(readInt(r, 7));
-        out.push([name, value]);
+        field = [name, value];
       } else if (b & 0x40) {
-        const field = this.literal(r, 6);
+        field = this.literal(r, 6);
         this.add(field[0], field[1]);
-        out.push(field);
       } else if (b & 0x20) {
         const size = readInt(r, 5);
         if (size > this.limit) throw new HpackError("a table size update above the limit");
         this.capacity = size;
         this.evict();
+        continue;
       } else {
-        out.push(this.literal(r, 4));
+        field = this.literal(r, 4);
       }
+      listBytes += Buffer.byteLength(field[0]) + Buffer.byteLength(field[1]) + 32;
+      if (listBytes > maxListBytes) throw new HeaderListTooLarge(maxListBytes);
+      out.push(field);
     }
     return out;
   }

@@ -14,6 +14,10 @@
 //   (calls already on it finish or fail there) and replaced on the next call.
 // - The session never keeps the process alive by itself; a unary call in flight does, through its
 //   deadline timer. A server stream has no deadline and keeps nothing alive.
+// - What the server can make a call hold is bounded: one message of maxReceiveBytes at a time,
+//   a header block of maxHeaderListBytes, and a unary call ends at its second message.
+// - A server that breaks HTTP/2 fails the call with INTERNAL (its connection is closed); a server
+//   that cannot be reached or goes away, with UNAVAILABLE.
 
 import { GrpcStatus } from "./errors.ts";
 import {
@@ -28,7 +32,7 @@ import {
   statusOfReset,
   TransportError,
 } from "./grpc-wire.ts";
-import { H2Connection, type StreamHandler } from "./h2.ts";
+import { H2Connection, type H2Request, type StreamHandler } from "./h2.ts";
 import { encodeHeaders } from "./hpack.ts";
 
 export function createH2Transport(options: GrpcTransportOptions): GrpcTransport {
@@ -55,36 +59,44 @@ function endedWithout(httpStatus: number, rstCode: number | undefined): Transpor
   return new TransportError(GrpcStatus.UNKNOWN, "no status received from the server");
 }
 
+/** Hands a unary call's one message to `resolve`; a second message, or none, is an error. */
+function unarySink(
+  resolve: (m: Buffer) => void,
+  reject: (e: TransportError) => void,
+): ServerStreamHandler {
+  let result: Buffer | undefined;
+  return {
+    onMessage(m) {
+      if (result !== undefined) {
+        throw new TransportError(
+          GrpcStatus.INTERNAL,
+          "the server's response is not one whole message (more than one)",
+        );
+      }
+      result = m;
+    },
+    onEnd(error) {
+      if (error) return reject(error);
+      if (result !== undefined) return resolve(result);
+      reject(new TransportError(GrpcStatus.INTERNAL, "the server sent no response message"));
+    },
+  };
+}
+
 class H2Transport implements GrpcTransport {
   private connection: H2Connection | undefined;
   private closed = false;
   /** How to fail each call and stream in flight (close()). */
-  private readonly inflight = new Set<(err: TransportError) => void>();
+  readonly inflight = new Set<(err: TransportError) => void>();
   /** Request header blocks by path and deadline: the same for every call of one RPC and
    * deadline, so they are kept (a few dozen: RPCs times the deadlines the client gives). */
   private readonly headerBlocks = new Map<string, Buffer>();
 
-  constructor(private readonly options: GrpcTransportOptions) {}
+  constructor(readonly options: GrpcTransportOptions) {}
 
   call(path: string, message: Uint8Array, timeoutMs: number, signal?: AbortSignal) {
     return new Promise<Buffer>((resolve, reject) => {
-      let result: Buffer | undefined;
-      let count = 0;
-      this.open(path, message, timeoutMs, signal, {
-        onMessage(m) {
-          count++;
-          result = m;
-        },
-        onEnd(error) {
-          if (error) return reject(error);
-          if (count === 1) return resolve(result as Buffer);
-          const why =
-            count === 0
-              ? "the server sent no response message"
-              : "the server's response is not one whole message (more than one)";
-          reject(new TransportError(GrpcStatus.INTERNAL, why));
-        },
-      });
+      this.open(path, message, timeoutMs, signal, unarySink(resolve, reject));
     });
   }
 
@@ -112,6 +124,7 @@ class H2Transport implements GrpcTransport {
     this.connection = new H2Connection({
       address: this.options.address,
       windowBytes: this.options.windowBytes,
+      maxHeaderListBytes: this.options.maxHeaderListBytes,
     });
     return this.connection;
   }
@@ -150,80 +163,130 @@ class H2Transport implements GrpcTransport {
       sink.onEnd(new TransportError(GrpcStatus.CANCELLED, why));
       return;
     }
-    let settled = false;
-    let httpStatus = 0;
-    let status: number | undefined;
-    let details = "";
-    const reader = new MessageReader(this.options.maxReceiveBytes);
-    let conn: H2Connection | undefined;
-    let id = 0;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-
-    const finish = (error?: TransportError) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", onAbort);
-      this.inflight.delete(finish);
-      if (error) conn?.cancel(id);
-      sink.onEnd(error);
-    };
-    const onAbort = () =>
-      finish(new TransportError(GrpcStatus.CANCELLED, "cancelled by the caller"));
-
-    /** The stream ended (rstCode: reset by the server): the call's outcome. */
-    const complete = (rstCode?: number) => {
-      if (status === undefined) return finish(endedWithout(httpStatus, rstCode));
-      if (status !== GrpcStatus.OK) return finish(new TransportError(status, details));
-      const problem = reader.finish();
-      if (problem === undefined) return finish();
-      finish(new TransportError(GrpcStatus.INTERNAL, `the server's message is ${problem}`));
-    };
-
-    const handler: StreamHandler = {
-      onHeaders(fields) {
-        for (const [name, value] of fields) {
-          if (name === ":status") httpStatus = Number(value);
-          else if (name === "grpc-status") {
-            const code = Number(value);
-            status = Number.isInteger(code) && code >= 0 ? code : GrpcStatus.UNKNOWN;
-          } else if (name === "grpc-message") details = decodeGrpcMessage(value);
-        }
-      },
-      onData(chunk) {
-        if (settled) return;
-        const messages = reader.push(chunk);
-        if (messages instanceof TransportError) return finish(messages);
-        for (const m of messages) {
-          try {
-            sink.onMessage(m);
-          } catch (cause) {
-            const why = `the stream's reader failed: ${(cause as Error).message ?? cause}`;
-            return finish(new TransportError(GrpcStatus.INTERNAL, why, { cause }));
-          }
-          if (settled) return;
-        }
-      },
-      onEnd: () => complete(),
-      onReset: (code) => complete(code),
-      onLost: (why) => finish(new TransportError(GrpcStatus.UNAVAILABLE, why)),
-    };
-
+    const call = new Call(this, sink, signal);
     try {
-      conn = this.currentConnection();
-      id = conn.request(this.requestHeaders(path, timeoutMs), frameMessage(message), handler);
+      const conn = this.currentConnection();
+      call.start(conn.request(this.requestHeaders(path, timeoutMs), frameMessage(message), call));
     } catch (cause) {
       const detail = cause instanceof Error ? cause.message : String(cause);
       sink.onEnd(new TransportError(GrpcStatus.UNAVAILABLE, detail, { cause }));
       return;
     }
+    call.arm(timeoutMs);
+  }
+}
+
+/** One call on its stream: reads the response headers, messages and trailers, and ends the
+ * sink once, with OK or the error the stream, its deadline or its caller gave. */
+class Call implements StreamHandler {
+  private settled = false;
+  private httpStatus = 0;
+  private status: number | undefined;
+  private details = "";
+  private readonly reader: MessageReader;
+  private request: H2Request | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly onAbort = () =>
+    this.finish(new TransportError(GrpcStatus.CANCELLED, "cancelled by the caller"));
+  private readonly fail = (err: TransportError) => this.finish(err);
+
+  constructor(
+    private readonly transport: H2Transport,
+    private readonly sink: ServerStreamHandler,
+    private readonly signal: AbortSignal | undefined,
+  ) {
+    this.reader = new MessageReader(transport.options.maxReceiveBytes);
+  }
+
+  /** The stream was opened (or queued) as `request`. */
+  start(request: H2Request): void {
+    this.request = request;
+  }
+
+  /** Starts the deadline and listens for the caller's abort. */
+  arm(timeoutMs: number | undefined): void {
+    if (this.settled) return;
     if (timeoutMs !== undefined) {
-      timer = setTimeout(
-        () => finish(new TransportError(GrpcStatus.DEADLINE_EXCEEDED, "deadline exceeded")),
+      this.timer = setTimeout(
+        () => this.finish(new TransportError(GrpcStatus.DEADLINE_EXCEEDED, "deadline exceeded")),
         timeoutMs,
       );
     }
-    this.inflight.add(finish);
-    signal?.addEventListener("abort", onAbort, { once: true });
+    this.transport.inflight.add(this.fail);
+    this.signal?.addEventListener("abort", this.onAbort, { once: true });
+  }
+
+  private finish(error?: TransportError): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.signal?.removeEventListener("abort", this.onAbort);
+    this.transport.inflight.delete(this.fail);
+    if (error) this.request?.cancel();
+    this.sink.onEnd(error);
+  }
+
+  /** The stream ended (rstCode: reset by the server): the call's outcome. */
+  private complete(rstCode?: number): void {
+    this.finish(this.outcome(rstCode));
+  }
+
+  /** undefined for OK, else the error the ended stream amounts to. */
+  private outcome(rstCode?: number): TransportError | undefined {
+    if (this.status === undefined) return endedWithout(this.httpStatus, rstCode);
+    if (this.status !== GrpcStatus.OK) return new TransportError(this.status, this.details);
+    const problem = this.reader.finish();
+    if (problem === undefined) return undefined;
+    return new TransportError(GrpcStatus.INTERNAL, `the server's message is ${problem}`);
+  }
+
+  onHeaders(fields: [string, string][]): void {
+    for (const [name, value] of fields) {
+      if (name === ":status") this.httpStatus = Number(value);
+      else if (name === "grpc-status") {
+        const code = Number(value);
+        this.status = Number.isInteger(code) && code >= 0 ? code : GrpcStatus.UNKNOWN;
+      } else if (name === "grpc-message") this.details = decodeGrpcMessage(value);
+    }
+  }
+
+  onData(chunk: Buffer): void {
+    if (this.settled) return;
+    const messages = this.reader.push(chunk);
+    if (messages instanceof TransportError) {
+      this.finish(messages);
+      return;
+    }
+    for (const m of messages) {
+      const failed = this.deliver(m);
+      if (failed !== undefined) this.finish(failed);
+      if (this.settled) return;
+    }
+  }
+
+  /** Hands one message to the sink; what it threw, as the call's error. */
+  private deliver(m: Buffer): TransportError | undefined {
+    try {
+      this.sink.onMessage(m);
+      return undefined;
+    } catch (cause) {
+      if (cause instanceof TransportError) return cause;
+      const why = `the stream's reader failed: ${(cause as Error).message ?? cause}`;
+      return new TransportError(GrpcStatus.INTERNAL, why, { cause });
+    }
+  }
+
+  onEnd(): void {
+    this.complete();
+  }
+
+  onReset(code: number): void {
+    this.complete(code);
+  }
+
+  onLost(why: string, protocolError: boolean): void {
+    this.finish(
+      new TransportError(protocolError ? GrpcStatus.INTERNAL : GrpcStatus.UNAVAILABLE, why),
+    );
   }
 }

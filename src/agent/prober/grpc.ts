@@ -8,6 +8,15 @@
 import { addressText, createH2Transport, GrpcStatus, TransportError } from "../../cri/index.ts";
 import type { ProbeOutcome } from "./types.ts";
 
+// A probe's peer is a pod: anyone's code, so what it can make the agent hold is kept to what a
+// health check needs. A HealthCheckResponse is 2 bytes; its headers and trailers are under
+// 200 bytes, an error's grpc-message a few hundred more. A probe may run for every container
+// every second, so these bound the agent's memory per probe in flight, not only per call.
+/** The largest header block a probe target may send (grpc-go's default is 16 MiB). */
+export const PROBE_HEADER_BYTES = 16 * 1024;
+/** The largest response message, and the HTTP/2 window, of a probe. */
+export const PROBE_MESSAGE_BYTES = 64 * 1024;
+
 export const HEALTH_CHECK_PATH = "/grpc.health.v1.Health/Check";
 export const SERVING_STATUS = ["UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"] as const;
 
@@ -102,8 +111,9 @@ export async function probeGRPC(
   const transport = createH2Transport({
     address,
     authority: addr,
-    maxReceiveBytes: 64 * 1024,
-    windowBytes: 64 * 1024,
+    maxReceiveBytes: PROBE_MESSAGE_BYTES,
+    windowBytes: PROBE_MESSAGE_BYTES,
+    maxHeaderListBytes: PROBE_HEADER_BYTES,
   });
   try {
     const request = encodeHealthCheckRequest(service);

@@ -39,6 +39,7 @@ function client(path: string) {
     address: { unix: path },
     maxReceiveBytes: 8 << 20,
     windowBytes: 1 << 20,
+    maxHeaderListBytes: 1 << 20,
   });
   cleanups.push(() => t.close());
   return t;

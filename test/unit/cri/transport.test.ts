@@ -73,7 +73,12 @@ function ok(message: Buffer): Handler {
 }
 
 function transport(path: string, maxReceiveBytes = 1 << 20) {
-  const t = createH2Transport({ address: { unix: path }, maxReceiveBytes, windowBytes: 1 << 20 });
+  const t = createH2Transport({
+    address: { unix: path },
+    maxReceiveBytes,
+    windowBytes: 1 << 20,
+    maxHeaderListBytes: 1 << 20,
+  });
   cleanups.push(() => t.close());
   return t;
 }
