@@ -242,13 +242,13 @@ export abstract class H2Session<S extends SendState> {
   }
 
   /** Queues a frame the peer's own frames asked for; a peer that asks for more than
-   * MAX_QUEUED_REPLIES without reading them is flooding us. */
+   * MAX_QUEUED_REPLIES without reading them is flooding us, and loses the connection (at once,
+   * not by a throw: a reset may be queued outside the frame loop, by a call's deadline). */
   private queueReply(buf: Buffer): void {
     if (++this.queuedReplies > MAX_QUEUED_REPLIES) {
-      throw new H2Error(
-        H2_ENHANCE_YOUR_CALM,
-        `more than ${MAX_QUEUED_REPLIES} replies are waiting for the ${this.peerName} to read them`,
-      );
+      const why = `more than ${MAX_QUEUED_REPLIES} replies are waiting for the ${this.peerName} to read them`;
+      this.fail(new H2Error(H2_ENHANCE_YOUR_CALM, why));
+      return;
     }
     this.queue(buf);
   }
