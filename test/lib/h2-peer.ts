@@ -57,7 +57,9 @@ export function settingsPayload(entries: [number, number][]): Buffer {
 
 export function u32(...values: number[]): Buffer {
   const p = Buffer.alloc(4 * values.length);
-  values.forEach((v, i) => p.writeUInt32BE(v >>> 0, 4 * i));
+  values.forEach((v, i) => {
+    p.writeUInt32BE(v >>> 0, 4 * i);
+  });
   return p;
 }
 
@@ -289,4 +291,136 @@ export async function rawClient(unix: string): Promise<RawConn> {
   c.write(PREFACE);
   c.settings();
   return c;
+}
+
+// Flow control from the raw peer's side, for tests that move more than a window each way: the
+// peer sends DATA only within the windows the other side gave it (SETTINGS_INITIAL_WINDOW_SIZE,
+// SETTINGS_MAX_FRAME_SIZE and WINDOW_UPDATEs, as received so far), and gives back what it reads
+// with WINDOW_UPDATEs, as a peer with the default 65,535-byte windows does.
+
+/** DATA bytes each connection sent with sendData(), in all and by stream. */
+const sentData = new WeakMap<RawConn, { total: number; byStream: Map<number, number> }>();
+/** DATA bytes each connection read with readBody(), and the bytes it gave back for them. */
+const readData = new WeakMap<RawConn, { received: number; granted: number }>();
+
+/** What the other side lets `c` send now: on stream `id`, on the connection, in one frame. Only
+ * DATA sent with sendData() is counted against the windows. */
+export function sendWindows(
+  c: RawConn,
+  id: number,
+): { stream: number; connection: number; frame: number } {
+  let initial = 65_535;
+  let maxFrame = 16_384;
+  let streamGrants = 0;
+  let connectionGrants = 0;
+  for (const f of c.frames) {
+    if (f.type === T.SETTINGS && f.id === 0 && !(f.flags & F.ACK)) {
+      for (let at = 0; at + 6 <= f.payload.length; at += 6) {
+        const key = f.payload.readUInt16BE(at);
+        const value = f.payload.readUInt32BE(at + 2);
+        if (key === 4) initial = value;
+        if (key === 5) maxFrame = value;
+      }
+    } else if (f.type === T.WINDOW_UPDATE && f.payload.length === 4) {
+      const increment = f.payload.readUInt32BE(0) & 0x7fffffff;
+      if (f.id === 0) connectionGrants += increment;
+      else if (f.id === id) streamGrants += increment;
+    }
+  }
+  const sent = sentData.get(c);
+  return {
+    stream: initial + streamGrants - (sent?.byStream.get(id) ?? 0),
+    connection: 65_535 + connectionGrants - (sent?.total ?? 0),
+    frame: maxFrame,
+  };
+}
+
+/** Resolves at the next frame `c` receives (rejects when the connection closes first). */
+async function nextFrame(c: RawConn, timeoutMs: number): Promise<void> {
+  const known = c.frames.length;
+  let index = 0;
+  await c.frame(() => index++ >= known, timeoutMs);
+}
+
+/** Sends `bytes` on stream `id` as DATA frames within the other side's windows, waiting for its
+ * WINDOW_UPDATEs as needed; `end`: END_STREAM on the last frame (one empty frame for no bytes). */
+export async function sendData(
+  c: RawConn,
+  id: number,
+  bytes: Uint8Array,
+  end = false,
+  timeoutMs = 5000,
+): Promise<void> {
+  let sent = sentData.get(c);
+  if (sent === undefined) {
+    sent = { total: 0, byStream: new Map() };
+    sentData.set(c, sent);
+  }
+  let at = 0;
+  do {
+    const w = sendWindows(c, id);
+    const n = Math.min(bytes.length - at, w.stream, w.connection, w.frame);
+    if (n <= 0 && at < bytes.length) {
+      await nextFrame(c, timeoutMs);
+      continue;
+    }
+    const last = at + n === bytes.length;
+    c.send(T.DATA, last && end ? F.END_STREAM : 0, id, bytes.subarray(at, at + n));
+    sent.total += n;
+    sent.byStream.set(id, (sent.byStream.get(id) ?? 0) + n);
+    at += n;
+    if (!(await c.flushed())) throw new Error(`the connection closed while sending stream ${id}`);
+  } while (at < bytes.length);
+}
+
+/** Reads stream `id`'s DATA until END_STREAM and returns it, giving back each frame's bytes with
+ * WINDOW_UPDATEs (on the connection, and on the stream until it ends). Throws when the other
+ * side sent past the `window` we gave it (our SETTINGS_INITIAL_WINDOW_SIZE, and the connection's
+ * 65,535 bytes) or reset the stream. */
+export async function readBody(
+  c: RawConn,
+  id: number,
+  window = 65_535,
+  timeoutMs = 5000,
+): Promise<Buffer> {
+  let conn = readData.get(c);
+  if (conn === undefined) {
+    conn = { received: 0, granted: 0 };
+    readData.set(c, conn);
+  }
+  const chunks: Buffer[] = [];
+  let received = 0;
+  let granted = 0;
+  let from = 0;
+  for (;;) {
+    let index = 0;
+    const f = await c.frame(
+      (x) => index++ >= from && x.id === id && (x.type === T.DATA || x.type === T.RST_STREAM),
+      timeoutMs,
+    );
+    from = c.frames.indexOf(f, from) + 1;
+    if (f.type === T.RST_STREAM) {
+      throw new Error(`stream ${id} was reset (code ${f.payload.readUInt32BE(0)})`);
+    }
+    const n = f.payload.length;
+    received += n;
+    conn.received += n;
+    if (received > window + granted) {
+      throw new Error(`stream ${id} got ${received} bytes, past its window (${window + granted})`);
+    }
+    if (conn.received > 65_535 + conn.granted) {
+      throw new Error(`the connection got ${conn.received} bytes, past its window`);
+    }
+    chunks.push(f.payload);
+    const end = (f.flags & F.END_STREAM) !== 0;
+    if (n > 0) {
+      c.send(T.WINDOW_UPDATE, 0, 0, u32(n));
+      conn.granted += n;
+      if (!end) {
+        c.send(T.WINDOW_UPDATE, 0, id, u32(n));
+        granted += n;
+      }
+    }
+    if (end) return Buffer.concat(chunks);
+  }
 }

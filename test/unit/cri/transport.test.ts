@@ -1,10 +1,14 @@
-// The gRPC transport (our own HTTP/2 client) against a plain node:http2 server on a unix socket,
-// so that each test decides exactly what the "runtime" sends: statuses in trailers or headers,
-// broken frames, oversized bodies, resets, a connection that dies, a server that comes back, a
-// stream of messages. (grpc-js on Bun failed five of these: docs/grpc-stack.md.)
+// The gRPC transport (our own HTTP/2 client) against a raw HTTP/2 peer on a unix socket
+// (test/lib/h2-peer.ts), so that each test decides exactly which frames the "runtime" sends:
+// statuses in trailers or in a trailers-only HEADERS, broken messages, oversized bodies,
+// RST_STREAM REFUSED_STREAM, GOAWAY with its last stream, a socket that closes, a server that
+// comes back, a stream of messages, and flow control both ways (the peer gives our client its
+// 65,535-byte default window and keeps within ours); and sees every frame our client sends (its
+// request, its RST_STREAM CANCEL). An HTTP/2 library's server would choose its own frames: Bun's
+// node:http2 answers a refused stream with DATA and END_STREAM, never RST_STREAM. (grpc-js on Bun
+// failed five of these: docs/grpc-stack.md.)
 import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
-import http2 from "node:http2";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GrpcStatus } from "../../../src/cri/errors.ts";
@@ -16,13 +20,33 @@ import {
   statusOfReset,
   TransportError,
 } from "../../../src/cri/grpc-wire.ts";
+import { HpackDecoder } from "../../../src/cri/hpack.ts";
 import { createH2Transport } from "../../../src/cri/transport.ts";
+import {
+  F,
+  type RawConn,
+  type RawServer,
+  rawServer,
+  readBody,
+  sendData,
+  T,
+  u32,
+} from "../../lib/h2-peer.ts";
 
-type Handler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
+/** A request the peer read whole: its stream, header fields and body (END_STREAM seen). */
+interface Request {
+  id: number;
+  headers: Map<string, string>;
+  body: Buffer;
+}
+type Handler = (c: RawConn, req: Request) => void | Promise<void>;
 
 const cleanups: (() => Promise<void> | void)[] = [];
+/** What a handler threw while its connection was open (a test bug, or a broken rule). */
+const handlerErrors: unknown[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
+  expect(handlerErrors.splice(0)).toEqual([]);
 });
 
 function socketPath(): string {
@@ -31,26 +55,30 @@ function socketPath(): string {
   return join(dir, "rt.sock");
 }
 
-async function serve(path: string, handler: Handler): Promise<() => Promise<void>> {
-  const server = http2.createServer();
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on("session", (s) => {
-    sessions.add(s);
-    s.on("close", () => sessions.delete(s));
+/** A raw server at `path`: each connection gets empty SETTINGS (the default windows), then each
+ * request, once the client ended it (the peer giving back its window as it reads), goes to
+ * `handler`. */
+function serve(path: string, handler: Handler): RawServer {
+  const server = rawServer({ unix: path }, async (c) => {
+    c.settings();
+    const decoder = new HpackDecoder();
+    let last = 0;
+    for (;;) {
+      const h = await c
+        .frame((f) => f.type === T.HEADERS && f.id > last, 60_000)
+        .catch(() => undefined);
+      if (h === undefined) return;
+      last = h.id;
+      const headers = new Map(decoder.decode(h.payload));
+      readBody(c, h.id)
+        .then((body) => handler(c, { id: h.id, headers, body }))
+        .catch((err: unknown) => {
+          if (!c.closed) handlerErrors.push(err);
+        });
+    }
   });
-  server.on("stream", (stream, headers) => {
-    stream.on("error", () => {}); // resets and cancels, which some tests make on purpose
-    const body: Buffer[] = [];
-    stream.on("data", (d: Buffer) => body.push(d));
-    stream.on("end", () => handler(stream as http2.ServerHttp2Stream, headers));
-  });
-  await new Promise<void>((resolve) => server.listen(path, resolve));
-  const stop = async () => {
-    for (const s of sessions) s.destroy();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  };
-  cleanups.push(stop);
-  return stop;
+  cleanups.push(() => server.stop());
+  return server;
 }
 
 function frame(message: Buffer, flag = 0): Buffer {
@@ -60,16 +88,40 @@ function frame(message: Buffer, flag = 0): Buffer {
   return Buffer.concat([head, message]);
 }
 
-/** Answers OK with `message`, in headers + data + trailers, as a gRPC server does. */
+const OK_HEADERS: [string, string][] = [
+  [":status", "200"],
+  ["content-type", "application/grpc"],
+];
+
+/** Trailers: one HEADERS with END_STREAM. */
+function trailers(c: RawConn, id: number, fields: [string, string][]): void {
+  c.headers(id, fields, F.END_HEADERS | F.END_STREAM);
+}
+
+/** Answers OK with `message`, in headers + data (within our client's windows) + trailers, as a
+ * gRPC server does. */
 function ok(message: Buffer): Handler {
-  return (stream) => {
-    stream.respond(
-      { ":status": 200, "content-type": "application/grpc" },
-      { waitForTrailers: true },
-    );
-    stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-    stream.end(frame(message));
+  return async (c, req) => {
+    c.headers(req.id, OK_HEADERS);
+    await sendData(c, req.id, frame(message));
+    trailers(c, req.id, [["grpc-status", "0"]]);
   };
+}
+
+/** The RST_STREAM our client sent on stream `id`: its error code. */
+async function resetCode(c: RawConn, id: number): Promise<number> {
+  const f = await c.frame((x) => x.type === T.RST_STREAM && x.id === id);
+  return f.payload.readUInt32BE(0);
+}
+
+async function waitFor<T>(get: () => T | undefined, timeoutMs = 5000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = get();
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error("timed out");
+    await Bun.sleep(5);
+  }
 }
 
 function transport(path: string, maxReceiveBytes = 1 << 20) {
@@ -102,38 +154,38 @@ function callFails(
   return failure(t.call("/x/Y", Buffer.alloc(0), opts.timeoutMs ?? 5000));
 }
 
+/** RST_STREAM CANCEL, the code our client resets a stream with when it gives up on it. */
+const CANCEL = 0x8;
+
 describe("gRPC transport, unary calls", () => {
   test("sends one framed message with the gRPC headers and returns the answer", async () => {
     const path = socketPath();
-    let seen: { headers: http2.IncomingHttpHeaders; body: Buffer } | undefined;
-    const server = http2.createServer();
-    server.on("stream", (stream, headers) => {
-      const chunks: Buffer[] = [];
-      stream.on("data", (d: Buffer) => chunks.push(d));
-      stream.on("end", () => {
-        seen = { headers, body: Buffer.concat(chunks) };
-        ok(Buffer.from("pong"))(stream as http2.ServerHttp2Stream, headers);
-      });
+    const seen: Request[] = [];
+    const server = serve(path, (c, req) => {
+      seen.push(req);
+      c.answer(req.id, Buffer.from("pong"));
     });
-    await new Promise<void>((resolve) => server.listen(path, resolve));
-    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
     const t = transport(path);
     const answer = await t.call("/pkg.Svc/Ping", Buffer.from("ping"), 5000);
     expect(answer.toString()).toBe("pong");
-    expect(seen?.headers[":path"]).toBe("/pkg.Svc/Ping");
-    expect(seen?.headers[":method"]).toBe("POST");
-    expect(seen?.headers["content-type"]).toBe("application/grpc");
-    expect(seen?.headers.te).toBe("trailers");
-    expect(seen?.headers["grpc-timeout"]).toBe("5000m");
-    expect(seen?.body).toEqual(frame(Buffer.from("ping")));
+    const headers = seen[0]?.headers;
+    expect(headers?.get(":path")).toBe("/pkg.Svc/Ping");
+    expect(headers?.get(":method")).toBe("POST");
+    expect(headers?.get(":scheme")).toBe("http");
+    expect(headers?.get("content-type")).toBe("application/grpc");
+    expect(headers?.get("te")).toBe("trailers");
+    expect(headers?.get("grpc-timeout")).toBe("5000m");
+    expect(seen[0]?.body).toEqual(frame(Buffer.from("ping")));
     // the session is kept: a second call works on it
     expect((await t.call("/pkg.Svc/Ping", Buffer.alloc(0), 5000)).toString()).toBe("pong");
+    expect(server.connections).toHaveLength(1);
+    expect(seen.map((r) => r.id)).toEqual([1, 3]);
   });
 
   test("returns a response larger than the default HTTP/2 window whole", async () => {
     const path = socketPath();
     const big = Buffer.alloc(300_000, 7);
-    await serve(path, ok(big));
+    serve(path, ok(big));
     const answer = await transport(path).call("/x/Y", Buffer.alloc(0), 5000);
     expect(answer.equals(big)).toBe(true);
   });
@@ -143,50 +195,43 @@ describe("gRPC transport, unary calls", () => {
     const request = Buffer.alloc(200_000, 3);
     const response = Buffer.alloc(3_000_000, 9);
     let got = 0;
-    const server = http2.createServer();
-    server.on("stream", (stream, headers) => {
-      stream.on("data", (d: Buffer) => {
-        got += d.length;
-      });
-      stream.on("end", () => ok(response)(stream as http2.ServerHttp2Stream, headers));
+    // the peer's window stays 65,535 bytes, given back as it reads (readBody() checks that our
+    // client never sends past it); it sends its 3 MB as our client's WINDOW_UPDATEs allow
+    const server = serve(path, (c, req) => {
+      got = req.body.length;
+      return ok(response)(c, req);
     });
-    await new Promise<void>((resolve) => server.listen(path, resolve));
-    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
     const answer = await transport(path, 4_000_000).call("/x/Y", request, 10_000);
     expect(got).toBe(request.length + 5);
     expect(answer.equals(response)).toBe(true);
+    const c = server.connections[0] as RawConn;
+    const updates = c.frames.filter((f) => f.type === T.WINDOW_UPDATE && f.id !== 0);
+    expect(updates.length).toBeGreaterThan(0); // the response needed our client's updates
   });
 
   test("after the runtime sends GOAWAY, the next call opens a new connection", async () => {
     const path = socketPath();
-    const sessions: http2.ServerHttp2Session[] = [];
-    await serve(path, (stream, headers) => {
-      ok(Buffer.from("x"))(stream, headers);
-      const session = stream.session as http2.ServerHttp2Session;
-      if (!sessions.includes(session)) sessions.push(session);
-      stream.on("close", () => session.goaway());
+    const server = serve(path, (c, req) => {
+      c.answer(req.id, Buffer.from("x"));
+      c.send(T.GOAWAY, 0, 0, u32(req.id, 0)); // NO_ERROR; the last stream it processed
     });
     const t = transport(path);
     expect((await t.call("/x/Y", Buffer.alloc(0), 5000)).toString()).toBe("x");
-    await Bun.sleep(50);
+    // the client closes a connection that said GOAWAY once its last stream ended
+    await (server.connections[0] as RawConn).whenClosed;
     expect((await t.call("/x/Y", Buffer.alloc(0), 5000)).toString()).toBe("x");
-    expect(sessions).toHaveLength(2);
+    expect(server.connections).toHaveLength(2);
+    expect((await (server.connections[1] as RawConn).request()).id).toBe(1);
   });
 
   test("an error status in the trailers rejects with its code and decoded message", async () => {
     const path = socketPath();
-    await serve(path, (stream) => {
-      stream.respond(
-        { ":status": 200, "content-type": "application/grpc" },
-        { waitForTrailers: true },
-      );
-      stream.on("wantTrailers", () =>
-        stream.sendTrailers({
-          "grpc-status": "5",
-          "grpc-message": "container %22abc%22 not found",
-        }),
-      );
-      stream.end();
+    serve(path, (c, req) => {
+      c.headers(req.id, OK_HEADERS);
+      trailers(c, req.id, [
+        ["grpc-status", "5"],
+        ["grpc-message", "container %22abc%22 not found"],
+      ]);
     });
     const err = await callFails(path);
     expect(err.code).toBe(GrpcStatus.NOT_FOUND);
@@ -195,17 +240,13 @@ describe("gRPC transport, unary calls", () => {
 
   test("a trailers-only error (status in the headers) rejects with its code", async () => {
     const path = socketPath();
-    await serve(path, (stream) => {
-      stream.respond(
-        {
-          ":status": 200,
-          "content-type": "application/grpc",
-          "grpc-status": "12",
-          "grpc-message": "unknown method",
-        },
-        { endStream: true },
-      );
-    });
+    serve(path, (c, req) =>
+      trailers(c, req.id, [
+        ...OK_HEADERS,
+        ["grpc-status", "12"],
+        ["grpc-message", "unknown method"],
+      ]),
+    );
     const err = await callFails(path);
     expect(err.code).toBe(GrpcStatus.UNIMPLEMENTED);
     expect(err.details).toBe("unknown method");
@@ -213,9 +254,7 @@ describe("gRPC transport, unary calls", () => {
 
   test("an HTTP error without a gRPC status maps as the gRPC HTTP mapping says", async () => {
     const path = socketPath();
-    await serve(path, (stream) => {
-      stream.respond({ ":status": 404 }, { endStream: true });
-    });
+    serve(path, (c, req) => trailers(c, req.id, [[":status", "404"]]));
     const err = await callFails(path);
     expect(err.code).toBe(GrpcStatus.UNIMPLEMENTED);
     expect(err.details).toContain("HTTP 404");
@@ -229,14 +268,11 @@ describe("gRPC transport, unary calls", () => {
       Buffer.concat([frame(Buffer.from("a")), frame(Buffer.from("b"))]),
     ];
     let i = 0;
-    await serve(path, (stream) => {
+    serve(path, async (c, req) => {
       const body = bodies[i++] as Buffer;
-      stream.respond(
-        { ":status": 200, "content-type": "application/grpc" },
-        { waitForTrailers: true },
-      );
-      stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-      stream.end(body);
+      c.headers(req.id, OK_HEADERS);
+      if (body.length > 0) await sendData(c, req.id, body);
+      trailers(c, req.id, [["grpc-status", "0"]]);
     });
     const t = transport(path);
     const errs = [];
@@ -254,45 +290,48 @@ describe("gRPC transport, unary calls", () => {
 
   test("a response over the size limit is refused with RESOURCE_EXHAUSTED", async () => {
     const path = socketPath();
-    await serve(path, ok(Buffer.alloc(10_000)));
+    const server = serve(path, ok(Buffer.alloc(10_000)));
     const err = await callFails(path, { maxReceiveBytes: 4096 });
     expect(err.code).toBe(GrpcStatus.RESOURCE_EXHAUSTED);
     expect(err.details).toContain("4096");
+    // refused at its DATA, before the trailers: the client resets the stream
+    expect(await resetCode(server.connections[0] as RawConn, 1)).toBe(CANCEL);
   });
 
   test("no answer within the deadline is DEADLINE_EXCEEDED, and the stream is cancelled", async () => {
     const path = socketPath();
-    let cancelled: Promise<void> | undefined;
-    await serve(path, (stream) => {
-      cancelled = new Promise((resolve) => stream.on("close", () => resolve()));
-    });
+    const server = serve(path, () => {});
     const err = await callFails(path, { timeoutMs: 100 });
     expect(err.code).toBe(GrpcStatus.DEADLINE_EXCEEDED);
-    await cancelled;
+    const c = server.connections[0] as RawConn;
+    const req = await c.request();
+    expect(await resetCode(c, req.id)).toBe(CANCEL);
   });
 
   test("an aborted signal cancels the call with CANCELLED", async () => {
     const path = socketPath();
-    await serve(path, () => {});
+    const server = serve(path, () => {});
     const ac = new AbortController();
     const call = transport(path).call("/x/Y", Buffer.alloc(0), 5000, ac.signal);
     setTimeout(() => ac.abort(), 20);
     expect((await failure(call)).code).toBe(GrpcStatus.CANCELLED);
+    expect(await resetCode(server.connections[0] as RawConn, 1)).toBe(CANCEL);
   });
 
   test("a stream the server resets without answering fails with UNAVAILABLE", async () => {
     const path = socketPath();
-    await serve(path, (stream) => stream.close(http2.constants.NGHTTP2_REFUSED_STREAM));
+    serve(path, (c, req) => c.send(T.RST_STREAM, 0, req.id, u32(0x7))); // REFUSED_STREAM
     const err = await callFails(path);
     expect(err.code).toBe(GrpcStatus.UNAVAILABLE);
     expect(err.details).toContain("closed the stream");
+    expect(err.details).toContain("HTTP/2 code 7");
   });
 
   test("an answer with headers but no status is UNKNOWN", async () => {
     const path = socketPath();
-    await serve(path, (stream) => {
-      stream.respond({ ":status": 200, "content-type": "application/grpc" });
-      stream.end(frame(Buffer.from("x")));
+    serve(path, async (c, req) => {
+      c.headers(req.id, OK_HEADERS);
+      await sendData(c, req.id, frame(Buffer.from("x")), true);
     });
     const err = await callFails(path);
     expect(err.code).toBe(GrpcStatus.UNKNOWN);
@@ -304,39 +343,43 @@ describe("gRPC transport, unary calls", () => {
     const err = await failure(t.call("/x/Y", Buffer.alloc(0), 5000));
     expect(err.code).toBe(GrpcStatus.UNAVAILABLE);
     expect(err.details).toBe(`connect ENOENT ${path}`);
-    await serve(path, ok(Buffer.from("up")));
+    serve(path, ok(Buffer.from("up")));
     expect((await t.call("/x/Y", Buffer.alloc(0), 5000)).toString()).toBe("up");
   });
 
   test("a connection that dies mid-call fails the call with UNAVAILABLE; the next call reconnects", async () => {
     const path = socketPath();
     let calls = 0;
-    const stop = await serve(path, (stream) => {
+    const server = serve(path, (c, req) => {
       calls++;
-      if (calls === 1) stream.session?.destroy();
-      else ok(Buffer.from("again"))(stream, {});
+      if (calls === 1)
+        c.close(); // the socket closes, no GOAWAY
+      else c.answer(req.id, Buffer.from("again"));
     });
     const t = transport(path);
     const err = await failure(t.call("/x/Y", Buffer.alloc(0), 5000));
     expect(err.code).toBe(GrpcStatus.UNAVAILABLE);
     expect((await t.call("/x/Y", Buffer.alloc(0), 5000)).toString()).toBe("again");
-    await stop();
+    expect(server.connections).toHaveLength(2);
+    server.stop();
     expect((await failure(t.call("/x/Y", Buffer.alloc(0), 5000))).code).toBe(
       GrpcStatus.UNAVAILABLE,
     );
-    await serve(path, ok(Buffer.from("back")));
+    serve(path, ok(Buffer.from("back")));
     expect((await t.call("/x/Y", Buffer.alloc(0), 5000)).toString()).toBe("back");
   });
 
   test("close() fails the calls in flight with CANCELLED and every later call", async () => {
     const path = socketPath();
-    await serve(path, () => {});
+    const server = serve(path, () => {});
     const t = transport(path);
     const call = t.call("/x/Y", Buffer.alloc(0), 5000);
-    await Bun.sleep(20);
+    const c = await waitFor(() => server.connections[0]);
+    await c.request();
     t.close();
     expect((await failure(call)).code).toBe(GrpcStatus.CANCELLED);
     expect((await failure(t.call("/x/Y", Buffer.alloc(0), 5000))).code).toBe(GrpcStatus.CANCELLED);
+    await c.whenClosed;
   });
 });
 
@@ -357,35 +400,39 @@ describe("gRPC transport, server streams", () => {
 
   test("hands over each message as it arrives, split or joined across frames, then ends OK", async () => {
     const path = socketPath();
-    let headers: http2.IncomingHttpHeaders | undefined;
-    const server = http2.createServer();
-    server.on("stream", (stream, h) => {
-      const s = stream as http2.ServerHttp2Stream;
-      headers = h;
-      s.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
-      s.on("wantTrailers", () => s.sendTrailers({ "grpc-status": "0" }));
+    let headers: Map<string, string> | undefined;
+    serve(path, async (c, req) => {
+      headers = req.headers;
+      c.headers(req.id, OK_HEADERS);
       const two = Buffer.concat([frame(Buffer.from("b")), frame(Buffer.from("c"))]);
-      const big = frame(Buffer.alloc(70_000, 100));
-      s.write(frame(Buffer.from("a")));
-      setTimeout(() => s.write(two.subarray(0, 3)), 20);
-      setTimeout(() => s.write(two.subarray(3)), 40);
-      setTimeout(() => s.end(big), 60);
+      const big = frame(Buffer.alloc(70_000, 100)); // more than one frame and one default window
+      await sendData(c, req.id, frame(Buffer.from("a")));
+      await Bun.sleep(20);
+      await sendData(c, req.id, two.subarray(0, 3));
+      await Bun.sleep(20);
+      await sendData(c, req.id, two.subarray(3));
+      await Bun.sleep(20);
+      await sendData(c, req.id, big);
+      trailers(c, req.id, [["grpc-status", "0"]]);
     });
-    await new Promise<void>((resolve) => server.listen(path, resolve));
-    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
     const { messages, ended } = stream(path);
     expect(await ended).toBeUndefined();
     expect(messages.slice(0, 3)).toEqual(["a", "b", "c"]);
     expect(messages[3]).toBe("d".repeat(70_000));
-    expect(headers?.["grpc-timeout"]).toBeUndefined();
+    expect(messages).toHaveLength(4);
+    expect(headers?.get(":path")).toBe("/x/Watch");
+    expect(headers?.has("grpc-timeout")).toBe(false);
   });
 
   test("an error status after some messages ends the stream with that error", async () => {
     const path = socketPath();
-    await serve(path, (s) => {
-      s.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
-      s.on("wantTrailers", () => s.sendTrailers({ "grpc-status": "14", "grpc-message": "gone" }));
-      s.end(frame(Buffer.from("x")));
+    serve(path, async (c, req) => {
+      c.headers(req.id, OK_HEADERS);
+      await sendData(c, req.id, frame(Buffer.from("x")));
+      trailers(c, req.id, [
+        ["grpc-status", "14"],
+        ["grpc-message", "gone"],
+      ]);
     });
     const { messages, ended } = stream(path);
     const err = await ended;
@@ -396,21 +443,13 @@ describe("gRPC transport, server streams", () => {
 
   test("the runtime crashing ends an open stream with UNAVAILABLE", async () => {
     const path = socketPath();
-    const server = http2.createServer();
-    const sockets: { destroy(): void }[] = [];
-    server.on("connection", (socket) => sockets.push(socket));
-    server.on("stream", (stream) => {
-      const s = stream as http2.ServerHttp2Stream;
-      s.on("error", () => {});
-      s.respond({ ":status": 200, "content-type": "application/grpc" });
-      s.write(frame(Buffer.from("x")));
+    serve(path, async (c, req) => {
+      c.headers(req.id, OK_HEADERS);
+      await sendData(c, req.id, frame(Buffer.from("x")));
       // its socket closes with no HTTP/2 goodbye
-      setTimeout(() => {
-        for (const socket of sockets) socket.destroy();
-      }, 30);
+      await Bun.sleep(30);
+      c.close();
     });
-    await new Promise<void>((resolve) => server.listen(path, resolve));
-    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
     const { messages, ended } = stream(path);
     expect((await ended)?.code).toBe(GrpcStatus.UNAVAILABLE);
     expect(messages).toEqual(["x"]);
@@ -418,28 +457,27 @@ describe("gRPC transport, server streams", () => {
 
   test("aborting the signal ends the stream with CANCELLED and resets it", async () => {
     const path = socketPath();
-    let closed: Promise<void> | undefined;
-    await serve(path, (s) => {
-      closed = new Promise((resolve) => s.on("close", () => resolve()));
-      s.respond({ ":status": 200, "content-type": "application/grpc" });
-      s.write(frame(Buffer.from("x")));
+    const server = serve(path, async (c, req) => {
+      c.headers(req.id, OK_HEADERS);
+      await sendData(c, req.id, frame(Buffer.from("x")));
     });
     const ac = new AbortController();
     const { messages, ended } = stream(path, ac.signal);
     while (messages.length === 0) await Bun.sleep(5);
     ac.abort();
     expect((await ended)?.code).toBe(GrpcStatus.CANCELLED);
-    await closed;
+    expect(await resetCode(server.connections[0] as RawConn, 1)).toBe(CANCEL);
   });
 
   test("a message over the size limit ends the stream with RESOURCE_EXHAUSTED", async () => {
     const path = socketPath();
-    await serve(path, (s) => {
-      s.respond({ ":status": 200, "content-type": "application/grpc" });
-      s.write(frame(Buffer.alloc(10_000)));
+    const server = serve(path, async (c, req) => {
+      c.headers(req.id, OK_HEADERS);
+      await sendData(c, req.id, frame(Buffer.alloc(10_000)));
     });
     const { ended } = stream(path, undefined, 4096);
     expect((await ended)?.code).toBe(GrpcStatus.RESOURCE_EXHAUSTED);
+    expect(await resetCode(server.connections[0] as RawConn, 1)).toBe(CANCEL);
   });
 
   test("nothing listening ends the stream with UNAVAILABLE", async () => {
@@ -477,20 +515,8 @@ describe("transport helpers", () => {
   });
 
   test("statusOfReset() follows grpc's reading of HTTP/2 reset codes", () => {
-    const {
-      NGHTTP2_REFUSED_STREAM,
-      NGHTTP2_CANCEL,
-      NGHTTP2_ENHANCE_YOUR_CALM,
-      NGHTTP2_INTERNAL_ERROR,
-    } = http2.constants;
-    expect(
-      [
-        NGHTTP2_REFUSED_STREAM,
-        NGHTTP2_CANCEL,
-        NGHTTP2_ENHANCE_YOUR_CALM,
-        NGHTTP2_INTERNAL_ERROR,
-      ].map(statusOfReset),
-    ).toEqual([
+    // RFC 9113's error codes: REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM, INTERNAL_ERROR
+    expect([0x7, 0x8, 0xb, 0x2].map(statusOfReset)).toEqual([
       GrpcStatus.UNAVAILABLE,
       GrpcStatus.CANCELLED,
       GrpcStatus.RESOURCE_EXHAUSTED,
