@@ -6,7 +6,8 @@
 // - Each stream the client opens is handed to `onStream` once; it then hears its request data,
 //   its end, and at most one of reset or loss; nothing after the server's side ended and the
 //   client's too.
-// - A stream is forgotten once both sides ended (or it was reset, or the connection is lost).
+// - A stream is forgotten once both sides ended, or the server's side ended first (the client is
+//   then reset with NO_ERROR), or it was reset, or the connection is lost.
 // - At most `maxConcurrentStreams` streams are open (announced in our SETTINGS); a stream past
 //   it is refused (RST_STREAM REFUSED_STREAM) without reaching `onStream`.
 // - A client that resets streams it opened faster than they finish (the "rapid reset" attack)
@@ -18,6 +19,7 @@ import {
   frame,
   H2_CANCEL,
   H2_ENHANCE_YOUR_CALM,
+  H2_NO_ERROR,
   H2_PROTOCOL_ERROR,
   H2_REFUSED_STREAM,
   H2Error,
@@ -163,7 +165,10 @@ export class H2ServerConnection extends H2Session<Stream> {
   }
 
   protected override onLocalEnd(id: number, stream: Stream): void {
-    if (stream.remoteEnded) this.forget(id);
+    // An answer complete before the client's end: the client is told to stop sending (RST_STREAM
+    // NO_ERROR, RFC 9113 8.1) and the stream is forgotten, so that what it sends is not read.
+    if (!stream.remoteEnded) this.queueReset(id, H2_NO_ERROR);
+    this.forget(id);
   }
 
   private remoteEnd(id: number, stream: Stream): void {

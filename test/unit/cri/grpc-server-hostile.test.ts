@@ -184,6 +184,10 @@ describe("gRPC server against hostile clients", () => {
     );
     expect(s.requests).toEqual([]); // the handler never ran
     expect(c.goaway()).toBeUndefined();
+    // the answer is complete, so the server tells the client to stop sending (RFC 9113 8.1)
+    const reset = await c.frame((f) => f.type === T.RST_STREAM && f.id === 1);
+    expect(reset.payload.readUInt32BE(0)).toBe(0); // NO_ERROR
+    expect(c.frames.indexOf(reset)).toBeGreaterThan(c.frames.indexOf(answer));
     await stillServes(s.path);
   });
 
