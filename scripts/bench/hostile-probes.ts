@@ -12,6 +12,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { TestAgent } from "../../test/lib/agent.ts";
 import { ATTACKS } from "../../test/lib/h2-attacks.ts";
 import { rawServer } from "../../test/lib/h2-peer.ts";
+import { probedPodManifest } from "../../test/lib/manifests.ts";
 import { startGRPCHealthServer } from "../../test/lib/probe-servers.ts";
 import { eventually } from "../../test/lib/testbed.ts";
 import { cpuTicks, rssMB } from "./agent-common.ts";
@@ -21,20 +22,8 @@ function option(name: string): string | undefined {
   return i < 0 ? undefined : process.argv[i + 1];
 }
 
-function pod(image: string, name: string, port: number): string {
-  return `apiVersion: v1
-kind: Pod
-metadata: { name: ${name} }
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: ${image}
-      command: ["sleep", "3600"]
-      readinessProbe: { grpc: { port: ${port} }, periodSeconds: 1, timeoutSeconds: 3 }
-`;
-}
+const pod = (image: string, name: string, port: number) =>
+  probedPodManifest(name, image, `grpc: { port: ${port} }`);
 
 function peakMB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");

@@ -11,6 +11,7 @@ import type { Event, Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { ATTACKS } from "../lib/h2-attacks.ts";
 import { type RawServer, rawServer } from "../lib/h2-peer.ts";
+import { probedPodManifest } from "../lib/manifests.ts";
 import { type GRPCHealthServer, startGRPCHealthServer } from "../lib/probe-servers.ts";
 import { eventually } from "../lib/testbed.ts";
 
@@ -23,20 +24,7 @@ const agent = new TestAgent();
 let health: GRPCHealthServer;
 const servers = new Map<string, RawServer>();
 
-function pod(name: string, probe: string): string {
-  return `apiVersion: v1
-kind: Pod
-metadata: { name: ${name} }
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: ${agent.tb.busybox}
-      command: ["sleep", "600"]
-      readinessProbe: { ${probe}, periodSeconds: 1, timeoutSeconds: 3 }
-`;
-}
+const pod = (name: string, probe: string) => probedPodManifest(name, agent.tb.busybox, probe);
 
 /** kB of a /proc/PID/status field (VmRSS now, VmHWM the peak since the last reset). */
 function procKb(field: "VmRSS" | "VmHWM"): number {

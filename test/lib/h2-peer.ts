@@ -4,7 +4,10 @@
 // one, answers a refused stream with DATA and END_STREAM and never sends RST_STREAM). Header
 // blocks are encoded with literals and the static table only (no dynamic table), which every
 // decoder reads.
+
+import { expect } from "bun:test";
 import type { Socket } from "bun";
+import { TransportError } from "../../src/cri/grpc-wire.ts";
 import { encodeHeaders } from "../../src/cri/hpack.ts";
 
 export const T = {
@@ -423,4 +426,15 @@ export async function readBody(
     }
     if (end) return Buffer.concat(chunks);
   }
+}
+
+/** The TransportError a call that must fail rejects with. */
+export async function callFailure(p: Promise<unknown>): Promise<TransportError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(TransportError);
+    return err as TransportError;
+  }
+  throw new Error("the call succeeded");
 }

@@ -91,3 +91,20 @@ export function podNetworkShellManifest(
     ...(resources !== undefined && { container: `      resources: ${resources}\n` }),
   });
 }
+
+/** A host-network pod sleeping, with a readiness probe (`probe`: its handler, e.g.
+ * `grpc: { port: 1234 }`) every second with a 3 s timeout. */
+export function probedPodManifest(name: string, image: string, probe: string): string {
+  return `apiVersion: v1
+kind: Pod
+metadata: { name: ${name} }
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: c
+      image: ${image}
+      command: ["sleep", "3600"]
+      readinessProbe: { ${probe}, periodSeconds: 1, timeoutSeconds: 3 }
+`;
+}

@@ -8,13 +8,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createCriClient } from "../../../src/cri/client.ts";
 import { CriError, GrpcStatus } from "../../../src/cri/errors.ts";
-import { TransportError } from "../../../src/cri/grpc-wire.ts";
 import { H2ServerConnection } from "../../../src/cri/h2-server.ts";
 import { MAX_QUEUED_REPLIES } from "../../../src/cri/h2-session.ts";
 import { encodeHeaders } from "../../../src/cri/hpack.ts";
 import { createH2Transport } from "../../../src/cri/transport.ts";
 import { ATTACKS } from "../../lib/h2-attacks.ts";
 import {
+  callFailure,
   F,
   PREFACE,
   type RawConn,
@@ -54,15 +54,7 @@ function probeTransport(path: string) {
   return t;
 }
 
-async function failure(p: Promise<unknown>): Promise<TransportError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(TransportError);
-    return err as TransportError;
-  }
-  throw new Error("the call succeeded");
-}
+const failure = callFailure;
 
 describe("HTTP/2 client against hostile servers", () => {
   for (const attack of ATTACKS) {

@@ -18,11 +18,12 @@ import {
   MessageReader,
   statusOfHttp,
   statusOfReset,
-  TransportError,
+  type TransportError,
 } from "../../../src/cri/grpc-wire.ts";
 import { HpackDecoder } from "../../../src/cri/hpack.ts";
 import { createH2Transport } from "../../../src/cri/transport.ts";
 import {
+  callFailure,
   F,
   type RawConn,
   type RawServer,
@@ -135,15 +136,7 @@ function transport(path: string, maxReceiveBytes = 1 << 20) {
   return t;
 }
 
-async function failure(p: Promise<unknown>): Promise<TransportError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(TransportError);
-    return err as TransportError;
-  }
-  throw new Error("the call succeeded");
-}
+const failure = callFailure;
 
 /** One call on a new transport to the server at `path`, which must fail. */
 function callFails(
