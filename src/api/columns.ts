@@ -1,10 +1,11 @@
 // The columns of each kind as the API server's table printers make them (kubectl get): their
 // definitions (priority 1 = only with -o wide) and each object's cells. The hub serves them as
 // meta.k8s.io Tables; the CLI prints the same cells. `now` is passed in: nothing reads the clock.
-import { podDisplayStatus } from "../agent/status/display.ts";
+
 import type { ControllerRevision, DaemonSet } from "./daemonset.ts";
 import { humanDuration } from "./duration.ts";
 import type { Node } from "./node.ts";
+import { podDisplayStatus } from "./pod-display.ts";
 import type { ConfigMap, Event, Pod, Secret } from "./types.ts";
 
 export interface Column {

@@ -27,3 +27,8 @@ export function resolveContainer(pod: Pod, requested: string | null | undefined)
   if (found === undefined) throw badRequest(`container ${wanted} is not valid for pod ${name}`);
   return found;
 }
+
+/** An init container with restartPolicy Always: a sidecar that runs beside the app. */
+export function isSidecar(c: Container | undefined): boolean {
+  return c?.restartPolicy === "Always";
+}

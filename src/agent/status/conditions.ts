@@ -2,6 +2,7 @@
 // ContainersReady, PodScheduled), their reasons and messages, and the rule that keeps a
 // condition's lastTransitionTime while its status does not change.
 
+import { isSidecar } from "../../api/containers.ts";
 import type {
   ContainerStatus,
   Pod,
@@ -14,7 +15,6 @@ import {
   ContainersNotInitialized,
   ContainersNotReady,
   goList,
-  isSidecar,
   PodCompleted,
   PodFailed,
   PodTerminating,

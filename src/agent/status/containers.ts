@@ -5,12 +5,12 @@
 // whose last sync failed waits with that failure's reason; a container that vanished while
 // running is reported terminated with ContainerStatusUnknown and exit code 137.
 
+import { isSidecar } from "../../api/containers.ts";
 import type { Container, ContainerState, ContainerStatus, Pod } from "../../api/types.ts";
 import * as kc from "../kubecontainer/types.ts";
 import {
   ContainerCreating,
   ContainerStatusUnknown,
-  isSidecar,
   PodInitializing,
   type SyncError,
   toRFC3339,

@@ -1,6 +1,8 @@
-// The status manager: kubelet's pod status rules as pure functions, kubectl's STATUS column,
-// and the store of the latest status of each pod.
+// The status manager: kubelet's pod status rules as pure functions, kubectl's STATUS column
+// (its rules are src/api's, beside the other columns), and the store of the latest status of
+// each pod.
 
+export { type DisplayOptions, type PodDisplay, podDisplayStatus } from "../../api/pod-display.ts";
 export {
   containersReadyCondition,
   initializedCondition,
@@ -9,7 +11,6 @@ export {
   readyToStartContainers,
 } from "./conditions.ts";
 export { convertContainerStatuses, RUNTIME_SCHEME, shouldRestart } from "./containers.ts";
-export { type DisplayOptions, type PodDisplay, podDisplayStatus } from "./display.ts";
 export { type GeneratePodStatusInput, generatePodStatus } from "./generate.ts";
 export {
   createStatusManager,

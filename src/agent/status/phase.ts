@@ -5,8 +5,8 @@
 // Running, otherwise all-succeeded is Succeeded, Never with a failure is Failed and OnFailure
 // with a failure stays Running (it restarts).
 
+import { isSidecar } from "../../api/containers.ts";
 import type { ContainerStatus, Pod, PodPhase } from "../../api/types.ts";
-import { isSidecar } from "./reasons.ts";
 
 export interface PhaseOptions {
   /** The pod will not run again whatever its restart policy (kubelet's podIsTerminal). */

@@ -3,8 +3,8 @@
 // container is started; without a readiness probe a started container is ready; with a probe,
 // only a recorded success counts. A regular init container is ready once it exited with 0.
 
+import { isSidecar } from "../../api/containers.ts";
 import type { Container, ContainerStatus, Pod } from "../../api/types.ts";
-import { isSidecar } from "./reasons.ts";
 
 /** The latest result of one probe kind for a container, by CRI container ID (no scheme);
  * undefined when the probe has not produced a result yet. */

@@ -1,7 +1,7 @@
 // The reasons and messages kubelet writes into pod status, and small helpers shared by the
 // status generator. Strings match upstream so that users and tools recognise them.
 
-import type { Container, Pod } from "../../api/types.ts";
+import type { Pod } from "../../api/types.ts";
 
 /** Waiting reason of an app or init container that has not been created yet. */
 export const ContainerCreating = "ContainerCreating";
@@ -51,9 +51,4 @@ export function toRFC3339(ms: number): string {
 /** A list formatted as Go's %s formats a []string: "[a b]". */
 export function goList(names: string[]): string {
   return `[${names.join(" ")}]`;
-}
-
-/** An init container with restartPolicy Always: a sidecar that runs beside the app. */
-export function isSidecar(c: Container | undefined): boolean {
-  return c?.restartPolicy === "Always";
 }

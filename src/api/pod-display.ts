@@ -4,8 +4,8 @@
 // pod's reason or phase; "Terminating" while the pod is being deleted. An evicted pod reads
 // "Evicted" whatever its containers say.
 
-import type { Container, Pod } from "../../api/types.ts";
-import { isSidecar } from "./reasons.ts";
+import { isSidecar } from "./containers.ts";
+import type { Container, Pod } from "./types.ts";
 
 export interface PodDisplay {
   /** e.g. "Running", "Init:0/1", "CrashLoopBackOff", "Completed", "Terminating". */
