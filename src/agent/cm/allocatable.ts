@@ -5,7 +5,7 @@
 // PID count (min of kernel.pid_max and kernel.threads-max, as the kubelet reads it) less them.
 import { cpuToMilli, memoryToBytes } from "../../api/index.ts";
 import type { ResourceList } from "../../api/types.ts";
-import { checkThresholdValue, thresholdQuantity } from "../eviction/thresholds.ts";
+import { checkThresholdValue, thresholdQuantity } from "../evictionapi/thresholds.ts";
 import type { Amounts } from "./pod-resources.ts";
 
 export interface NodeResources extends Amounts {

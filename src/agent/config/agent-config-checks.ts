@@ -2,7 +2,7 @@
 // (docs/protocol.md, "TLS and trust") and the rules between fields. Each throws ConfigError
 // naming the file or flag, the field and the value.
 import { isDNS1123Subdomain } from "../../api/index.ts";
-import { buildThresholds } from "../eviction/thresholds.ts";
+import { buildThresholds } from "../evictionapi/thresholds.ts";
 import type { AgentConfig } from "./agent-config.ts";
 import { showValue } from "./agent-config-schema.ts";
 import { ConfigError } from "./agent-flags.ts";

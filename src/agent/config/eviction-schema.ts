@@ -4,14 +4,14 @@
 // evictionMonitoringPeriod and evictionMemoryStall. Each bad value is an error naming the field,
 // the signal and the value; the rules are the eviction manager's (eviction/thresholds.ts).
 import { z } from "zod";
-import { CONFIG_SIGNALS } from "../eviction/signals.ts";
+import { CONFIG_SIGNALS } from "../evictionapi/signals.ts";
 import {
   checkGracePeriod,
   checkMinReclaim,
   checkStall,
   checkThresholdValue,
   isConfigSignal,
-} from "../eviction/thresholds.ts";
+} from "../evictionapi/thresholds.ts";
 import { duration, durationOrZero, flagPairs } from "./schema-parts.ts";
 
 const SIGNAL_LIST = CONFIG_SIGNALS.join(", ");

@@ -5,9 +5,9 @@
 // conditions.
 import { getPodQOS } from "../../api/index.ts";
 import type { Pod, Toleration } from "../../api/types.ts";
+import type { PressureCondition } from "../evictionapi/signals.ts";
 import { EVICTED_REASON, nodeConditionMessage } from "./message.ts";
 import { isCriticalPod } from "./rank.ts";
-import type { PressureCondition } from "./signals.ts";
 
 export const MEMORY_PRESSURE_TAINT = "node.kubernetes.io/memory-pressure";
 

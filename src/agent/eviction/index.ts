@@ -2,6 +2,15 @@
 // the host, thresholds with the kubelet's semantics, pressure conditions, admission under
 // pressure, ranking and evicting pods one at a time, per-pod local storage limits, and when an
 // evicted static pod may run again.
+
+export {
+  CONFIG_SIGNALS,
+  type Observation,
+  type PressureCondition,
+  type Resource,
+  type Signal,
+} from "../evictionapi/signals.ts";
+export { buildThresholds, type Threshold } from "../evictionapi/thresholds.ts";
 export { admitUnderPressure, MEMORY_PRESSURE_TAINT, tolerates } from "./admission.ts";
 export { createPodEvictor } from "./evict-pod.ts";
 export {
@@ -24,12 +33,4 @@ export {
 } from "./psi.ts";
 export { isCriticalPod, podPriority, rankPods, SYSTEM_CRITICAL_PRIORITY } from "./rank.ts";
 export { type AgentEvictionInput, createAgentEviction, type EvictionSettings } from "./setup.ts";
-export {
-  CONFIG_SIGNALS,
-  type Observation,
-  type PressureCondition,
-  type Resource,
-  type Signal,
-} from "./signals.ts";
-export { buildThresholds, type Threshold } from "./thresholds.ts";
 export type { PodUsage } from "./usage.ts";

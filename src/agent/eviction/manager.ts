@@ -11,6 +11,15 @@
 import type { Pod } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import {
+  isMemorySignal,
+  type Observation,
+  type Observations,
+  type PressureCondition,
+  SIGNAL_CONDITION,
+  type Signal,
+} from "../evictionapi/signals.ts";
+import { isHardThreshold, type Threshold } from "../evictionapi/thresholds.ts";
 import { admitUnderPressure } from "./admission.ts";
 import {
   type EmptyDirLimit,
@@ -30,15 +39,6 @@ import {
 import type { StatsWanted } from "./pod-stats.ts";
 import { diskParts, isCriticalPod, rankPods } from "./rank.ts";
 import { createReadmission, type Readmission } from "./readmission.ts";
-import {
-  isMemorySignal,
-  type Observation,
-  type Observations,
-  type PressureCondition,
-  SIGNAL_CONDITION,
-  type Signal,
-} from "./signals.ts";
-import { isHardThreshold, type Threshold } from "./thresholds.ts";
 import type { PodUsage } from "./usage.ts";
 
 export const POD_CLEANUP_TIMEOUT_MS = 30_000;

@@ -4,9 +4,14 @@
 // binary suffix for byte amounts of 1Ki and up, the largest exact decimal one otherwise).
 import { memoryToBytes, tryParseQuantity } from "../../api/index.ts";
 import type { Container, Pod } from "../../api/types.ts";
+import {
+  isByteSignal,
+  type Observations,
+  type Resource,
+  SIGNAL_RESOURCE,
+} from "../evictionapi/signals.ts";
+import { thresholdQuantity } from "../evictionapi/thresholds.ts";
 import type { CyclePlan } from "./plan.ts";
-import { isByteSignal, type Observations, type Resource, SIGNAL_RESOURCE } from "./signals.ts";
-import { thresholdQuantity } from "./thresholds.ts";
 import type { PodUsage } from "./usage.ts";
 
 export const EVICTED_REASON = "Evicted";

@@ -1,8 +1,9 @@
 // The eviction manager's metrics: evictions by signal (the kubelet's evictions metric), the
 // pressure conditions, and the node's pressure stall information.
+
+import type { PressureCondition } from "../evictionapi/signals.ts";
 import type { MetricsRegistry } from "../server/index.ts";
 import { type NodePsi, PSI_RESOURCES } from "./psi.ts";
-import type { PressureCondition } from "./signals.ts";
 
 export interface EvictionMetricsSource {
   evictions(): ReadonlyMap<string, number>;

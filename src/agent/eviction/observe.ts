@@ -14,8 +14,8 @@
 // signal that cannot be read once and goes on without it.
 import { existsSync, readFileSync, statfsSync, statSync } from "node:fs";
 import { join } from "node:path";
+import type { Observation } from "../evictionapi/signals.ts";
 import { readPsi } from "./psi.ts";
-import type { Observation } from "./signals.ts";
 
 export function readText(path: string): string {
   try {

@@ -17,8 +17,8 @@ import {
   SIGNAL_CONDITION,
   SIGNAL_RESOURCE,
   type Signal,
-} from "./signals.ts";
-import { type Threshold, thresholdKey, thresholdQuantity } from "./thresholds.ts";
+} from "../evictionapi/signals.ts";
+import { type Threshold, thresholdKey, thresholdQuantity } from "../evictionapi/thresholds.ts";
 
 /** What the manager remembers between cycles. */
 export interface EvictionState {

@@ -13,7 +13,7 @@
 import type { Pod } from "../../api/types.ts";
 import { memoizeFrozen } from "../../util/freeze.ts";
 import { type Amounts, podRequests } from "../cm/index.ts";
-import { isMemorySignal, SIGNAL_RESOURCE, type Signal } from "./signals.ts";
+import { isMemorySignal, SIGNAL_RESOURCE, type Signal } from "../evictionapi/signals.ts";
 import { type DiskParts, type PodUsage, podDiskUsage } from "./usage.ts";
 
 export const SYSTEM_CRITICAL_PRIORITY = 2_000_000_000;

@@ -8,7 +8,7 @@
 // count of a pod (by namespace/name) is forgotten an hour after its last eviction.
 //
 // Pure: every method takes the time; the caller asks due() what to readmit.
-import type { PressureCondition } from "./signals.ts";
+import type { PressureCondition } from "../evictionapi/signals.ts";
 
 export const MAX_READMISSION_DELAY_MS = 60 * 60_000;
 const FORGET_AFTER_MS = 60 * 60_000;

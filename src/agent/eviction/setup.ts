@@ -9,6 +9,8 @@ import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { type CgroupLayout, detectCgroupLayout, podsRootName } from "../cm/index.ts";
 import type { AgentConfig } from "../config/index.ts";
+import type { Observation, Signal } from "../evictionapi/signals.ts";
+import { buildThresholds } from "../evictionapi/thresholds.ts";
 import { LABEL_POD_UID, nodeSelector } from "../kuberuntime/index.ts";
 import {
   createEvictionManager,
@@ -27,8 +29,6 @@ import {
   readText,
 } from "./observe.ts";
 import { collectPodUsage } from "./pod-stats.ts";
-import type { Observation, Signal } from "./signals.ts";
-import { buildThresholds } from "./thresholds.ts";
 
 export type EvictionSettings = Pick<
   AgentConfig,

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { admitUnderPressure, tolerates } from "../../../src/agent/eviction/admission.ts";
-import type { PressureCondition } from "../../../src/agent/eviction/signals.ts";
+import type { PressureCondition } from "../../../src/agent/evictionapi/signals.ts";
 import type { Pod, Toleration } from "../../../src/api/types.ts";
 import { makeContainer, makePod } from "../../lib/builders.ts";
 

@@ -4,12 +4,12 @@ import {
   type EvictionManagerDeps,
   type EvictRequest,
 } from "../../../src/agent/eviction/manager.ts";
-import type { Observation, Signal } from "../../../src/agent/eviction/signals.ts";
+import type { PodUsage } from "../../../src/agent/eviction/usage.ts";
+import type { Observation, Signal } from "../../../src/agent/evictionapi/signals.ts";
 import {
   buildThresholds,
   type EvictionThresholdSettings,
-} from "../../../src/agent/eviction/thresholds.ts";
-import type { PodUsage } from "../../../src/agent/eviction/usage.ts";
+} from "../../../src/agent/evictionapi/thresholds.ts";
 import type { Pod } from "../../../src/api/types.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { createLogger } from "../../../src/util/log.ts";

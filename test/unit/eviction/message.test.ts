@@ -2,9 +2,9 @@ import { describe, expect, test } from "bun:test";
 import { localStorageViolation } from "../../../src/agent/eviction/local-storage.ts";
 import { evictionMessage, goQuantity, specQuantity } from "../../../src/agent/eviction/message.ts";
 import { INITIAL_STATE, planCycle } from "../../../src/agent/eviction/plan.ts";
-import type { Observation, Signal } from "../../../src/agent/eviction/signals.ts";
-import { buildThresholds } from "../../../src/agent/eviction/thresholds.ts";
 import type { PodUsage } from "../../../src/agent/eviction/usage.ts";
+import type { Observation, Signal } from "../../../src/agent/evictionapi/signals.ts";
+import { buildThresholds } from "../../../src/agent/evictionapi/thresholds.ts";
 import { makeContainer, makePod } from "../../lib/builders.ts";
 
 const Mi = 2 ** 20;

@@ -5,8 +5,8 @@ import {
   planCycle,
   reclaimSteps,
 } from "../../../src/agent/eviction/plan.ts";
-import type { Observation, Signal } from "../../../src/agent/eviction/signals.ts";
-import { buildThresholds, type Threshold } from "../../../src/agent/eviction/thresholds.ts";
+import type { Observation, Signal } from "../../../src/agent/evictionapi/signals.ts";
+import { buildThresholds, type Threshold } from "../../../src/agent/evictionapi/thresholds.ts";
 
 const Mi = 2 ** 20;
 const Gi = 2 ** 30;

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { createReadmission } from "../../../src/agent/eviction/readmission.ts";
-import type { PressureCondition } from "../../../src/agent/eviction/signals.ts";
+import type { PressureCondition } from "../../../src/agent/evictionapi/signals.ts";
 
 const MIN = 60_000;
 

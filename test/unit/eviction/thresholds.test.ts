@@ -6,7 +6,7 @@ import {
   type EvictionThresholdSettings,
   parsePercentage,
   thresholdQuantity,
-} from "../../../src/agent/eviction/thresholds.ts";
+} from "../../../src/agent/evictionapi/thresholds.ts";
 
 const none: EvictionThresholdSettings = {
   evictionHard: {},

@@ -1,3 +1,6 @@
+// evictionapi (the kubelet's pkg/kubelet/eviction/api): the eviction signals and thresholds
+// that config/, cm/ and eviction/ share. A leaf: it imports nothing from the agent's managers.
+//
 // The eviction signals, as the kubelet names them, with the resource each one reclaims and the
 // node condition it drives. `memory.stall` is fleetlet's: the node's memory pressure stall
 // information (PSI "some" avg10, a percentage), set by the evictionMemoryStall field rather than
