@@ -25,7 +25,6 @@ export {
   type DesiredReceived,
   type Session,
   type SessionDeps,
-  type SessionExtension,
   type SessionResult,
   startSession,
 } from "./session.ts";

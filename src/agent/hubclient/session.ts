@@ -14,6 +14,7 @@ import {
 } from "../../protocol/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import type { SessionExtension } from "../streams/mux.ts";
 import { Connection, type SessionResult } from "./connection.ts";
 import type { Outbox } from "./outbox.ts";
 import { OutboxPump } from "./pump.ts";
@@ -22,18 +23,6 @@ import type { Dial } from "./socket.ts";
 
 export type { SessionResult } from "./connection.ts";
 export type { DesiredReceived } from "./router.ts";
-
-/** What a session offers the streams part and what it asks of it (streams/mux.ts). */
-export interface SessionExtension {
-  /** Message types it handles. */
-  owns(type: string): boolean;
-  text(value: Record<string, unknown>): void;
-  binary(data: Uint8Array): void;
-  /** The session was welcomed (with the hub's stream settings, if any). */
-  welcomed(w: Welcome): void;
-  /** The session ended: end everything that belonged to it. */
-  ended(): void;
-}
 
 export interface SessionDeps {
   clock: Clock;

@@ -25,7 +25,6 @@ import {
   type StreamWork,
 } from "../../streams/types.ts";
 import type { Logger } from "../../util/log.ts";
-import type { SessionExtension } from "../hubclient/session.ts";
 
 export { type OpenStream, StreamFailure, type StreamOutput, type StreamWork };
 
@@ -52,6 +51,19 @@ interface AgentStream {
   work?: StreamWork;
   ending?: { exitCode?: number; error?: StreamError };
   abort: AbortController;
+}
+
+/** What a hub session offers the streams part and what it asks of it (the session hands it
+ * the frames of the types it owns, and tells it when it is welcomed and when it ends). */
+export interface SessionExtension {
+  /** Message types it handles. */
+  owns(type: string): boolean;
+  text(value: Record<string, unknown>): void;
+  binary(data: Uint8Array): void;
+  /** The session was welcomed (with the hub's stream settings, if any). */
+  welcomed(w: Welcome): void;
+  /** The session ended: end everything that belonged to it. */
+  ended(): void;
 }
 
 /** The connection as the mux uses it. */
