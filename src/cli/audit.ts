@@ -2,7 +2,7 @@
 import type { AuditRecord } from "../hub/audit.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { UsageError } from "./errors.ts";
-import { hubRequest, hubTarget } from "./hub.ts";
+import { hubRequest, hubTarget } from "./hub-client.ts";
 import type { CliIO } from "./io.ts";
 import { parseOutputFormat, printObjects } from "./printers.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";

@@ -13,7 +13,8 @@ import {
 } from "./client.ts";
 import { describePod } from "./describe.ts";
 import { UsageError } from "./errors.ts";
-import { getFromHub, hubTarget } from "./hub.ts";
+import { getFromHub } from "./hub.ts";
+import { hubTarget } from "./hub-client.ts";
 import type { CliIO } from "./io.ts";
 import { printNodeTable } from "./node-printer.ts";
 import {

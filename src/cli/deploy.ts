@@ -3,7 +3,7 @@
 import type { Node } from "../api/node.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
-import { hubCall, hubRequest, hubTarget } from "./hub.ts";
+import { hubCall, hubRequest, hubTarget } from "./hub-client.ts";
 import type { CliIO } from "./io.ts";
 import { readObjects } from "./objects.ts";
 

@@ -6,7 +6,7 @@ import net from "node:net";
 import { connectWebSocket, type WsClient } from "../util/ws-client.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { UsageError } from "./errors.ts";
-import { type HubTarget, hubTarget } from "./hub.ts";
+import { type HubTarget, hubTarget } from "./hub-client.ts";
 import type { CliIO } from "./io.ts";
 
 export const PORT_FORWARD_USAGE = `usage: fleetlet port-forward POD [LOCAL:]REMOTE [-n NS] [--address 127.0.0.1] --hub URL [--token T]

@@ -8,7 +8,7 @@ import { parseDuration } from "../api/duration.ts";
 import type { DeviceRollout, RolloutView } from "../hub/deploy/status.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
-import { type HubTarget, hubRequest, hubTarget } from "./hub.ts";
+import { type HubTarget, hubRequest, hubTarget } from "./hub-client.ts";
 import type { CliIO } from "./io.ts";
 import { parseOutputFormat, printObjects } from "./printers.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
