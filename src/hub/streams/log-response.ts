@@ -4,7 +4,7 @@
 // client leaves; a device that goes offline mid-stream breaks the body with the reason.
 import type { StreamOpen } from "../../protocol/streams.ts";
 import { type OpenStream, StreamFailure } from "../../streams/types.ts";
-import { failureResponse } from "./pod-routes.ts";
+import { failureResponse } from "./pod-deps.ts";
 
 /** Bytes the body may hold before the device's writes wait for the client. */
 const HIGH_WATER = 64 * 1024;

@@ -3,30 +3,19 @@
 // Status, then carried to the pod's device as a stream (broker.ts). Exec and port-forward are
 // WebSockets and are written to the audit log.
 import type { Server, ServerWebSocket } from "bun";
-import { failureStatus, json, StatusError } from "../../api/status.ts";
-import type { Pod } from "../../api/types.ts";
+import { StatusError } from "../../api/status.ts";
 import { pickProtocol, REMOTE_COMMAND_PROTOCOLS } from "../../protocol/remotecommand.ts";
 import type { StreamOpen } from "../../protocol/streams.ts";
 import { ExecSession } from "../../streams/exec-session.ts";
 import { execRequest, logsRequest } from "../../streams/requests.ts";
 import { StreamFailure } from "../../streams/types.ts";
-
-import type { AuditLog } from "../audit.ts";
 import type { SocketData, SocketHandler, Upgrade } from "../server.ts";
-import type { StreamBroker } from "./broker.ts";
 import { logStreamResponse } from "./log-response.ts";
+import { failureResponse, type PodStreamDeps } from "./pod-deps.ts";
 import { portForwardSockets, portForwardUpgrade } from "./portforward.ts";
 
+export type { PodStreamDeps };
 export { portForwardSockets };
-
-export interface PodStreamDeps {
-  /** The pod `namespace/name` and the node it runs on. */
-  findPod(namespace: string, name: string): { node: string; pod: Pod } | undefined;
-  broker: StreamBroker;
-  audit: AuditLog;
-  /** Refuses a request that is not the operator's (401/403). */
-  authorize(req: Request, url: URL): void;
-}
 
 const POD_SUB = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(log|exec|portforward)$/;
 
@@ -139,11 +128,6 @@ export function execSockets(d: PodStreamDeps): SocketHandler {
     drain: (ws) => (ws as ServerWebSocket<ExecSocketData>).data.session?.drain(),
     close: (ws) => (ws as ServerWebSocket<ExecSocketData>).data.session?.closed(),
   };
-}
-
-/** A StreamFailure as the Status the client gets. */
-export function failureResponse(err: StreamFailure): Response {
-  return json(failureStatus(err.reason, err.message, err.code), err.code);
 }
 
 /** The upgrade of a pod's exec or port-forward, or undefined for other paths. */

@@ -19,7 +19,7 @@ import {
 } from "../../streams/spdy.ts";
 import type { OpenStream, StreamWork } from "../../streams/types.ts";
 import type { SocketData, SocketHandler } from "../server.ts";
-import type { PodStreamDeps } from "./pod-routes.ts";
+import type { PodStreamDeps } from "./pod-deps.ts";
 
 const TUNNEL = "SPDY/3.1+portforward.k8s.io";
 const CHANNEL_PROTOCOLS = ["v4.channel.k8s.io", "portforward.k8s.io"];
