@@ -11,7 +11,7 @@ import {
   WIRE_DELIMITED,
   WIRE_VARINT,
   wireType,
-} from "./codec.ts";
+} from "./codec-schema.ts";
 
 function defaultOf(field: FieldSchema): unknown {
   switch (field.kind) {

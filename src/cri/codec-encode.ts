@@ -7,7 +7,7 @@ import {
   TWO_32,
   WIRE_DELIMITED,
   wireType,
-} from "./codec.ts";
+} from "./codec-schema.ts";
 
 /** A growing byte buffer with a write position. */
 class Writer {
