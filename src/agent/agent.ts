@@ -47,7 +47,7 @@ export interface AgentDeps {
 }
 
 /** The first non-internal IPv4 address of the host (status.hostIP), else 127.0.0.1. */
-export function detectHostIP(): string {
+function detectHostIP(): string {
   for (const addrs of Object.values(networkInterfaces())) {
     for (const a of addrs ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
   }

@@ -4,7 +4,7 @@
 // CPU each time.
 import type { Clock } from "../util/clock.ts";
 
-export const MEMORY_TRIM_PERIOD_MS = 30_000;
+const MEMORY_TRIM_PERIOD_MS = 30_000;
 
 /** Runs a full garbage collection every `periodMs` until `signal` aborts. */
 export async function runMemoryTrim(

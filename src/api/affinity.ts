@@ -14,24 +14,24 @@ import { isQualifiedName, isValidLabelValue } from "./names.ts";
 
 export type NodeSelectorOperator = "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt";
 
-export interface NodeSelectorRequirement {
+interface NodeSelectorRequirement {
   key: string;
   operator: NodeSelectorOperator;
   values?: string[];
 }
 
 /** The expressions of one term are ANDed. `matchFields` knows `metadata.name` only. */
-export interface NodeSelectorTerm {
+interface NodeSelectorTerm {
   matchExpressions?: NodeSelectorRequirement[];
   matchFields?: NodeSelectorRequirement[];
 }
 
 /** The terms are ORed. */
-export interface NodeSelector {
+interface NodeSelector {
   nodeSelectorTerms: NodeSelectorTerm[];
 }
 
-export interface NodeAffinity {
+interface NodeAffinity {
   requiredDuringSchedulingIgnoredDuringExecution?: NodeSelector;
 }
 

@@ -179,7 +179,7 @@ export const eventTable: TableKind<Event> = {
 };
 
 /** "app in (a),tier=x" of a label selector. */
-export function selectorText(sel: DaemonSet["spec"]["selector"]): string {
+function selectorText(sel: DaemonSet["spec"]["selector"]): string {
   const parts = Object.entries(sel.matchLabels ?? {}).map(([k, v]) => `${k}=${v}`);
   for (const e of sel.matchExpressions ?? []) {
     const op = e.operator.toLowerCase();

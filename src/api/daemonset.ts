@@ -17,9 +17,9 @@ import { dropNulls, issueToFieldError, objectMetaSchema, podSpecSchema } from ".
 import type { ConditionStatus, IntOrString, ObjectMeta, PodSpec, Time } from "./types.ts";
 import { validateObjectMeta, validatePodSpec } from "./validation.ts";
 
-export type LabelSelectorOperator = "In" | "NotIn" | "Exists" | "DoesNotExist";
+type LabelSelectorOperator = "In" | "NotIn" | "Exists" | "DoesNotExist";
 
-export interface LabelSelectorRequirement {
+interface LabelSelectorRequirement {
   key: string;
   operator: LabelSelectorOperator;
   values?: string[];
@@ -36,7 +36,7 @@ export interface PodTemplateSpec {
   spec: PodSpec;
 }
 
-export interface DaemonSetSpec {
+interface DaemonSetSpec {
   selector: LabelSelector;
   template: PodTemplateSpec;
   updateStrategy?: {
@@ -113,12 +113,12 @@ const labelSelectorSchema = z.object({
     .optional(),
 });
 
-export const podTemplateSchema = z.object({
+const podTemplateSchema = z.object({
   metadata: z.object({ labels: strMap.optional(), annotations: strMap.optional() }).optional(),
   spec: podSpecSchema,
 });
 
-export const daemonSetSchema = z.object({
+const daemonSetSchema = z.object({
   apiVersion: z.literal("apps/v1"),
   kind: z.literal("DaemonSet"),
   metadata: objectMetaSchema,
@@ -308,7 +308,7 @@ function validateTemplate(ds: DaemonSet, path: FieldPath): FieldError[] {
 }
 
 /** All value errors of a decoded DaemonSet; empty when it is valid. */
-export function validateDaemonSetValues(ds: DaemonSet): FieldError[] {
+function validateDaemonSetValues(ds: DaemonSet): FieldError[] {
   const root = FieldPath.root("");
   const errs = validateObjectMeta(ds.metadata, FieldPath.root("metadata"));
   errs.push(

@@ -16,8 +16,8 @@ import type {
 } from "./types.ts";
 
 export const DEFAULT_NAMESPACE = "default";
-export const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30;
-export const DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log";
+const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30;
+const DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log";
 
 /** Pod with every defaulted field set: namespace, restart and DNS policy, grace period, and
  * per container (init and app) pull policy, termination message, ports, probes, requests. */
@@ -121,7 +121,7 @@ function defaultHTTPGet(h: HTTPGetAction): HTTPGetAction {
   return { ...h, path: h.path || "/", scheme: h.scheme ?? "HTTP" };
 }
 
-export function defaultProbe(p: Probe): Probe {
+function defaultProbe(p: Probe): Probe {
   const out: Probe = {
     ...p,
     timeoutSeconds: p.timeoutSeconds || 1,

@@ -2,7 +2,7 @@
 // ("spec.containers[0].image: Required value").
 import { StatusError } from "./status.ts";
 
-export type FieldErrorType =
+type FieldErrorType =
   | "Required"
   | "Invalid"
   | "TypeInvalid"

@@ -18,7 +18,7 @@ export interface PodFieldContext {
 const SUBSCRIPT = /^metadata\.(labels|annotations)\['(.+)'\]$/;
 
 /** `key="value"` lines, sorted by key: how the downward API writes labels and annotations. */
-export function formatFieldMap(m: Record<string, string> | undefined): string {
+function formatFieldMap(m: Record<string, string> | undefined): string {
   return Object.keys(m ?? {})
     .sort()
     .map((k) => `${k}=${JSON.stringify(m?.[k] ?? "")}`)

@@ -13,8 +13,8 @@ const qualifiedNameRe = new RegExp(`^${qualifiedNameFmt}$`);
 const labelValueRe = new RegExp(`^${labelValueFmt}$`);
 const envVarNameRe = new RegExp(`^${envVarNameFmt}$`);
 
-export const DNS1123_LABEL_MAX = 63;
-export const DNS1123_SUBDOMAIN_MAX = 253;
+const DNS1123_LABEL_MAX = 63;
+const DNS1123_SUBDOMAIN_MAX = 253;
 const QUALIFIED_NAME_MAX = 63;
 const LABEL_VALUE_MAX = 63;
 const IANA_SVC_NAME_MAX = 15;

@@ -15,14 +15,14 @@ export interface NodeCondition {
   message?: string;
 }
 
-export type NodeAddressType = "InternalIP" | "ExternalIP" | "Hostname";
+type NodeAddressType = "InternalIP" | "ExternalIP" | "Hostname";
 
-export interface NodeAddress {
+interface NodeAddress {
   type: NodeAddressType;
   address: string;
 }
 
-export interface NodeSystemInfo {
+interface NodeSystemInfo {
   machineID: string;
   systemUUID: string;
   bootID: string;
@@ -44,7 +44,7 @@ export interface ContainerImage {
   sizeBytes: number;
 }
 
-export interface NodeStatus {
+interface NodeStatus {
   capacity?: ResourceList;
   allocatable?: ResourceList;
   conditions?: NodeCondition[];
@@ -54,7 +54,7 @@ export interface NodeStatus {
   images?: ContainerImage[];
 }
 
-export interface NodeSpec {
+interface NodeSpec {
   unschedulable?: boolean;
 }
 
@@ -64,11 +64,4 @@ export interface Node {
   metadata: ObjectMeta;
   spec: NodeSpec;
   status: NodeStatus;
-}
-
-export interface NodeList {
-  apiVersion: "v1";
-  kind: "NodeList";
-  metadata: { resourceVersion?: string };
-  items: Node[];
 }

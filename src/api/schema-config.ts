@@ -16,7 +16,7 @@ export const quantity = z
   .union([str, z.number()])
   .transform((v) => (typeof v === "number" ? String(v) : v));
 
-export const fieldRef = z.object({ apiVersion: str.optional(), fieldPath: str });
+const fieldRef = z.object({ apiVersion: str.optional(), fieldPath: str });
 const resourceFieldRef = z.object({
   containerName: str.optional(),
   resource: str,

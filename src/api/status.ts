@@ -17,7 +17,7 @@ export type StatusReason =
   | "ServiceUnavailable";
 
 /** One field's problem in a 422 (Kubernetes' StatusCause). */
-export interface StatusCause {
+interface StatusCause {
   reason: string;
   message: string;
   field?: string;

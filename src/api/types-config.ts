@@ -5,8 +5,8 @@
 
 import type { ObjectMeta } from "./types.ts";
 
-export type StorageMedium = "" | "Memory";
-export type HostPathType =
+type StorageMedium = "" | "Memory";
+type HostPathType =
   | ""
   | "DirectoryOrCreate"
   | "Directory"
@@ -39,14 +39,14 @@ export interface ResourceFieldSelector {
 
 // ---- Environment ----
 
-export interface ConfigMapKeySelector {
+interface ConfigMapKeySelector {
   name?: string;
   key: string;
   /** The variable is left out when the ConfigMap or its key does not exist. */
   optional?: boolean;
 }
 
-export interface SecretKeySelector {
+interface SecretKeySelector {
   name?: string;
   key: string;
   optional?: boolean;
@@ -60,12 +60,12 @@ export interface EnvVarSource {
   secretKeyRef?: SecretKeySelector;
 }
 
-export interface ConfigMapEnvSource {
+interface ConfigMapEnvSource {
   name?: string;
   optional?: boolean;
 }
 
-export interface SecretEnvSource {
+interface SecretEnvSource {
   name?: string;
   optional?: boolean;
 }
@@ -79,12 +79,12 @@ export interface EnvFromSource {
 
 // ---- Volumes ----
 
-export interface EmptyDirVolumeSource {
+interface EmptyDirVolumeSource {
   medium?: StorageMedium;
   sizeLimit?: string;
 }
 
-export interface HostPathVolumeSource {
+interface HostPathVolumeSource {
   path: string;
   type?: HostPathType;
 }
@@ -96,7 +96,7 @@ export interface KeyToPath {
   mode?: number;
 }
 
-export interface ConfigMapVolumeSource {
+interface ConfigMapVolumeSource {
   name?: string;
   /** Only these keys, at these paths; absent: every key at its own name. */
   items?: KeyToPath[];
@@ -105,7 +105,7 @@ export interface ConfigMapVolumeSource {
   optional?: boolean;
 }
 
-export interface SecretVolumeSource {
+interface SecretVolumeSource {
   secretName?: string;
   items?: KeyToPath[];
   defaultMode?: number;
@@ -120,28 +120,28 @@ export interface DownwardAPIVolumeFile {
   mode?: number;
 }
 
-export interface DownwardAPIVolumeSource {
+interface DownwardAPIVolumeSource {
   items?: DownwardAPIVolumeFile[];
   defaultMode?: number;
 }
 
-export interface ConfigMapProjection {
+interface ConfigMapProjection {
   name?: string;
   items?: KeyToPath[];
   optional?: boolean;
 }
 
-export interface SecretProjection {
+interface SecretProjection {
   name?: string;
   items?: KeyToPath[];
   optional?: boolean;
 }
 
-export interface DownwardAPIProjection {
+interface DownwardAPIProjection {
   items?: DownwardAPIVolumeFile[];
 }
 
-export interface ServiceAccountTokenProjection {
+interface ServiceAccountTokenProjection {
   audience?: string;
   expirationSeconds?: number;
   path: string;
@@ -149,7 +149,7 @@ export interface ServiceAccountTokenProjection {
 
 /** One source of a projected volume; exactly one field is set. Service account tokens, trust
  * bundles and pod certificates are decoded so that validation can refuse them by name. */
-export interface VolumeProjection {
+interface VolumeProjection {
   configMap?: ConfigMapProjection;
   secret?: SecretProjection;
   downwardAPI?: DownwardAPIProjection;

@@ -15,14 +15,14 @@ export type ResourceList = Record<string, string>;
 /** A port given either by number or by the name of a container port. */
 export type IntOrString = number | string;
 
-export type Protocol = "TCP" | "UDP" | "SCTP";
+type Protocol = "TCP" | "UDP" | "SCTP";
 export type RestartPolicy = "Always" | "OnFailure" | "Never";
 /** Per-container restart policy; only "Always" exists, for sidecar init containers. */
-export type ContainerRestartPolicy = "Always";
+type ContainerRestartPolicy = "Always";
 export type PullPolicy = "Always" | "IfNotPresent" | "Never";
-export type DNSPolicy = "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None";
-export type TerminationMessagePolicy = "File" | "FallbackToLogsOnError";
-export type URIScheme = "HTTP" | "HTTPS";
+type DNSPolicy = "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None";
+type TerminationMessagePolicy = "File" | "FallbackToLogsOnError";
+type URIScheme = "HTTP" | "HTTPS";
 export type PodPhase = "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown";
 export type PodQOSClass = "Guaranteed" | "Burstable" | "BestEffort";
 export type ConditionStatus = "True" | "False" | "Unknown";
@@ -64,7 +64,7 @@ export interface ObjectReference {
   fieldPath?: string;
 }
 
-export interface ListMeta {
+interface ListMeta {
   resourceVersion?: string;
   continue?: string;
 }
@@ -113,7 +113,7 @@ export interface ExecAction {
   command?: string[];
 }
 
-export interface HTTPHeader {
+interface HTTPHeader {
   name: string;
   value: string;
 }
@@ -131,17 +131,17 @@ export interface TCPSocketAction {
   host?: string;
 }
 
-export interface GRPCAction {
+interface GRPCAction {
   port: number;
   service?: string;
 }
 
-export interface SleepAction {
+interface SleepAction {
   seconds: number;
 }
 
 /** What a probe runs; exactly one field is set. */
-export interface ProbeHandler {
+interface ProbeHandler {
   exec?: ExecAction;
   httpGet?: HTTPGetAction;
   tcpSocket?: TCPSocketAction;
@@ -170,7 +170,7 @@ export interface Lifecycle {
   preStop?: LifecycleHandler;
 }
 
-export interface Capabilities {
+interface Capabilities {
   add?: string[];
   drop?: string[];
 }
@@ -214,7 +214,7 @@ export interface Container {
 
 // ---- Pod spec ----
 
-export interface PodDNSConfigOption {
+interface PodDNSConfigOption {
   name: string;
   value?: string;
 }
@@ -225,12 +225,12 @@ export interface PodDNSConfig {
   options?: PodDNSConfigOption[];
 }
 
-export interface Sysctl {
+interface Sysctl {
   name: string;
   value: string;
 }
 
-export interface PodSecurityContext {
+interface PodSecurityContext {
   runAsUser?: number;
   runAsGroup?: number;
   runAsNonRoot?: boolean;
@@ -287,21 +287,21 @@ export interface PodCondition {
   message?: string;
 }
 
-export interface PodIP {
+interface PodIP {
   ip: string;
 }
 
-export interface ContainerStateWaiting {
+interface ContainerStateWaiting {
   /** e.g. "ContainerCreating", "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull". */
   reason?: string;
   message?: string;
 }
 
-export interface ContainerStateRunning {
+interface ContainerStateRunning {
   startedAt?: Time;
 }
 
-export interface ContainerStateTerminated {
+interface ContainerStateTerminated {
   exitCode: number;
   signal?: number;
   /** e.g. "Completed", "Error", "OOMKilled". */
@@ -365,7 +365,7 @@ export interface PodList {
 
 // ---- Events ----
 
-export interface EventSource {
+interface EventSource {
   component?: string;
   host?: string;
 }

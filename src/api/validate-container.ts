@@ -145,7 +145,7 @@ function parseResourceList(
 }
 
 /** Quantities parse and are non-negative; a request never exceeds its limit. */
-export function validateResources(res: ResourceRequirements, path: FieldPath): FieldError[] {
+function validateResources(res: ResourceRequirements, path: FieldPath): FieldError[] {
   const limits = parseResourceList(res.limits ?? {}, path.child("limits"));
   const requests = parseResourceList(res.requests ?? {}, path.child("requests"));
   const errs = [...limits.errs, ...requests.errs];

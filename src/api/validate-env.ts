@@ -7,7 +7,7 @@ import { formatQuantity, tryParseQuantity } from "./quantity.ts";
 import type { EnvFromSource, EnvVar, ObjectFieldSelector, ResourceFieldSelector } from "./types.ts";
 
 /** fieldPaths an env variable may read. */
-export const ENV_FIELD_PATHS = [
+const ENV_FIELD_PATHS = [
   "metadata.name",
   "metadata.namespace",
   "metadata.uid",
@@ -31,7 +31,7 @@ export const VOLUME_FIELD_PATHS = [
   "metadata.uid",
 ];
 
-export const RESOURCE_FIELD_PATHS = [
+const RESOURCE_FIELD_PATHS = [
   "limits.cpu",
   "limits.ephemeral-storage",
   "limits.memory",

@@ -25,7 +25,7 @@ function validateOneHandler(obj: object, names: readonly string[], path: FieldPa
     .map((n) => forbidden(path.child(n), "may not specify more than 1 handler type"));
 }
 
-export function validatePortNumOrName(port: IntOrString, path: FieldPath): FieldError[] {
+function validatePortNumOrName(port: IntOrString, path: FieldPath): FieldError[] {
   if (typeof port === "number") {
     return isValidPortNum(port) ? [] : [invalid(path, port, PORT_RANGE_MSG)];
   }

@@ -30,7 +30,7 @@ import {
 import { validateObjectMeta } from "./validation.ts";
 
 /** The most bytes the values of one ConfigMap or Secret may hold together. */
-export const MAX_OBJECT_DATA_BYTES = 1024 * 1024;
+const MAX_OBJECT_DATA_BYTES = 1024 * 1024;
 const REDACTED = "<secret contents redacted>";
 const IMMUTABLE = "field is immutable when `immutable` is set";
 

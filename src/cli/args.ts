@@ -3,7 +3,7 @@
 // --bool=false, and "--" ending the flags. Every mistake is a UsageError naming the flag.
 import { UsageError } from "./errors.ts";
 
-export interface FlagSpec {
+interface FlagSpec {
   type: "string" | "boolean" | "int";
   /** One-letter shorthand, e.g. "n" for -n. */
   short?: string;

@@ -7,7 +7,7 @@ import type { CliIO } from "./io.ts";
 import { parseOutputFormat, printObjects } from "./printers.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
-export const AUDIT_USAGE = `usage: fleetlet hub audit --hub URL [--token T] [--node NAME] [--limit 100] [-o json|yaml]
+const AUDIT_USAGE = `usage: fleetlet hub audit --hub URL [--token T] [--node NAME] [--limit 100] [-o json|yaml]
   Every exec and port-forward into a device: who, from where, which pod and command or ports,
   when, for how long, and how it ended.
 `;
@@ -34,7 +34,7 @@ function duration(r: AuditRecord): string {
 }
 
 /** The audit table: ID KIND NODE POD CONTAINER WHAT STARTED DURATION OUTCOME CLIENT. */
-export function printAuditTable(items: AuditRecord[]): string {
+function printAuditTable(items: AuditRecord[]): string {
   const header = [
     "ID",
     "KIND",

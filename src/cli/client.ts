@@ -5,7 +5,7 @@ import { isStatus } from "../api/status.ts";
 import type { Event, EventList, Pod, PodList } from "../api/types.ts";
 import { CliError } from "./errors.ts";
 
-export const DEFAULT_SOCKET = "/run/fleetlet/agent.sock";
+const DEFAULT_SOCKET = "/run/fleetlet/agent.sock";
 
 /** The socket to use: --socket, else $FLEETLET_SOCKET, else /run/fleetlet/agent.sock. */
 export function resolveSocketPath(
@@ -31,7 +31,7 @@ export class ApiStatusError extends CliError {
   }
 }
 
-export interface PodQuery {
+interface PodQuery {
   /** Omitted: all namespaces. */
   namespace?: string;
   labelSelector?: string;
@@ -51,12 +51,12 @@ export interface WatchEvent {
   object: Pod;
 }
 
-export interface EventQuery {
+interface EventQuery {
   namespace?: string;
   fieldSelector?: string;
 }
 
-export interface LogQuery {
+interface LogQuery {
   container?: string;
   follow?: boolean;
   previous?: boolean;
@@ -68,13 +68,13 @@ export interface LogQuery {
   signal?: AbortSignal;
 }
 
-export interface ExecRequest {
+interface ExecRequest {
   container?: string;
   command: string[];
   timeoutSeconds?: number;
 }
 
-export interface ExecResult {
+interface ExecResult {
   stdout: string;
   stderr: string;
   exitCode: number;

@@ -18,7 +18,7 @@ const DAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
 /** Go's time.RFC1123Z in UTC: "Mon, 02 Jan 2006 15:04:05 +0000". */
-export function rfc1123z(time: string | undefined): string {
+function rfc1123z(time: string | undefined): string {
   const d = new Date(time ?? "");
   if (time === undefined || Number.isNaN(d.getTime())) return "<unknown>";
   const p = (n: number) => String(n).padStart(2, "0");

@@ -35,7 +35,7 @@ export function hubTarget(
 }
 
 /** fetch options verifying the hub with the target's CA. */
-export function hubTls(target: HubTarget): RequestInit {
+function hubTls(target: HubTarget): RequestInit {
   return (target.ca === undefined ? {} : { tls: { ca: target.ca } }) as RequestInit;
 }
 

@@ -29,7 +29,7 @@ const serveFlags = {
 } as const satisfies FlagSpecs;
 
 /** "127.0.0.1:7443", "[::1]:7443", ":7443" → hostname and port. */
-export function parseListen(listen: string): { hostname: string; port: number } {
+function parseListen(listen: string): { hostname: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(listen);
   const port = Number(m?.[3]);
   if (m === null || !Number.isInteger(port) || port > 65535)
@@ -97,7 +97,7 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
 }
 
 /** Whether the --listen host is loopback: plain HTTP is allowed only there. */
-export function isLoopbackHost(host: string): boolean {
+function isLoopbackHost(host: string): boolean {
   return host === "localhost" || host === "::1" || /^127\./.test(host);
 }
 

@@ -8,7 +8,7 @@ import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
 import type { CliIO } from "./io.ts";
 
-export const KUBECONFIG_USAGE = `usage: fleetlet hub kubeconfig --hub URL [--token T] [--data DIR] [--ca-file F] [--ca-hash sha256:...]
+const KUBECONFIG_USAGE = `usage: fleetlet hub kubeconfig --hub URL [--token T] [--data DIR] [--ca-file F] [--ca-hash sha256:...]
                                [--name fleetlet] [-n NAMESPACE]
   Prints a kubeconfig for kubectl: the hub's URL, its CA and the operator token.
   The token: --token, $FLEETLET_HUB_TOKEN, or DIR/operator-token (--data, on the hub's machine).
@@ -87,7 +87,7 @@ async function hubCa(
 }
 
 /** The kubeconfig document (a YAML string). */
-export function kubeconfig(opts: {
+function kubeconfig(opts: {
   server: string;
   token: string;
   ca?: string;

@@ -5,8 +5,6 @@ import { age, nodeStatusColumn } from "../api/columns.ts";
 import type { Node } from "../api/node.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
-export { nodeStatusColumn };
-
 export function printNodeTable(nodes: Node[], now: number, opts: { wide?: boolean } = {}): string {
   const header = ["NAME", "STATUS", "ROLES", "AGE", "VERSION"];
   if (opts.wide) {

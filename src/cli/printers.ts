@@ -6,7 +6,7 @@ import type { Event, Pod } from "../api/types.ts";
 import { CliError } from "./errors.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
-export { age, type PodColumns, podColumns } from "../api/columns.ts";
+export { age, podColumns } from "../api/columns.ts";
 
 export interface TableOptions {
   /** Adds kubectl's wide columns: IP, NODE, NOMINATED NODE and READINESS GATES. */

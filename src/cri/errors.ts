@@ -43,7 +43,7 @@ const STATUS_NAMES = Object.fromEntries(
   Object.entries(GrpcStatus).map(([name, num]) => [num, name]),
 ) as Record<number, string>;
 
-export function grpcStatusName(status: number): string {
+function grpcStatusName(status: number): string {
   return STATUS_NAMES[status] ?? `STATUS_${status}`;
 }
 
@@ -95,7 +95,7 @@ export class CriError extends Error {
 }
 
 /** A gRPC status as the transport (TransportError) or grpc-js (ServiceError) reports it. */
-export interface GrpcStatusLike {
+interface GrpcStatusLike {
   code?: number;
   details?: string;
   message?: string;

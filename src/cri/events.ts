@@ -44,7 +44,7 @@ export interface ContainerEvents {
 }
 
 /** containerd's namespace for everything its CRI plugin makes. */
-export const CRI_NAMESPACE = "k8s.io";
+const CRI_NAMESPACE = "k8s.io";
 
 /**
  * The containerd event topics read: what each means for a container, and its message. A task's

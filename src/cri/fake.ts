@@ -20,19 +20,11 @@ import {
   notFound,
   resolveId,
 } from "./fake-support.ts";
-import {
-  type FakeContainer,
-  type FakeSandbox,
-  toContainer,
-  toContainerStatus,
-  toPodSandbox,
-  toPodSandboxStatus,
-} from "./fake-views.ts";
+import { toContainer, toContainerStatus, toPodSandbox, toPodSandboxStatus } from "./fake-views.ts";
 import type * as m from "./requests.ts";
 import type { CallOptions, CriRuntime } from "./service.ts";
 
-export type { ExecResult, FakeHook, FakeRuntimeOptions } from "./fake-core.ts";
-export type { FakeContainer, FakeSandbox };
+export type { FakeRuntimeOptions } from "./fake-core.ts";
 
 export function createFakeRuntime(options: FakeRuntimeOptions = {}): FakeRuntime {
   return new FakeRuntime(options);

@@ -2,23 +2,13 @@
 // in-memory fake behind the same interface for unit tests; and the one gRPC stack of the binary
 // (docs/grpc-stack.md), which the gRPC probe uses too.
 
-export {
-  CRI_DEFAULT_TIMEOUT_MS,
-  CRI_LIFECYCLE_TIMEOUT_MS,
-  CRI_PULL_IMAGE_TIMEOUT_MS,
-  type CriClient,
-  type CriClientOptions,
-  createCriClient,
-  defaultTimeoutFor,
-} from "./client.ts";
-export { type CriEndpoint, parseCriEndpoint } from "./endpoint.ts";
+export { type CriClient, createCriClient, defaultTimeoutFor } from "./client.ts";
+export { parseCriEndpoint } from "./endpoint.ts";
 export {
   CriError,
-  type CriErrorCode,
   criErrorCodeOf,
   criErrorFromGrpc,
   GrpcStatus,
-  grpcStatusName,
   isCancelled,
   isCriError,
   isDeadlineExceeded,
@@ -26,32 +16,12 @@ export {
   isUnavailable,
   isUnimplemented,
 } from "./errors.ts";
-export {
-  type ContainerEvent,
-  type ContainerEventHandler,
-  type ContainerEventKind,
-  type ContainerEventSource,
-  type ContainerEvents,
-  CRI_NAMESPACE,
-} from "./events.ts";
-export {
-  createFakeRuntime,
-  type ExecResult,
-  type FakeContainer,
-  type FakeHook,
-  FakeRuntime,
-  type FakeRuntimeOptions,
-  type FakeSandbox,
-} from "./fake.ts";
+export type { ContainerEvent, ContainerEventHandler, ContainerEventSource } from "./events.ts";
+export { createFakeRuntime, FakeRuntime } from "./fake.ts";
 export { normalizeImageRef } from "./fake-support.ts";
-export {
-  type GrpcTransport,
-  type GrpcTransportOptions,
-  type ServerStreamHandler,
-  TransportError,
-} from "./grpc-wire.ts";
-export { addressText, type H2Address } from "./h2.ts";
+export { TransportError } from "./grpc-wire.ts";
+export { addressText } from "./h2.ts";
 export { CRI_PACKAGE } from "./proto.ts";
-export { CRI_RPCS, type CriMethod } from "./service.ts";
+export { CRI_RPCS } from "./service.ts";
 export { createH2Transport } from "./transport.ts";
 export type * from "./types.ts";

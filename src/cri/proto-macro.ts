@@ -11,7 +11,7 @@ import type { Kind, Scalar } from "./codec.ts";
 import type { ProtoTable, TableField } from "./proto-table.ts";
 
 const PROTO_DIR = join(import.meta.dir, "../../proto");
-export const PROTO_FILES = ["cri.proto", "containerd-events.proto"];
+const PROTO_FILES = ["cri.proto", "containerd-events.proto"];
 
 const SCALARS: ReadonlySet<string> = new Set([
   "double",
@@ -73,7 +73,7 @@ export function tableOf(root: Root): ProtoTable {
 }
 
 /** The .proto files' text, as read now. */
-export function protoTexts(): string[] {
+function protoTexts(): string[] {
   return PROTO_FILES.map((f) => readFileSync(join(PROTO_DIR, f), "utf8"));
 }
 

@@ -51,7 +51,7 @@ export interface RunPodSandboxRequest {
 export interface RunPodSandboxResponse {
   podSandboxId: string;
 }
-export interface PodSandboxIdRequest {
+interface PodSandboxIdRequest {
   podSandboxId: string;
 }
 export type StopPodSandboxRequest = PodSandboxIdRequest;
@@ -68,7 +68,7 @@ export interface PodSandboxStatusResponse {
   containersStatuses: ContainerStatus[];
   timestamp: number;
 }
-export interface PodSandboxFilter {
+interface PodSandboxFilter {
   id?: string;
   state?: { state: PodSandboxState } | null;
   labelSelector?: Labels;
@@ -90,7 +90,7 @@ export interface CreateContainerRequest {
 export interface CreateContainerResponse {
   containerId: string;
 }
-export interface ContainerIdRequest {
+interface ContainerIdRequest {
   containerId: string;
 }
 export type StartContainerRequest = ContainerIdRequest;
@@ -102,7 +102,7 @@ export interface StopContainerRequest {
   /** Grace period in seconds before SIGKILL; 0 kills at once. */
   timeout?: number;
 }
-export interface ContainerFilter {
+interface ContainerFilter {
   id?: string;
   state?: { state: ContainerState } | null;
   podSandboxId?: string;

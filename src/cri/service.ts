@@ -13,7 +13,7 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-export interface RuntimeService {
+interface RuntimeService {
   /** Runtime name and version, and the CRI version it speaks. Cheap: use it as a ping. */
   version(req: m.VersionRequest, opts?: CallOptions): Promise<m.VersionResponse>;
   /** Runtime conditions (RuntimeReady, NetworkReady). A reachable runtime may still be unready. */
@@ -99,7 +99,7 @@ export interface RuntimeService {
   ): Promise<m.ListPodSandboxStatsResponse>;
 }
 
-export interface ImageService {
+interface ImageService {
   /** Images present on the node, optionally filtered by name. */
   listImages(req: m.ListImagesRequest, opts?: CallOptions): Promise<m.ListImagesResponse>;
   /** One image; `image` is null (not an error) when it is not present. */

@@ -18,21 +18,21 @@ export type ContainerState =
   | "CONTAINER_RUNNING"
   | "CONTAINER_EXITED"
   | "CONTAINER_UNKNOWN";
-export type NamespaceMode = "POD" | "CONTAINER" | "NODE" | "TARGET";
-export type Protocol = "TCP" | "UDP" | "SCTP";
-export type MountPropagation =
+type NamespaceMode = "POD" | "CONTAINER" | "NODE" | "TARGET";
+type Protocol = "TCP" | "UDP" | "SCTP";
+type MountPropagation =
   | "PROPAGATION_PRIVATE"
   | "PROPAGATION_HOST_TO_CONTAINER"
   | "PROPAGATION_BIDIRECTIONAL";
-export type SecurityProfileType = "RuntimeDefault" | "Unconfined" | "Localhost";
-export type SupplementalGroupsPolicy = "Merge" | "Strict";
+type SecurityProfileType = "RuntimeDefault" | "Unconfined" | "Localhost";
+type SupplementalGroupsPolicy = "Merge" | "Strict";
 
 // ---- values shared by requests and responses ----
 
-export interface Int64Value {
+interface Int64Value {
   value: number;
 }
-export interface UInt64Value {
+interface UInt64Value {
   value: number;
 }
 export interface ImageSpec {
@@ -42,7 +42,7 @@ export interface ImageSpec {
   runtimeHandler?: string;
   imageRef?: string;
 }
-export interface IDMapping {
+interface IDMapping {
   hostId: number;
   containerId: number;
   length: number;
@@ -55,18 +55,18 @@ export interface NamespaceOption {
   targetId?: string;
   usernsOptions?: { mode?: NamespaceMode; uids?: IDMapping[]; gids?: IDMapping[] } | null;
 }
-export interface SELinuxOption {
+interface SELinuxOption {
   user?: string;
   role?: string;
   type?: string;
   level?: string;
 }
-export interface SecurityProfile {
+interface SecurityProfile {
   profileType?: SecurityProfileType;
   /** Path or name of the profile when profileType is Localhost. */
   localhostRef?: string;
 }
-export interface HugepageLimit {
+interface HugepageLimit {
   pageSize: string;
   limit: number;
 }
@@ -84,13 +84,13 @@ export interface LinuxContainerResources {
   unified?: Labels;
   memorySwapLimitInBytes?: number;
 }
-export interface PodSandboxMetadata {
+interface PodSandboxMetadata {
   name: string;
   uid: string;
   namespace: string;
   attempt: number;
 }
-export interface ContainerMetadata {
+interface ContainerMetadata {
   name: string;
   attempt: number;
 }
@@ -134,7 +134,7 @@ export interface LinuxSandboxSecurityContext {
   seccomp?: SecurityProfile | null;
   apparmor?: SecurityProfile | null;
 }
-export interface LinuxPodSandboxConfig {
+interface LinuxPodSandboxConfig {
   cgroupParent?: string;
   securityContext?: LinuxSandboxSecurityContext | null;
   sysctls?: Labels;
@@ -155,7 +155,7 @@ export interface PodSandboxConfig {
 
 // ---- container config ----
 
-export interface Capability {
+interface Capability {
   addCapabilities?: string[];
   dropCapabilities?: string[];
   addAmbientCapabilities?: string[];
@@ -177,7 +177,7 @@ export interface LinuxContainerSecurityContext {
   seccomp?: SecurityProfile | null;
   apparmor?: SecurityProfile | null;
 }
-export interface Device {
+interface Device {
   containerPath: string;
   hostPath: string;
   /** cgroup device permissions: some of "r", "w", "m". */
@@ -279,23 +279,23 @@ export interface FilesystemUsage {
   usedBytes: UInt64Value | null;
   inodesUsed: UInt64Value | null;
 }
-export interface PsiData {
+interface PsiData {
   Total: number;
   Avg10: number;
   Avg60: number;
   Avg300: number;
 }
-export interface PsiStats {
+interface PsiStats {
   Full: PsiData | null;
   Some: PsiData | null;
 }
-export interface CpuUsage {
+interface CpuUsage {
   timestamp: number;
   usageCoreNanoSeconds: UInt64Value | null;
   usageNanoCores: UInt64Value | null;
   psi: PsiStats | null;
 }
-export interface MemoryUsage {
+interface MemoryUsage {
   timestamp: number;
   workingSetBytes: UInt64Value | null;
   availableBytes: UInt64Value | null;
@@ -322,7 +322,7 @@ export interface ContainerStats {
   } | null;
   io: { timestamp: number; psi: PsiStats | null } | null;
 }
-export interface NetworkInterfaceUsage {
+interface NetworkInterfaceUsage {
   name: string;
   rxBytes: UInt64Value | null;
   rxErrors: UInt64Value | null;

@@ -3,7 +3,7 @@
 // broker (NATS, or PostgreSQL LISTEN/NOTIFY) behind the same interface (docs: DESIGN, "The hub,
 // now and at scale").
 
-export type BusMessage = {
+type BusMessage = {
   /** The device's desired state has a new generation: send it if connected. */
   type: "desired";
   node: string;

@@ -322,7 +322,7 @@ export class Fleet {
 }
 
 /** Why a message of node `name` speaks for another node, or undefined. */
-export function checkOwner(name: string, msg: SequencedMessage): string | undefined {
+function checkOwner(name: string, msg: SequencedMessage): string | undefined {
   if (msg.type === "node" && msg.node.metadata.name !== name)
     return `node "${name}" cannot report node "${msg.node.metadata.name}"`;
   if (msg.type === "pod.upsert") {

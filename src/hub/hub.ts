@@ -80,7 +80,7 @@ export interface Hub {
   stop(): Promise<void>;
 }
 
-export const HUB_DEFAULTS = {
+const HUB_DEFAULTS = {
   heartbeatIntervalMs: 10_000,
   rateLimit: { messagesPerSecond: 50, burst: 500 },
   flushIntervalMs: 20,
@@ -90,7 +90,7 @@ export const HUB_DEFAULTS = {
 } as const;
 
 /** Whether a peer address is loopback (127.0.0.0/8, ::1, or IPv4-mapped loopback). */
-export function isLoopback(address: string | undefined): boolean {
+function isLoopback(address: string | undefined): boolean {
   if (address === undefined) return false;
   return address === "::1" || /^(::ffff:)?127\./.test(address);
 }

@@ -20,10 +20,10 @@ export interface WatchSocket {
   getBufferedAmount(): number;
 }
 
-export const WATCH_KINDS: readonly WatchKind[] = ["nodes", "pods", "events"];
+const WATCH_KINDS: readonly WatchKind[] = ["nodes", "pods", "events"];
 
 /** Parses `?kinds=nodes,pods`; all kinds when absent. */
-export function parseWatchKinds(param: string | null): Set<WatchKind> | string {
+function parseWatchKinds(param: string | null): Set<WatchKind> | string {
   if (param === null || param === "") return new Set(WATCH_KINDS);
   const kinds = new Set<WatchKind>();
   for (const k of param.split(",")) {

@@ -30,16 +30,14 @@ export const joinRequestSchema = z.object({
 export type JoinRequest = z.output<typeof joinRequestSchema>;
 
 export const joinResponseSchema = z.object({ nodeName: z.string(), credential: z.string() });
-export type JoinResponse = z.output<typeof joinResponseSchema>;
 
 /** POST /api/v1/join-tokens; `ttl` is a duration such as "24h" (default 24h). */
 export const joinTokenRequestSchema = z.object({
   ttl: z.string().max(32).optional(),
   labels: labels.optional(),
 });
-export type JoinTokenRequest = z.output<typeof joinTokenRequestSchema>;
 
-export const joinTokenResponseSchema = z.object({
+const joinTokenResponseSchema = z.object({
   id: z.string(),
   token: z.string(),
   expiresAt: z.string(),

@@ -2,19 +2,11 @@
 // decoding with the refusal reasons, and the HTTP join exchange.
 export {
   DEFAULT_MAX_MESSAGE_BYTES,
-  type Decoded,
   decodeAgentMessage,
   decodeHubMessage,
   describeZodError,
 } from "./decode.ts";
 export * from "./http.ts";
 export * from "./messages.ts";
-export {
-  eventSchema,
-  nodeSchema,
-  nodeStatusSchema,
-  podSchema,
-  podStatusSchema,
-} from "./objects.ts";
 export * from "./streams.ts";
 export { caHash, HUB_CA_PATH, joinTokenWithHash, parseJoinToken, SAVED_CA_FILE } from "./trust.ts";

@@ -27,7 +27,7 @@ const uid = z.string().min(1).max(128);
 
 // ---- agent → hub ----
 
-export const helloSchema = z.object({
+const helloSchema = z.object({
   type: z.literal("hello"),
   protocolVersion: z.int(),
   nodeName,
@@ -42,37 +42,37 @@ export const helloSchema = z.object({
   features: z.array(z.string().max(64)).max(32).optional(),
 });
 
-export const nodeMessageSchema = z.object({ type: z.literal("node"), seq, node: nodeSchema });
+const nodeMessageSchema = z.object({ type: z.literal("node"), seq, node: nodeSchema });
 
-export const nodePatchSchema = z.object({
+const nodePatchSchema = z.object({
   type: z.literal("node.patch"),
   seq,
   /** Each field present replaces that whole field of the node's status. */
   status: nodeStatusSchema,
 });
 
-export const podUpsertSchema = z
+const podUpsertSchema = z
   .object({ type: z.literal("pod.upsert"), seq, uid, pod: podSchema })
   .refine((m) => m.pod.metadata.uid === undefined || m.pod.metadata.uid === m.uid, {
     message: "pod.metadata.uid differs from uid",
     path: ["pod", "metadata", "uid"],
   });
 
-export const podDeleteSchema = z.object({ type: z.literal("pod.delete"), seq, uid });
+const podDeleteSchema = z.object({ type: z.literal("pod.delete"), seq, uid });
 
-export const eventMessageSchema = z.object({ type: z.literal("event"), seq, event: eventSchema });
+const eventMessageSchema = z.object({ type: z.literal("event"), seq, event: eventSchema });
 
-export const heartbeatSchema = z.object({ type: z.literal("hb") });
+const heartbeatSchema = z.object({ type: z.literal("hb") });
 
 /** A hub pod of the stored desired state that the device does not run (name taken by a file pod). */
-export const desiredConflictSchema = z.object({
+const desiredConflictSchema = z.object({
   /** namespace/name */
   pod: z.string().max(320),
   uid,
   message: z.string().max(1024),
 });
 
-export const desiredAckSchema = z.object({
+const desiredAckSchema = z.object({
   type: z.literal("desired.ack"),
   /** The generation stored on disk and applied. */
   generation,
@@ -93,12 +93,11 @@ export const agentMessageSchema = z.discriminatedUnion("type", [
 ]);
 
 export type Hello = z.output<typeof helloSchema>;
-export type NodeMessage = z.output<typeof nodeMessageSchema>;
-export type NodePatch = z.output<typeof nodePatchSchema>;
-export type PodUpsert = z.output<typeof podUpsertSchema>;
-export type PodDelete = z.output<typeof podDeleteSchema>;
-export type EventMessage = z.output<typeof eventMessageSchema>;
-export type Heartbeat = z.output<typeof heartbeatSchema>;
+type NodeMessage = z.output<typeof nodeMessageSchema>;
+type NodePatch = z.output<typeof nodePatchSchema>;
+type PodUpsert = z.output<typeof podUpsertSchema>;
+type PodDelete = z.output<typeof podDeleteSchema>;
+type EventMessage = z.output<typeof eventMessageSchema>;
 export type DesiredAck = z.output<typeof desiredAckSchema>;
 export type DesiredConflict = z.output<typeof desiredConflictSchema>;
 export type AgentMessage = z.output<typeof agentMessageSchema>;
@@ -112,7 +111,7 @@ export function isSequenced(m: AgentMessage): m is SequencedMessage {
 
 // ---- hub → agent ----
 
-export const errorCodes = [
+const errorCodes = [
   "unauthorized",
   "revoked",
   "forbidden",
@@ -142,7 +141,7 @@ export const CLOSE_CODES: Record<ErrorCode, number> = {
   "shutting-down": 1001,
 };
 
-export const welcomeSchema = z.object({
+const welcomeSchema = z.object({
   type: z.literal("welcome"),
   protocolVersion: z.int(),
   heartbeatIntervalMs: z.int().min(1),
@@ -160,13 +159,13 @@ export const welcomeSchema = z.object({
     .optional(),
 });
 
-export const ackSchema = z.object({ type: z.literal("ack"), seq });
+const ackSchema = z.object({ type: z.literal("ack"), seq });
 
 /**
  * The node's whole desired state. The objects are decoded by the agent itself (with the API's
  * validation and field errors), so that a bad object is refused without closing the connection.
  */
-export const desiredSchema = z.object({
+const desiredSchema = z.object({
   type: z.literal("desired"),
   generation,
   pods: z.array(z.unknown()),
@@ -174,7 +173,7 @@ export const desiredSchema = z.object({
   secrets: z.array(z.unknown()).optional(),
 });
 
-export const errorSchema = z.object({
+const errorSchema = z.object({
   type: z.literal("error"),
   code: z.enum(errorCodes),
   reason: z.string(),
@@ -189,7 +188,6 @@ export const hubMessageSchema = z.discriminatedUnion("type", [
 ]);
 
 export type Welcome = z.output<typeof welcomeSchema>;
-export type Ack = z.output<typeof ackSchema>;
 export type Desired = z.output<typeof desiredSchema>;
 export type ErrorMessage = z.output<typeof errorSchema>;
 export type HubMessage = z.output<typeof hubMessageSchema>;

@@ -102,7 +102,7 @@ const containerStatus = z.object({
 
 const podIPs = z.array(z.object({ ip: str }));
 
-export const podStatusSchema = z.object({
+const podStatusSchema = z.object({
   phase: z.enum(["Pending", "Running", "Succeeded", "Failed", "Unknown"]).optional(),
   conditions: z.array(podCondition).optional(),
   message: str.optional(),

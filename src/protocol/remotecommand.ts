@@ -26,7 +26,7 @@ export function pickProtocol(
   return supported.find((p) => asked.includes(p));
 }
 
-export const isBase64Protocol = (p: string): boolean => p.includes("base64");
+const isBase64Protocol = (p: string): boolean => p.includes("base64");
 
 /** Encodes one message of `channel` for protocol `p`. */
 export function encodeChannel(p: string, channel: number, data: Uint8Array): Uint8Array | string {

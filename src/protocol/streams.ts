@@ -2,9 +2,6 @@
 // schemas, and the binary data frames. Shared by the hub and the agent; decoding never throws.
 import { z } from "zod";
 
-/** The feature an agent announces in hello when it runs streams. */
-export const STREAMS_FEATURE = "streams";
-
 export const STREAM_DEFAULTS = {
   /** Streams per device at once. */
   maxStreams: 128,
@@ -19,9 +16,9 @@ export const STREAM_DEFAULTS = {
 export const STREAM_LOW_WATER = 256 * 1024;
 
 /** Frame types (byte 0 of a binary frame). */
-export const FRAME_DATA = 1;
+const FRAME_DATA = 1;
 /** Header: type (1), stream id (4), channel (1). */
-export const FRAME_HEADER_BYTES = 6;
+const FRAME_HEADER_BYTES = 6;
 
 /** Channels: exec stdin/stdout/stderr, logs on 1, port-forward on 0 both ways. */
 export const CHANNEL = { stdin: 0, stdout: 1, stderr: 2, data: 0 } as const;
@@ -32,7 +29,7 @@ const id = z.int().min(1).max(0x7fffffff);
 const bytes = z.int().min(0).max(0x7fffffff);
 const name = z.string().min(1).max(253);
 
-export const streamErrorSchema = z.object({
+const streamErrorSchema = z.object({
   /** The HTTP status the hub answers a client with when the stream had not started. */
   code: z.int().min(400).max(599),
   /** The Kubernetes StatusReason. */
@@ -51,7 +48,7 @@ const target = {
   window: bytes,
 };
 
-export const streamOpenSchema = z.discriminatedUnion("kind", [
+const streamOpenSchema = z.discriminatedUnion("kind", [
   z.object({
     type: z.literal("stream.open"),
     kind: z.literal("logs"),
@@ -83,24 +80,21 @@ export const streamOpenSchema = z.discriminatedUnion("kind", [
 ]);
 export type StreamOpen = z.output<typeof streamOpenSchema>;
 
-export const streamReadySchema = z.object({ type: z.literal("stream.ready"), id, window: bytes });
-export const streamWindowSchema = z.object({ type: z.literal("stream.window"), id, bytes });
-export const streamResizeSchema = z.object({
+const streamReadySchema = z.object({ type: z.literal("stream.ready"), id, window: bytes });
+const streamWindowSchema = z.object({ type: z.literal("stream.window"), id, bytes });
+const streamResizeSchema = z.object({
   type: z.literal("stream.resize"),
   id,
   width: z.int().min(0).max(65535),
   height: z.int().min(0).max(65535),
 });
-export const streamEofSchema = z.object({ type: z.literal("stream.eof"), id });
-export const streamCloseSchema = z.object({
+const streamEofSchema = z.object({ type: z.literal("stream.eof"), id });
+const streamCloseSchema = z.object({
   type: z.literal("stream.close"),
   id,
   exitCode: z.int().optional(),
   error: streamErrorSchema.optional(),
 });
-
-export type StreamReady = z.output<typeof streamReadySchema>;
-export type StreamClose = z.output<typeof streamCloseSchema>;
 
 /** What the agent receives (stream.open by its kind), and what the hub receives. */
 const hubControlSchema = z.discriminatedUnion("type", [
@@ -109,14 +103,13 @@ const hubControlSchema = z.discriminatedUnion("type", [
   streamEofSchema,
   streamCloseSchema,
 ]);
-export const hubStreamMessageSchema = z.union([streamOpenSchema, hubControlSchema]);
-export const agentStreamMessageSchema = z.discriminatedUnion("type", [
+const hubStreamMessageSchema = z.union([streamOpenSchema, hubControlSchema]);
+const agentStreamMessageSchema = z.discriminatedUnion("type", [
   streamReadySchema,
   streamWindowSchema,
   streamCloseSchema,
 ]);
 export type HubStreamMessage = z.output<typeof hubStreamMessageSchema>;
-export type AgentStreamMessage = z.output<typeof agentStreamMessageSchema>;
 
 export const isStreamType = (type: string): boolean => type.startsWith("stream.");
 

@@ -18,7 +18,7 @@ export interface ClientSocket {
 }
 
 /** How a session ended, for the audit log. */
-export interface SessionEnd {
+interface SessionEnd {
   exitCode?: number;
   error?: string;
 }

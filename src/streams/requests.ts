@@ -8,7 +8,7 @@ import type { Pod } from "../api/types.ts";
 import type { StreamOpen } from "../protocol/streams.ts";
 
 /** A boolean query parameter ("true" or "1"); `absent` when it is not given. */
-export function flag(q: URLSearchParams, name: string, absent = false): boolean {
+function flag(q: URLSearchParams, name: string, absent = false): boolean {
   const v = q.get(name);
   return v === null ? absent : v === "true" || v === "1";
 }

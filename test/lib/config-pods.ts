@@ -4,13 +4,13 @@ import type { ContainerStatus, Event, Pod } from "../../src/api/types.ts";
 import type { TestAgent } from "./agent.ts";
 import { eventually } from "./testbed.ts";
 
-export const b64 = (s: string | Buffer) => Buffer.from(s).toString("base64");
+const b64 = (s: string | Buffer) => Buffer.from(s).toString("base64");
 
-export const containerStatus = (pod: Pod, name = "c"): ContainerStatus | undefined =>
+const containerStatus = (pod: Pod, name = "c"): ContainerStatus | undefined =>
   pod.status?.containerStatuses?.find((c) => c.name === name);
 
 /** A pod manifest whose containers stop within 1 s. */
-export function podManifest(name: string, spec: string, meta = ""): string {
+function podManifest(name: string, spec: string, meta = ""): string {
   return `apiVersion: v1
 kind: Pod
 metadata:
@@ -20,7 +20,7 @@ ${meta}spec:
 ${spec}`;
 }
 
-export function configMapManifest(name: string, data: Record<string, string>, extra = ""): string {
+function configMapManifest(name: string, data: Record<string, string>, extra = ""): string {
   const lines = Object.entries(data).map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`);
   return `apiVersion: v1
 kind: ConfigMap

@@ -84,11 +84,6 @@ export function parseSandboxes(text: string): GuestSandbox[] {
     .map(([id = "", uid = "", st = ""]) => ({ id, uid, running: st === "RUNNING" }));
 }
 
-/** Whether the guest is built (tests fail with this reason when it is not). */
-export function guestBuilt(): boolean {
-  return existsSync(join(vdeviceEnv().dir, "guest/sbin/fleetlet-vdevice-init"));
-}
-
 export type Hook = "pre-boot" | "pre-agent";
 
 export interface ExecResult {

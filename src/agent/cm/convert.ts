@@ -7,10 +7,10 @@
 //   which keeps the default 1024 shares at weight 100.
 
 export const MIN_SHARES = 2;
-export const MAX_SHARES = 262_144;
-export const MAX_WEIGHT = 10_000;
+const MAX_SHARES = 262_144;
+const MAX_WEIGHT = 10_000;
 export const QUOTA_PERIOD_US = 100_000;
-export const MIN_QUOTA_US = 1_000;
+const MIN_QUOTA_US = 1_000;
 
 /** kubelet's MilliCPUToShares: 2 for 0, at least 2, at most 262144. */
 export function milliCPUToShares(milliCPU: number): number {
@@ -69,15 +69,6 @@ export function parseCpuMax(text: string): { quotaUs?: number; periodUs: number 
 /** A v2 limit file's text (memory.max, pids.max): "max" for unlimited (≤ 0). */
 export function limitText(value: number): string {
   return value > 0 ? String(value) : "max";
-}
-
-/** Parses "max" (→ Infinity) or an integer limit file. */
-export function parseLimit(text: string): number {
-  const t = text.trim();
-  if (t === "max") return Number.POSITIVE_INFINITY;
-  const n = Number(t);
-  if (!Number.isFinite(n)) throw new Error(`not a limit: ${JSON.stringify(text)}`);
-  return n;
 }
 
 /** "key value" lines (cpu.stat, memory.stat, cgroup.events) into a map of numbers. */

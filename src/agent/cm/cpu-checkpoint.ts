@@ -7,7 +7,7 @@ import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { CpuManagerState, CpuPolicyName } from "./cpu-static.ts";
 import { formatCpuSet, parseCpuSet } from "./cpuset.ts";
 
-export class CpuCheckpointError extends Error {
+class CpuCheckpointError extends Error {
   constructor(
     readonly path: string,
     why: string,
@@ -26,7 +26,7 @@ interface OnDisk {
   checksum?: number;
 }
 
-export function fnv1a32(text: string): number {
+function fnv1a32(text: string): number {
   let h = 0x811c9dc5;
   for (const byte of new TextEncoder().encode(text)) {
     h ^= byte;

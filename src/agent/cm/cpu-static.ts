@@ -24,7 +24,7 @@ export function initialState(policyName: CpuPolicyName, topology: CpuTopology): 
 }
 
 /** The exclusive CPUs a container gets: its cpu request in whole CPUs when the pod is Guaranteed. */
-export function exclusiveCpus(pod: Pod, c: Container): number {
+function exclusiveCpus(pod: Pod, c: Container): number {
   if (getPodQOS(pod) !== "Guaranteed") return 0;
   const text = c.resources?.requests?.cpu ?? c.resources?.limits?.cpu;
   if (text === undefined) return 0;

@@ -3,7 +3,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { type CpuSet, parseCpuSet } from "./cpuset.ts";
 
-export interface CpuInfo {
+interface CpuInfo {
   id: number;
   /** Core id, unique within the socket. */
   core: number;

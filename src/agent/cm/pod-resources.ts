@@ -26,7 +26,7 @@ function amount(text: string | undefined, convert: (q: string) => number): numbe
   }
 }
 
-export function amountsOf(list: ResourceList | undefined): Amounts {
+function amountsOf(list: ResourceList | undefined): Amounts {
   return {
     cpu: amount(list?.cpu, cpuToMilli),
     memory: amount(list?.memory, memoryToBytes),
@@ -69,7 +69,7 @@ export function podRequests(pod: Pod): Amounts {
   return podTotal(pod, containerRequests);
 }
 
-export function podLimits(pod: Pod): Amounts {
+function podLimits(pod: Pod): Amounts {
   return podTotal(pod, (c) => c.resources?.limits);
 }
 

@@ -70,7 +70,7 @@ const absolutePath = z
   .refine((v) => v.startsWith("/"), { error: "must be an absolute path" });
 
 /** The fields of hubPodPolicy (docs/deploy.md, "Device policy"). */
-export const hubPodPolicyFields = [
+const hubPodPolicyFields = [
   "allowPrivileged",
   "allowHostNetwork",
   "allowHostPID",
@@ -85,7 +85,7 @@ const count = integerFrom(1, "must be at least 1");
 const countOrZero = integerFrom(0, "must be 0 or more");
 
 /** The fields an agent config file may hold; unknown fields are errors, to catch typos. */
-export const agentConfigFileSchema = z.strictObject(
+const agentConfigFileSchema = z.strictObject(
   {
     staticPodPath: path.optional(),
     rootDir: path.optional(),
@@ -174,7 +174,7 @@ export const agentConfigFileSchema = z.strictObject(
 export type AgentConfigInput = z.output<typeof agentConfigFileSchema>;
 
 /** The names of the file's top-level fields, for "did you mean" hints. */
-export const agentConfigFields: readonly string[] = Object.keys(agentConfigFileSchema.shape);
+const agentConfigFields: readonly string[] = Object.keys(agentConfigFileSchema.shape);
 
 /** A problem in one field: `field` is its dotted path ("" for the whole file). */
 export interface FieldProblem {

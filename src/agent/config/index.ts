@@ -4,7 +4,6 @@
 export {
   AGENT_CONFIG_DEFAULTS,
   type AgentConfig,
-  type AgentConfigDeps,
   ConfigError,
   type HubPodPolicy,
   loadAgentConfig,

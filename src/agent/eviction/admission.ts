@@ -9,7 +9,7 @@ import type { PressureCondition } from "../evictionapi/signals.ts";
 import { EVICTED_REASON, nodeConditionMessage } from "./message.ts";
 import { isCriticalPod } from "./rank.ts";
 
-export const MEMORY_PRESSURE_TAINT = "node.kubernetes.io/memory-pressure";
+const MEMORY_PRESSURE_TAINT = "node.kubernetes.io/memory-pressure";
 
 /** Whether the toleration tolerates a taint of this key and effect with no value (the kubelet's
  * ToleratesTaint; validation allows an empty key only with Exists). */

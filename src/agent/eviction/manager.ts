@@ -41,10 +41,10 @@ import { diskParts, isCriticalPod, rankPods } from "./rank.ts";
 import { createReadmission, type Readmission } from "./readmission.ts";
 import type { PodUsage } from "./usage.ts";
 
-export const POD_CLEANUP_TIMEOUT_MS = 30_000;
+const POD_CLEANUP_TIMEOUT_MS = 30_000;
 const POD_CLEANUP_POLL_MS = 1000;
 /** The grace period of a hard or local storage eviction (the kubelet's immediate eviction). */
-export const IMMEDIATE_GRACE_SECONDS = 1;
+const IMMEDIATE_GRACE_SECONDS = 1;
 
 /** How the manager asks a pod to be evicted. */
 export interface EvictRequest {

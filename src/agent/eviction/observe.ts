@@ -33,7 +33,7 @@ function readInt(path: string): number {
 }
 
 /** A "key value" file (memory.stat, /proc/meminfo without the "kB") → its numbers. */
-export function parseKeyed(text: string): Map<string, number> {
+function parseKeyed(text: string): Map<string, number> {
   const out = new Map<string, number>();
   for (const line of text.split("\n")) {
     const [k, v, unit] = line.trim().split(/\s+/);

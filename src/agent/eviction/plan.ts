@@ -55,7 +55,7 @@ export interface CyclePlan {
 }
 
 /** Whether `t` is met by `obs`; with `minReclaim`, against threshold + minimum reclaim. */
-export function isMet(t: Threshold, obs: Observations, minReclaim: boolean): boolean {
+function isMet(t: Threshold, obs: Observations, minReclaim: boolean): boolean {
   const o = obs.get(t.signal);
   if (o === undefined) return false;
   if (t.signal === "memory.stall") return o.available >= (t.value.quantity ?? 0);
@@ -80,7 +80,7 @@ function merge(a: Threshold[], b: readonly Threshold[]): Threshold[] {
 }
 
 /** Memory thresholds first; otherwise the configured order. */
-export function byEvictionPriority(list: readonly Threshold[]): Threshold[] {
+function byEvictionPriority(list: readonly Threshold[]): Threshold[] {
   return [
     ...list.filter((t) => isMemorySignal(t.signal)),
     ...list.filter((t) => !isMemorySignal(t.signal)),

@@ -4,7 +4,7 @@
 // memory stall threshold (evictionMemoryStall).
 import { readFileSync } from "node:fs";
 
-export interface PsiAverages {
+interface PsiAverages {
   avg10: number;
   avg60: number;
   avg300: number;

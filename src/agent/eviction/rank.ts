@@ -16,7 +16,7 @@ import { type Amounts, podRequests } from "../cm/index.ts";
 import { isMemorySignal, SIGNAL_RESOURCE, type Signal } from "../evictionapi/signals.ts";
 import { type DiskParts, type PodUsage, podDiskUsage } from "./usage.ts";
 
-export const SYSTEM_CRITICAL_PRIORITY = 2_000_000_000;
+const SYSTEM_CRITICAL_PRIORITY = 2_000_000_000;
 
 const CLASS_PRIORITY: Readonly<Record<string, number>> = Object.freeze({
   "system-cluster-critical": SYSTEM_CRITICAL_PRIORITY,
@@ -56,7 +56,7 @@ function overRequestKey(pod: Pod, used: number | undefined, request: number, ove
   return [1, used > over ? 0 : 1, podPriority(pod), -(used - request)];
 }
 
-export function rankMemory(pods: readonly Pod[], usage: Usage): Pod[] {
+function rankMemory(pods: readonly Pod[], usage: Usage): Pod[] {
   return orderByKey(pods, (pod) => {
     const u = usage(pod);
     const request = requestsOf(pod).memory;
@@ -64,12 +64,7 @@ export function rankMemory(pods: readonly Pod[], usage: Usage): Pod[] {
   });
 }
 
-export function rankDisk(
-  pods: readonly Pod[],
-  usage: Usage,
-  parts: DiskParts,
-  inodes: boolean,
-): Pod[] {
+function rankDisk(pods: readonly Pod[], usage: Usage, parts: DiskParts, inodes: boolean): Pod[] {
   // As the kubelet: no pod requests inodes, so for inodes "over its request" is "uses any"; the
   // last comparison takes off the ephemeral-storage request in both cases.
   return orderByKey(pods, (pod) => {
@@ -81,7 +76,7 @@ export function rankDisk(
   });
 }
 
-export function rankPids(pods: readonly Pod[], usage: Usage): Pod[] {
+function rankPids(pods: readonly Pod[], usage: Usage): Pod[] {
   return orderByKey(pods, (pod) => {
     const u = usage(pod);
     return [podPriority(pod), u === undefined ? 0 : 1, -(u?.processes ?? 0)];

@@ -10,7 +10,7 @@
 // Pure: every method takes the time; the caller asks due() what to readmit.
 import type { PressureCondition } from "../evictionapi/signals.ts";
 
-export const MAX_READMISSION_DELAY_MS = 60 * 60_000;
+const MAX_READMISSION_DELAY_MS = 60 * 60_000;
 const FORGET_AFTER_MS = 60 * 60_000;
 
 interface Waiting {

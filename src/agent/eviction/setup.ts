@@ -30,7 +30,7 @@ import {
 } from "./observe.ts";
 import { collectPodUsage } from "./pod-stats.ts";
 
-export type EvictionSettings = Pick<
+type EvictionSettings = Pick<
   AgentConfig,
   | "rootDir"
   | "podLogsDir"

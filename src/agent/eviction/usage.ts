@@ -36,7 +36,7 @@ export interface DiskParts {
 }
 
 /** All of it: one filesystem holds everything. */
-export const ALL_PARTS: DiskParts = Object.freeze({ rootfs: true, logs: true, volumes: true });
+const ALL_PARTS: DiskParts = Object.freeze({ rootfs: true, logs: true, volumes: true });
 
 const add = (a: DiskUsage, b: DiskUsage | undefined): DiskUsage =>
   b === undefined ? a : { bytes: a.bytes + b.bytes, inodes: a.inodes + b.inodes };

@@ -69,10 +69,6 @@ export function isMemorySignal(signal: Signal): boolean {
   return SIGNAL_RESOURCE[signal] === "memory";
 }
 
-export function isDiskSignal(signal: Signal): boolean {
-  return SIGNAL_CONDITION[signal] === "DiskPressure";
-}
-
 /** One reading of a signal. For `memory.stall`, `available` is the stall percentage (0-100)
  * and `capacity` 100: the threshold is met when it is at or above the limit. */
 export interface Observation {

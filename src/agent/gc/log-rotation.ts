@@ -19,7 +19,7 @@ import type { Logger } from "../../util/log.ts";
 import { nodeSelector } from "../kuberuntime/index.ts";
 import { rotatedFiles, rotatedPath } from "../logs/index.ts";
 
-export interface LogRotationPolicy {
+interface LogRotationPolicy {
   /** A current log at or over this size is rotated (bytes). */
   maxSizeBytes: number;
   /** Files kept per container, the current one included (at least 2). */

@@ -12,7 +12,7 @@ import { Backoff } from "../../util/backoff.ts";
 import type { Logger } from "../../util/log.ts";
 
 /** The longest wait between two attempts, in GC periods. */
-export const MAX_RETRY_PERIODS = 30;
+const MAX_RETRY_PERIODS = 30;
 
 export interface SandboxRetryDeps {
   logger: Logger;

@@ -26,7 +26,7 @@ export interface AgentGCInput {
 
 /** The disk reclaim steps the eviction manager takes before it evicts pods, in the kubelet's
  * order; each resolves to what it freed. */
-export interface DiskReclaim {
+interface DiskReclaim {
   /** Every dead container and the sandboxes left empty (ContainerGC.deleteAllUnusedContainers). */
   deleteAllUnusedContainers(): Promise<ContainersFreed>;
   /** Every unused image past the minimum age (ImageGC.deleteUnusedImages). */

@@ -23,7 +23,7 @@ export interface RegistryCredential {
 const DOCKER_HUB_ALIASES = new Set(["docker.io", "index.docker.io", "registry-1.docker.io"]);
 
 /** "https://index.docker.io/v1/" → "docker.io"; "http://host:5000/team/" → "host:5000/team". */
-export function normalizeRegistryKey(key: string): string {
+function normalizeRegistryKey(key: string): string {
   let k = key
     .trim()
     .replace(/^[a-z]+:\/\//i, "")

@@ -19,7 +19,7 @@ const fileSchema = z.object({
 });
 
 /** Reads the records; a missing file is none, a malformed one throws naming the file. */
-export async function loadImageRecords(path: string): Promise<Map<string, ImageUse>> {
+async function loadImageRecords(path: string): Promise<Map<string, ImageUse>> {
   let text: string;
   try {
     text = await readFile(path, "utf8");

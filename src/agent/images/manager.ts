@@ -21,14 +21,14 @@ import {
 } from "./reference.ts";
 
 /** Waiting reasons a container shows when its image is not ready (kubelet's strings). */
-export type ImageErrorReason =
+type ImageErrorReason =
   | "ErrImagePull"
   | "ImagePullBackOff"
   | "ErrImageNeverPull"
   | "InvalidImageName"
   | "ImageInspectError";
 
-export type EnsureImageResult =
+type EnsureImageResult =
   | { ok: true; imageRef: string }
   | { ok: false; reason: ImageErrorReason; message: string };
 
@@ -56,7 +56,7 @@ export interface ImageManagerDeps {
   requestTimeoutMs?: number;
 }
 
-export interface EnsureImageOptions {
+interface EnsureImageOptions {
   /** Event field path of the container, e.g. "spec.containers{web}". */
   fieldPath?: string;
   sandboxConfig?: PodSandboxConfig;

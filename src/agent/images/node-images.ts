@@ -4,7 +4,7 @@ import type { ContainerImage } from "../../api/node.ts";
 import type { Image } from "../../cri/index.ts";
 
 /** The kubelet's MaxNamesPerImageInNodeStatus. */
-export const MAX_NAMES_PER_IMAGE = 5;
+const MAX_NAMES_PER_IMAGE = 5;
 
 export function imageListForStatus(images: readonly Image[], max: number): ContainerImage[] {
   const sorted = [...images].sort((a, b) => b.size - a.size || a.id.localeCompare(b.id));

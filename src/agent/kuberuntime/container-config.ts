@@ -26,7 +26,7 @@ export interface ContainerConfigContext {
   imageRef: string;
 }
 
-export function containerLogPath(name: string, restartCount: number): string {
+function containerLogPath(name: string, restartCount: number): string {
   return `${name}/${restartCount}.log`;
 }
 

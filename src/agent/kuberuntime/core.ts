@@ -14,7 +14,7 @@ import type { EnvObjects } from "./env.ts";
 import type { ContainerVolumes } from "./mounts.ts";
 import type { SyncStepKind } from "./steps.ts";
 
-export interface BackoffSettings {
+interface BackoffSettings {
   initialMs: number;
   maxMs: number;
 }
@@ -133,8 +133,4 @@ export function newestInstance(
     if (c.name === name && (best === undefined || c.createdAt > best.createdAt)) best = c;
   }
   return best;
-}
-
-export function podName(pod: Pod): string {
-  return pod.metadata.name;
 }

@@ -80,15 +80,6 @@ export function expand(input: string, lookup: (name: string) => string | undefin
   return out;
 }
 
-/** The value of a downward API fieldPath; throws ContainerConfigError for unsupported paths. */
-export function fieldRefValue(pod: Pod, fieldPath: string, ctx: EnvContext): string {
-  try {
-    return podFieldValue(pod, fieldPath, ctx);
-  } catch (err) {
-    throw new ContainerConfigError((err as Error).message);
-  }
-}
-
 const NO_ALLOCATABLE: NodeAllocatable = { cpu: 0, memory: 0, ephemeralStorage: 0 };
 
 /** An object's values as text by key (Secret values decoded), or undefined when it is missing. */

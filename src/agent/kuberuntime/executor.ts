@@ -42,7 +42,7 @@ import { startContainer } from "./start.ts";
 import { listRunningPods, readPodStatus, readPodStatusAfter } from "./status.ts";
 import { planSteps, type SyncStep, type SyncStepKind } from "./steps.ts";
 
-export interface SyncPodOptions {
+interface SyncPodOptions {
   /** Ids of containers failing their liveness probe (from the prober). */
   livenessFailed?: ReadonlySet<string>;
   /** Ids of containers failing their startup probe. */
@@ -51,7 +51,7 @@ export interface SyncPodOptions {
   signal?: AbortSignal;
 }
 
-export interface SyncPodResult {
+interface SyncPodResult {
   errors: SyncError[];
   /** Why containers that should run do not, by container name (for the status manager). */
   waiting: Map<string, WaitingReason>;

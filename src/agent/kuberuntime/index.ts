@@ -1,12 +1,7 @@
 // The runtime manager: turns a pod spec and the runtime's view of it into CRI calls (plan, then
 // act), and rebuilds the runtime's view of pods from CRI alone.
 
-export {
-  containerLogPath,
-  generateContainerConfig,
-  restartCountFromLogDir,
-} from "./container-config.ts";
-export type { BackoffSettings, RuntimeManagerDeps, SyncError, WaitingReason } from "./core.ts";
+export type { RuntimeManagerDeps } from "./core.ts";
 export { CrashLoopBackoff } from "./crashloop.ts";
 export {
   ContainerConfigError,
@@ -14,52 +9,17 @@ export {
   type EnvObjects,
   expand,
   expandCommandAndArgs,
-  fieldRefValue,
   makeEnvironment,
 } from "./env.ts";
-export {
-  createRuntimeManager,
-  type RuntimeManager,
-  type SyncPodOptions,
-  type SyncPodResult,
-} from "./executor.ts";
-export { formatPod, goDuration } from "./format.ts";
+export { createRuntimeManager, type RuntimeManager } from "./executor.ts";
+export { goDuration } from "./format.ts";
 export { hashContainer } from "./hash.ts";
-export { hookURL, resolvePort, runHook } from "./hooks.ts";
-export { MIN_GRACE_PERIOD_SECONDS, runningPodOf } from "./kill.ts";
+export { hookURL, resolvePort } from "./hooks.ts";
 export * from "./labels.ts";
 export type { ContainerVolumes } from "./mounts.ts";
-export {
-  type ContainerToKill,
-  computePodActions,
-  type KillReason,
-  type PlanContext,
-  type PodActions,
-  sandboxChanged,
-  shouldRestart,
-} from "./plan.ts";
+export { computePodActions } from "./plan.ts";
 export { containerResources, milliCPUToQuota, milliCPUToShares, oomScoreAdj } from "./resources.ts";
-export {
-  generateSandboxConfig,
-  parseResolvConf,
-  podDNSConfig,
-  podHostname,
-  podLogDirectory,
-  portMappings,
-} from "./sandbox-config.ts";
-export {
-  containerSecurityContext,
-  namespaceOptions,
-  normalizeCapability,
-  sandboxSecurityContext,
-} from "./security.ts";
-export { crashLoopKey } from "./start.ts";
-export {
-  criLogMessages,
-  listRunningPods,
-  readPodStatus,
-  toContainerState,
-  toContainerStatus,
-  toSandboxStatus,
-} from "./status.ts";
-export { planSteps, type SyncStep, type SyncStepKind } from "./steps.ts";
+export { generateSandboxConfig, podDNSConfig } from "./sandbox-config.ts";
+export { containerSecurityContext } from "./security.ts";
+export { criLogMessages, toContainerState } from "./status.ts";
+export { planSteps } from "./steps.ts";

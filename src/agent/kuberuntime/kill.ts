@@ -26,7 +26,7 @@ import {
 import type { KillReason } from "./plan.ts";
 import { podLogDirectory } from "./sandbox-config.ts";
 
-export const MIN_GRACE_PERIOD_SECONDS = 2;
+const MIN_GRACE_PERIOD_SECONDS = 2;
 
 export interface KillTarget {
   containerId: string;

@@ -9,17 +9,16 @@ export const LABEL_POD_NAME = "io.kubernetes.pod.name";
 export const LABEL_POD_NAMESPACE = "io.kubernetes.pod.namespace";
 export const LABEL_POD_UID = "io.kubernetes.pod.uid";
 export const LABEL_CONTAINER_NAME = "io.kubernetes.container.name";
-export const LABEL_MANAGED = "io.fleetlet.managed";
+const LABEL_MANAGED = "io.fleetlet.managed";
 /** The node name of the agent that created the object: an agent only manages its own node's. */
-export const LABEL_NODE = "io.fleetlet.node";
+const LABEL_NODE = "io.fleetlet.node";
 export const ANNOTATION_HASH = "io.kubernetes.container.hash";
-export const ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount";
-export const ANNOTATION_TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessagePath";
-export const ANNOTATION_TERMINATION_MESSAGE_POLICY =
-  "io.kubernetes.container.terminationMessagePolicy";
-export const ANNOTATION_GRACE_PERIOD = "io.kubernetes.pod.terminationGracePeriod";
-export const ANNOTATION_PRESTOP = "io.kubernetes.container.preStopHandler";
-export const ANNOTATION_PORTS = "io.kubernetes.container.ports";
+const ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount";
+const ANNOTATION_TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessagePath";
+const ANNOTATION_TERMINATION_MESSAGE_POLICY = "io.kubernetes.container.terminationMessagePolicy";
+const ANNOTATION_GRACE_PERIOD = "io.kubernetes.pod.terminationGracePeriod";
+const ANNOTATION_PRESTOP = "io.kubernetes.container.preStopHandler";
+const ANNOTATION_PORTS = "io.kubernetes.container.ports";
 
 /** The selector of everything fleetlet created. */
 export const MANAGED_SELECTOR: Labels = { [LABEL_MANAGED]: "true" };

@@ -85,11 +85,7 @@ const MANAGED_HOSTS = [
 ].join("\n");
 
 /** Writes the pod's hosts file and returns its path. */
-export async function ensureHostsFile(
-  pod: Pod,
-  hostname: string,
-  ctx: MountContext,
-): Promise<string> {
+async function ensureHostsFile(pod: Pod, hostname: string, ctx: MountContext): Promise<string> {
   const dir = podDir(ctx.rootDir, pod.metadata.uid ?? "");
   await mkdir(dir, { recursive: true });
   const path = join(dir, "etc-hosts");

@@ -23,7 +23,7 @@ import { hashContainer } from "./hash.ts";
 /** Why a container is killed (kubelet's containerKillReason); "" for a spec change. */
 export type KillReason = "" | "LivenessProbe" | "StartupProbe" | "Unknown" | "FailedPostStartHook";
 
-export interface ContainerToKill {
+interface ContainerToKill {
   name: string;
   reason: KillReason;
   /** e.g. "Container web definition changed, will be restarted". */
@@ -77,7 +77,7 @@ function initFailed(s: ContainerStatus): boolean {
 }
 
 /** kubelet's ShouldContainerBeRestarted, for a container that is not running. */
-export function shouldRestart(c: Container, pod: Pod, status: PodStatus | undefined): boolean {
+function shouldRestart(c: Container, pod: Pod, status: PodStatus | undefined): boolean {
   if (pod.metadata.deletionTimestamp) return false;
   const s = newest(status, c.name);
   if (s === undefined) return true;
@@ -95,7 +95,7 @@ interface SandboxDecision {
 }
 
 /** kubelet's PodSandboxChanged. */
-export function sandboxChanged(pod: Pod, status: PodStatus | undefined): SandboxDecision {
+function sandboxChanged(pod: Pod, status: PodStatus | undefined): SandboxDecision {
   const sandboxes = status?.sandboxes ?? [];
   const latest = sandboxes[0];
   if (latest === undefined) return { create: true, attempt: 0, sandboxId: "" };

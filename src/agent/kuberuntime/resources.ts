@@ -9,14 +9,7 @@ import type { Container, Pod } from "../../api/types.ts";
 import type { LinuxContainerResources } from "../../cri/index.ts";
 import { milliCPUToQuota, milliCPUToShares, QUOTA_PERIOD_US } from "../cm/convert.ts";
 
-export {
-  MAX_SHARES,
-  MIN_QUOTA_US,
-  MIN_SHARES,
-  milliCPUToQuota,
-  milliCPUToShares,
-  QUOTA_PERIOD_US,
-} from "../cm/convert.ts";
+export { milliCPUToQuota, milliCPUToShares } from "../cm/convert.ts";
 
 const GUARANTEED_OOM_SCORE_ADJ = -997;
 const BEST_EFFORT_OOM_SCORE_ADJ = 1000;

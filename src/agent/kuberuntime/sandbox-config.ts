@@ -36,7 +36,7 @@ export function podHostname(pod: Pod): string {
 }
 
 /** nameserver/search/options lines of a resolv.conf text. */
-export function parseResolvConf(text: string): Required<DNSConfig> {
+function parseResolvConf(text: string): Required<DNSConfig> {
   const out: Required<DNSConfig> = { servers: [], searches: [], options: [] };
   for (const raw of text.split("\n")) {
     const line = raw.replace(/[#;].*$/, "").trim();
@@ -77,7 +77,7 @@ export function podDNSConfig(pod: Pod, hostResolvConf: string): DNSConfig {
 }
 
 /** Only ports with a hostPort need a mapping; ports without one are reachable on the pod IP. */
-export function portMappings(pod: Pod): PortMapping[] {
+function portMappings(pod: Pod): PortMapping[] {
   const out: PortMapping[] = [];
   for (const c of pod.spec.containers) {
     for (const p of c.ports ?? []) {

@@ -9,7 +9,7 @@ import type {
   NamespaceOption,
 } from "../../cri/index.ts";
 
-export function namespaceOptions(pod: Pod): NamespaceOption {
+function namespaceOptions(pod: Pod): NamespaceOption {
   return {
     network: pod.spec.hostNetwork ? "NODE" : "POD",
     pid: pod.spec.hostPID ? "NODE" : "CONTAINER",
@@ -18,7 +18,7 @@ export function namespaceOptions(pod: Pod): NamespaceOption {
 }
 
 /** "cap_net_admin" or "NET_ADMIN" → "NET_ADMIN". */
-export function normalizeCapability(name: string): string {
+function normalizeCapability(name: string): string {
   const upper = name.trim().toUpperCase();
   return upper.startsWith("CAP_") ? upper.slice(4) : upper;
 }

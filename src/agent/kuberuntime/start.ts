@@ -21,7 +21,7 @@ export interface StartSpec {
 }
 
 /** kubelet's stable back-off key: "<name>_<namespace>_<uid>_<container>_<hash>". */
-export function crashLoopKey(pod: Pod, c: Container): string {
+function crashLoopKey(pod: Pod, c: Container): string {
   const ns = pod.metadata.namespace ?? "default";
   return `${pod.metadata.name}_${ns}_${pod.metadata.uid ?? ""}_${c.name}_${hashContainer(c)}`;
 }

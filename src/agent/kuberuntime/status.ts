@@ -31,9 +31,9 @@ import {
 } from "./labels.ts";
 
 /** kubelet's limits on a termination message. */
-export const MAX_TERMINATION_MESSAGE_BYTES = 4096;
-export const MAX_FALLBACK_LOG_BYTES = 2048;
-export const MAX_FALLBACK_LOG_LINES = 80;
+const MAX_TERMINATION_MESSAGE_BYTES = 4096;
+const MAX_FALLBACK_LOG_BYTES = 2048;
+const MAX_FALLBACK_LOG_LINES = 80;
 
 const nsToMs = (ns: number): number => (ns > 0 ? Math.floor(ns / 1e6) : 0);
 
@@ -105,7 +105,7 @@ export function toSandboxStatus(s: PodSandboxStatus): SandboxStatus {
   };
 }
 
-export function toContainerStatus(s: CriContainerStatus, sandboxId: string): ContainerStatus {
+function toContainerStatus(s: CriContainerStatus, sandboxId: string): ContainerStatus {
   const info = readContainerAnnotations(s.annotations);
   const out: ContainerStatus = {
     id: s.id,
@@ -168,7 +168,7 @@ export function criLogMessages(text: string, maxLines: number, cutFirst = false)
 }
 
 /** The termination message kubelet reports for an exited container ("" when there is none). */
-export async function terminationMessage(s: CriContainerStatus): Promise<string> {
+async function terminationMessage(s: CriContainerStatus): Promise<string> {
   if (s.state !== "CONTAINER_EXITED") return "";
   const info = readContainerAnnotations(s.annotations);
   const mount = s.mounts.find((m) => m.containerPath === info.terminationMessagePath);

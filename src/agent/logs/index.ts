@@ -4,24 +4,13 @@
 import { join } from "node:path";
 import type { Pod } from "../../api/types.ts";
 
-export { type CriLogRecord, parseCriLine } from "./cri-format.ts";
+export { parseCriLine } from "./cri-format.ts";
 export { LogNotFoundError } from "./files.ts";
-export { logExists, type ReadLogOptions, readLog } from "./read.ts";
-export {
-  readableRotatedFiles,
-  removeContainerLogs,
-  rotatedFiles,
-  rotatedPath,
-  rotationStamp,
-} from "./rotated.ts";
+export { logExists, readLog } from "./read.ts";
+export { removeContainerLogs, rotatedFiles, rotatedPath, rotationStamp } from "./rotated.ts";
 
 /** The directory of one pod's logs. */
-export function podLogDir(
-  podLogsDir: string,
-  namespace: string,
-  name: string,
-  uid: string,
-): string {
+function podLogDir(podLogsDir: string, namespace: string, name: string, uid: string): string {
   return join(podLogsDir, `${namespace}_${name}_${uid}`);
 }
 

@@ -8,7 +8,7 @@ import { readdir, rm, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
 export const COMPRESSED_SUFFIX = ".gz";
-export const TMP_SUFFIX = ".tmp";
+const TMP_SUFFIX = ".tmp";
 
 const pad = (n: number, width = 2) => String(n).padStart(width, "0");
 

@@ -10,7 +10,7 @@ const BLOCK = 64 * 1024;
  * more than `n` full (F) records after it, or 0. Reads backwards in blocks; `full` is the number
  * of full records from `offset` to the end.
  */
-export async function tailOffset(
+async function tailOffset(
   read: ReadAt,
   size: number,
   n: number,

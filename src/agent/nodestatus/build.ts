@@ -30,14 +30,14 @@ export interface NodeState {
 export const CPU_MODEL_ANNOTATION = "fleetlet.io/cpu-model";
 /** Node annotations with the node's PSI: fleetlet.io/psi-memory, -cpu, -io. They change all the
  * time, so a change of them alone is not worth a report (see nodeChanged). */
-export const PSI_ANNOTATION_PREFIX = "fleetlet.io/psi-";
+const PSI_ANNOTATION_PREFIX = "fleetlet.io/psi-";
 
 /** Bytes as a binary quantity in Ki, as kubelet reports memory ("16303300Ki"). */
-export function kibibytes(bytes: number): string {
+function kibibytes(bytes: number): string {
   return `${Math.floor(bytes / 1024)}Ki`;
 }
 
-export function nodeCapacity(facts: NodeFacts, state: NodeState): ResourceList {
+function nodeCapacity(facts: NodeFacts, state: NodeState): ResourceList {
   const capacity: ResourceList = {
     cpu: String(facts.cpuCores),
     memory: kibibytes(facts.memoryBytes),
@@ -49,7 +49,7 @@ export function nodeCapacity(facts: NodeFacts, state: NodeState): ResourceList {
   return capacity;
 }
 
-export function nodeLabels(facts: NodeFacts): Record<string, string> {
+function nodeLabels(facts: NodeFacts): Record<string, string> {
   return {
     ...facts.configLabels,
     "kubernetes.io/hostname": facts.nodeName,
@@ -115,7 +115,7 @@ function wantedConditions(state: NodeState): Wanted[] {
 }
 
 /** The conditions at `now`, keeping each transition time whose status did not change. */
-export function nodeConditions(
+function nodeConditions(
   state: NodeState,
   now: number,
   previous: readonly NodeCondition[] | undefined,

@@ -7,7 +7,7 @@
 
 import type { PodStatus } from "../kubecontainer/types.ts";
 
-export interface CacheEntry {
+interface CacheEntry {
   /** Undefined when the pod has no containers or sandboxes in the runtime. */
   status: PodStatus | undefined;
   /** The last attempt to read the status failed; `status` is then the last good one, if any. */

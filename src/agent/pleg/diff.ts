@@ -3,7 +3,7 @@
 
 import type { ContainerState, PodStatus, SandboxState } from "../kubecontainer/types.ts";
 
-export type PodLifecycleEventType =
+type PodLifecycleEventType =
   | "ContainerStarted"
   | "ContainerDied"
   | "ContainerRemoved"

@@ -107,8 +107,8 @@ export interface RelistStats {
   eventRelists: number;
 }
 
-export const DEFAULT_RELIST_THRESHOLD_MS = 3 * 60 * 1000;
-export const DEFAULT_EVENT_CAPACITY = 1000;
+const DEFAULT_RELIST_THRESHOLD_MS = 3 * 60 * 1000;
+const DEFAULT_EVENT_CAPACITY = 1000;
 
 export function createPLEG(deps: PLEGDeps): PLEG {
   return new GenericPLEG(deps);

@@ -8,7 +8,7 @@ import { parseImageReference } from "../images/reference.ts";
 import { CONFIG_SOURCE_ANNOTATION } from "../sources/index.ts";
 
 /** The admission reason of a refused hub pod. */
-export const POLICY_REASON = "DevicePolicy";
+const POLICY_REASON = "DevicePolicy";
 
 export interface PolicyAdmission {
   /** Why `pod` may not run next to the `active` pods, or undefined (file pods always pass). */
@@ -16,7 +16,7 @@ export interface PolicyAdmission {
 }
 
 /** Whether the pod came from the hub (the "api" pod source). */
-export function isHubPod(pod: Pod): boolean {
+function isHubPod(pod: Pod): boolean {
   return pod.metadata.annotations?.[CONFIG_SOURCE_ANNOTATION] === "api";
 }
 

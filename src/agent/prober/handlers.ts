@@ -12,7 +12,7 @@ import { errorText } from "./prober.ts";
 import type { ProbeHandlerFn, ProbeOutcome, ProbeTarget } from "./types.ts";
 
 /** Longest exec output kept (kubelet: 10 KiB). */
-export const MAX_EXEC_OUTPUT = 10 * 1024;
+const MAX_EXEC_OUTPUT = 10 * 1024;
 
 export interface HandlerDeps {
   cri: Pick<CriRuntime, "execSync">;

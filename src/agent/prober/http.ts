@@ -9,7 +9,7 @@ import { hookURL } from "../kuberuntime/index.ts";
 import { errorText } from "./prober.ts";
 import type { ProbeOutcome, ProbeTarget } from "./types.ts";
 
-export const MAX_BODY = 10 * 1024;
+const MAX_BODY = 10 * 1024;
 const MAX_REDIRECTS = 10;
 
 function requestHeaders(h: HTTPGetAction): Headers {

@@ -19,7 +19,7 @@ import {
 /** Longest output kept in an event message. */
 export const EVENT_OUTPUT_MAX = 1024;
 /** How long past its timeout a handler may take before its run is given up. */
-export const DEFAULT_HARD_LIMIT_MS = 5_000;
+const DEFAULT_HARD_LIMIT_MS = 5_000;
 
 export interface ProberDeps {
   clock: Clock;
@@ -34,13 +34,13 @@ export function errorText(err: unknown): string {
 }
 
 /** `output` cut to EVENT_OUTPUT_MAX characters, saying how much was cut. */
-export function cutOutput(output: string): string {
+function cutOutput(output: string): string {
   if (output.length <= EVENT_OUTPUT_MAX) return output;
   return `${output.slice(0, EVENT_OUTPUT_MAX)}... (${output.length - EVENT_OUTPUT_MAX} more characters)`;
 }
 
 /** The timeout of a probe in ms (timeoutSeconds, default 1). */
-export const probeTimeoutMs = (p: Probe): number => (p.timeoutSeconds || 1) * 1000;
+const probeTimeoutMs = (p: Probe): number => (p.timeoutSeconds || 1) * 1000;
 
 /** Runs one probe and records its Unhealthy or ProbeWarning event, unless `moot()` says, once
  * the probe is done, that its result no longer matters (a liveness probe of a pod that began

@@ -16,11 +16,9 @@ import { findPod, listEvents, listPods, podExec, podLog } from "./routes.ts";
 import { badRequest, StatusError } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
 
-export type { Counter, Gauge, Labels, MetricsRegistry } from "./metrics.ts";
-export { createMetricsRegistry, PROMETHEUS_CONTENT_TYPE } from "./metrics.ts";
-export { isStatus, type Status } from "./status.ts";
-export type { ExecResult, Health, ServerDeps } from "./types.ts";
-
+export type { MetricsRegistry } from "./metrics.ts";
+export { createMetricsRegistry } from "./metrics.ts";
+export type { ServerDeps } from "./types.ts";
 export interface ServerOptions {
   socketPath: string;
   log?: Logger;

@@ -2,15 +2,15 @@
 // format 0.0.4. Invariants: metric and label names are valid Prometheus names, a name is
 // registered once, and every sample of a metric carries exactly the metric's label names.
 
-export type Labels = Record<string, string>;
+type Labels = Record<string, string>;
 
-export interface Counter {
+interface Counter {
   /** Adds `by` (>= 0, default 1) to the series with these labels. */
   inc(labels?: Labels, by?: number): void;
   get(labels?: Labels): number;
 }
 
-export interface Gauge {
+interface Gauge {
   set(labels: Labels, value: number): void;
   inc(labels?: Labels, by?: number): void;
   get(labels?: Labels): number;

@@ -17,7 +17,7 @@ import type { ServerDeps } from "./types.ts";
 import { type WatchOptions, watchPods } from "./watch.ts";
 
 /** A boolean query parameter: absent → false, "true"/"1" → true, "false"/"0" → false. */
-export function boolParam(q: URLSearchParams, name: string): boolean {
+function boolParam(q: URLSearchParams, name: string): boolean {
   const v = q.get(name);
   if (v === null || v === "" || v === "false" || v === "0") return false;
   if (v === "true" || v === "1") return true;
@@ -25,7 +25,7 @@ export function boolParam(q: URLSearchParams, name: string): boolean {
 }
 
 /** An integer query parameter, or undefined when absent. */
-export function intParam(q: URLSearchParams, name: string): number | undefined {
+function intParam(q: URLSearchParams, name: string): number | undefined {
   const v = q.get(name);
   if (v === null || v === "") return undefined;
   if (!/^-?\d+$/.test(v)) {

@@ -3,13 +3,13 @@
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
 
-export interface ExecResult {
+interface ExecResult {
   stdout: string;
   stderr: string;
   exitCode: number;
 }
 
-export interface Health {
+interface Health {
   ok: boolean;
   /** Why the agent is not healthy, one short sentence each; empty when ok. */
   reasons: string[];

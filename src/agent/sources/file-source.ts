@@ -28,7 +28,7 @@ import {
 } from "./parse.ts";
 import { FolderWatcher, type WatchDir } from "./watch.ts";
 
-export const MAX_MANIFEST_BYTES = 10 * 1024 * 1024;
+const MAX_MANIFEST_BYTES = 10 * 1024 * 1024;
 
 /** A manifest that cannot be used, reported through FileSourceDeps.onError. */
 export interface ManifestProblem {
@@ -90,7 +90,7 @@ interface FileRecord {
 }
 
 /** Names that are never manifests: hidden files, editor backups, swap and temp files. */
-export function isIgnoredManifestName(name: string): boolean {
+function isIgnoredManifestName(name: string): boolean {
   return (
     name.startsWith(".") ||
     name.endsWith("~") ||
@@ -105,7 +105,7 @@ export function isIgnoredManifestName(name: string): boolean {
  * truncated image name say); JSON needs no such rule, as a cut JSON never parses. NUL bytes are
  * what a power loss can leave where data was not yet written.
  */
-export function unfinishedWrite(content: Buffer): string | undefined {
+function unfinishedWrite(content: Buffer): string | undefined {
   if (content.includes(0))
     return "the file holds NUL bytes (cut off by a power loss?); it is read again when rewritten";
   const first = content.toString("latin1", 0, 64).trimStart()[0];

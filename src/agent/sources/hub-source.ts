@@ -135,7 +135,7 @@ export function decodeDesired(
 }
 
 /** The pod the agent runs for a decoded hub pod: defaults, its node, source "api". */
-export function makeHubPod(decoded: Pod, nodeName: string): Pod {
+function makeHubPod(decoded: Pod, nodeName: string): Pod {
   const pod = applyPodDefaults(decoded);
   const uid = decoded.metadata.uid ?? "";
   const metadata = {

@@ -153,7 +153,7 @@ function describeKind(obj: unknown): string {
 }
 
 /** Validates one decoded document and makes it a static pod of this node. */
-export function decodePod(
+function decodePod(
   obj: unknown,
   ctx: ManifestContext,
 ): { ok: true; pod: Pod } | { ok: false; message: string } {
@@ -183,7 +183,7 @@ export function decodePod(
  * of the decoded manifest before defaults, so it changes with any edit of the pod, with the
  * node and with the file, but not with an agent upgrade that changes defaults.
  */
-export function staticPodUID(decoded: Pod, ctx: ManifestContext): string {
+function staticPodUID(decoded: Pod, ctx: ManifestContext): string {
   const hash = createHash("md5");
   hash.update(`host:${ctx.nodeName}\n`);
   hash.update(`file:${ctx.path}\n`);
@@ -192,7 +192,7 @@ export function staticPodUID(decoded: Pod, ctx: ManifestContext): string {
 }
 
 /** The static pod for a decoded manifest: identity as the kubelet gives it, then defaults. */
-export function makeStaticPod(decoded: Pod, ctx: ManifestContext): Pod {
+function makeStaticPod(decoded: Pod, ctx: ManifestContext): Pod {
   const uid = decoded.metadata.uid || staticPodUID(decoded, ctx);
   const pod = applyPodDefaults(decoded);
   const metadata = {

@@ -34,7 +34,7 @@ export type PodSourceName = "file" | "api";
  * longer desired (stop it). DELETE: a pod that got a deletionTimestamp (stop it gracefully).
  * RECONCILE: only the status sent by the source changed.
  */
-export type PodOperation = "ADD" | "UPDATE" | "REMOVE" | "RECONCILE" | "DELETE";
+type PodOperation = "ADD" | "UPDATE" | "REMOVE" | "RECONCILE" | "DELETE";
 
 export interface PodUpdate {
   op: PodOperation;
@@ -241,7 +241,7 @@ class MergedPodConfig implements PodConfig {
 }
 
 /** Whether the change from `a` to `b` needs the pod to be synced (not just its status). */
-export function differSemantically(a: Pod, b: Pod): boolean {
+function differSemantically(a: Pod, b: Pod): boolean {
   return (
     !jsonEqual(a.spec, b.spec) ||
     !jsonEqual(a.metadata.labels ?? {}, b.metadata.labels ?? {}) ||

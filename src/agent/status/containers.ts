@@ -17,7 +17,7 @@ import {
 } from "./reasons.ts";
 
 /** The runtime name in status.containerID ("containerd://<id>"). */
-export const RUNTIME_SCHEME = "containerd";
+const RUNTIME_SCHEME = "containerd";
 
 export interface ConvertContainersInput {
   pod: Pod;
@@ -201,7 +201,7 @@ function anyRegularCreated(input: ConvertContainersInput): boolean {
 }
 
 /** Whether the next sync starts this container again (kubelet's ShouldContainerBeRestarted). */
-export function shouldRestart(
+function shouldRestart(
   c: Container,
   pod: Pod,
   newest: kc.ContainerStatus | undefined,

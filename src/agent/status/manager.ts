@@ -18,7 +18,7 @@ export interface StatusChange {
   status: PodStatus | undefined;
 }
 
-export type StatusListener = (change: StatusChange) => void;
+type StatusListener = (change: StatusChange) => void;
 
 export interface StatusManager {
   /** Stores `status` for the pod, keeping transition times and startTime from the stored one.

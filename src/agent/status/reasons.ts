@@ -9,7 +9,6 @@ export const ContainerCreating = "ContainerCreating";
 export const PodInitializing = "PodInitializing";
 /** Terminated reason of a container the runtime no longer knows about. */
 export const ContainerStatusUnknown = "ContainerStatusUnknown";
-export const CrashLoopBackOff = "CrashLoopBackOff";
 
 // Condition reasons.
 export const ContainersNotReady = "ContainersNotReady";

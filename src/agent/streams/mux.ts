@@ -5,7 +5,6 @@
 // messages never wait behind more than STREAM_LOW_WATER bytes. A bad frame or message ends its stream
 // only; the end of the session ends every stream.
 import {
-  CHANNEL,
   channelsOf,
   decodeFrame,
   decodeHubStreamMessage,
@@ -304,5 +303,3 @@ export class StreamMux implements SessionExtension {
     this.deps.conn.send(JSON.stringify({ type: "stream.close", id, ...result }));
   }
 }
-
-export { CHANNEL };

@@ -3,7 +3,7 @@
 // the channel's data. Reading pauses while what was read waits to be sent on (flow control).
 import { connectWebSocket, type WsClient } from "../../util/ws-client.ts";
 
-export const RUNTIME_PROTOCOLS = ["v4.channel.k8s.io", "channel.k8s.io"];
+const RUNTIME_PROTOCOLS = ["v4.channel.k8s.io", "channel.k8s.io"];
 
 export interface RuntimeChannels {
   /** Sends `data` on `channel`; resolves once the socket took it. */

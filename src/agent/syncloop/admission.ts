@@ -14,7 +14,7 @@ export interface AdmitFailure {
 }
 
 /** An admit handler: why `pod` may not run next to the `active` pods, or undefined. */
-export type AdmitHandler = (pod: Pod, active: readonly Pod[]) => AdmitFailure | undefined;
+type AdmitHandler = (pod: Pod, active: readonly Pod[]) => AdmitFailure | undefined;
 
 export interface AdmissionDeps {
   logger: Logger;

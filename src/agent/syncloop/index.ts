@@ -21,8 +21,6 @@ import { type HousekeepingDeps, housekeeping } from "./housekeeping.ts";
 import { PodRecord, uidOf } from "./pods.ts";
 import { type LoopInput, selectLoop } from "./select.ts";
 
-export type { AdmitFailure, AdmitHandler } from "./admission.ts";
-
 export interface SyncLoopDeps
   extends Omit<AdmissionDeps, "logger" | "activePods">,
     Omit<HousekeepingDeps, "logger" | "activePods"> {

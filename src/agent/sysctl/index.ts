@@ -9,16 +9,11 @@ import type { Logger } from "../../util/log.ts";
 import { dottedSysctlName, type SysctlNamespace, sysctlNamespace } from "./names.ts";
 import { KERNEL_RELEASE_FILE, parseKernelRelease, safeSysctls } from "./safe.ts";
 
-export {
-  dottedSysctlName,
-  NAMESPACED_GROUPS,
-  sysctlNamespace,
-  sysctlPatternProblem,
-} from "./names.ts";
+export { dottedSysctlName, sysctlNamespace, sysctlPatternProblem } from "./names.ts";
 export { KERNEL_RELEASE_FILE, parseKernelRelease, SAFE_SYSCTLS, safeSysctls } from "./safe.ts";
 
 /** The admission reason of a pod setting a sysctl it may not. */
-export const SYSCTL_FORBIDDEN_REASON = "SysctlForbidden";
+const SYSCTL_FORBIDDEN_REASON = "SysctlForbidden";
 
 export interface SysctlAdmission {
   /** Why `pod` may not run for its sysctls, or undefined. */

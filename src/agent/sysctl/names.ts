@@ -6,7 +6,7 @@
 export type SysctlNamespace = "ipc" | "net";
 
 /** The longest sysctl name or pattern. */
-export const SYSCTL_MAX_LENGTH = 253;
+const SYSCTL_MAX_LENGTH = 253;
 
 /**
  * The name with "." separators (sysctl.d(5)): a name whose first separator is "/" has every "/"
@@ -29,7 +29,7 @@ const NAMESPACED_PREFIXES: readonly [string, SysctlNamespace][] = [
 ];
 
 /** What a config error lists as the namespaced groups. */
-export const NAMESPACED_GROUPS = "kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.* and net.*";
+const NAMESPACED_GROUPS = "kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.* and net.*";
 
 /** The namespace isolating a dotted name (or a pattern's prefix), or undefined if none is known. */
 export function sysctlNamespace(dotted: string): SysctlNamespace | undefined {

@@ -36,7 +36,7 @@ const MAX_FILE_NAME = 255;
 const MAX_PATH = 4096;
 
 /** Why a payload path cannot be written (undefined: it can). */
-export function invalidPayloadPath(p: string): string | undefined {
+function invalidPayloadPath(p: string): string | undefined {
   if (p === "") return "invalid path: must not be empty";
   if (p.startsWith("/")) return `invalid path: must be relative path: ${p}`;
   if (p.length > MAX_PATH)

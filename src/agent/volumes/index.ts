@@ -11,19 +11,11 @@ import {
   Volumes,
 } from "./manager.ts";
 
-export { invalidPayloadPath, writeAtomically } from "./atomic-writer.ts";
-export type {
-  DiskEmptyDirLimit,
-  FailedVolume,
-  MountPodResult,
-  SubPathMount,
-  VolumeManagerDeps,
-} from "./manager.ts";
-export { createSystemMounter, type Mounter, type MountPoint, mountPointsUnder } from "./mounter.ts";
-export { emptyDirPath, PLUGIN_DIRS, podDir, subPathTarget, volumeDir } from "./paths.ts";
-export { type FileProjection, type Payload, volumePayload } from "./payload.ts";
-export { checkSubPathText, SubPathError } from "./subpath.ts";
-
+export { writeAtomically } from "./atomic-writer.ts";
+export type { VolumeManagerDeps } from "./manager.ts";
+export { createSystemMounter, type Mounter, type MountPoint } from "./mounter.ts";
+export { volumeDir } from "./paths.ts";
+export { type Payload, volumePayload } from "./payload.ts";
 export interface VolumeManager {
   /**
    * Sets up every volume of `pod` (kubelet's WaitForAttachAndMount): folders, tmpfs mounts,

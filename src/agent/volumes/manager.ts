@@ -31,7 +31,7 @@ import { volumePayload } from "./payload.ts";
 import { prepareSubPath } from "./subpath.ts";
 
 /** Records an event about a pod (the agent's recorder). */
-export type VolumeEventRecorder = (
+type VolumeEventRecorder = (
   pod: Pod,
   type: "Normal" | "Warning",
   reason: string,
@@ -51,7 +51,7 @@ export interface VolumeManagerDeps {
   mounter: Mounter;
 }
 
-export interface FailedVolume {
+interface FailedVolume {
   volume: string;
   /** The kubelet's message, e.g. `configmap "cfg" not found`. */
   message: string;

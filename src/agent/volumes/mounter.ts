@@ -26,7 +26,7 @@ export interface Mounter {
 }
 
 /** Mount points at or under `dir` in a mountinfo text, deepest first. */
-export function mountPointsUnder(mountinfo: string, dir: string): MountPoint[] {
+function mountPointsUnder(mountinfo: string, dir: string): MountPoint[] {
   const base = dir.endsWith("/") ? dir.slice(0, -1) : dir;
   return parseMountinfo(mountinfo)
     .filter((m) => m.mountPoint === base || m.mountPoint.startsWith(`${base}/`))

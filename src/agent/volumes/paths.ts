@@ -14,7 +14,7 @@ import { join } from "node:path";
 import type { Volume } from "../../api/index.ts";
 
 /** The plugin of each volume source, as a folder name (the kubelet's, "/" written "~"). */
-export const PLUGIN_DIRS = {
+const PLUGIN_DIRS = {
   emptyDir: "kubernetes.io~empty-dir",
   configMap: "kubernetes.io~configmap",
   secret: "kubernetes.io~secret",
@@ -30,10 +30,6 @@ export function podDir(rootDir: string, uid: string): string {
 
 export function volumeDir(rootDir: string, uid: string, kind: PluginKind, name: string): string {
   return join(podDir(rootDir, uid), "volumes", PLUGIN_DIRS[kind], name);
-}
-
-export function emptyDirPath(rootDir: string, uid: string, volume: string): string {
-  return volumeDir(rootDir, uid, "emptyDir", volume);
 }
 
 /** Where the bind mount of the `index`th volumeMount of a container is made. */

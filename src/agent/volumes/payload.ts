@@ -19,7 +19,7 @@ import {
 import type { ObjectLookup } from "../sources/index.ts";
 
 /** One file of a volume: its bytes and mode. */
-export interface FileProjection {
+interface FileProjection {
   data: Buffer;
   mode: number;
 }

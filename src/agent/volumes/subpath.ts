@@ -15,7 +15,7 @@ import type { Mounter } from "./mounter.ts";
 import { missingAsUndefined } from "./paths.ts";
 
 /** A subPath the container cannot have; the message is the kubelet's. */
-export class SubPathError extends Error {
+class SubPathError extends Error {
   override readonly name = "SubPathError";
 }
 
@@ -36,7 +36,7 @@ function within(path: string, base: string): boolean {
 }
 
 /** Checks a subPath's text (kubelet: before anything touches the disk). */
-export function checkSubPathText(subPath: string): void {
+function checkSubPathText(subPath: string): void {
   if (isAbsolute(subPath))
     throw new SubPathError(`error SubPath \`${subPath}\` must not be an absolute path`);
   if (subPath.split("/").includes(".."))

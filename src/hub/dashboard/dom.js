@@ -160,7 +160,7 @@ export function ago(time, now, suffix = " ago") {
  * A duration the way kubectl prints ages: 45s, 12m, 3h, 2d.
  * @param {number} ms
  */
-export function duration(ms) {
+function duration(ms) {
   const s = Math.max(0, Math.floor(ms / 1000));
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m`;

@@ -12,7 +12,7 @@ interface Asset {
 const JS = "text/javascript; charset=utf-8";
 
 /** Every file the dashboard serves, by its path. */
-export const DASHBOARD_ASSETS: Readonly<Record<string, Asset>> = {
+const DASHBOARD_ASSETS: Readonly<Record<string, Asset>> = {
   "/": { body: asset("index.html"), type: "text/html; charset=utf-8" },
   "/ui/style.css": { body: asset("style.css"), type: "text/css; charset=utf-8" },
   "/ui/icon.svg": { body: asset("icon.svg"), type: "image/svg+xml" },

@@ -140,7 +140,7 @@ export function restarts(pod) {
  * Whether the hub currently hears from `node`.
  * @param {KObject} node
  */
-export function isOnline(node) {
+function isOnline(node) {
   return node.metadata.annotations?.[ANNOTATION.online] === "true";
 }
 

@@ -36,7 +36,7 @@ export interface DesiredContent {
 }
 
 /** The desired content of a device. */
-export function desiredContent(
+function desiredContent(
   node: string,
   assigned: readonly AssignedPod[],
   lookup: (key: string) => ConfigObject | undefined,

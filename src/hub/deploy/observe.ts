@@ -30,7 +30,7 @@ export interface ObservedDevice extends DeviceFacts {
 }
 
 /** The labels a device is selected by: its own, overlaid with the hub's. */
-export function deviceLabels(rec: NodeRecord): Record<string, string> {
+function deviceLabels(rec: NodeRecord): Record<string, string> {
   return { ...rec.node?.metadata.labels, ...rec.hubLabels };
 }
 
@@ -77,7 +77,7 @@ function crashLoop(statuses: ContainerStatus[]): string | undefined {
 }
 
 /** Why a pod fails a rollout's gate, from its reported status; undefined when it does not. */
-export function podFailure(pod: Pod): string | undefined {
+function podFailure(pod: Pod): string | undefined {
   const st = pod.status;
   const name = `pod "${pod.metadata.name}"`;
   if (st?.phase === "Failed")
@@ -103,7 +103,7 @@ export interface ObserveContext {
 }
 
 /** Why a device that was sent its pod cannot use it, from the hub's side. */
-export const SECRETS_WITHHELD =
+const SECRETS_WITHHELD =
   "SecretsWithheld: the hub sends Secrets only over TLS or loopback, and this device's connection is neither";
 
 function podFacts(pod: Pod, ctx: ObserveContext): PodFacts {

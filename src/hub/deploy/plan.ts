@@ -81,7 +81,7 @@ export interface PlanInput {
 }
 
 /** The first reason a device fails the revision `hash`, if it does. */
-export function deviceFailure(
+function deviceFailure(
   d: DeviceFacts,
   hash: string,
   now: number,

@@ -19,7 +19,7 @@ function derivedUid(...parts: string[]): string {
 }
 
 /** The uid of the DaemonSet's pod of template `hash` on `node`. */
-export function hubPodUid(dsUid: string, node: string, hash: string): string {
+function hubPodUid(dsUid: string, node: string, hash: string): string {
   return derivedUid(dsUid, node, hash);
 }
 

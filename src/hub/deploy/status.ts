@@ -13,8 +13,8 @@ import { parseDuration } from "../../api/duration.ts";
 import type { ObservedDevice } from "./observe.ts";
 import type { RolloutPhase, RolloutRecord, RolloutSettings } from "./plan.ts";
 
-export const DEFAULT_PROGRESS_DEADLINE_MS = 10 * 60_000;
-export const DEFAULT_CANARY = "1";
+const DEFAULT_PROGRESS_DEADLINE_MS = 10 * 60_000;
+const DEFAULT_CANARY = "1";
 
 /** The rollout settings of a DaemonSet, resolved against its devices. */
 export function rolloutSettings(
@@ -37,7 +37,7 @@ export function rolloutSettings(
   };
 }
 
-export type DeviceState =
+type DeviceState =
   | "Updated"
   | "Updating"
   | "Waiting"

@@ -24,7 +24,7 @@ export interface RevisionRecord {
   createdAt: number;
 }
 
-export interface AssignmentRecord {
+interface AssignmentRecord {
   dsUid: string;
   node: string;
   hash: string;

@@ -7,7 +7,7 @@ import { buildInfo } from "../../util/version.ts";
 import type { KubeResource } from "./resources.ts";
 
 /** The Kubernetes API level the hub's API follows (kubectl picks its behaviour by it). */
-export const KUBE_API = { major: "1", minor: "32" } as const;
+const KUBE_API = { major: "1", minor: "32" } as const;
 
 const AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
@@ -22,7 +22,7 @@ function jsonResponse(body: unknown, contentType = "application/json"): Response
   return new Response(JSON.stringify(body), { headers: { "content-type": contentType } });
 }
 
-export function versionInfo(now: Date): Record<string, string> {
+function versionInfo(now: Date): Record<string, string> {
   const info = buildInfo();
   return {
     major: KUBE_API.major,

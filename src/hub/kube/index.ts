@@ -9,7 +9,7 @@ import { validateConfigMap, validateSecret } from "../../api/validate-objects.ts
 import type { Deployer } from "../deploy/deployer.ts";
 import type { ChangeLog } from "./changes.ts";
 import { discovery } from "./discovery.ts";
-import { getResponse, listResponse, notFound, type ReadContext } from "./reads.ts";
+import { getResponse, listResponse, type ReadContext } from "./reads.ts";
 import {
   findResource,
   hubResources,
@@ -147,5 +147,3 @@ export function createKubeApi(d: KubeApiDeps): KubeApi {
     },
   };
 }
-
-export { notFound };

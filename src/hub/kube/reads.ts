@@ -26,7 +26,7 @@ function nodeOf(o: KubeObject): string | undefined {
 }
 
 /** The filter of ?labelSelector=, ?fieldSelector= (and the hub's own ?nodeName=). */
-export function selection(r: KubeResource, q: URLSearchParams): (o: KubeObject) => boolean {
+function selection(r: KubeResource, q: URLSearchParams): (o: KubeObject) => boolean {
   try {
     const labels = parseLabelSelector(q.get("labelSelector") ?? "");
     const fields = parseFieldSelector(q.get("fieldSelector") ?? "", r.fields);
@@ -50,7 +50,7 @@ function listVersion(ctx: ReadContext, r: KubeResource, items: KubeObject[]): st
 }
 
 /** A meta.k8s.io/v1 Table of `objects`. */
-export function table(
+function table(
   r: KubeResource,
   objects: KubeObject[],
   now: number,
@@ -101,7 +101,7 @@ export function listResponse(
   return json({ apiVersion, kind: `${r.kind}List`, metadata: { resourceVersion: rv }, items });
 }
 
-export function notFound(r: KubeResource, name: string): StatusError {
+function notFound(r: KubeResource, name: string): StatusError {
   return new StatusError("NotFound", `${qualifiedName(r)} "${name}" not found`, {
     name,
     ...(r.group !== "" && { group: r.group }),

@@ -28,7 +28,7 @@ export interface KubeObject {
   metadata: ObjectMeta;
 }
 
-export interface Subresource {
+interface Subresource {
   name: string;
   kind: string;
   verbs: string[];

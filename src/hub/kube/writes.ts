@@ -10,7 +10,7 @@ import { readBody } from "../http.ts";
 import { jsonPatch, mergePatch, strategicMergePatch, unknownFields } from "./patch.ts";
 import { type KubeObject, type KubeResource, qualifiedName } from "./resources.ts";
 
-export type ApplyResult = "created" | "configured" | "unchanged";
+type ApplyResult = "created" | "configured" | "unchanged";
 
 /** How one writable resource decodes, stores and deletes its objects. */
 export interface Writer {
@@ -22,10 +22,10 @@ export interface Writer {
 }
 
 /** The header saying what a write did: created, configured or unchanged. */
-export const APPLY_RESULT_HEADER = "fleetlet-apply";
+const APPLY_RESULT_HEADER = "fleetlet-apply";
 
 /** The largest object body the hub takes (a ConfigMap may hold up to 1 MiB of data). */
-export const MAX_OBJECT_BYTES = 3 * 1024 * 1024;
+const MAX_OBJECT_BYTES = 3 * 1024 * 1024;
 
 type Json = Parameters<typeof mergePatch>[0];
 

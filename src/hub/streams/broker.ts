@@ -24,7 +24,7 @@ import {
 import type { Logger } from "../../util/log.ts";
 
 /** Input a client may have sent ahead of the device's credit before its stream is ended. */
-export const MAX_PENDING_INPUT = 16 * 1024 * 1024;
+const MAX_PENDING_INPUT = 16 * 1024 * 1024;
 
 /** The part of an agent's socket the broker uses. */
 export interface BrokerSocket {

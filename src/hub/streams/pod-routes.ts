@@ -53,7 +53,7 @@ export async function podLog(
   return logStreamResponse(d.broker.opener(node), open, req.signal);
 }
 
-export interface ExecSocketData extends SocketData {
+interface ExecSocketData extends SocketData {
   kind: "exec";
   protocol: string;
   node: string;
@@ -63,7 +63,7 @@ export interface ExecSocketData extends SocketData {
 }
 
 /** The upgrade of .../pods/NAME/exec: checked here, refused with a Status before upgrading. */
-export function execUpgrade(
+function execUpgrade(
   d: PodStreamDeps,
   req: Request,
   url: URL,
@@ -102,7 +102,7 @@ export function execUpgrade(
 }
 
 /** How an exec ended, as the audit log says it. */
-export function outcome(end: { exitCode?: number; error?: string }): string {
+function outcome(end: { exitCode?: number; error?: string }): string {
   return end.error !== undefined
     ? end.error === "the client left"
       ? "client left"

@@ -24,7 +24,7 @@ import type { PodStreamDeps } from "./pod-deps.ts";
 const TUNNEL = "SPDY/3.1+portforward.k8s.io";
 const CHANNEL_PROTOCOLS = ["v4.channel.k8s.io", "portforward.k8s.io"];
 
-export interface PortForwardSocketData extends SocketData {
+interface PortForwardSocketData extends SocketData {
   kind: "portforward";
   protocol: string;
   node: string;

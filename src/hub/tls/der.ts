@@ -9,7 +9,7 @@ function length(n: number): Buffer {
 }
 
 /** One value: `tag`, its length and `content`. */
-export function tlv(tag: number, content: Buffer): Buffer {
+function tlv(tag: number, content: Buffer): Buffer {
   return Buffer.concat([Buffer.from([tag]), length(content.length), content]);
 }
 
@@ -18,7 +18,6 @@ export const set = (...items: Buffer[]): Buffer => tlv(0x31, Buffer.concat(items
 export const octetString = (b: Buffer): Buffer => tlv(0x04, b);
 export const utf8String = (s: string): Buffer => tlv(0x0c, Buffer.from(s, "utf8"));
 export const boolean = (v: boolean): Buffer => tlv(0x01, Buffer.from([v ? 0xff : 0]));
-export const nullValue = (): Buffer => Buffer.from([0x05, 0]);
 
 /** A non-negative INTEGER from its big-endian magnitude (a 0 byte is put first when needed). */
 export function integer(magnitude: Buffer): Buffer {

@@ -16,7 +16,7 @@ import { nullLogger } from "../../../src/util/log.ts";
 import { FakeMounter } from "../../lib/fake-mounter.ts";
 import { T0 } from "./fixtures.ts";
 
-export interface RecordedEvent {
+interface RecordedEvent {
   type: string;
   reason: string;
   message: string;

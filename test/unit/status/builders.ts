@@ -5,7 +5,7 @@ import { applyPodDefaults } from "../../../src/api/defaults.ts";
 import type { Container, Pod, RestartPolicy } from "../../../src/api/types.ts";
 
 export const T0 = Date.UTC(2024, 4, 1, 10, 0, 0);
-export const UID = "uid-1";
+const UID = "uid-1";
 
 export function ctr(name: string, extra: Partial<Container> = {}): Container {
   return { name, image: `${name}:1`, ...extra };

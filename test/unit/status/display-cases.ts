@@ -10,7 +10,7 @@ import type {
 } from "../../../src/api/types.ts";
 import { ctr, makePod } from "./builders.ts";
 
-export function cs(
+function cs(
   name: string,
   state: ContainerState,
   extra: Partial<ContainerStatus> = {},
