@@ -47,9 +47,9 @@ export interface CriClient extends CriRuntime, ContainerEvents {
   close(): void;
 }
 
-export const CRI_DEFAULT_TIMEOUT_MS = 10_000;
-export const CRI_LIFECYCLE_TIMEOUT_MS = 120_000;
-export const CRI_PULL_IMAGE_TIMEOUT_MS = 600_000;
+const CRI_DEFAULT_TIMEOUT_MS = 10_000;
+const CRI_LIFECYCLE_TIMEOUT_MS = 120_000;
+const CRI_PULL_IMAGE_TIMEOUT_MS = 600_000;
 
 const LIFECYCLE: ReadonlySet<CriMethod> = new Set<CriMethod>([
   "runPodSandbox",

@@ -33,19 +33,16 @@ export class GrpcError extends Error {
   }
 }
 
-export interface GrpcCallContext {
+interface GrpcCallContext {
   /** Aborts when the client cancels, the deadline passes or the server closes. */
   signal: AbortSignal;
   /** The request's metadata: its header fields but HTTP/2's and gRPC's own. */
   metadata: ReadonlyMap<string, string>;
 }
 
-export type UnaryMethod = (
-  request: Buffer,
-  ctx: GrpcCallContext,
-) => Promise<Uint8Array> | Uint8Array;
+type UnaryMethod = (request: Buffer, ctx: GrpcCallContext) => Promise<Uint8Array> | Uint8Array;
 /** Sends messages with `send` until it resolves (the stream then ends OK). */
-export type ServerStreamMethod = (
+type ServerStreamMethod = (
   request: Buffer,
   send: (message: Uint8Array) => void,
   ctx: GrpcCallContext,

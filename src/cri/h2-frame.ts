@@ -17,7 +17,6 @@ export const FLAG_END_HEADERS = 0x4;
 export const FLAG_PADDED = 0x8;
 export const FLAG_PRIORITY = 0x20;
 
-export const SETTINGS_HEADER_TABLE_SIZE = 1;
 export const SETTINGS_ENABLE_PUSH = 2;
 export const SETTINGS_MAX_CONCURRENT_STREAMS = 3;
 export const SETTINGS_INITIAL_WINDOW_SIZE = 4;
@@ -43,8 +42,6 @@ export const MAX_FRAME = 16_384;
 export const MAX_FRAME_LIMIT = 0xffffff;
 export const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 export const MAX_STREAM_ID = 0x7fffffff;
-
-export const EMPTY_DONE = Buffer.alloc(0);
 
 export function frame(type: number, flags: number, id: number, payload: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(9 + payload.length);

@@ -308,7 +308,7 @@ const readData = new WeakMap<RawConn, { received: number; granted: number }>();
 
 /** What the other side lets `c` send now: on stream `id`, on the connection, in one frame. Only
  * DATA sent with sendData() is counted against the windows. */
-export function sendWindows(
+function sendWindows(
   c: RawConn,
   id: number,
 ): { stream: number; connection: number; frame: number } {

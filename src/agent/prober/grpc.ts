@@ -13,12 +13,12 @@ import type { ProbeOutcome } from "./types.ts";
 // 200 bytes, an error's grpc-message a few hundred more. A probe may run for every container
 // every second, so these bound the agent's memory per probe in flight, not only per call.
 /** The largest header block a probe target may send (grpc-go's default is 16 MiB). */
-export const PROBE_HEADER_BYTES = 16 * 1024;
+const PROBE_HEADER_BYTES = 16 * 1024;
 /** The largest response message, and the HTTP/2 window, of a probe. */
-export const PROBE_MESSAGE_BYTES = 64 * 1024;
+const PROBE_MESSAGE_BYTES = 64 * 1024;
 
 export const HEALTH_CHECK_PATH = "/grpc.health.v1.Health/Check";
-export const SERVING_STATUS = ["UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"] as const;
+const SERVING_STATUS = ["UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"] as const;
 
 function varint(n: number): number[] {
   const out: number[] = [];
@@ -31,14 +31,14 @@ function varint(n: number): number[] {
   return out;
 }
 
-export function encodeHealthCheckRequest(service: string): Buffer {
+function encodeHealthCheckRequest(service: string): Buffer {
   if (service === "") return Buffer.alloc(0);
   const bytes = Buffer.from(service, "utf8");
   return Buffer.concat([Buffer.from([0x0a, ...varint(bytes.length)]), bytes]);
 }
 
 /** Reads field 1 (varint) of a HealthCheckResponse; skips other fields. */
-export function decodeHealthCheckResponse(buf: Buffer): number {
+function decodeHealthCheckResponse(buf: Buffer): number {
   let at = 0;
   let result = 0;
   const readVarint = () => {
