@@ -2,7 +2,7 @@
 // RuntimeReady true, and PLEG must be relisting. Checked every few seconds; changes are logged
 // once each way, and the reasons are what /healthz reports.
 import type { CriRuntime } from "../cri/index.ts";
-import type { Clock } from "../util/clock.ts";
+import { type Clock, sleepQuietly } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 
 export interface RuntimeHealthDeps {
@@ -66,9 +66,11 @@ export function createRuntimeHealth(deps: RuntimeHealthDeps): RuntimeHealth {
     },
     async run(signal) {
       while (!signal.aborted) {
-        await deps.clock
-          .sleep(wasHealthy === false ? 1000 : (deps.periodMs ?? 5000), signal)
-          .catch(() => {});
+        await sleepQuietly(
+          deps.clock,
+          wasHealthy === false ? 1000 : (deps.periodMs ?? 5000),
+          signal,
+        );
         if (!signal.aborted) await this.check();
       }
     },

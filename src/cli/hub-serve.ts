@@ -55,7 +55,8 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   }
   const { hostname, port } = parseListen(flags.listen ?? "127.0.0.1:7443");
   const dataDir = flags.data ?? "/var/lib/fleetlet/hub";
-  const tls = serveTls(flags, hostname, dataDir);
+  const clock = realClock;
+  const tls = serveTls(flags, hostname, dataDir, clock.now());
   const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
   const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
   const rolloutIntervalMs = durationFlag(flags["rollout-interval"], "rollout-interval");
@@ -64,7 +65,7 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
     hostname,
     port,
     ...(tls !== undefined && { tls }),
-    clock: realClock,
+    clock,
     log,
     ...(heartbeatIntervalMs !== undefined && { heartbeatIntervalMs }),
     ...(rolloutIntervalMs !== undefined && { rolloutIntervalMs }),
@@ -101,8 +102,8 @@ function isLoopbackHost(host: string): boolean {
   return host === "localhost" || host === "::1" || /^127\./.test(host);
 }
 
-/** The certificate to serve: the given files, the hub's own CA in the data dir, or none
- * (--plain-http, loopback only). */
+/** The certificate to serve: the given files, the hub's own CA in the data dir (made or
+ * renewed as of `now`), or none (--plain-http, loopback only). */
 function serveTls(
   flags: {
     "tls-cert"?: string;
@@ -113,6 +114,7 @@ function serveTls(
   },
   hostname: string,
   dataDir: string,
+  now: number,
 ): HubTls | undefined {
   const cert = flags["tls-cert"];
   const key = flags["tls-key"];
@@ -136,7 +138,7 @@ function serveTls(
     if (flags["tls-ca"] !== undefined) throw new UsageError("--tls-ca goes with --tls-cert");
     if (!existsSync(dataDir)) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const sans = defaultSans(hostname, (flags["tls-san"] ?? "").split(","));
-    return ownTls(dataDir, sans, Date.now());
+    return ownTls(dataDir, sans, now);
   } catch (err) {
     if (err instanceof CliError) throw err;
     throw new CliError(`cannot set up the hub's TLS: ${(err as Error).message}`);

@@ -208,7 +208,7 @@ function apiDepsOf(
       fleet: state.fleet,
       deployer,
       changes: state.changes,
-      now: () => opts.clock.now(),
+      clock: opts.clock,
       node: {
         patch: (req, name) => patchNodeLabels(deps, req, name),
         delete: (name) => revokeNode(deps, name),

@@ -16,6 +16,12 @@ export function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException("The operation was aborted", "AbortError");
 }
 
+/** Waits `ms` on `clock`, or less if `signal` aborts first; never rejects (loops that sleep
+ * between iterations check the signal themselves). */
+export function sleepQuietly(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+  return clock.sleep(ms, signal).catch(() => {});
+}
+
 export const realClock: Clock = {
   now: () => Date.now(),
   sleep(ms, signal) {

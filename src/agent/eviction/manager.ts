@@ -9,7 +9,7 @@
 // or a pod figure it cannot read (a signal is reported once, then left out until it reads again);
 // the conditions and admit() always reflect the last cycle.
 import type { Pod } from "../../api/types.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import {
   isMemorySignal,
@@ -201,7 +201,7 @@ class Eviction implements EvictionManager {
     const { clock } = this.deps;
     const deadline = clock.now() + POD_CLEANUP_TIMEOUT_MS;
     while (clock.now() < deadline && !signal?.aborted) {
-      await clock.sleep(POD_CLEANUP_POLL_MS, signal).catch(() => undefined);
+      await sleepQuietly(clock, POD_CLEANUP_POLL_MS, signal);
       if (pods.every((p) => this.deps.podCleanedUp(uidOf(p)))) return;
     }
     if (!signal?.aborted)
@@ -219,7 +219,7 @@ class Eviction implements EvictionManager {
         this.log.error("eviction cycle failed; trying again next period", { error });
       }
       if (evicted.length > 0) await this.waitForCleanup(evicted, signal);
-      else await this.deps.clock.sleep(this.deps.monitoringPeriodMs, signal).catch(() => undefined);
+      else await sleepQuietly(this.deps.clock, this.deps.monitoringPeriodMs, signal);
     }
   }
 

@@ -11,7 +11,7 @@
 // - A sandbox is removed only after every container the plan removed from it is gone.
 // - Passes never overlap: a reclaim during a periodic pass waits for it.
 import type { CriRuntime } from "../../cri/index.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import {
   LABEL_CONTAINER_NAME,
@@ -209,7 +209,7 @@ export function createContainerGC(deps: ContainerGCDeps): ContainerGC {
       serialized({ minAgeMs: 0, maxPerPodContainer: 0, maxContainers: 0 }),
     async run(signal) {
       while (!signal.aborted) {
-        await deps.clock.sleep(deps.periodMs, signal).catch(() => {});
+        await sleepQuietly(deps.clock, deps.periodMs, signal);
         if (signal.aborted) break;
         try {
           await gc.garbageCollect();

@@ -14,7 +14,7 @@ import { rename, rm, stat } from "node:fs/promises";
 import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import type { CriRuntime } from "../../cri/index.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { nodeSelector } from "../kuberuntime/index.ts";
 import { rotatedFiles, rotatedPath } from "../logs/index.ts";
@@ -168,7 +168,7 @@ export function createLogRotation(deps: LogRotationDeps): LogRotation {
     },
     async run(signal) {
       while (!signal.aborted) {
-        await deps.clock.sleep(deps.monitorIntervalMs, signal).catch(() => {});
+        await sleepQuietly(deps.clock, deps.monitorIntervalMs, signal);
         if (signal.aborted) break;
         await rotation
           .rotateLogs()

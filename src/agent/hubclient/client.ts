@@ -9,7 +9,7 @@ import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
 import { AGENT_FEATURES, type Welcome } from "../../protocol/index.ts";
 import { fullJitter } from "../../util/backoff.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { type OpenStream, StreamMux } from "../streams/mux.ts";
 import { type DesiredHandler, DesiredReports } from "./desired.ts";
@@ -234,7 +234,7 @@ export function createHubClient(deps: HubClientDeps): HubClient {
           reason: r.error?.reason ?? r.reason,
           retryInMs: delay,
         });
-        await deps.clock.sleep(delay, signal).catch(() => {});
+        await sleepQuietly(deps.clock, delay, signal);
       }
     },
     get connected() {

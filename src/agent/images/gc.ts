@@ -14,7 +14,7 @@
 import { statfs as fsStatfs } from "node:fs/promises";
 import type { ContainerImage } from "../../api/node.ts";
 import type { CriRuntime, Image } from "../../cri/index.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import {
   bytesToFree,
@@ -150,7 +150,7 @@ class ImageGCManager implements ImageGC {
   ): Promise<void> {
     let wait = !first;
     while (!signal.aborted) {
-      if (wait) await this.deps.clock.sleep(periodMs, signal).catch(() => {});
+      if (wait) await sleepQuietly(this.deps.clock, periodMs, signal);
       wait = true;
       if (signal.aborted) break;
       await fn().catch((err) =>

@@ -5,7 +5,7 @@
 
 import type { Container, HTTPGetAction, LifecycleHandler, Pod } from "../../api/types.ts";
 import type { CriRuntime } from "../../cri/index.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import { errorMessage, formatPod } from "./format.ts";
 
 export interface HookContext {
@@ -84,11 +84,8 @@ async function runHTTP(h: HTTPGetAction, ctx: HookContext): Promise<HookResult> 
 }
 
 async function runSleep(seconds: number, ctx: HookContext): Promise<HookResult> {
-  try {
-    await ctx.clock.sleep(Math.min(seconds * 1000, ctx.timeoutMs), ctx.signal);
-  } catch {
-    // Cut short by the caller: the hook is over either way.
-  }
+  // Cut short by the caller: the hook is over either way.
+  await sleepQuietly(ctx.clock, Math.min(seconds * 1000, ctx.timeoutMs), ctx.signal);
   return { ok: true };
 }
 

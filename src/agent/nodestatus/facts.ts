@@ -6,6 +6,7 @@
 import { readFile, statfs } from "node:fs/promises";
 import { arch, cpus, hostname, release, totalmem } from "node:os";
 import { dirname } from "node:path";
+import { type Clock, realClock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 
 /** What buildNode needs that does not change while the agent runs. */
@@ -44,6 +45,8 @@ export interface GatherFactsInput {
   readText?: (path: string) => Promise<string>;
   /** Injected for tests; node:os and lscpu by default. */
   hardware?: () => Promise<{ cores: number; model: string; memoryBytes: number }>;
+  /** The hardware reading's 5 s timeout runs on it (default: the real clock). */
+  clock?: Clock;
 }
 
 /** Node's process.arch → the GOARCH names Kubernetes labels use. */
@@ -80,14 +83,12 @@ async function systemHardware(): Promise<{ cores: number; model: string; memoryB
   return { cores: list.length || 1, model, memoryBytes: totalmem() };
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return Promise.race([
-    p,
-    new Promise<T>((_, reject) => {
-      const t = setTimeout(() => reject(new Error(`${what} did not answer within ${ms}ms`)), ms);
-      t.unref?.();
-    }),
-  ]);
+function withTimeout<T>(clock: Clock, p: Promise<T>, ms: number, what: string): Promise<T> {
+  let cancel = () => {};
+  const late = new Promise<never>((_, reject) => {
+    cancel = clock.setTimer(ms, () => reject(new Error(`${what} did not answer within ${ms}ms`)));
+  });
+  return Promise.race([p, late]).finally(() => cancel());
 }
 
 /** Reads every static fact; each one that fails is logged and left at a safe value. */
@@ -104,7 +105,12 @@ export async function gatherNodeFacts(input: GatherFactsInput): Promise<NodeFact
   };
   let hw = { cores: cpus().length || 1, model: cpus()[0]?.model ?? "", memoryBytes: totalmem() };
   try {
-    hw = await withTimeout((input.hardware ?? systemHardware)(), 5000, "reading the hardware");
+    hw = await withTimeout(
+      input.clock ?? realClock,
+      (input.hardware ?? systemHardware)(),
+      5000,
+      "reading the hardware",
+    );
   } catch (err) {
     log.warn("cannot read hardware facts; using node:os", { error: err });
   }

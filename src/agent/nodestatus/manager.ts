@@ -5,7 +5,7 @@
 // the last built Node; update() never throws.
 import type { Node } from "../../api/node.ts";
 import type { ResourceList } from "../../api/types.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { buildNode, type NodeState, nodeChanged } from "./build.ts";
 import type { NodeFacts } from "./facts.ts";
@@ -140,7 +140,7 @@ export function createNodeStatusManager(deps: NodeStatusDeps): NodeStatusManager
       let wasHealthy = deps.health.healthy();
       const poll = Math.min(deps.healthPollMs ?? 500, updateMs);
       while (!signal.aborted) {
-        await deps.clock.sleep(poll, signal).catch(() => {});
+        await sleepQuietly(deps.clock, poll, signal);
         if (signal.aborted) break;
         const healthy = deps.health.healthy();
         if (healthy !== wasHealthy || deps.clock.now() - lastUpdate >= updateMs) {

@@ -38,6 +38,7 @@ export async function createAgentNodeStatus(
     maxPods: config.maxPods,
     configLabels: config.nodeLabels,
     logger: input.logger,
+    clock: input.clock,
   });
   return createNodeStatusManager({
     clock: input.clock,

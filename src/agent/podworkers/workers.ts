@@ -1,6 +1,7 @@
 // The pod workers themselves: a worker per UID, each running one step at a time (sync, or
 // terminating then terminated), scheduled as updates arrive (see index.ts for the invariants).
 import type { Pod } from "../../api/types.ts";
+import { sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { PodWorkers, PodWorkersDeps } from "./index.ts";
 import { StartedNames } from "./names.ts";
@@ -168,6 +169,6 @@ export class PodWorkerSet implements PodWorkers {
       return;
     }
     if (w.pending === undefined) w.pending = { pod: w.pod, type: "kill", kill: w.kill };
-    await this.deps.clock.sleep(this.deps.errorBackoffMs, this.deps.signal).catch(() => {});
+    await sleepQuietly(this.deps.clock, this.deps.errorBackoffMs, this.deps.signal);
   }
 }

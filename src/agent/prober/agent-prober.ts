@@ -28,7 +28,7 @@ export function createAgentProber(deps: AgentProberDeps): ProberManager {
   const prober = createProberManager({
     clock: deps.clock,
     logger: deps.logger,
-    handler: createProbeHandler({ cri: deps.cri }),
+    handler: createProbeHandler({ cri: deps.cri, clock: deps.clock }),
     event: (pod, name, type, reason, message) => {
       const init = !pod.spec.containers.some((c) => c.name === name);
       deps.recorder.event(podRef(pod, { name, init }), type, reason, message);

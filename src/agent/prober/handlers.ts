@@ -5,6 +5,7 @@
 import { connect } from "node:net";
 import type { Probe } from "../../api/types.ts";
 import { type CriRuntime, isDeadlineExceeded } from "../../cri/index.ts";
+import { type Clock, realClock } from "../../util/clock.ts";
 import { resolvePort } from "../kuberuntime/index.ts";
 import { probeGRPC } from "./grpc.ts";
 import { probeHTTP } from "./http.ts";
@@ -16,6 +17,8 @@ const MAX_EXEC_OUTPUT = 10 * 1024;
 
 export interface HandlerDeps {
   cri: Pick<CriRuntime, "execSync">;
+  /** The tcpSocket probe's timeout runs on it (default: the real clock). */
+  clock?: Clock;
 }
 
 async function probeExec(
@@ -48,19 +51,24 @@ async function probeExec(
   }
 }
 
-function probeTCP(host: string, port: number, timeoutMs: number, signal: AbortSignal) {
+function probeTCP(
+  clock: Clock,
+  host: string,
+  port: number,
+  timeoutMs: number,
+  signal: AbortSignal,
+) {
   const addr = `${host.includes(":") ? `[${host}]` : host}:${port}`;
   return new Promise<ProbeOutcome>((resolve) => {
     const socket = connect({ host, port });
     const done = (outcome: ProbeOutcome) => {
-      clearTimeout(timer);
+      cancelTimer();
       signal.removeEventListener("abort", onAbort);
       socket.destroy();
       resolve(outcome);
     };
-    const timer = setTimeout(
-      () => done({ result: "failure", output: `dial tcp ${addr}: i/o timeout` }),
-      timeoutMs,
+    const cancelTimer = clock.setTimer(timeoutMs, () =>
+      done({ result: "failure", output: `dial tcp ${addr}: i/o timeout` }),
     );
     const onAbort = () => done({ result: "failure", output: `dial tcp ${addr}: cancelled` });
     signal.addEventListener("abort", onAbort, { once: true });
@@ -79,7 +87,7 @@ export function createProbeHandler(deps: HandlerDeps): ProbeHandlerFn {
     if (probe.tcpSocket) {
       const port = resolvePort(probe.tcpSocket.port, target.container);
       const host = probe.tcpSocket.host || target.host;
-      return probeTCP(host, port, timeoutMs, signal);
+      return probeTCP(deps.clock ?? realClock, host, port, timeoutMs, signal);
     }
     if (probe.grpc) {
       return probeGRPC(target.host, probe.grpc.port, probe.grpc.service ?? "", timeoutMs, signal);

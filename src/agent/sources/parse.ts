@@ -18,7 +18,6 @@ import {
 } from "../../api/index.ts";
 import { type ConfigObject, objectKey, objectKeyOf } from "../../api/pod-objects.ts";
 import { canonicalJSON } from "../../util/canonical.ts";
-import { readPlainYaml } from "./yaml-fast.ts";
 
 export const CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash";
 export const CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source";
@@ -122,11 +121,8 @@ const octalInt: ScalarTag = {
   },
 };
 
-/** The documents of a manifest file, each its value or why it is not valid YAML: read by the
- * fast path when it can (yaml-fast.ts), else by the yaml package. */
+/** The documents of a manifest file, each its value or why it is not valid YAML. */
 function yamlDocuments(text: string): ({ value: unknown } | { error: string })[] {
-  const plain = readPlainYaml(text);
-  if (plain !== undefined) return plain.value === null ? [] : [plain];
   return parseAllDocuments(text, { customTags: (tags) => [octalInt, ...tags] }).map((doc) => {
     const firstError = doc.errors[0];
     if (firstError !== undefined) return { error: yamlMessage(firstError) };

@@ -9,7 +9,7 @@ import { DEFAULT_NAMESPACE } from "../../api/index.ts";
 import { type ConfigObject, objectsUsedBy } from "../../api/pod-objects.ts";
 import { StatusError } from "../../api/status.ts";
 import { jsonEqual } from "../../util/canonical.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { Bus } from "../bus.ts";
 import { type ApplyResult, DaemonSetCatalog } from "./daemonsets.ts";
@@ -221,7 +221,7 @@ export class Deployer {
 
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      await this.deps.clock.sleep(this.deps.intervalMs, signal).catch(() => undefined);
+      await sleepQuietly(this.deps.clock, this.deps.intervalMs, signal);
       if (!signal.aborted) this.safeReconcile();
     }
     this.soon?.();

@@ -6,6 +6,7 @@ import { validateDaemonSet } from "../../api/daemonset.ts";
 import type { ConfigObject } from "../../api/pod-objects.ts";
 import { StatusError } from "../../api/status.ts";
 import { validateConfigMap, validateSecret } from "../../api/validate-objects.ts";
+import type { Clock } from "../../util/clock.ts";
 import type { Deployer } from "../deploy/deployer.ts";
 import type { ChangeLog } from "./changes.ts";
 import { discovery } from "./discovery.ts";
@@ -60,7 +61,7 @@ export interface KubeApiDeps extends ResourceDeps {
   deployer: ResourceDeps["deployer"] &
     Pick<Deployer, "apply" | "delete" | "applyObject" | "deleteObject">;
   changes: ChangeLog;
-  now(): number;
+  clock: Clock;
   /** Period of watches that compare lists (DaemonSets, ConfigMaps, Secrets); 500 ms. */
   pollMs?: number;
   /** PATCH and DELETE of a node (the hub's labels; revoking). */
@@ -109,7 +110,7 @@ export interface KubeApi {
 export function createKubeApi(d: KubeApiDeps): KubeApi {
   const resources = hubResources(d);
   const write = writers(d);
-  const ctx: ReadContext = { changes: d.changes, now: d.now, pollMs: d.pollMs ?? 500 };
+  const ctx: ReadContext = { changes: d.changes, clock: d.clock, pollMs: d.pollMs ?? 500 };
   const route = (req: Request, url: URL, p: KubePath): Promise<Response> | Response | undefined => {
     const r = findResource(resources, p.group, p.resource);
     if (r === undefined || p.sub !== undefined) return undefined;
@@ -138,7 +139,7 @@ export function createKubeApi(d: KubeApiDeps): KubeApi {
     resources,
     handle(req, url) {
       const path = url.pathname.replace(/\/+$/, "") || "/";
-      const found = discovery(path, req, resources, new Date(d.now()));
+      const found = discovery(path, req, resources, new Date(d.clock.now()));
       if (found !== undefined) return found;
       const p = parseKubePath(path);
       if (p === undefined) return undefined;

@@ -4,12 +4,13 @@
 // event per line, from a list's resourceVersion on.
 import { parseFieldSelector, parseLabelSelector, SelectorError } from "../../api/selectors.ts";
 import { failureStatus, StatusError } from "../../api/status.ts";
+import type { Clock } from "../../util/clock.ts";
 import type { ChangeLog, ChangeType } from "./changes.ts";
 import { type KubeObject, type KubeResource, qualifiedName } from "./resources.ts";
 
 export interface ReadContext {
   changes: ChangeLog;
-  now(): number;
+  clock: Clock;
   /** How often a watch of a resource without a change log compares its list (ms). */
   pollMs: number;
 }
@@ -96,7 +97,7 @@ export function listResponse(
     .filter(matches)
     .map((o) => served(ctx, r, o));
   const rv = listVersion(ctx, r, items);
-  if (asTable) return json(table(r, items, ctx.now(), rv, q.get("includeObject")));
+  if (asTable) return json(table(r, items, ctx.clock.now(), rv, q.get("includeObject")));
   const apiVersion = r.group === "" ? "v1" : `${r.group}/v1`;
   return json({ apiVersion, kind: `${r.kind}List`, metadata: { resourceVersion: rv }, items });
 }
@@ -123,7 +124,13 @@ export function getResponse(
   const object = served(ctx, r, o);
   if (wantsTable(req.headers.get("accept")))
     return json(
-      table(r, [object], ctx.now(), object.metadata.resourceVersion ?? "", q.get("includeObject")),
+      table(
+        r,
+        [object],
+        ctx.clock.now(),
+        object.metadata.resourceVersion ?? "",
+        q.get("includeObject"),
+      ),
     );
   return json(object);
 }
@@ -136,7 +143,7 @@ function encoder(ctx: ReadContext, r: KubeResource, req: Request, q: URLSearchPa
     `${JSON.stringify({
       type,
       object: asTable
-        ? table(r, [o], ctx.now(), o.metadata.resourceVersion ?? "", includeObject)
+        ? table(r, [o], ctx.clock.now(), o.metadata.resourceVersion ?? "", includeObject)
         : o,
     })}\n`;
 }
@@ -184,12 +191,12 @@ function watchResponse(
         end();
         return;
       }
-      const timer = timeout > 0 ? setTimeout(end, timeout * 1000) : undefined;
+      const cancelTimer = timeout > 0 ? ctx.clock.setTimer(timeout * 1000, end) : undefined;
       const onAbort = () => end();
       req.signal.addEventListener("abort", onAbort, { once: true });
       stop = () => {
         source();
-        if (timer !== undefined) clearTimeout(timer);
+        cancelTimer?.();
         req.signal.removeEventListener("abort", onAbort);
         stop = () => {};
       };
@@ -259,7 +266,8 @@ function pollSource(
       seen.set(k, o);
     }
   }
-  const timer = setInterval(() => {
+  const poll = () => {
+    cancel = ctx.clock.setTimer(ctx.pollMs, poll);
     const now = snapshot();
     for (const [k, o] of now) {
       const old = seen.get(k);
@@ -268,6 +276,7 @@ function pollSource(
     }
     for (const [k, o] of seen) if (!now.has(k)) send(encode("DELETED", o));
     seen = now;
-  }, ctx.pollMs);
-  return () => clearInterval(timer);
+  };
+  let cancel = ctx.clock.setTimer(ctx.pollMs, poll);
+  return () => cancel();
 }

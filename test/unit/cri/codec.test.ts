@@ -4,7 +4,7 @@ import { decodeMessage, encodeMessage, type MessageSchema } from "../../../src/c
 import { tableOf } from "../../../src/cri/proto-macro.ts";
 import { linkSchemas } from "../../../src/cri/proto-table.ts";
 import { criProtoText } from "../../lib/cri-proto.ts";
-import { prng } from "../../lib/yaml-gen.ts";
+import { prng } from "../../lib/prng.ts";
 
 // protobufjs is the reference: the objects @grpc/proto-loader gives, from the same proto.
 const OPTIONS = { longs: Number, enums: String, defaults: true, oneofs: true };

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { encodeHeaders, HpackDecoder, HpackError, huffmanDecode } from "../../../src/cri/hpack.ts";
 import { nghttp2Deflater, nghttp2Inflater } from "../../lib/nghttp2.ts";
-import { prng } from "../../lib/yaml-gen.ts";
+import { prng } from "../../lib/prng.ts";
 
 const NAMES = [":status", "content-type", "grpc-status", "grpc-message", "date", "x-a", "x-long"];
 

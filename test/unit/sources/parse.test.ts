@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { parseManifestFile } from "../../../src/agent/sources/index.ts";
 import type { Pod } from "../../../src/api/index.ts";
+import { sleeperManifest } from "../../lib/manifests.ts";
 
 const ctx = { path: "/etc/fleetlet/manifests/web.yaml", nodeName: "dev1" };
 
@@ -128,5 +129,14 @@ describe("parseManifestFile()", () => {
     expect(error(`${podYaml("a")}---\n${podYaml("a", "busybox:1")}`)).toBe(
       `manifest ${ctx.path} (document 2): pod "default/a-dev1" is also defined in document 1`,
     );
+  });
+
+  test("refuses a key given twice, naming the line", () => {
+    const result = parseManifestFile(`${sleeperManifest("s", "busybox:1.36")}kind: Pod\n`, {
+      path: "/m/s.yaml",
+      nodeName: "dev1",
+    });
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.message).toMatch(/invalid YAML: Map keys must be unique at line/);
   });
 });
