@@ -27,6 +27,7 @@ import { runMemoryTrim } from "./memory.ts";
 import { createAgentNodeStatus } from "./nodestatus/index.ts";
 import { createListingCache, createPLEG, createRuntimeEventWatch } from "./pleg/index.ts";
 import { createPodSync } from "./pod-sync.ts";
+import { createPodManager } from "./podmanager/index.ts";
 import { createPodWorkers } from "./podworkers/index.ts";
 import { createPolicyAdmission } from "./policy/index.ts";
 import { createAgentProber } from "./prober/agent-prober.ts";
@@ -37,7 +38,7 @@ import { createServerDeps } from "./server-deps.ts";
 import { createFileSource, createObjectStore, createPodConfig } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
 import { lazyStreamOpener } from "./streams/lazy.ts";
-import { createSyncLoop } from "./syncloop/index.ts";
+import { createSyncLoop, createWorkQueue } from "./syncloop/index.ts";
 import { createSysctlAdmission, KERNEL_RELEASE_FILE } from "./sysctl/index.ts";
 import { createSystemMounter, createVolumeManager } from "./volumes/index.ts";
 
@@ -121,6 +122,8 @@ export async function runAgent(
     ...{ volumes, objects, allocatable },
   });
   const statusManager = createStatusManager({ clock, logger: log });
+  const podManager = createPodManager();
+  const workQueue = createWorkQueue(clock);
   // Housekeeping takes PLEG's last listing rather than listing every pod again.
   const listing = createListingCache(() => runtime.getPods(), clock, config.plegRelistPeriod * 2);
   const pleg = createPLEG({
@@ -163,7 +166,7 @@ export async function runAgent(
       // An evicted pod's content goes although its manifest is still there (the kubelet's
       // ShouldPodContentBeRemoved): its dead containers are collected as a gone pod's.
       if (workers.isEvicted(uid) && workers.state(uid) === "terminated") return "gone";
-      if (loop?.pods().has(uid)) return workers.state(uid) === "terminated" ? "finished" : "active";
+      if (podManager.has(uid)) return workers.state(uid) === "terminated" ? "finished" : "active";
       return workers.couldHaveRunningContainers(uid) ? "active" : "gone";
     },
   });
@@ -217,14 +220,13 @@ export async function runAgent(
     kernelRelease: () => readFileSync(KERNEL_RELEASE_FILE, "utf8"),
     log: log.with({ component: "sysctl" }),
   });
-  let loop: ReturnType<typeof createSyncLoop> | undefined;
   const prober = createAgentProber({
     clock,
     logger: log.with({ component: "prober" }),
     cri,
     recorder,
     statusManager,
-    pod: (uid) => loop?.pods().get(uid),
+    pod: (uid) => podManager.pod(uid),
     isTerminating: (uid) => workers.isTerminationRequested(uid),
     sync: (pod) => workers.updatePod({ pod, type: "sync" }),
   });
@@ -236,7 +238,7 @@ export async function runAgent(
     rootDir: config.rootDir,
     hostIP: () => hostIP,
     updateCache: (uid, status) => pleg.updateCache(uid, status),
-    isDesired: (uid) => loop?.pods().has(uid) ?? false,
+    isDesired: (uid) => podManager.has(uid),
     cachedStatus: (uid) => pleg.cache.get(uid),
     hasActions: (pod, status, opts) => planSteps(computePodActions(pod, status, opts)).length > 0,
     prepareInTurn: runtime.prepareInTurn,
@@ -254,7 +256,7 @@ export async function runAgent(
     ...podSync,
     clock,
     logger: log.with({ component: "podworkers" }),
-    requeue: (uid, ms) => loop?.requeue(uid, ms),
+    requeue: (uid, ms) => workQueue.enqueue(uid, ms),
     resyncIntervalMs: config.syncFrequency,
     // As the kubelet's pod worker back-off, which equals its crash-loop and pull back-off base.
     errorBackoffMs: Math.min(config.crashLoopBackOffBase, config.imagePullBackOffBase),
@@ -286,9 +288,11 @@ export async function runAgent(
   const runsAlready = (pod: Pod) =>
     pleg.cache.get(pod.metadata.uid ?? "")?.status?.containers.some((c) => c.state === "running") ??
     false;
-  loop = createSyncLoop({
+  const loop = createSyncLoop({
     clock,
     logger: log,
+    podManager,
+    workQueue,
     nextConfigUpdate: (s) => podConfig.updates.next(s),
     nextPLEGEvent: (s) => pleg.next(s),
     seenAllSources: () => podConfig.seenAllSources(),
@@ -333,7 +337,7 @@ export async function runAgent(
     housekeepingIntervalMs: config.housekeepingInterval,
     removePodDir: (uid) => volumes.removePod(uid),
   });
-  objects.subscribe((keys) => loop?.handleObjectsChanged(keys));
+  objects.subscribe((keys) => loop.handleObjectsChanged(keys));
   const fileSource = createFileSource({
     path: config.staticPodPath,
     nodeName: config.nodeName,
@@ -350,7 +354,8 @@ export async function runAgent(
 
   const serverDeps = createServerDeps({
     config,
-    loop,
+    pods: podManager,
+    stillStopping: (uid) => workers.couldHaveRunningContainers(uid),
     statusManager,
     recorder,
     cri,
@@ -388,7 +393,7 @@ export async function runAgent(
       nodeStatus,
       statusManager,
       recorder,
-      pods: () => loop.pods(),
+      pods: () => podManager.pods(),
       podsSynced: () => podConfig.seenAllSources(),
       ...(desired !== undefined && { desired }),
       streams,

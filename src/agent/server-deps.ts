@@ -1,4 +1,4 @@
-// The local API's view of the agent: pods from the sync loop with statuses from the status
+// The local API's view of the agent: pods from the pod manager with statuses from the status
 // manager, logs by kubelet's layout, exec through CRI, health and metrics.
 import type { Node } from "../api/node.ts";
 import type { Pod, PodStatus } from "../api/types.ts";
@@ -10,17 +10,19 @@ import { type EvictionMetricsSource, registerEvictionMetrics } from "./eviction/
 import type { NodePsi } from "./eviction/psi.ts";
 import { containerLogPath } from "./logs/index.ts";
 import type { RelistStats } from "./pleg/index.ts";
+import type { PodManager } from "./podmanager/index.ts";
 import { registerProbeMetrics } from "./prober/metrics.ts";
 import type { ProbeStats } from "./prober/stats.ts";
 import type { RuntimeHealth } from "./runtime-health.ts";
 import { createMetricsRegistry, type ServerDeps } from "./server/index.ts";
 import type { StatusManager } from "./status/index.ts";
 import { podDisplayStatus } from "./status/index.ts";
-import type { SyncLoop } from "./syncloop/index.ts";
 
 export interface ServerDepsInput {
   config: AgentConfig;
-  loop: SyncLoop;
+  pods: Pick<PodManager, "visiblePods" | "podByFullName">;
+  /** Whether the worker of a pod its source removed may still be stopping it. */
+  stillStopping(uid: string): boolean;
   statusManager: StatusManager;
   recorder: EventRecorder;
   cri: Pick<CriRuntime, "execSync">;
@@ -64,7 +66,7 @@ export class PodViews {
 }
 
 export function createServerDeps(input: ServerDepsInput): ServerDeps {
-  const { loop, statusManager, recorder, config, health } = input;
+  const { pods, statusManager, recorder, config, health } = input;
   const metrics = createMetricsRegistry();
   const podsGauge = metrics.gauge("fleetlet_pods", "Pods the agent knows, by phase.", ["phase"]);
   const restarts = metrics.gauge("fleetlet_container_restarts", "Container restarts, by pod.", [
@@ -109,7 +111,7 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
   if (input.probeStats) registerProbeMetrics(metrics, input.probeStats);
   if (input.eviction) registerEvictionMetrics(metrics, input.eviction.manager, input.eviction.psi);
   const views = new PodViews(statusManager);
-  const listPods = () => loop.visiblePods().map((p) => views.view(p));
+  const listPods = () => pods.visiblePods(input.stillStopping).map((p) => views.view(p));
   metrics.onCollect(() => {
     podsGauge.reset();
     restarts.reset();
@@ -139,10 +141,14 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
   return {
     listPods,
     onPodsChanged: (listener) => statusManager.subscribe(() => listener()),
-    getPod: (namespace, name) =>
-      listPods().find(
+    getPod: (namespace, name) => {
+      // A wanted pod first, then one its source removed that is still stopping.
+      const pod = pods.podByFullName(namespace, name);
+      if (pod !== undefined) return views.view(pod);
+      return listPods().find(
         (p) => p.metadata.name === name && (p.metadata.namespace ?? "default") === namespace,
-      ),
+      );
+    },
     logPath: (pod, container, previous) =>
       containerLogPath(config.podLogsDir, pod, container, previous),
     async exec(pod, container, cmd, timeoutSec) {

@@ -57,7 +57,7 @@ export function createAdmission(deps: AdmissionDeps, record: PodRecord) {
       pod,
       deps.activePods().filter((p) => uidOf(p) !== uid),
     );
-    record.known.set(uid, pod);
+    record.pods.setPod(pod);
     if (f === undefined) {
       record.rejected.delete(uid);
       deps.updatePod({ pod, type: "create" });
@@ -78,7 +78,7 @@ export function createAdmission(deps: AdmissionDeps, record: PodRecord) {
   function addPods(pods: readonly Pod[]): void {
     const seen = (p: Pod) => p.metadata.annotations?.["kubernetes.io/config.seen"] ?? "";
     const sorted = [...pods].sort((a, b) => seen(a).localeCompare(seen(b)));
-    for (const pod of sorted) if (!record.known.has(uidOf(pod))) admit(pod);
+    for (const pod of sorted) if (!record.pods.has(uidOf(pod))) admit(pod);
   }
 
   return { admit, addPods };
