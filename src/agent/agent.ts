@@ -20,21 +20,21 @@ import {
   formatPsi,
 } from "./eviction/index.ts";
 import { createAgentGC, type PodGCState } from "./gc/index.ts";
-import { hubDesiredState } from "./hub-desired.ts";
+import { hubDesiredState } from "./hubclient/desired-source.ts";
 import type { createAgentHub } from "./hubclient/index.ts";
+import { createRuntimeHealth } from "./kuberuntime/health.ts";
 import { computePodActions, planSteps } from "./kuberuntime/index.ts";
-import { runMemoryTrim } from "./memory.ts";
+import { createAgentRuntime } from "./kuberuntime/setup.ts";
+import { runMemoryTrim } from "./memory/index.ts";
 import { createAgentNodeStatus } from "./nodestatus/index.ts";
 import { createListingCache, createPLEG, createRuntimeEventWatch } from "./pleg/index.ts";
-import { createPodSync } from "./pod-sync.ts";
 import { createPodManager } from "./podmanager/index.ts";
+import { createPodSync } from "./podsync/index.ts";
 import { createPodWorkers } from "./podworkers/index.ts";
 import { createPolicyAdmission } from "./policy/index.ts";
 import { createAgentProber } from "./prober/agent-prober.ts";
-import { createAgentRuntime } from "./runtime.ts";
-import { createRuntimeHealth } from "./runtime-health.ts";
 import { startAgentServer } from "./server/index.ts";
-import { createServerDeps } from "./server-deps.ts";
+import { createServerDeps } from "./server/setup.ts";
 import { createFileSource, createObjectStore, createPodConfig } from "./sources/index.ts";
 import { createStatusManager } from "./status/index.ts";
 import { lazyStreamOpener } from "./streams/lazy.ts";

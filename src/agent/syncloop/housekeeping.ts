@@ -6,8 +6,8 @@ import { join } from "node:path";
 import type { Pod } from "../../api/types.ts";
 import type { Logger } from "../../util/log.ts";
 import type { RunningPod } from "../kubecontainer/types.ts";
-import { podUidOfLogDir, removeOrphanDirs } from "../orphan-dirs.ts";
 import type { PodUpdate } from "../podworkers/index.ts";
+import { podUidOfLogDir, removeOrphanDirs } from "./orphan-dirs.ts";
 import type { PodRecord } from "./pods.ts";
 
 export interface HousekeepingDeps {

@@ -3,14 +3,14 @@
 // plan. The status is published again right after the runtime acted, not one relist later.
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { getPodQOS } from "../api/index.ts";
-import type { PodStatus as ApiPodStatus, Pod } from "../api/types.ts";
-import type { Clock } from "../util/clock.ts";
-import type { Logger } from "../util/log.ts";
-import type { PodStatus, RunningPod, SyncChanges } from "./kubecontainer/types.ts";
-import type { KillOptions, PodSyncFns, UpdateType } from "./podworkers/index.ts";
-import type { ProbeResults, SyncError } from "./status/index.ts";
-import { generatePodStatus, type StatusManager, toRFC3339 } from "./status/index.ts";
+import { getPodQOS } from "../../api/index.ts";
+import type { PodStatus as ApiPodStatus, Pod } from "../../api/types.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import type { PodStatus, RunningPod, SyncChanges } from "../kubecontainer/types.ts";
+import type { KillOptions, PodSyncFns, UpdateType } from "../podworkers/index.ts";
+import type { ProbeResults, SyncError } from "../status/index.ts";
+import { generatePodStatus, type StatusManager, toRFC3339 } from "../status/index.ts";
 
 /** The runtime manager as the agent uses it. */
 export interface PodRuntime {

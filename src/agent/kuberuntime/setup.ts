@@ -1,19 +1,19 @@
 // The runtime manager as the agent configures it: CRI, events, timings from the agent config.
 import { availableParallelism, totalmem } from "node:os";
-import type { NodeAllocatable } from "../api/index.ts";
-import type { CriRuntime } from "../cri/index.ts";
-import type { Clock } from "../util/clock.ts";
-import type { Logger } from "../util/log.ts";
-import type { ContainerManager } from "./cm/index.ts";
-import type { AgentConfig } from "./config/index.ts";
-import type { EventRecorder } from "./events/index.ts";
-import { podRef } from "./events/index.ts";
+import type { NodeAllocatable } from "../../api/index.ts";
+import type { CriRuntime } from "../../cri/index.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import type { ContainerManager } from "../cm/index.ts";
+import type { AgentConfig } from "../config/index.ts";
+import type { EventRecorder } from "../events/index.ts";
+import { podRef } from "../events/index.ts";
 import {
   type ContainerVolumes,
   createRuntimeManager,
   type EnvObjects,
   type RuntimeManager,
-} from "./kuberuntime/index.ts";
+} from "./index.ts";
 
 export interface AgentRuntimeDeps {
   cri: CriRuntime;

@@ -1,22 +1,22 @@
 // The local API's view of the agent: pods from the pod manager with statuses from the status
 // manager, logs by kubelet's layout, exec through CRI, health and metrics.
-import type { Node } from "../api/node.ts";
-import type { Pod, PodStatus } from "../api/types.ts";
-import type { CriRuntime } from "../cri/index.ts";
-import { deepFreeze } from "../util/freeze.ts";
-import type { AgentConfig } from "./config/index.ts";
-import type { EventRecorder } from "./events/index.ts";
-import { type EvictionMetricsSource, registerEvictionMetrics } from "./eviction/metrics.ts";
-import type { NodePsi } from "./eviction/psi.ts";
-import { containerLogPath } from "./logs/index.ts";
-import type { RelistStats } from "./pleg/index.ts";
-import type { PodManager } from "./podmanager/index.ts";
-import { registerProbeMetrics } from "./prober/metrics.ts";
-import type { ProbeStats } from "./prober/stats.ts";
-import type { RuntimeHealth } from "./runtime-health.ts";
-import { createMetricsRegistry, type ServerDeps } from "./server/index.ts";
-import type { StatusManager } from "./status/index.ts";
-import { podDisplayStatus } from "./status/index.ts";
+import type { Node } from "../../api/node.ts";
+import type { Pod, PodStatus } from "../../api/types.ts";
+import type { CriRuntime } from "../../cri/index.ts";
+import { deepFreeze } from "../../util/freeze.ts";
+import type { AgentConfig } from "../config/index.ts";
+import type { EventRecorder } from "../events/index.ts";
+import { type EvictionMetricsSource, registerEvictionMetrics } from "../eviction/metrics.ts";
+import type { NodePsi } from "../eviction/psi.ts";
+import type { RuntimeHealth } from "../kuberuntime/health.ts";
+import { containerLogPath } from "../logs/index.ts";
+import type { RelistStats } from "../pleg/index.ts";
+import type { PodManager } from "../podmanager/index.ts";
+import { registerProbeMetrics } from "../prober/metrics.ts";
+import type { ProbeStats } from "../prober/stats.ts";
+import type { StatusManager } from "../status/index.ts";
+import { podDisplayStatus } from "../status/index.ts";
+import { createMetricsRegistry, type ServerDeps } from "./index.ts";
 
 export interface ServerDepsInput {
   config: AgentConfig;

@@ -1,10 +1,10 @@
 // The hub's desired state on this device, as the hub client's handler: the "api" source of pods
 // and of ConfigMaps and Secrets, kept in <rootDir>/hub/desired.json.
 import { join } from "node:path";
-import type { Logger } from "../util/log.ts";
-import type { AgentConfig } from "./config/index.ts";
-import type { DesiredHandler } from "./hubclient/index.ts";
-import { createHubPodSource, type ObjectStore, type PodConfig } from "./sources/index.ts";
+import type { Logger } from "../../util/log.ts";
+import type { AgentConfig } from "../config/index.ts";
+import { createHubPodSource, type ObjectStore, type PodConfig } from "../sources/index.ts";
+import type { DesiredHandler } from "./desired.ts";
 
 /**
  * The hub's desired state on this device: the "api" source of pods and of ConfigMaps and
