@@ -19,6 +19,7 @@ import {
   type EvictionManager,
   formatPsi,
 } from "./eviction/index.ts";
+import { registerEvictionMetrics } from "./eviction/metrics.ts";
 import { createAgentGC, type PodGCState } from "./gc/index.ts";
 import { hubDesiredState } from "./hubclient/desired-source.ts";
 import type { createAgentHub } from "./hubclient/index.ts";
@@ -33,6 +34,7 @@ import { createPodSync } from "./podsync/index.ts";
 import { createPodWorkers } from "./podworkers/index.ts";
 import { createPolicyAdmission } from "./policy/index.ts";
 import { createAgentProber } from "./prober/agent-prober.ts";
+import { registerProbeMetrics } from "./prober/metrics.ts";
 import { startAgentServer } from "./server/index.ts";
 import { createServerDeps } from "./server/setup.ts";
 import { createFileSource, createObjectStore, createPodConfig } from "./sources/index.ts";
@@ -353,7 +355,7 @@ export async function runAgent(
   });
 
   const serverDeps = createServerDeps({
-    config,
+    podLogsDir: config.podLogsDir,
     pods: podManager,
     stillStopping: (uid) => workers.couldHaveRunningContainers(uid),
     statusManager,
@@ -361,9 +363,11 @@ export async function runAgent(
     cri,
     health,
     relistStats: () => pleg.relistStats(),
-    probeStats: () => prober.stats(),
+    metrics: [
+      (m) => registerProbeMetrics(m, () => prober.stats()),
+      (m) => registerEvictionMetrics(m, evictionManager, readPsi),
+    ],
     node: () => nodeStatus.node(),
-    eviction: { manager: evictionManager, psi: readPsi },
   });
   const streams = lazyStreamOpener({
     pod: serverDeps.getPod,
