@@ -255,7 +255,9 @@ export async function runAgent(
     startup: prober.startup,
   });
   const workers = createPodWorkers({
-    ...podSync,
+    syncPod: (pod, type, s) => podSync.syncPod(pod, type, s),
+    syncTerminatingPod: (pod, grace, kill) => podSync.syncTerminatingPod(pod, grace, kill),
+    syncTerminatedPod: (pod, kill) => podSync.syncTerminatedPod(pod, kill),
     clock,
     logger: log.with({ component: "podworkers" }),
     requeue: (uid, ms) => workQueue.enqueue(uid, ms),
