@@ -34,3 +34,21 @@ export function hubDesiredState(
       podConfig.conflicts("api").map((c) => ({ pod: c.pod, uid: c.uid, message: c.message })),
   };
 }
+
+/**
+ * The hub client as the pod config reaches it, created long before the client (which starts
+ * only once the runtime was listed): bound when the client is created. Until then, and when no
+ * hub is configured, a change of the hub's refused pods has no one to tell.
+ */
+export class HubPort {
+  private hub: { desiredChanged(): void } | undefined;
+
+  bind(hub: { desiredChanged(): void } | undefined): void {
+    this.hub = hub;
+  }
+
+  /** The refused hub pods changed: the hub client reports its desired state again. */
+  desiredChanged(): void {
+    this.hub?.desiredChanged();
+  }
+}

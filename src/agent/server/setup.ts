@@ -3,10 +3,13 @@
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
 import type { CriRuntime } from "../../cri/index.ts";
+import type { OpenStream } from "../../streams/types.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
 import { containerLogPath } from "../logs/index.ts";
-import type { RelistStats } from "../pleg/index.ts";
 import type { PodManager } from "../podmanager/index.ts";
-import { registerAgentMetrics } from "./agent-metrics.ts";
+import { type AgentMetricsSources, registerAgentMetrics } from "./agent-metrics.ts";
+import { type AgentServer, startAgentServer } from "./index.ts";
 import { createMetricsRegistry, type MetricsRegistry } from "./metrics.ts";
 import { PodViews } from "./pod-views.ts";
 import type { ExecResult, ServerDeps } from "./types.ts";
@@ -25,7 +28,7 @@ export interface ServerDepsInput {
   /** The container runtime's health (the kubelet's runtimeState). */
   health: { healthy(): boolean; reasons(): string[] };
   /** PLEG's relist durations. */
-  relistStats: () => RelistStats;
+  relistStats: AgentMetricsSources["relistStats"];
   /** Other managers' metrics (probes, evictions), registered after the agent's own. */
   metrics?: readonly ((metrics: MetricsRegistry) => void)[];
   /** The node as last built by the node status manager. */
@@ -95,4 +98,29 @@ export function createServerDeps(input: ServerDepsInput): ServerDeps {
     metrics: () => metrics.render(),
     ...(input.node !== undefined && { node: input.node }),
   };
+}
+
+export interface LocalApiOptions {
+  socketPath: string;
+  log: Logger;
+  clock: Clock;
+  /** The stream opener (logs, exec, port-forward) over the API's pods and log paths; the hub
+   * client opens its streams through it too. */
+  streams(deps: Pick<ServerDeps, "getPod" | "logPath">): OpenStream;
+}
+
+/** Starts the local API on its socket; returns it and its stream opener. */
+export async function startLocalApi(
+  input: ServerDepsInput,
+  opts: LocalApiOptions,
+): Promise<{ server: AgentServer; streams: OpenStream }> {
+  const deps = createServerDeps(input);
+  const streams = opts.streams(deps);
+  const server = await startAgentServer(deps, {
+    socketPath: opts.socketPath,
+    log: opts.log,
+    clock: opts.clock,
+    streams,
+  });
+  return { server, streams };
 }

@@ -5,22 +5,15 @@
 // pressure, like an evicted pod, is readmitted when the eviction manager says its wait is over.
 import type { Pod } from "../../api/types.ts";
 import type { Logger } from "../../util/log.ts";
+import type { AdmitFailure, AdmitHandlers } from "../lifecycle/index.ts";
 import type { PodUpdate } from "../podworkers/index.ts";
 import { type PodRecord, uidOf } from "./pods.ts";
-
-export interface AdmitFailure {
-  reason: string;
-  message: string;
-}
-
-/** An admit handler: why `pod` may not run next to the `active` pods, or undefined. */
-export type AdmitHandler = (pod: Pod, active: readonly Pod[]) => AdmitFailure | undefined;
 
 export interface AdmissionDeps {
   logger: Logger;
   maxPods: number;
   /** Handlers before and after the pod count (eviction first, resources last). */
-  admitHandlers: { beforeCount: AdmitHandler[]; afterCount: AdmitHandler[] };
+  admitHandlers: AdmitHandlers;
   /** Pods admitted and not terminated. */
   activePods(): Pod[];
   updatePod(update: PodUpdate): void;

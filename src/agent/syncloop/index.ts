@@ -23,7 +23,6 @@ import { PodRecord, uidOf } from "./pods.ts";
 import { type LoopInput, selectLoop } from "./select.ts";
 import type { WorkQueue } from "./work-queue.ts";
 
-export type { AdmitFailure, AdmitHandler } from "./admission.ts";
 export { createWorkQueue, type WorkQueue } from "./work-queue.ts";
 
 export interface SyncLoopDeps
