@@ -1,45 +1,44 @@
-// `fleetlet agent`: wires the managers together and runs them until stopped. Stopping the agent
-// never stops pods: containers keep running under containerd, and a restarted agent recovers
-// them from the runtime's labels without restarting anything.
+// `fleetlet agent`: the composition root. runAgent creates the managers in start order, each
+// through its folder's setup, so that every manager is created after those it reads; the three
+// cycles of the kubelet's design (pod sync reads the prober, which asks the pod workers for
+// syncs; the eviction manager tells the node status it reads; the pod config tells the hub client
+// created last) go through explicit ports. Stopping the agent never stops pods: containers keep
+// running under containerd, and a restarted agent recovers them from the runtime's labels.
 
-import { readFileSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import type { Pod } from "../api/types.ts";
-import { type CriClient, createCriClient } from "../cri/index.ts";
+import type { CriRuntime } from "../cri/index.ts";
 import { type Clock, realClock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { buildInfo } from "../util/version.ts";
 import { setupContainerManager, toResourceList } from "./cm/index.ts";
 import type { AgentConfig } from "./config/index.ts";
-import { createEventRecorder, manifestRef, podRef } from "./events/index.ts";
-import {
-  createAgentEviction,
-  createPodEvictor,
-  createPsiReader,
-  type EvictionManager,
-  formatPsi,
-} from "./eviction/index.ts";
-import { createAgentGC, type PodGCState } from "./gc/index.ts";
-import { hubDesiredState } from "./hub-desired.ts";
-import type { createAgentHub } from "./hubclient/index.ts";
-import { computePodActions, planSteps } from "./kuberuntime/index.ts";
-import { runMemoryTrim } from "./memory.ts";
-import { createAgentNodeStatus } from "./nodestatus/index.ts";
-import { createListingCache, createPLEG, createRuntimeEventWatch } from "./pleg/index.ts";
-import { createPodSync } from "./pod-sync.ts";
-import { createPodWorkers } from "./podworkers/index.ts";
-import { createPolicyAdmission } from "./policy/index.ts";
+import { createEventRecorder, type EventRecorder } from "./events/index.ts";
+import { registerEvictionMetrics } from "./eviction/metrics.ts";
+import { createLoggedPsiReader, formatNodePsi, setupEviction } from "./eviction/setup.ts";
+import { createAgentGC, podGCState } from "./gc/setup.ts";
+import { HubPort, hubDesiredState } from "./hubclient/desired-source.ts";
+import type { AgentHubWiring } from "./hubclient/index.ts";
+import type { RunningPod } from "./kubecontainer/types.ts";
+import { createRuntimeHealth } from "./kuberuntime/health.ts";
+import { connectRuntime, createAgentRuntime, createRuntimeListing } from "./kuberuntime/setup.ts";
+import { createAdmitHandlers } from "./lifecycle/index.ts";
+import { runMemoryTrim } from "./memory/index.ts";
+import { createAgentNodeStatus, NodeStatusPort, pressureOf } from "./nodestatus/setup.ts";
+import { createPodCache, type ListingCache, type PodCache } from "./pleg/index.ts";
+import { setupPLEG } from "./pleg/setup.ts";
+import { createPodManager } from "./podmanager/index.ts";
+import { setupPodSync } from "./podsync/setup.ts";
+import { PodWorkersPort, setupPodWorkers } from "./podworkers/setup.ts";
 import { createAgentProber } from "./prober/agent-prober.ts";
-import { createAgentRuntime } from "./runtime.ts";
-import { createRuntimeHealth } from "./runtime-health.ts";
-import { startAgentServer } from "./server/index.ts";
-import { createServerDeps } from "./server-deps.ts";
-import { createFileSource, createObjectStore, createPodConfig } from "./sources/index.ts";
+import { registerProbeMetrics } from "./prober/metrics.ts";
+import { startLocalApi } from "./server/setup.ts";
+import { setupFileSource, setupObjectStore, setupPodConfig } from "./sources/setup.ts";
 import { createStatusManager } from "./status/index.ts";
 import { lazyStreamOpener } from "./streams/lazy.ts";
-import { createSyncLoop } from "./syncloop/index.ts";
-import { createSysctlAdmission, KERNEL_RELEASE_FILE } from "./sysctl/index.ts";
-import { createSystemMounter, createVolumeManager } from "./volumes/index.ts";
+import { createWorkQueue } from "./syncloop/index.ts";
+import { setupSyncLoop } from "./syncloop/setup.ts";
+import { setupVolumeManager } from "./volumes/setup.ts";
 
 export interface AgentDeps {
   clock?: Clock;
@@ -59,9 +58,184 @@ export async function runAgent(
   deps: AgentDeps,
   signal: AbortSignal,
 ): Promise<void> {
-  const clock = deps.clock ?? realClock;
-  const log = deps.logger;
-  const hostIP = detectHostIP();
+  const { clock = realClock, logger: log } = deps;
+  const [hostIP, version] = [detectHostIP(), logStart(config, log)];
+  const recorder = createEventRecorder({ clock, nodeName: config.nodeName, log });
+  const base: Base = { config, clock, logger: log, recorder, hostIP, version };
+  const rt = await runtimeManagers(base);
+  const pm = podManagers(base, rt, signal);
+  const nm = await nodeManagers(base, rt, pm);
+  const { cm, listing, objects, volumes, runtime, cri } = rt;
+  const { pods, podCache, pleg, health, statusManager } = pm;
+  const { eviction, nodeStatus } = nm;
+  const admitHandlers = createAdmitHandlers({
+    ...base,
+    eviction,
+    resources: cm,
+    runsAlready: runsAlready(podCache),
+  });
+  const loop = setupSyncLoop({
+    ...{ ...base, ...pm, objects, admitHandlers, runtime, cm, eviction, volumes },
+    runtimePods: () => listing.recent(),
+  });
+  const fileSource = setupFileSource(base, pm.podConfig, objects);
+  const { server, streams } = await localApi(base, rt, pm, nm);
+  // One relist before the first health check, so a healthy runtime is never reported down.
+  await pleg.relist();
+  await health.check();
+  const hub = await startHub(config, {
+    ...{ version, clock, logger: log, nodeStatus, statusManager, recorder, streams },
+    pods: () => pods.pods(),
+    podsSynced: () => pm.podConfig.seenAllSources(),
+    ...(pm.desired && { desired: pm.desired }),
+  });
+  pm.hubPort.bind(hub);
+  await Promise.all([
+    ...[nodeStatus.run(signal), hub?.run(signal), health.run(signal), pleg.run(signal)],
+    ...[pm.runtimeEvents?.run(signal), fileSource.run(signal), loop.run(signal)],
+    ...[eviction.run(signal), pm.prober.run(signal), nm.gc.run(signal)],
+    runMemoryTrim(clock, signal),
+  ]);
+  log.info("stopping: pods keep running");
+  await server.stop();
+  cri.close();
+}
+
+/** What every manager's setup may take. */
+interface Base {
+  config: AgentConfig;
+  clock: Clock;
+  logger: Logger;
+  recorder: EventRecorder;
+  /** status.hostIP of every pod. */
+  hostIP: string;
+  /** The agent's version. */
+  version: string;
+}
+
+/** The runtime side: CRI, the runtime's pod listing, the container manager (cgroups, CPU
+ * manager), the sources' objects, the volumes, and the runtime manager. */
+async function runtimeManagers(base: Base) {
+  const { config, clock, logger } = base;
+  const cri = connectRuntime(config, logger);
+  // PLEG relists it; housekeeping and the CPU manager take its last listing.
+  const listing = createRuntimeListing(cri, config, clock);
+  // Detects the cgroup version, creates kubepods and the QoS cgroups, restores the CPU manager.
+  const cm = await setupContainerManager(config, { logger, cpusets: cpusets(cri, listing) });
+  const objects = setupObjectStore(base);
+  const allocatable = () => cm.allocatable();
+  const volumes = setupVolumeManager({ ...base, objects, allocatable });
+  const runtime = createAgentRuntime({ ...base, cri, cm, volumes, objects, allocatable });
+  return { cri, listing, cm, objects, volumes, runtime };
+}
+
+/** The pod side, from the sources to the runtime: the pod config and the pod manager, the
+ * prober, pod sync, PLEG and the runtime's health, and the pod workers. */
+function podManagers(
+  base: Base,
+  rt: Awaited<ReturnType<typeof runtimeManagers>>,
+  signal: AbortSignal,
+) {
+  const { config, clock, logger: log } = base;
+  const { cri, runtime } = rt;
+  const statusManager = createStatusManager({ clock, logger: log });
+  const [pods, podCache, workQueue] = [
+    createPodManager(),
+    createPodCache(),
+    createWorkQueue(clock),
+  ];
+  const [hubPort, workersPort] = [new HubPort(), new PodWorkersPort()];
+  const podConfig = setupPodConfig(base, () => hubPort.desiredChanged());
+  const desired = config.hub && hubDesiredState(config, podConfig, rt.objects, log);
+  const prober = createAgentProber({
+    ...{ ...base, logger: log.with({ component: "prober" }), cri, statusManager },
+    pod: (uid) => pods.pod(uid),
+    isTerminating: (uid) => workersPort.isTerminationRequested(uid),
+    sync: (pod) => workersPort.updatePod({ pod, type: "sync" }),
+  });
+  const podSync = setupPodSync({ ...base, ...rt, statusManager, podCache, pods, prober });
+  const { pleg, runtimeEvents } = setupPLEG({
+    ...{ ...base, cri, listing: rt.listing, podCache, podSync },
+    getPodStatus: (uid, name, ns) => runtime.getPodStatus(uid, name, ns),
+  });
+  const health = createRuntimeHealth({
+    cri,
+    clock,
+    logger: log,
+    plegHealthy: () => pleg.healthy(),
+  });
+  const workers = setupPodWorkers({
+    ...{ ...base, podSync, signal, port: workersPort },
+    requeue: (uid, ms) => workQueue.enqueue(uid, ms),
+  });
+  return {
+    ...{ statusManager, pods, podCache, workQueue, hubPort, podConfig, desired, prober },
+    ...{ podSync, pleg, runtimeEvents, health, workers },
+  };
+}
+
+/** The node side: the garbage collectors, the eviction manager, the node status. */
+async function nodeManagers(
+  base: Base,
+  rt: Awaited<ReturnType<typeof runtimeManagers>>,
+  pm: ReturnType<typeof podManagers>,
+) {
+  const { logger: log } = base;
+  const { cri, cm } = rt;
+  const { workers, pods } = pm;
+  const sourcesReady = () => pm.podConfig.seenAllSources();
+  const gc = createAgentGC({ ...base, ...rt, sourcesReady, podState: podGCState(workers, pods) });
+  const readPsi = createLoggedPsiReader(log);
+  const nodeStatusPort = new NodeStatusPort();
+  const eviction = setupEviction({
+    ...{ ...base, cri, cm, workers, volumes: rt.volumes, reclaim: gc.reclaim },
+    onConditions: () => nodeStatusPort.update(),
+  });
+  const nodeStatus = await createAgentNodeStatus({
+    ...{ ...base, cri, health: pm.health, logger: log.with({ component: "nodestatus" }) },
+    allocatable: () => toResourceList(cm.allocatable()),
+    images: () => gc.images.imageList(),
+    pressure: pressureOf(() => eviction.conditions()),
+    psi: () => formatNodePsi(readPsi()),
+  });
+  nodeStatusPort.bind(nodeStatus);
+  return { gc, readPsi, eviction, nodeStatus };
+}
+
+/** The local API on its socket, and the stream opener it shares with the hub client. */
+function localApi(
+  base: Base,
+  rt: Awaited<ReturnType<typeof runtimeManagers>>,
+  pm: ReturnType<typeof podManagers>,
+  nm: Awaited<ReturnType<typeof nodeManagers>>,
+) {
+  const { config, clock, logger: log, recorder } = base;
+  const { cri } = rt;
+  const { prober, pleg, workers } = pm;
+  return startLocalApi(
+    {
+      ...{ podLogsDir: config.podLogsDir, pods: pm.pods, statusManager: pm.statusManager },
+      ...{ recorder, cri, health: pm.health, node: () => nm.nodeStatus.node() },
+      stillStopping: (uid) => workers.couldHaveRunningContainers(uid),
+      relistStats: () => pleg.relistStats(),
+      metrics: [
+        (m) => registerProbeMetrics(m, () => prober.stats()),
+        (m) => registerEvictionMetrics(m, nm.eviction, nm.readPsi),
+      ],
+    },
+    {
+      ...{ socketPath: config.apiSocket, log, clock },
+      streams: (api) =>
+        lazyStreamOpener({
+          ...{ pod: api.getPod, logPath: api.logPath, cri, clock },
+          log: log.with({ component: "streams" }),
+        }),
+    },
+  );
+}
+
+/** Logs what starts; returns the agent's version. */
+function logStart(config: AgentConfig, log: Logger): string {
   const info = buildInfo();
   log.info("starting fleetlet agent", {
     version: info.version,
@@ -70,343 +244,28 @@ export async function runAgent(
     manifests: config.staticPodPath,
     runtime: config.containerRuntimeEndpoint,
   });
+  return info.version;
+}
 
-  const criLog = log.with({ component: "cri" });
-  const cri: CriClient = createCriClient({
-    endpoint: config.containerRuntimeEndpoint,
-    lifecycleTimeoutMs: config.runtimeRequestTimeout,
-    // Every CRI call and its duration at logLevel debug: where a slow device spends its time.
-    ...(config.logLevel === "debug" && {
-      onCall: (method, ms, error) =>
-        criLog.debug("CRI call", {
-          method,
-          ms: Math.round(ms * 10) / 10,
-          ...(error && { error: error.message }),
-        }),
-    }),
-  });
-  const recorder = createEventRecorder({ clock, nodeName: config.nodeName, log });
-  // Detects the cgroup version, creates kubepods and the QoS cgroups, restores the CPU manager.
-  const cm = await setupContainerManager(config, {
-    logger: log,
-    cpusets: {
-      runningPods: () => listing.recent(),
-      updateCpuset: async (containerId, cpusetCpus) => {
-        await cri.updateContainerResources({ containerId, linux: { cpusetCpus } });
-      },
+/** The CPU manager's reach into the runtime: its pods (PLEG's listing) and the cpuset update. */
+function cpusets(cri: CriRuntime, listing: ListingCache<RunningPod>) {
+  return {
+    runningPods: () => listing.recent(),
+    updateCpuset: async (containerId: string, cpusetCpus: string) => {
+      await cri.updateContainerResources({ containerId, linux: { cpusetCpus } });
     },
-  });
-  // The ConfigMaps and Secrets of the sources, and the volumes made of them.
-  const objects = createObjectStore({
-    sources: config.hub === undefined ? ["file"] : ["file", "api"],
-    onError: (c) => {
-      log.warn("object refused", { source: c.source, reason: c.message });
-      const { kind, namespace, name } = c;
-      recorder.event({ kind, namespace, name }, "Warning", "Refused", c.message);
-    },
-  });
-  const allocatable = () => cm.allocatable();
-  const volumes = createVolumeManager({
-    rootDir: config.rootDir,
-    nodeName: config.nodeName,
-    objects,
-    allocatable,
-    clock,
-    logger: log.with({ component: "volumes" }),
-    recorder: (pod, type, reason, message) => recorder.event(podRef(pod), type, reason, message),
-    mounter: createSystemMounter(),
-  });
-  const runtime = createAgentRuntime({
-    ...{ cri, clock, logger: log, recorder, config, hostIP, cm },
-    ...{ volumes, objects, allocatable },
-  });
-  const statusManager = createStatusManager({ clock, logger: log });
-  // Housekeeping takes PLEG's last listing rather than listing every pod again.
-  const listing = createListingCache(() => runtime.getPods(), clock, config.plegRelistPeriod * 2);
-  const pleg = createPLEG({
-    clock,
-    logger: log.with({ component: "pleg" }),
-    relistPeriodMs: config.plegRelistPeriod,
-    eventedRelistPeriodMs: config.plegEventedRelistPeriod || config.plegRelistPeriod,
-    listPods: () => listing.fresh(),
-    getPodStatus: (uid, name, ns) => runtime.getPodStatus(uid, name, ns),
-    // A pod a sync is acting on gets its status read by that sync; the relist after it takes it.
-    readPending: (uid) => podSync.readPending(uid),
-    settledBySync: (uid, status) => podSync.settled(uid, status),
-  });
-  // Container exits seen at once: the runtime's events make the PLEG relist (0: relist only).
-  const runtimeEvents =
-    config.plegEventedRelistPeriod > 0
-      ? createRuntimeEventWatch({
-          clock,
-          logger: log.with({ component: "pleg" }),
-          subscribe: (handler, s) => cri.containerEvents(handler, s),
-          onEvent: (event) => pleg.notify(event),
-          onFlowing: (flowing) => pleg.setEventsFlowing(flowing),
-        })
-      : undefined;
-  const health = createRuntimeHealth({
-    cri,
-    clock,
-    logger: log,
-    plegHealthy: () => pleg.healthy(),
-  });
-  const gc = createAgentGC({
-    config,
-    cri,
-    clock,
-    logger: log,
-    runtime,
-    recorder,
-    sourcesReady: () => podConfig.seenAllSources(),
-    podState: (uid): PodGCState => {
-      // An evicted pod's content goes although its manifest is still there (the kubelet's
-      // ShouldPodContentBeRemoved): its dead containers are collected as a gone pod's.
-      if (workers.isEvicted(uid) && workers.state(uid) === "terminated") return "gone";
-      if (loop?.pods().has(uid)) return workers.state(uid) === "terminated" ? "finished" : "active";
-      return workers.couldHaveRunningContainers(uid) ? "active" : "gone";
-    },
-  });
-  const psiLog = log.with({ component: "psi" });
-  const readPsi = createPsiReader((resource, error) =>
-    error === undefined
-      ? psiLog.info("node pressure stall information readable again", { resource })
-      : psiLog.warn("cannot read the node's pressure stall information", { resource, error }),
-  );
-  let eviction: EvictionManager | undefined;
-  const nodeStatus = await createAgentNodeStatus({
-    config,
-    hostIP,
-    version: info.version,
-    cri,
-    health,
-    clock,
-    logger: log.with({ component: "nodestatus" }),
-    allocatable: () => toResourceList(cm.allocatable()),
-    images: () => gc.images.imageList(),
-    pressure: () => {
-      const c = eviction?.conditions() ?? [];
-      return {
-        memory: c.includes("MemoryPressure"),
-        disk: c.includes("DiskPressure"),
-        pid: c.includes("PIDPressure"),
-      };
-    },
-    psi: () =>
-      Object.fromEntries(Object.entries(readPsi()).map(([r, line]) => [r, formatPsi(line)])),
-  });
-  let hub: ReturnType<typeof createAgentHub>;
-  const podConfig = createPodConfig({
-    // The manifest folder first: its pods win a name from the hub's.
-    sources: config.hub === undefined ? ["file"] : ["file", "api"],
-    clock,
-    onError: (c) => {
-      log.warn("pod refused", { pod: c.pod, source: c.source, reason: c.message });
-      const [namespace = "default", name = c.pod] = c.pod.split("/");
-      recorder.event({ kind: "Pod", namespace, name }, "Warning", "Refused", c.message);
-    },
-    onConflictsChanged: (source) => {
-      if (source === "api") hub?.desiredChanged();
-    },
-  });
-  const desired =
-    config.hub === undefined ? undefined : hubDesiredState(config, podConfig, objects, log);
-  const policy = createPolicyAdmission(config.hubPodPolicy);
-  const sysctls = createSysctlAdmission({
-    allowedUnsafeSysctls: config.allowedUnsafeSysctls,
-    kernelRelease: () => readFileSync(KERNEL_RELEASE_FILE, "utf8"),
-    log: log.with({ component: "sysctl" }),
-  });
-  let loop: ReturnType<typeof createSyncLoop> | undefined;
-  const prober = createAgentProber({
-    clock,
-    logger: log.with({ component: "prober" }),
-    cri,
-    recorder,
-    statusManager,
-    pod: (uid) => loop?.pods().get(uid),
-    isTerminating: (uid) => workers.isTerminationRequested(uid),
-    sync: (pod) => workers.updatePod({ pod, type: "sync" }),
-  });
-  const podSync = createPodSync({
-    runtime,
-    statusManager,
-    clock,
-    logger: log,
-    rootDir: config.rootDir,
-    hostIP: () => hostIP,
-    updateCache: (uid, status) => pleg.updateCache(uid, status),
-    isDesired: (uid) => loop?.pods().has(uid) ?? false,
-    cachedStatus: (uid) => pleg.cache.get(uid),
-    hasActions: (pod, status, opts) => planSteps(computePodActions(pod, status, opts)).length > 0,
-    prepareInTurn: runtime.prepareInTurn,
-    volumes,
-    podCgroups: {
-      ensure: (pod) => cm.ensurePodCgroup(pod),
-      remove: (uid) => cm.removePodCgroup(uid),
-    },
-    livenessFailed: (uid) => prober.failed("liveness", uid),
-    startupFailed: (uid) => prober.failed("startup", uid),
-    readiness: prober.readiness,
-    startup: prober.startup,
-  });
-  const workers = createPodWorkers({
-    ...podSync,
-    clock,
-    logger: log.with({ component: "podworkers" }),
-    requeue: (uid, ms) => loop?.requeue(uid, ms),
-    resyncIntervalMs: config.syncFrequency,
-    // As the kubelet's pod worker back-off, which equals its crash-loop and pull back-off base.
-    errorBackoffMs: Math.min(config.crashLoopBackOffBase, config.imagePullBackOffBase),
-    signal,
-  });
-  eviction = createAgentEviction({
-    config,
-    cri,
-    clock,
-    logger: log.with({ component: "eviction" }),
-    podCgroupName: (pod) => cm.podCgroupParent(pod),
-    activePods: () => workers.activePods(),
-    evictPod: createPodEvictor({
-      warn: (pod, reason, message) => recorder.event(podRef(pod), "Warning", reason, message),
-      updatePod: (update) => workers.updatePod(update),
-    }),
-    podCleanedUp: (uid) => !workers.couldHaveRunningContainers(uid),
-    emptyDirLimits: (pod) => volumes.diskEmptyDirLimits(pod),
-    nodeEvent: (type, reason, message) =>
-      recorder.event({ kind: "Node", namespace: "", name: config.nodeName }, type, reason, message),
-    onConditions: () => void nodeStatus.update(),
-    // Disk pressure first frees what the node can (the kubelet's node-level reclaim).
-    reclaim: {
-      containers: () => gc.reclaim.deleteAllUnusedContainers(),
-      images: () => gc.reclaim.deleteUnusedImages(),
-    },
-  });
-  const evictionManager = eviction;
-  const runsAlready = (pod: Pod) =>
-    pleg.cache.get(pod.metadata.uid ?? "")?.status?.containers.some((c) => c.state === "running") ??
+  };
+}
+
+/** Whether some container of the pod runs, by the pod cache. */
+function runsAlready(cache: PodCache): (pod: Pod) => boolean {
+  return (pod) =>
+    cache.get(pod.metadata.uid ?? "")?.status?.containers.some((c) => c.state === "running") ??
     false;
-  loop = createSyncLoop({
-    clock,
-    logger: log,
-    nextConfigUpdate: (s) => podConfig.updates.next(s),
-    nextPLEGEvent: (s) => pleg.next(s),
-    seenAllSources: () => podConfig.seenAllSources(),
-    runtimeHealthy: () => health.healthy(),
-    updatePod: (update) => workers.updatePod(update),
-    workerState: (uid) => workers.state(uid),
-    couldHaveRunningContainers: (uid) => workers.couldHaveRunningContainers(uid),
-    syncKnownPods: (desired) => workers.syncKnownPods(desired),
-    forgetWorker: (uid) => workers.forgetTerminated(uid),
-    rejectPod: (pod, reason, message) => podSync.reject(pod, reason, message),
-    event: (pod, type, reason, message) => recorder.event(podRef(pod), type, reason, message),
-    statusUids: () => statusManager.uids(),
-    removeStatus: (uid) => statusManager.removePod(uid),
-    forgetCache: (uid) => pleg.cache.delete(uid),
-    runtimePods: () => listing.recent(),
-    removeOrphan: async (rp) => {
-      await runtime.killPod(undefined, rp);
-      await runtime.removePod(rp);
-    },
-    rootDir: config.rootDir,
-    podLogsDir: config.podLogsDir,
-    maxPods: config.maxPods,
-    admitHandlers: {
-      // Node pressure keeps new pods out, but does not stop a pod whose containers already run
-      // (admitted before the agent restarted): the eviction manager ranks it with the others.
-      // Then the sysctls, which the runtime would set in the pod's namespaces.
-      beforeCount: [
-        (pod) => (runsAlready(pod) ? undefined : evictionManager.admit(pod)),
-        (pod) => sysctls.admit(pod),
-      ],
-      // Hub pods must keep to the device's policy before they may take resources.
-      afterCount: [
-        (pod, active) => policy.admit(pod, active),
-        (pod, active) => cm.admit(pod, active),
-      ],
-    },
-    cgroupHousekeeping: (active, keep) => cm.housekeeping(active, keep),
-    readmissions: {
-      due: () => evictionManager.readmissionsDue(),
-      forget: (uid) => evictionManager.forgetReadmission(uid),
-    },
-    housekeepingIntervalMs: config.housekeepingInterval,
-    removePodDir: (uid) => volumes.removePod(uid),
-  });
-  objects.subscribe((keys) => loop?.handleObjectsChanged(keys));
-  const fileSource = createFileSource({
-    path: config.staticPodPath,
-    nodeName: config.nodeName,
-    checkFrequencyMs: config.fileCheckFrequency,
-    clock,
-    log: log.with({ component: "manifests" }),
-    onSnapshot: (pods: Pod[]) => podConfig.set("file", pods),
-    onObjects: (list) => objects.set("file", list),
-    onError: (p) => {
-      log.warn("invalid manifest", { file: p.path, error: p.message });
-      recorder.event(manifestRef(p.path), "Warning", "InvalidManifest", p.message);
-    },
-  });
+}
 
-  const serverDeps = createServerDeps({
-    config,
-    loop,
-    statusManager,
-    recorder,
-    cri,
-    health,
-    relistStats: () => pleg.relistStats(),
-    probeStats: () => prober.stats(),
-    node: () => nodeStatus.node(),
-    eviction: { manager: evictionManager, psi: readPsi },
-  });
-  const streams = lazyStreamOpener({
-    pod: serverDeps.getPod,
-    logPath: serverDeps.logPath,
-    cri,
-    log: log.with({ component: "streams" }),
-    clock,
-  });
-  const server = await startAgentServer(serverDeps, {
-    socketPath: config.apiSocket,
-    log,
-    clock,
-    streams,
-  });
-
-  // One relist before the first health check, so a healthy runtime is never reported down.
-  await pleg.relist();
-  await health.check();
-  // Loaded only when a hub is configured: an agent on its own never needs the hub client.
-  hub =
-    config.hub &&
-    (await import("./hubclient/index.ts")).createAgentHub({
-      config,
-      version: info.version,
-      clock,
-      logger: log,
-      nodeStatus,
-      statusManager,
-      recorder,
-      pods: () => loop.pods(),
-      podsSynced: () => podConfig.seenAllSources(),
-      ...(desired !== undefined && { desired }),
-      streams,
-    });
-  await Promise.all([
-    nodeStatus.run(signal),
-    hub?.run(signal),
-    health.run(signal),
-    pleg.run(signal),
-    runtimeEvents?.run(signal),
-    fileSource.run(signal),
-    loop.run(signal),
-    evictionManager.run(signal),
-    prober.run(signal),
-    gc.run(signal),
-    runMemoryTrim(clock, signal),
-  ]);
-  log.info("stopping: pods keep running");
-  await server.stop();
-  cri.close();
+/** The hub client, loaded only when a hub is configured: an agent on its own never needs it. */
+async function startHub(config: AgentConfig, wiring: Omit<AgentHubWiring, "config">) {
+  if (config.hub === undefined) return undefined;
+  return (await import("./hubclient/index.ts")).createAgentHub({ config, ...wiring });
 }

@@ -16,7 +16,12 @@ export {
   isUnavailable,
   isUnimplemented,
 } from "./errors.ts";
-export type { ContainerEvent, ContainerEventHandler, ContainerEventSource } from "./events.ts";
+export type {
+  ContainerEvent,
+  ContainerEventHandler,
+  ContainerEventSource,
+  ContainerEvents,
+} from "./events.ts";
 export { createFakeRuntime, FakeRuntime } from "./fake.ts";
 export { normalizeImageRef } from "./fake-support.ts";
 export { TransportError } from "./grpc-wire.ts";

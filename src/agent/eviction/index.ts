@@ -3,7 +3,4 @@
 // pressure, ranking and evicting pods one at a time, per-pod local storage limits, and when an
 // evicted static pod may run again.
 
-export { createPodEvictor } from "./evict-pod.ts";
-export type { EvictionManager } from "./manager.ts";
-export { createPsiReader, formatPsi } from "./psi.ts";
 export { createAgentEviction } from "./setup.ts";

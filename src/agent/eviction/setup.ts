@@ -9,9 +9,12 @@ import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { type CgroupLayout, detectCgroupLayout, podsRootName } from "../cm/index.ts";
 import type { AgentConfig } from "../config/index.ts";
+import { type EventRecorder, podRef } from "../events/index.ts";
 import type { Observation, Signal } from "../evictionapi/signals.ts";
 import { buildThresholds } from "../evictionapi/thresholds.ts";
 import { LABEL_POD_UID, nodeSelector } from "../kuberuntime/index.ts";
+import type { PodWorkers } from "../podworkers/index.ts";
+import { createPodEvictor } from "./evict-pod.ts";
 import {
   createEvictionManager,
   type EvictionManager,
@@ -29,6 +32,7 @@ import {
   readText,
 } from "./observe.ts";
 import { collectPodUsage } from "./pod-stats.ts";
+import { createPsiReader, formatPsi, type NodePsi } from "./psi.ts";
 
 type EvictionSettings = Pick<
   AgentConfig,
@@ -191,4 +195,64 @@ export function createAgentEviction(input: AgentEvictionInput): EvictionManager 
         wanted,
       ),
   });
+}
+
+/** The node's PSI reader, logging once each way when it stops or starts being readable. */
+export function createLoggedPsiReader(logger: Logger): () => NodePsi {
+  const psiLog = logger.with({ component: "psi" });
+  return createPsiReader((resource, error) =>
+    error === undefined
+      ? psiLog.info("node pressure stall information readable again", { resource })
+      : psiLog.warn("cannot read the node's pressure stall information", { resource, error }),
+  );
+}
+
+export interface EvictionWiring {
+  config: EvictionSettings;
+  cri: AgentEvictionInput["cri"];
+  clock: Clock;
+  logger: Logger;
+  cm: { podCgroupParent(pod: Pod): string };
+  workers: Pick<PodWorkers, "activePods" | "updatePod" | "couldHaveRunningContainers">;
+  recorder: Pick<EventRecorder, "event">;
+  volumes: { diskEmptyDirLimits: NonNullable<AgentEvictionInput["emptyDirLimits"]> };
+  /** Disk reclaim before evicting (the garbage collectors' DiskReclaim). */
+  reclaim: {
+    deleteAllUnusedContainers(): Promise<unknown>;
+    deleteUnusedImages(): Promise<unknown>;
+  };
+  /** Told when the pressure conditions changed (the node status manager). */
+  onConditions(): void;
+}
+
+/** The eviction manager as the agent wires it: pods from the workers, events to the recorder. */
+export function setupEviction(w: EvictionWiring): EvictionManager {
+  const { config, workers, recorder } = w;
+  return createAgentEviction({
+    config,
+    cri: w.cri,
+    clock: w.clock,
+    logger: w.logger.with({ component: "eviction" }),
+    podCgroupName: (pod) => w.cm.podCgroupParent(pod),
+    activePods: () => workers.activePods(),
+    evictPod: createPodEvictor({
+      warn: (pod, reason, message) => recorder.event(podRef(pod), "Warning", reason, message),
+      updatePod: (update) => workers.updatePod(update),
+    }),
+    podCleanedUp: (uid) => !workers.couldHaveRunningContainers(uid),
+    emptyDirLimits: (pod) => w.volumes.diskEmptyDirLimits(pod),
+    nodeEvent: (type, reason, message) =>
+      recorder.event({ kind: "Node", namespace: "", name: config.nodeName }, type, reason, message),
+    onConditions: () => w.onConditions(),
+    // Disk pressure first frees what the node can (the kubelet's node-level reclaim).
+    reclaim: {
+      containers: () => w.reclaim.deleteAllUnusedContainers(),
+      images: () => w.reclaim.deleteUnusedImages(),
+    },
+  });
+}
+
+/** The node's PSI lines as the node's annotations show them. */
+export function formatNodePsi(psi: NodePsi): Record<string, string> {
+  return Object.fromEntries(Object.entries(psi).map(([r, line]) => [r, formatPsi(line)]));
 }

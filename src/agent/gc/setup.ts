@@ -106,3 +106,21 @@ export function createAgentGC(input: AgentGCInput): AgentGC {
     },
   };
 }
+
+/** A pod's state as the container GC sees it, from its worker and whether a source wants it. */
+export function podGCState(
+  workers: {
+    isEvicted(uid: string): boolean;
+    state(uid: string): string | undefined;
+    couldHaveRunningContainers(uid: string): boolean;
+  },
+  pods: { has(uid: string): boolean },
+): (uid: string) => PodGCState {
+  return (uid) => {
+    // An evicted pod's content goes although its manifest is still there (the kubelet's
+    // ShouldPodContentBeRemoved): its dead containers are collected as a gone pod's.
+    if (workers.isEvicted(uid) && workers.state(uid) === "terminated") return "gone";
+    if (pods.has(uid)) return workers.state(uid) === "terminated" ? "finished" : "active";
+    return workers.couldHaveRunningContainers(uid) ? "active" : "gone";
+  };
+}

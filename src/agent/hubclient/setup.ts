@@ -155,7 +155,7 @@ export interface AgentHubWiring {
     getPodStatus(uid: string): Pod["status"] | undefined;
   };
   recorder: AgentHubInput["recorder"];
-  /** The sync loop's pods by uid. */
+  /** The pods the sources want, by UID (the pod manager's). */
   pods: () => ReadonlyMap<string, Pod>;
   podsSynced: () => boolean;
   desired?: DesiredHandler;

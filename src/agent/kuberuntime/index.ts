@@ -21,5 +21,5 @@ export { computePodActions } from "./plan.ts";
 export { containerResources, milliCPUToQuota, milliCPUToShares, oomScoreAdj } from "./resources.ts";
 export { generateSandboxConfig, podDNSConfig } from "./sandbox-config.ts";
 export { containerSecurityContext } from "./security.ts";
-export { criLogMessages, toContainerState } from "./status.ts";
+export { criLogMessages, listRunningPods, toContainerState } from "./status.ts";
 export { planSteps } from "./steps.ts";

@@ -2,4 +2,3 @@
 export { buildNode, CPU_MODEL_ANNOTATION, type NodeState, nodeChanged } from "./build.ts";
 export { goArch, type NodeFacts, prettyName } from "./facts.ts";
 export { createNodeStatusManager } from "./manager.ts";
-export { createAgentNodeStatus } from "./setup.ts";

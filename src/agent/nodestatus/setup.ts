@@ -57,3 +57,36 @@ export async function createAgentNodeStatus(
     updateFrequencyMs: config.nodeStatusUpdateFrequency,
   });
 }
+
+/** The node's pressure as its conditions show it, from the eviction manager's conditions. */
+export function pressureOf(
+  conditions: () => readonly string[],
+): NonNullable<NodeStatusDeps["pressure"]> {
+  return () => {
+    const c = conditions();
+    return {
+      memory: c.includes("MemoryPressure"),
+      disk: c.includes("DiskPressure"),
+      pid: c.includes("PIDPressure"),
+    };
+  };
+}
+
+/**
+ * The node status manager as the eviction manager reaches it, created before it (the node's
+ * pressure is the eviction manager's): bound once the node status manager exists. Called before
+ * that, it throws.
+ */
+export class NodeStatusPort {
+  private manager: NodeStatusManager | undefined;
+
+  bind(manager: NodeStatusManager): void {
+    this.manager = manager;
+  }
+
+  /** Builds and publishes the node again (its pressure conditions changed). */
+  update(): void {
+    if (this.manager === undefined) throw new Error("the node status manager is not created yet");
+    void this.manager.update();
+  }
+}

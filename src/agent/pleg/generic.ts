@@ -95,7 +95,7 @@ export interface PLEG {
   setEventsFlowing(flowing: boolean): void;
 }
 
-export interface RelistStats {
+interface RelistStats {
   /** Relists that listed the runtime successfully. */
   count: number;
   /** Sum of their durations (ms). */

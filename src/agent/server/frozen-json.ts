@@ -1,4 +1,4 @@
-// JSON for the local API's lists and watches. The pod views (server-deps.ts) are frozen and stay
+// JSON for the local API's lists and watches. The pod views (pod-views.ts) are frozen and stay
 // the same object while unchanged, so each one's JSON is written once however often clients poll
 // or however many watch. One FrozenJson serves one API server.
 

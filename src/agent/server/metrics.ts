@@ -4,13 +4,13 @@
 
 type Labels = Record<string, string>;
 
-interface Counter {
+export interface Counter {
   /** Adds `by` (>= 0, default 1) to the series with these labels. */
   inc(labels?: Labels, by?: number): void;
   get(labels?: Labels): number;
 }
 
-interface Gauge {
+export interface Gauge {
   set(labels: Labels, value: number): void;
   inc(labels?: Labels, by?: number): void;
   get(labels?: Labels): number;

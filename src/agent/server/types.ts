@@ -3,7 +3,7 @@
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
 
-interface ExecResult {
+export interface ExecResult {
   stdout: string;
   stderr: string;
   exitCode: number;

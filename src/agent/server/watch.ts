@@ -5,7 +5,7 @@
 // matches at first, the stream starts with a blank line, which watch clients skip. The server is
 // told of changes by deps.onPodsChanged and also looks every resyncMs, so nothing is missed for
 // long.
-// Each change is found by object identity: the pod views of server-deps stay the same object
+// Each change is found by object identity: the pod views (pod-views.ts) stay the same object
 // until the pod or its status changes, and each view's JSON is made once for all watchers.
 
 import type { Pod } from "../../api/types.ts";

@@ -5,22 +5,15 @@
 // pressure, like an evicted pod, is readmitted when the eviction manager says its wait is over.
 import type { Pod } from "../../api/types.ts";
 import type { Logger } from "../../util/log.ts";
+import type { AdmitFailure, AdmitHandlers } from "../lifecycle/index.ts";
 import type { PodUpdate } from "../podworkers/index.ts";
 import { type PodRecord, uidOf } from "./pods.ts";
-
-export interface AdmitFailure {
-  reason: string;
-  message: string;
-}
-
-/** An admit handler: why `pod` may not run next to the `active` pods, or undefined. */
-type AdmitHandler = (pod: Pod, active: readonly Pod[]) => AdmitFailure | undefined;
 
 export interface AdmissionDeps {
   logger: Logger;
   maxPods: number;
   /** Handlers before and after the pod count (eviction first, resources last). */
-  admitHandlers: { beforeCount: AdmitHandler[]; afterCount: AdmitHandler[] };
+  admitHandlers: AdmitHandlers;
   /** Pods admitted and not terminated. */
   activePods(): Pod[];
   updatePod(update: PodUpdate): void;
@@ -57,7 +50,7 @@ export function createAdmission(deps: AdmissionDeps, record: PodRecord) {
       pod,
       deps.activePods().filter((p) => uidOf(p) !== uid),
     );
-    record.known.set(uid, pod);
+    record.pods.setPod(pod);
     if (f === undefined) {
       record.rejected.delete(uid);
       deps.updatePod({ pod, type: "create" });
@@ -78,7 +71,7 @@ export function createAdmission(deps: AdmissionDeps, record: PodRecord) {
   function addPods(pods: readonly Pod[]): void {
     const seen = (p: Pod) => p.metadata.annotations?.["kubernetes.io/config.seen"] ?? "";
     const sorted = [...pods].sort((a, b) => seen(a).localeCompare(seen(b)));
-    for (const pod of sorted) if (!record.known.has(uidOf(pod))) admit(pod);
+    for (const pod of sorted) if (!record.pods.has(uidOf(pod))) admit(pod);
   }
 
   return { admit, addPods };

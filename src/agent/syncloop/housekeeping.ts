@@ -6,8 +6,8 @@ import { join } from "node:path";
 import type { Pod } from "../../api/types.ts";
 import type { Logger } from "../../util/log.ts";
 import type { RunningPod } from "../kubecontainer/types.ts";
-import { podUidOfLogDir, removeOrphanDirs } from "../orphan-dirs.ts";
 import type { PodUpdate } from "../podworkers/index.ts";
+import { podUidOfLogDir, removeOrphanDirs } from "./orphan-dirs.ts";
 import type { PodRecord } from "./pods.ts";
 
 export interface HousekeepingDeps {
@@ -96,14 +96,14 @@ async function removeFolders(
 
 export async function housekeeping(deps: HousekeepingDeps, record: PodRecord): Promise<void> {
   if (!deps.seenAllSources() || !deps.runtimeHealthy()) return;
-  const states = deps.syncKnownPods(new Set(record.known.keys()));
+  const states = deps.syncKnownPods(new Set(record.pods.pods().keys()));
   // A pod desired again after its worker terminated (its UID came back) starts afresh.
-  for (const [uid, pod] of record.known)
+  for (const [uid, pod] of record.pods.pods())
     if (!record.rejected.has(uid) && !states.has(uid)) deps.updatePod({ pod, type: "create" });
   // Housekeeping runs beside the loop, which may admit (or reject) pods while it waits on the
   // runtime or the disk: whether a source wants a pod is asked at each step, never from a list
   // taken at the start, so a pod added meanwhile keeps its status and its folder.
-  const wanted = (uid: string) => record.known.has(uid);
+  const wanted = (uid: string) => record.pods.has(uid);
   const running = await removeOrphans(deps, wanted);
   const runningUids = new Set(running.map((p) => p.uid));
   const stopping = (uid: string) => deps.couldHaveRunningContainers(uid);

@@ -14,18 +14,26 @@ import type { Clock } from "../../util/clock.ts";
 import { memoizeFrozen } from "../../util/freeze.ts";
 import type { Logger } from "../../util/log.ts";
 import type { PodLifecycleEvent } from "../pleg/index.ts";
+import type { PodManager } from "../podmanager/index.ts";
 import type { WorkerState } from "../podworkers/index.ts";
 import { type PodUpdate as ConfigUpdate, objectsUsedBy } from "../sources/index.ts";
 import { type AdmissionDeps, createAdmission } from "./admission.ts";
 import { type HousekeepingDeps, housekeeping } from "./housekeeping.ts";
 import { PodRecord, uidOf } from "./pods.ts";
 import { type LoopInput, selectLoop } from "./select.ts";
+import type { WorkQueue } from "./work-queue.ts";
+
+export { createWorkQueue } from "./work-queue.ts";
 
 export interface SyncLoopDeps
   extends Omit<AdmissionDeps, "logger" | "activePods">,
     Omit<HousekeepingDeps, "logger" | "activePods"> {
   clock: Clock;
   logger: Logger;
+  /** The pods the sources want; the loop writes it as their updates arrive. */
+  podManager: PodManager;
+  /** Pods due to sync again (the pod workers enqueue them). */
+  workQueue: WorkQueue;
   nextConfigUpdate(signal: AbortSignal): Promise<ConfigUpdate>;
   nextPLEGEvent(signal: AbortSignal): Promise<PodLifecycleEvent>;
   workerState(uid: string): WorkerState | undefined;
@@ -46,12 +54,6 @@ export interface SyncLoop {
   syncTick(): void;
   /** Cleans up orphaned runtime pods, pod directories and statuses; readmits evicted pods. */
   housekeeping(): Promise<void>;
-  /** Marks a pod to sync again after `delayMs`. */
-  requeue(uid: string, delayMs: number): void;
-  /** Pods a source wants (admitted or not), by UID. */
-  pods(): Map<string, Pod>;
-  /** The pods to show: known ones, and removed ones until they finished terminating. */
-  visiblePods(): Pod[];
   run(signal: AbortSignal): Promise<void>;
 }
 
@@ -60,21 +62,14 @@ export function createSyncLoop(deps: SyncLoopDeps): SyncLoop {
 }
 
 class Loop implements SyncLoop {
-  private readonly record = new PodRecord();
+  private readonly record: PodRecord;
   private readonly admission: ReturnType<typeof createAdmission>;
   /** The objects a pod reads, once per (frozen) pod. */
   private readonly usedObjects = memoizeFrozen(objectsUsedBy);
 
   constructor(private readonly deps: SyncLoopDeps) {
+    this.record = new PodRecord(deps.podManager, deps.workQueue);
     this.admission = createAdmission({ ...deps, activePods: () => this.activePods() }, this.record);
-  }
-
-  pods(): Map<string, Pod> {
-    return this.record.known;
-  }
-
-  visiblePods(): Pod[] {
-    return this.record.visible((uid) => this.deps.couldHaveRunningContainers(uid));
   }
 
   handleConfigUpdate(update: ConfigUpdate): void {
@@ -85,7 +80,7 @@ class Loop implements SyncLoop {
         break;
       case "UPDATE":
         for (const pod of update.pods) {
-          record.known.set(uidOf(pod), pod);
+          record.pods.setPod(pod);
           if (!record.rejected.has(uidOf(pod))) deps.updatePod({ pod, type: "update" });
         }
         break;
@@ -94,33 +89,29 @@ class Loop implements SyncLoop {
         this.removePods(update.pods);
         break;
       case "RECONCILE":
-        for (const pod of update.pods) record.known.set(uidOf(pod), pod);
+        for (const pod of update.pods) record.pods.setPod(pod);
         break;
     }
   }
 
   handlePLEGEvent(event: PodLifecycleEvent): void {
-    const pod = this.record.known.get(event.uid);
+    const pod = this.record.pods.pod(event.uid);
     if (pod === undefined || this.record.rejected.has(event.uid)) return;
     if (this.deps.runtimeHealthy()) this.sync(pod);
   }
 
   handleObjectsChanged(keys: ReadonlySet<string>): void {
     if (!this.deps.runtimeHealthy()) return;
-    for (const [uid, pod] of this.record.known) {
+    for (const [uid, pod] of this.record.pods.pods()) {
       if (this.record.rejected.has(uid)) continue;
       if ([...this.usedObjects(pod)].some((k) => keys.has(k))) this.sync(pod);
     }
   }
 
-  requeue(uid: string, delayMs: number): void {
-    this.record.due.set(uid, this.deps.clock.now() + delayMs);
-  }
-
   syncTick(): void {
     if (!this.deps.runtimeHealthy()) return;
-    for (const uid of this.record.takeDue(this.deps.clock.now())) {
-      const pod = this.record.known.get(uid);
+    for (const uid of this.record.queue.takeDue()) {
+      const pod = this.record.pods.pod(uid);
       if (pod !== undefined && !this.record.rejected.has(uid)) this.sync(pod);
     }
   }
@@ -154,14 +145,14 @@ class Loop implements SyncLoop {
         deps.removeStatus(uid);
         continue;
       }
-      deps.updatePod({ pod: record.markRemoving(pod, deps.clock.now()), type: "kill" });
+      deps.updatePod({ pod: record.pods.markRemoving(pod, deps.clock.now()), type: "kill" });
     }
   }
 
   /** Admits again a pod whose eviction (or pressure rejection) wait is over: a new instance. */
   private readmit(uid: string): void {
     const { deps } = this;
-    const pod = this.record.known.get(uid);
+    const pod = this.record.pods.pod(uid);
     if (pod === undefined) {
       deps.readmissions?.forget(uid);
       return;

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { runMemoryTrim } from "../../../src/agent/memory.ts";
+import { runMemoryTrim } from "../../../src/agent/memory/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 
 const turn = () => new Promise((r) => setTimeout(r, 0));

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { podUidOfLogDir, removeOrphanDirs } from "../../../src/agent/orphan-dirs.ts";
+import { podUidOfLogDir, removeOrphanDirs } from "../../../src/agent/syncloop/orphan-dirs.ts";
 
 let dir: string;
 beforeEach(async () => {

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { PodStatus } from "../../../src/agent/kubecontainer/types.ts";
-import { createPodSync, type PodRuntime } from "../../../src/agent/pod-sync.ts";
+import { createPodSync, type PodRuntime } from "../../../src/agent/podsync/index.ts";
 import { createStatusManager } from "../../../src/agent/status/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";

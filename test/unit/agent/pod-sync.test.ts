@@ -8,7 +8,7 @@ import {
   createPodSync,
   type PodRuntime,
   type PodSyncDeps,
-} from "../../../src/agent/pod-sync.ts";
+} from "../../../src/agent/podsync/index.ts";
 import { createStatusManager } from "../../../src/agent/status/index.ts";
 import type { Pod } from "../../../src/api/types.ts";
 import { FakeClock } from "../../../src/util/clock.ts";

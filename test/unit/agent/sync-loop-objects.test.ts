@@ -2,8 +2,13 @@ import { describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createPodManager } from "../../../src/agent/podmanager/index.ts";
 import { createPodConfig } from "../../../src/agent/sources/index.ts";
-import { createSyncLoop, type SyncLoopDeps } from "../../../src/agent/syncloop/index.ts";
+import {
+  createSyncLoop,
+  createWorkQueue,
+  type SyncLoopDeps,
+} from "../../../src/agent/syncloop/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { makeContainer, makePod } from "../../lib/builders.ts";
@@ -17,6 +22,8 @@ function setup() {
   const deps = {
     clock,
     logger: nullLogger,
+    podManager: createPodManager(),
+    workQueue: createWorkQueue(clock),
     updatePod: (u: { pod: { metadata: { name: string } }; type: string }) =>
       updates.push(`${u.type} ${u.pod.metadata.name}`),
     workerState: () => "syncing",

@@ -1,8 +1,9 @@
 import { describe, expect, test } from "bun:test";
+import { createPodManager } from "../../../src/agent/podmanager/index.ts";
 import type { WorkerState } from "../../../src/agent/podworkers/index.ts";
 import type { PodUpdate as ConfigUpdate } from "../../../src/agent/sources/index.ts";
 import type { SyncLoopDeps } from "../../../src/agent/syncloop/index.ts";
-import { createSyncLoop } from "../../../src/agent/syncloop/index.ts";
+import { createSyncLoop, createWorkQueue } from "../../../src/agent/syncloop/index.ts";
 import type { Pod } from "../../../src/api/types.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { createLogger, nullLogger } from "../../../src/util/log.ts";
@@ -62,9 +63,13 @@ function loopWith(o: {
 }) {
   const calls: string[] = [];
   const states = new Map<string, WorkerState>();
+  const clock = new FakeClock();
+  const podManager = createPodManager();
   const deps = {
-    clock: new FakeClock(),
+    clock,
     logger: nullLogger,
+    podManager,
+    workQueue: createWorkQueue(clock),
     maxPods: o.maxPods ?? 110,
     rootDir: "/nonexistent",
     housekeepingIntervalMs: 1000,
@@ -102,7 +107,7 @@ function loopWith(o: {
     },
     ...o.deps,
   } as unknown as SyncLoopDeps;
-  return { loop: createSyncLoop(deps), calls, states };
+  return { loop: createSyncLoop(deps), calls, states, podManager };
 }
 
 const add = (...pods: Pod[]) => ({ op: "ADD", pods, source: "file" }) as unknown as ConfigUpdate;
@@ -202,12 +207,12 @@ describe("sync loop admission", () => {
 });
 
 describe("sync loop admission and restarts", () => {
-  test("a pod refused at admission is among pods() when its Failed status is published", () => {
+  test("a pod refused at admission is in the pod manager when its Failed status is published", () => {
     const seen: boolean[] = [];
     const pod = makePod({ name: "hub" });
-    const { loop } = loopWith({
+    const { loop, podManager } = loopWith({
       fits: () => false,
-      deps: { rejectPod: (p: Pod) => seen.push(loop.pods().has(p.metadata.uid ?? "")) },
+      deps: { rejectPod: (p: Pod) => seen.push(podManager.has(p.metadata.uid ?? "")) },
     });
     loop.handleConfigUpdate(add(pod));
     expect(seen).toEqual([true]);

@@ -2,7 +2,7 @@
 // nor its status changed, and each frozen item's JSON made once.
 import { describe, expect, test } from "bun:test";
 import { FrozenJson } from "../../../src/agent/server/frozen-json.ts";
-import { PodViews } from "../../../src/agent/server-deps.ts";
+import { PodViews } from "../../../src/agent/server/pod-views.ts";
 import { createStatusManager } from "../../../src/agent/status/index.ts";
 import { json } from "../../../src/api/status.ts";
 import { FakeClock } from "../../../src/util/clock.ts";

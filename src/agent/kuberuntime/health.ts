@@ -1,9 +1,9 @@
 // Whether the container runtime is usable, as kubelet's runtimeState: CRI Status must answer with
 // RuntimeReady true, and PLEG must be relisting. Checked every few seconds; changes are logged
 // once each way, and the reasons are what /healthz reports.
-import type { CriRuntime } from "../cri/index.ts";
-import { type Clock, sleepQuietly } from "../util/clock.ts";
-import type { Logger } from "../util/log.ts";
+import type { CriRuntime } from "../../cri/index.ts";
+import { type Clock, sleepQuietly } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
 
 export interface RuntimeHealthDeps {
   cri: Pick<CriRuntime, "status">;

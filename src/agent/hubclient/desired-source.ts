@@ -1,10 +1,10 @@
 // The hub's desired state on this device, as the hub client's handler: the "api" source of pods
 // and of ConfigMaps and Secrets, kept in <rootDir>/hub/desired.json.
 import { join } from "node:path";
-import type { Logger } from "../util/log.ts";
-import type { AgentConfig } from "./config/index.ts";
-import type { DesiredHandler } from "./hubclient/index.ts";
-import { createHubPodSource, type ObjectStore, type PodConfig } from "./sources/index.ts";
+import type { Logger } from "../../util/log.ts";
+import type { AgentConfig } from "../config/index.ts";
+import { createHubPodSource, type ObjectStore, type PodConfig } from "../sources/index.ts";
+import type { DesiredHandler } from "./desired.ts";
 
 /**
  * The hub's desired state on this device: the "api" source of pods and of ConfigMaps and
@@ -33,4 +33,22 @@ export function hubDesiredState(
     conflicts: () =>
       podConfig.conflicts("api").map((c) => ({ pod: c.pod, uid: c.uid, message: c.message })),
   };
+}
+
+/**
+ * The hub client as the pod config reaches it, created long before the client (which starts
+ * only once the runtime was listed): bound when the client is created. Until then, and when no
+ * hub is configured, a change of the hub's refused pods has no one to tell.
+ */
+export class HubPort {
+  private hub: { desiredChanged(): void } | undefined;
+
+  bind(hub: { desiredChanged(): void } | undefined): void {
+    this.hub = hub;
+  }
+
+  /** The refused hub pods changed: the hub client reports its desired state again. */
+  desiredChanged(): void {
+    this.hub?.desiredChanged();
+  }
 }

@@ -2,7 +2,7 @@
 // JavaScript heap stays at its peak size until a full collection runs, and a quiet agent rarely
 // triggers one. So a full collection runs every `periodMs`; with ~100 pods it costs a few ms of
 // CPU each time.
-import type { Clock } from "../util/clock.ts";
+import type { Clock } from "../../util/clock.ts";
 
 const MEMORY_TRIM_PERIOD_MS = 30_000;
 

@@ -1,19 +1,22 @@
 // The runtime manager as the agent configures it: CRI, events, timings from the agent config.
 import { availableParallelism, totalmem } from "node:os";
-import type { NodeAllocatable } from "../api/index.ts";
-import type { CriRuntime } from "../cri/index.ts";
-import type { Clock } from "../util/clock.ts";
-import type { Logger } from "../util/log.ts";
-import type { ContainerManager } from "./cm/index.ts";
-import type { AgentConfig } from "./config/index.ts";
-import type { EventRecorder } from "./events/index.ts";
-import { podRef } from "./events/index.ts";
+import type { NodeAllocatable } from "../../api/index.ts";
+import { type CriClient, type CriRuntime, createCriClient } from "../../cri/index.ts";
+import type { Clock } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import type { ContainerManager } from "../cm/index.ts";
+import type { AgentConfig } from "../config/index.ts";
+import type { EventRecorder } from "../events/index.ts";
+import { podRef } from "../events/index.ts";
+import type { RunningPod } from "../kubecontainer/types.ts";
+import { createListingCache, type ListingCache } from "../pleg/index.ts";
 import {
   type ContainerVolumes,
   createRuntimeManager,
   type EnvObjects,
+  listRunningPods,
   type RuntimeManager,
-} from "./kuberuntime/index.ts";
+} from "./index.ts";
 
 export interface AgentRuntimeDeps {
   cri: CriRuntime;
@@ -59,4 +62,39 @@ export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
     // Start calls at once: the number of CPUs (at least 2) unless set.
     maxParallelStarts: config.maxParallelStarts ?? Math.max(2, availableParallelism()),
   });
+}
+
+/** The CRI client of the agent's runtime endpoint; at logLevel debug every CRI call and its
+ * duration is logged (where a slow device spends its time). */
+export function connectRuntime(
+  settings: Pick<AgentConfig, "containerRuntimeEndpoint" | "runtimeRequestTimeout" | "logLevel">,
+  logger: Logger,
+): CriClient {
+  const criLog = logger.with({ component: "cri" });
+  return createCriClient({
+    endpoint: settings.containerRuntimeEndpoint,
+    lifecycleTimeoutMs: settings.runtimeRequestTimeout,
+    ...(settings.logLevel === "debug" && {
+      onCall: (method, ms, error) =>
+        criLog.debug("CRI call", {
+          method,
+          ms: Math.round(ms * 10) / 10,
+          ...(error && { error: error.message }),
+        }),
+    }),
+  });
+}
+
+/** The runtime's pods of this node (the runtime manager's getPods), kept for readers that may
+ * take a listing up to two relist periods old. */
+export function createRuntimeListing(
+  cri: CriRuntime,
+  settings: { nodeName: string; plegRelistPeriod: number },
+  clock: Clock,
+): ListingCache<RunningPod> {
+  return createListingCache(
+    () => listRunningPods(cri, undefined, settings.nodeName),
+    clock,
+    settings.plegRelistPeriod * 2,
+  );
 }
