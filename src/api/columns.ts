@@ -4,7 +4,7 @@
 import { podDisplayStatus } from "../agent/status/display.ts";
 import type { ControllerRevision, DaemonSet } from "./daemonset.ts";
 import { humanDuration } from "./duration.ts";
-import type { Node } from "./node.ts";
+import type { Lease, Node } from "./node.ts";
 import type { ConfigMap, Event, Pod, Secret } from "./types.ts";
 
 export interface Column {
@@ -271,4 +271,13 @@ export const controllerRevisionTable: TableKind<ControllerRevision> = {
       age(r.metadata.creationTimestamp, now),
     ];
   },
+};
+
+export const leaseTable: TableKind<Lease> = {
+  columns: [nameColumn, col("Holder", "The lease's holder."), ageColumn],
+  cells: (l, now) => [
+    l.metadata.name,
+    l.spec.holderIdentity ?? "",
+    age(l.metadata.creationTimestamp, now),
+  ],
 };

@@ -72,3 +72,16 @@ export interface NodeList {
   metadata: { resourceVersion?: string };
   items: Node[];
 }
+
+/** coordination.k8s.io/v1 Lease: a node's heartbeat, as the kubelet keeps it. */
+export interface Lease {
+  apiVersion: "coordination.k8s.io/v1";
+  kind: "Lease";
+  metadata: ObjectMeta;
+  spec: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    /** MicroTime: RFC 3339 with microseconds. */
+    renewTime?: string;
+  };
+}
