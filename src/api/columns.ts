@@ -4,7 +4,7 @@
 
 import type { ControllerRevision, DaemonSet } from "./daemonset.ts";
 import { humanDuration } from "./duration.ts";
-import type { Node } from "./node.ts";
+import type { Lease, Node } from "./node.ts";
 import { podDisplayStatus } from "./pod-display.ts";
 import type { ConfigMap, Event, Pod, Secret } from "./types.ts";
 
@@ -272,4 +272,13 @@ export const controllerRevisionTable: TableKind<ControllerRevision> = {
       age(r.metadata.creationTimestamp, now),
     ];
   },
+};
+
+export const leaseTable: TableKind<Lease> = {
+  columns: [nameColumn, col("Holder", "The lease's holder."), ageColumn],
+  cells: (l, now) => [
+    l.metadata.name,
+    l.spec.holderIdentity ?? "",
+    age(l.metadata.creationTimestamp, now),
+  ],
 };

@@ -3,6 +3,7 @@
 // plus the checks of fleetlet's rollout annotations. `validateDaemonSet` decodes and validates.
 import { z } from "zod";
 import { requirementHolds } from "./affinity.ts";
+import { applyDaemonSetDefaults } from "./daemonset-defaults.ts";
 import { parseDuration } from "./duration.ts";
 import {
   type FieldError,
@@ -36,7 +37,7 @@ export interface PodTemplateSpec {
   spec: PodSpec;
 }
 
-interface DaemonSetSpec {
+export interface DaemonSetSpec {
   selector: LabelSelector;
   template: PodTemplateSpec;
   updateStrategy?: {
@@ -334,13 +335,14 @@ export type ValidateDaemonSetResult =
   | { ok: true; daemonSet: DaemonSet }
   | { ok: false; errors: FieldError[] };
 
-/** Decodes and validates a DaemonSet as the API server would on create; `status` is dropped. */
+/** Decodes, defaults (applyDaemonSetDefaults) and validates a DaemonSet as the API server would
+ * on create; `status` is dropped. */
 export function validateDaemonSet(obj: unknown): ValidateDaemonSetResult {
   const input = dropNulls(obj);
   const decoded = daemonSetSchema.safeParse(input);
   if (!decoded.success)
     return { ok: false, errors: decoded.error.issues.map((i) => issueToFieldError(i, input)) };
-  const daemonSet: DaemonSet = decoded.data;
+  const daemonSet = applyDaemonSetDefaults(decoded.data);
   const errors = validateDaemonSetValues(daemonSet);
   return errors.length === 0 ? { ok: true, daemonSet } : { ok: false, errors };
 }

@@ -65,3 +65,16 @@ export interface Node {
   spec: NodeSpec;
   status: NodeStatus;
 }
+
+/** coordination.k8s.io/v1 Lease: a node's heartbeat, as the kubelet keeps it. */
+export interface Lease {
+  apiVersion: "coordination.k8s.io/v1";
+  kind: "Lease";
+  metadata: ObjectMeta;
+  spec: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    /** MicroTime: RFC 3339 with microseconds. */
+    renewTime?: string;
+  };
+}

@@ -7,7 +7,7 @@ import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { DesiredAck, Hello, SequencedMessage } from "../protocol/index.ts";
 import type { HubStore, LoadedState, NodeRecord } from "./store.ts";
-import { eventView, nodeView, podView } from "./views.ts";
+import { eventView, nodeView, podView, rfc3339 } from "./views.ts";
 
 export type WatchKind = "nodes" | "pods" | "events";
 export interface Change {
@@ -23,6 +23,8 @@ export interface FleetOptions {
   /** A node with no message for this long is offline. */
   offlineAfterMs: number;
   onChange: (change: Change) => void;
+  /** The hub's clock (ms): when a pod reported without a creationTimestamp was first seen. */
+  now(): number;
 }
 
 export type IngestResult = { ok: true } | { ok: false; reason: string };
@@ -287,9 +289,11 @@ export class Fleet {
 
   private upsertPod(node: string, uid: string, pod: Pod): void {
     const pods = this.podsOf(node);
-    const stored: Pod =
-      pod.metadata.uid === uid ? pod : { ...pod, metadata: { ...pod.metadata, uid } };
-    const type = pods.has(uid) ? "MODIFIED" : "ADDED";
+    const old = pods.get(uid);
+    const created =
+      pod.metadata.creationTimestamp ?? old?.metadata.creationTimestamp ?? rfc3339(this.opts.now());
+    const stored: Pod = { ...pod, metadata: { ...pod.metadata, uid, creationTimestamp: created } };
+    const type = old !== undefined ? "MODIFIED" : "ADDED";
     pods.set(uid, stored);
     this.opts.store.queuePod(node, uid, stored);
     this.opts.onChange({ type, kind: "pods", object: podView(node, stored) });

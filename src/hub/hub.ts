@@ -119,6 +119,7 @@ function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
         changes.record(c.kind, c.type, c.object as KubeObject);
         if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined) onPodOfDaemonSet();
       },
+      now: () => opts.clock.now(),
     },
     loaded,
   );

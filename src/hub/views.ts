@@ -1,11 +1,13 @@
-// What the hub serves: Kubernetes-shaped Nodes, Pods and Events built from what agents reported,
-// with the hub's own facts (online, last seen, pod count, revoked) as annotations. Pure.
-import type { Node, NodeCondition } from "../api/node.ts";
+// What the hub serves: Kubernetes-shaped Nodes, Pods, Events and node Leases built from what
+// agents reported, with the hub's own facts (online, last seen, pod count, revoked) as
+// annotations, and the metadata the API server gives objects (uid, creationTimestamp). Pure.
+import type { Lease, Node, NodeCondition } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import { HUB_ANNOTATIONS } from "../protocol/index.ts";
+import { derivedUid } from "./deploy/pods.ts";
 import type { NodeRecord } from "./store.ts";
 
-function rfc3339(ms: number): string {
+export function rfc3339(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
 }
 
@@ -26,6 +28,11 @@ export interface NodeFacts {
   /** When the node went offline (for the Ready condition's transition time). */
   offlineSince?: number;
   podCount: number;
+}
+
+/** A node's uid: fixed by its name and when it joined (a node that joins again is a new one). */
+function nodeUid(rec: NodeRecord): string {
+  return derivedUid("Node", rec.name, String(rec.joinedAt));
 }
 
 /** The Node the hub serves for `rec`. */
@@ -55,6 +62,7 @@ export function nodeView(rec: NodeRecord, facts: NodeFacts): Node {
       name: rec.name,
       labels: { ...reported?.metadata.labels, ...rec.hubLabels },
       annotations,
+      uid: nodeUid(rec),
       creationTimestamp: rfc3339(rec.joinedAt),
     },
     spec: reported?.spec ?? {},
@@ -67,7 +75,50 @@ export function podView(node: string, pod: Pod): Pod {
   return pod.spec.nodeName === node ? pod : { ...pod, spec: { ...pod.spec, nodeName: node } };
 }
 
-/** A reported event as the hub serves it: its source host is the node. */
+/** A reported event as the hub serves it: its source host is the node, its uid fixed by the
+ * node and its name, created when it first happened. */
 export function eventView(node: string, event: Event): Event {
-  return event.source.host === node ? event : { ...event, source: { ...event.source, host: node } };
+  const ns = event.metadata.namespace ?? "default";
+  return {
+    ...event,
+    metadata: {
+      uid: derivedUid("Event", node, ns, event.metadata.name),
+      creationTimestamp: event.firstTimestamp,
+      ...event.metadata,
+    },
+    source: { ...event.source, host: node },
+  };
+}
+
+/** The namespace of node Leases, and the duration the kubelet gives its lease. */
+export const NODE_LEASE_NAMESPACE = "kube-node-lease";
+const NODE_LEASE_DURATION_SECONDS = 40;
+
+/** RFC 3339 with microseconds, as a MicroTime. */
+function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+}
+
+/** The node's Lease as its kubelet would keep it, renewed at each message the hub receives
+ * from the device; undefined for a node that never connected. Its resourceVersion is the renew
+ * time in milliseconds. */
+export function leaseView(rec: NodeRecord): Lease | undefined {
+  if (rec.lastSeen === undefined) return undefined;
+  return {
+    apiVersion: "coordination.k8s.io/v1",
+    kind: "Lease",
+    metadata: {
+      name: rec.name,
+      namespace: NODE_LEASE_NAMESPACE,
+      uid: derivedUid("Lease", rec.name, String(rec.joinedAt)),
+      creationTimestamp: rfc3339(rec.joinedAt),
+      resourceVersion: String(rec.lastSeen),
+      ownerReferences: [{ apiVersion: "v1", kind: "Node", name: rec.name, uid: nodeUid(rec) }],
+    },
+    spec: {
+      holderIdentity: rec.name,
+      leaseDurationSeconds: NODE_LEASE_DURATION_SECONDS,
+      renewTime: microTime(rec.lastSeen),
+    },
+  };
 }

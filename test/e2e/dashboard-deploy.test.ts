@@ -151,7 +151,9 @@ describe("fleetlet hub dashboard: DaemonSets (compiled hub, headless Chromium; n
     );
     expect(text).toContain("were sent revision 1 again");
     const revisions = await page.locator("table.revisions tbody tr").allTextContents();
-    expect(revisions).toEqual(["12"]);
+    expect(revisions).toHaveLength(2);
+    expect(revisions[0]).toMatch(/^2Current0—\d{4}-\d\d-\d\dT[\d:]+Z$/);
+    expect(revisions[1]).toMatch(/^1Stable2—\d{4}-\d\d-\d\dT[\d:]+Z$/);
     const rows = await page.locator("table.rollout-devices tbody tr").allTextContents();
     expect(rows).toHaveLength(2);
     expect(

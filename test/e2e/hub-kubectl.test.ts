@@ -152,6 +152,66 @@ describe.skipIf(kubectl === null)(
       }
     }, 30_000);
 
+    test("get pods shows each pod's AGE; describe node shows the device's lease", async () => {
+      const pods = await kc("get", "pods");
+      expect(pods.stdout).toMatch(
+        new RegExp(`^${pod()}\\s+\\d/3\\s+\\S+\\s+\\d+\\s+(\\(.*\\)\\s+)?\\d+[smh]`, "m"),
+      );
+      expect(pods.stdout).not.toContain("<unknown>");
+      const described = await kc("describe", "node", agent.nodeName);
+      expect(described.stdout).toMatch(
+        new RegExp(
+          `\\nLease:\\n\\s+HolderIdentity:\\s+${agent.nodeName}\\n\\s+AcquireTime:\\s+<unset>\\n\\s+RenewTime:\\s+\\w{3}, `,
+        ),
+      );
+      expect(described.stdout + described.stderr).not.toContain("Failed to get lease");
+      const leases = await kc("get", "leases", "-n", "kube-node-lease");
+      expect(leases.stdout).toMatch(
+        new RegExp(`^NAME\\s+HOLDER\\s+AGE\\n${agent.nodeName}\\s+${agent.nodeName}\\s+\\d+[smh]`),
+      );
+    });
+
+    test("a DaemonSet applied without updateStrategy is stored defaulted, and rollout status ends: rolled out, then after the hub rolled a crashing revision back", async () => {
+      const file = join(hub.dataDir, "beat.yaml");
+      const beat = (command: string) =>
+        `apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: beat}\nspec:\n  minReadySeconds: 2\n  selector: {matchLabels: {app: beat}}\n  template:\n    metadata: {labels: {app: beat}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers: [{name: main, image: ${agent.tb.busybox}, command: ["sh", "-c", "${command}"]}]\n`;
+      writeFileSync(file, beat("sleep 3600"));
+      expect((await kc("apply", "-f", file)).stdout).toBe("daemonset.apps/beat created\n");
+      const yaml = (await kc("get", "ds", "beat", "-o", "yaml")).stdout;
+      expect(yaml).toContain(
+        "  updateStrategy:\n    rollingUpdate:\n      maxSurge: 0\n      maxUnavailable: 1\n    type: RollingUpdate\n",
+      );
+      expect(yaml).toContain("  revisionHistoryLimit: 10\n");
+      expect(yaml).toContain("      dnsPolicy: ClusterFirst\n      restartPolicy: Always\n");
+      expect(yaml).toContain("        imagePullPolicy: IfNotPresent\n");
+      expect(yaml).toMatch(/\n {2}generation: 1\n/);
+      const done = await kc("rollout", "status", "ds/beat", "--timeout", "60s");
+      expect(done).toMatchObject({ code: 0 });
+      expect(done.stdout).toEndWith('daemon set "beat" successfully rolled out\n');
+      const again = await kc("apply", "-f", file);
+      expect(again.stdout).toBe("daemonset.apps/beat unchanged\n");
+
+      writeFileSync(file, beat("exit 1"));
+      expect((await kc("apply", "-f", file)).stdout).toBe("daemonset.apps/beat configured\n");
+      const back = await kc("rollout", "status", "ds/beat", "--timeout", "120s");
+      expect(back.code).toBe(0);
+      expect(back.stdout).toContain(
+        'Waiting for daemon set "beat" rollout to finish: 0 out of 1 new pods have been updated...',
+      );
+      expect(back.stdout).toEndWith('daemon set "beat" successfully rolled out\n');
+      const progressing = await kc(
+        "get",
+        "ds",
+        "beat",
+        "-o",
+        'jsonpath={.metadata.generation} {.status.observedGeneration} {.status.conditions[?(@.type=="Progressing")].reason}',
+      );
+      expect(progressing.stdout).toBe("2 2 RolloutFailed");
+      const p = await hubJson<Pod>(`/api/v1/namespaces/default/pods/beat-${agent.nodeName}`);
+      expect(p?.spec.containers[0]?.command).toEqual(["sh", "-c", "sleep 3600"]);
+      expect((await kc("delete", "-f", file)).code).toBe(0);
+    }, 180_000);
+
     test("apply (client-side and server-side), create, replace, delete, label node, and a 404", async () => {
       const file = join(hub.dataDir, "cm.yaml");
       writeFileSync(

@@ -6,6 +6,7 @@ import { badge, facts, h, link, panel, table } from "./dom.js";
 import {
   deviceRolloutState,
   devicesByAttention,
+  revisionRows,
   rolloutState,
   updatedOf,
 } from "./rollout-model.js";
@@ -141,6 +142,8 @@ export function mountDaemonSet(root, api, namespace, name) {
   const load = async () => {
     /** @type {RolloutView} */
     const view = await api(`${base}/rollout`);
+    /** @type {{ items: import("./rollout-model.js").ControllerRevision[] }} */
+    const history = await api(`${base}/history`);
     const st = rolloutState(view.phase);
     const s = view.settings;
     const devices = devicesByAttention(view.devices);
@@ -166,12 +169,15 @@ export function mountDaemonSet(root, api, namespace, name) {
       panel(
         "Revisions",
         table(
-          ["Revision", "Devices sent it"],
-          view.revisions.map((r) => [
+          ["Revision", "", "Devices sent it", "Change cause", "Created"],
+          revisionRows(view, history.items).map((r) => [
             h("span", { cls: "num" }, String(r.revision)),
+            r.mark === undefined ? "" : badge(r.mark.label, r.mark.tone),
             h("span", { cls: "num" }, String(r.devices)),
+            h("span", { cls: "muted" }, r.cause || "—"),
+            h("span", { cls: "muted" }, r.created),
           ]),
-          "No device runs it.",
+          "It has no revision.",
           "revisions",
         ),
       ),

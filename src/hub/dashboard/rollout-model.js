@@ -59,3 +59,36 @@ export function updatedOf(ds) {
   const s = ds.status ?? {};
   return `${s.updatedNumberScheduled ?? 0} / ${s.desiredNumberScheduled ?? 0}`;
 }
+
+/** @typedef {{ revision: number, metadata: { creationTimestamp?: string, annotations?: Record<string, string> } }} ControllerRevision */
+/** @typedef {{ revision: number, devices: number, mark?: State, cause: string, created: string }} RevisionRow */
+
+/**
+ * The revisions table, as `rollout history` lists them: every kept revision, newest first, with
+ * the devices the hub sends it, its change cause, and a mark on the current template's revision
+ * ("Current") and, when it differs, on the last one fully rolled out ("Stable").
+ * @param {RolloutView} view
+ * @param {ControllerRevision[]} history
+ * @returns {RevisionRow[]}
+ */
+export function revisionRows(view, history) {
+  const sent = new Map(view.revisions.map((r) => [r.revision, r.devices]));
+  return [...history]
+    .sort((a, b) => b.revision - a.revision)
+    .map((r) => {
+      /** @type {State | undefined} */
+      const mark =
+        r.revision === view.updateRevision
+          ? { label: "Current", tone: view.phase === "Failed" ? "bad" : "ok" }
+          : r.revision === view.stableRevision
+            ? { label: "Stable", tone: "none" }
+            : undefined;
+      return {
+        revision: r.revision,
+        devices: sent.get(r.revision) ?? 0,
+        ...(mark !== undefined && { mark }),
+        cause: r.metadata.annotations?.["kubernetes.io/change-cause"] ?? "",
+        created: r.metadata.creationTimestamp ?? "",
+      };
+    });
+}

@@ -2,13 +2,21 @@
 // (create or replace, with uid, generation and resourceVersion as the API server keeps them),
 // delete, undo, and the revision list, each written to the store before it returns.
 // Invariants: every DaemonSet has a revision for its current template, and that revision has
-// the highest number; revision numbers of one DaemonSet are distinct.
+// the highest number; revision numbers of one DaemonSet are distinct; DaemonSets and revision
+// templates are kept defaulted (applyDaemonSetDefaults), those stored before the hub defaulted
+// them included. A revision's hash is its name, given when it was made: a template defaulted
+// since then keeps it (so its pods keep their uids), and revisions are found by hash or content.
 import { randomUUID } from "node:crypto";
 import {
   CHANGE_CAUSE_ANNOTATION,
   type ControllerRevision,
   type DaemonSet,
 } from "../../api/daemonset.ts";
+import {
+  applyDaemonSetDefaults,
+  applyPodTemplateDefaults,
+  DEFAULT_REVISION_HISTORY_LIMIT,
+} from "../../api/daemonset-defaults.ts";
 import { DEFAULT_NAMESPACE } from "../../api/index.ts";
 import { StatusError } from "../../api/status.ts";
 import { jsonEqual } from "../../util/canonical.ts";
@@ -16,8 +24,6 @@ import { controllerRef, templateHash } from "./pods.ts";
 import type { DeployState, DeployStore, RevisionRecord } from "./store.ts";
 
 export type ApplyResult = "created" | "configured" | "unchanged";
-
-const DEFAULT_REVISION_HISTORY_LIMIT = 10;
 
 function rfc3339(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
@@ -38,8 +44,12 @@ export class DaemonSetCatalog {
     this.resourceVersion = loaded.resourceVersion;
     for (const o of loaded.objects)
       if (o.kind === "DaemonSet")
-        this.byKey.set(keyOf(o.namespace, o.name), o.object as unknown as DaemonSet);
-    for (const r of loaded.revisions) this.revisionsOf(r.dsUid).push(r);
+        this.byKey.set(
+          keyOf(o.namespace, o.name),
+          applyDaemonSetDefaults(o.object as unknown as DaemonSet),
+        );
+    for (const r of loaded.revisions)
+      this.revisionsOf(r.dsUid).push({ ...r, template: applyPodTemplateDefaults(r.template) });
   }
 
   /** The next resourceVersion, shared by every object kind of the hub. */
@@ -66,10 +76,16 @@ export class DaemonSetCatalog {
     return list;
   }
 
+  /** The kept revision of `template`, if any. */
+  private find(dsUid: string, template: DaemonSet["spec"]["template"]): RevisionRecord | undefined {
+    const hash = templateHash(template);
+    const list = this.revisionsOf(dsUid);
+    return list.find((x) => x.hash === hash) ?? list.find((x) => jsonEqual(x.template, template));
+  }
+
   /** The revision of the DaemonSet's current template. */
   current(ds: DaemonSet): RevisionRecord {
-    const hash = templateHash(ds.spec.template);
-    const r = this.revisionsOf(ds.metadata.uid ?? "").find((x) => x.hash === hash);
+    const r = this.find(ds.metadata.uid ?? "", ds.spec.template);
     if (r === undefined) throw new Error(`DaemonSet ${ds.metadata.name} has no current revision`);
     return r;
   }
@@ -79,8 +95,9 @@ export class DaemonSetCatalog {
     return this.revisionsOf(dsUid).find((r) => r.hash === hash);
   }
 
-  /** Creates or replaces a validated DaemonSet. */
-  apply(input: DaemonSet, now: number): { result: ApplyResult; daemonSet: DaemonSet } {
+  /** Creates or replaces a validated DaemonSet (defaulted here, if it is not yet). */
+  apply(applied: DaemonSet, now: number): { result: ApplyResult; daemonSet: DaemonSet } {
+    const input = applyDaemonSetDefaults(applied);
     const namespace = input.metadata.namespace || DEFAULT_NAMESPACE;
     const key = keyOf(namespace, input.metadata.name);
     const old = this.byKey.get(key);
@@ -130,10 +147,10 @@ export class DaemonSetCatalog {
   private ensureRevision(ds: DaemonSet, now: number): void {
     const uid = ds.metadata.uid ?? "";
     const list = this.revisionsOf(uid);
-    const hash = templateHash(ds.spec.template);
+    const found = this.find(uid, ds.spec.template);
+    const hash = found?.hash ?? templateHash(ds.spec.template);
     const max = list.reduce((m, r) => Math.max(m, r.revision), 0);
     const cause = ds.metadata.annotations?.[CHANGE_CAUSE_ANNOTATION];
-    const found = list.find((r) => r.hash === hash);
     if (found !== undefined && found.revision === max) return;
     const record: RevisionRecord = {
       dsUid: uid,
@@ -154,7 +171,7 @@ export class DaemonSetCatalog {
   prune(ds: DaemonSet, inUse: ReadonlySet<string>): void {
     const uid = ds.metadata.uid ?? "";
     const limit = ds.spec.revisionHistoryLimit ?? DEFAULT_REVISION_HISTORY_LIMIT;
-    const current = templateHash(ds.spec.template);
+    const current = this.current(ds).hash;
     const old = this.revisionsOf(uid)
       .filter((r) => r.hash !== current && !inUse.has(r.hash))
       .sort((a, b) => b.revision - a.revision);

@@ -13,7 +13,7 @@ export function templateHash(template: PodTemplateSpec): string {
 }
 
 /** A UUID-shaped id from SHA-256 of `parts`. */
-function derivedUid(...parts: string[]): string {
+export function derivedUid(...parts: string[]): string {
   const h = createHash("sha256").update(parts.join("\u0000")).digest("hex");
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }

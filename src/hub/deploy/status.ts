@@ -210,7 +210,14 @@ export function rolloutView(input: ViewInput): RolloutView {
   };
 }
 
-/** The DaemonSet's Kubernetes status; the rollout's state is its Progressing condition. */
+/**
+ * The DaemonSet's Kubernetes status; the rollout's state is its Progressing condition.
+ * `updatedNumberScheduled` counts the devices that run the revision the hub sends them: during a
+ * rollout the current template's, and once a rollout stopped (phase Failed) whatever each was
+ * left with or put back on, since no device will be moved further. So kubectl's `rollout
+ * status`, which knows no failure for a DaemonSet, ends once the hub put the stable revision
+ * back, and the failure is told by the Progressing condition (docs/kubectl.md).
+ */
 export function daemonSetStatus(
   ds: DaemonSet,
   devices: readonly ObservedDevice[],
@@ -242,7 +249,11 @@ export function daemonSetStatus(
     desiredNumberScheduled: eligible.length,
     numberReady: eligible.filter((d) => podOf(d)?.ready === true).length,
     observedGeneration: ds.metadata.generation ?? 1,
-    updatedNumberScheduled: eligible.filter((d) => d.running === update).length,
+    updatedNumberScheduled: eligible.filter((d) =>
+      view.phase === "Failed"
+        ? d.running !== undefined && d.running === d.assigned
+        : d.running === update,
+    ).length,
     numberAvailable: available,
     numberUnavailable: eligible.length - available,
     conditions: [condition],

@@ -9,17 +9,19 @@ import {
   controllerRevisionTable,
   daemonSetTable,
   eventTable,
+  leaseTable,
   nodeTable,
   podTable,
   secretTable,
   type TableKind,
 } from "../../api/columns.ts";
 import type { ControllerRevision, DaemonSet } from "../../api/daemonset.ts";
-import type { Node } from "../../api/node.ts";
+import type { Lease, Node } from "../../api/node.ts";
 import { eventFields, type FieldSet, podFields } from "../../api/selectors.ts";
 import type { ConfigMap, Event, ObjectMeta, Pod, Secret } from "../../api/types.ts";
 import type { Deployer } from "../deploy/deployer.ts";
 import type { Fleet } from "../fleet.ts";
+import { leaseView, NODE_LEASE_NAMESPACE } from "../views.ts";
 
 /** Any object the hub serves. */
 export interface KubeObject {
@@ -140,6 +142,29 @@ function events(d: ResourceDeps): KubeResource {
   };
 }
 
+/** The devices' Leases (kube-node-lease), renewed by their messages to the hub. */
+function leases(d: ResourceDeps): KubeResource {
+  const list = (ns?: string) =>
+    ns !== undefined && ns !== NODE_LEASE_NAMESPACE
+      ? []
+      : [...d.fleet.nodes.values()]
+          .sort((a, b) => a.name.localeCompare(b.name))
+          .flatMap((rec) => leaseView(rec) ?? []);
+  return {
+    name: "leases",
+    singular: "lease",
+    kind: "Lease",
+    group: "coordination.k8s.io",
+    namespaced: true,
+    verbs: READ,
+    list,
+    get: (ns, name) => list(ns).find((l) => l.metadata.name === name),
+    fields: metaFields(),
+    table: table<Lease>(leaseTable),
+    changes: "poll",
+  };
+}
+
 /** ConfigMaps or Secrets: the hub's own, kept by the deployer. */
 function configObjects(d: ResourceDeps, kind: "ConfigMap" | "Secret"): KubeResource {
   const secret = kind === "Secret";
@@ -204,7 +229,7 @@ function appsResources(d: ResourceDeps): KubeResource[] {
 
 /** Every resource the hub serves, by group then name. */
 export function hubResources(d: ResourceDeps): KubeResource[] {
-  return [...coreResources(d), ...appsResources(d)];
+  return [...coreResources(d), ...appsResources(d), leases(d)];
 }
 
 /** The resource of `group` named `name` (plural), or undefined. */

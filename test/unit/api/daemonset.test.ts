@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { nodeMatches } from "../../../src/api/affinity.ts";
 import { scaledValue, selectorMatches, validateDaemonSet } from "../../../src/api/daemonset.ts";
+import { applyDaemonSetDefaults } from "../../../src/api/daemonset-defaults.ts";
 import { formatFieldError, validatePod } from "../../../src/api/index.ts";
 import { makeManifest } from "../../lib/builders.ts";
 
@@ -32,6 +33,45 @@ function errorsOf(obj: unknown): string[] {
 }
 
 describe("validateDaemonSet()", () => {
+  test("defaults what the API server defaults: strategy, history limit, the template's pod spec", () => {
+    const r = validateDaemonSet(ds({}));
+    if (!r.ok) throw new Error("invalid");
+    expect(r.daemonSet.spec.updateStrategy).toEqual({
+      type: "RollingUpdate",
+      rollingUpdate: { maxUnavailable: 1, maxSurge: 0 },
+    });
+    expect(r.daemonSet.spec.revisionHistoryLimit).toBe(10);
+    expect(r.daemonSet.spec.template.spec).toMatchObject({
+      restartPolicy: "Always",
+      terminationGracePeriodSeconds: 30,
+      dnsPolicy: "ClusterFirst",
+      securityContext: {},
+    });
+    expect(r.daemonSet.spec.template.spec.containers[0]).toMatchObject({
+      imagePullPolicy: "Always",
+      terminationMessagePath: "/dev/termination-log",
+      terminationMessagePolicy: "File",
+    });
+  });
+
+  test("keeps what is set, fills only what is not, and defaulting twice changes nothing", () => {
+    const r = validateDaemonSet(
+      ds({
+        spec: {
+          updateStrategy: { rollingUpdate: { maxUnavailable: "25%" } },
+          revisionHistoryLimit: 2,
+        },
+      }),
+    );
+    if (!r.ok) throw new Error("invalid");
+    expect(r.daemonSet.spec.updateStrategy).toEqual({
+      type: "RollingUpdate",
+      rollingUpdate: { maxUnavailable: "25%", maxSurge: 0 },
+    });
+    expect(r.daemonSet.spec.revisionHistoryLimit).toBe(2);
+    expect(applyDaemonSetDefaults(r.daemonSet)).toEqual(r.daemonSet);
+  });
+
   test("accepts a minimal DaemonSet and drops its status", () => {
     const r = validateDaemonSet({ ...ds({}), status: { numberReady: 3 } });
     expect(r.ok).toBe(true);

@@ -25,7 +25,13 @@ function hub(file: string, clock: FakeClock) {
   const store = new HubStore(file);
   const loaded = store.load();
   const fleet = new Fleet(
-    { store, maxEventsPerNode: 10, offlineAfterMs: 30_000, onChange: () => {} },
+    {
+      store,
+      maxEventsPerNode: 10,
+      offlineAfterMs: 30_000,
+      onChange: () => {},
+      now: () => clock.now(),
+    },
     loaded,
   );
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
@@ -176,6 +182,33 @@ describe("Deployer", () => {
     ).toHaveLength(1);
   });
 
+  test("a DaemonSet stored before the hub defaulted it keeps its revision: applied again, nothing changes", () => {
+    const { h, file, clock } = setup();
+    h.join("cam-1", { site: "a" });
+    const first = h.deployer.apply(daemonSet("busybox:1")).daemonSet;
+    expect(first.spec.updateStrategy).toEqual({
+      type: "RollingUpdate",
+      rollingUpdate: { maxUnavailable: 1, maxSurge: 0 },
+    });
+    expect(first.spec.template.spec.restartPolicy).toBe("Always");
+    const uid = h.desired("cam-1")[0]?.metadata.uid;
+    // The stored object and revision as an older hub wrote them: not defaulted.
+    const raw = daemonSet("busybox:1");
+    const old = { ...raw, metadata: { ...first.metadata }, spec: raw.spec };
+    h.store.database
+      .query("UPDATE objects SET body = ? WHERE kind = 'DaemonSet'")
+      .run(JSON.stringify(old));
+    h.store.database
+      .query("UPDATE revisions SET template = ?")
+      .run(JSON.stringify(raw.spec.template));
+    h.store.close();
+    const again = hub(file, clock);
+    expect(again.deployer.get("default", "web")?.spec.revisionHistoryLimit).toBe(10);
+    expect(again.deployer.apply(daemonSet("busybox:1")).result).toBe("unchanged");
+    expect(again.desired("cam-1")[0]?.metadata.uid).toBe(uid);
+    expect(again.sent).toEqual([]);
+  });
+
   test("an agent ahead of the hub (restored store) makes the hub raise its generation", () => {
     const { h } = setup();
     h.join("cam-1", { site: "a" });
@@ -222,6 +255,16 @@ describe("Deployer", () => {
     );
     expect(view.message).toContain("rolled back to revision 2");
     expect(images()).toEqual(["busybox:2", "busybox:2", "busybox:2"]);
+    // kubectl's rollout status: generation observed; updated = devices on what they are sent.
+    const counts = () => {
+      const d = h.deployer.get("default", "web");
+      const s = d?.status;
+      return [d?.metadata.generation, s?.observedGeneration, s?.updatedNumberScheduled];
+    };
+    expect(counts()).toEqual([3, 3, 2]);
+    h.run("cam-1");
+    h.deployer.reconcile();
+    expect(counts()).toEqual([3, 3, 3]);
     const ds = h.deployer.get("default", "web");
     expect(ds?.status?.conditions?.[0]).toMatchObject({
       type: "Progressing",

@@ -7,11 +7,17 @@ import { HUB_ANNOTATIONS, PROTOCOL_VERSION } from "../../../src/protocol/index.t
 import { FakeClock } from "../../../src/util/clock.ts";
 import { makePod } from "../../lib/builders.ts";
 
-function setup(store = new HubStore(":memory:")) {
+function setup(store = new HubStore(":memory:"), clock = new FakeClock()) {
   const changes: Change[] = [];
   const loaded = store.load();
   const fleet = new Fleet(
-    { store, maxEventsPerNode: 2, offlineAfterMs: 30_000, onChange: (c) => changes.push(c) },
+    {
+      store,
+      maxEventsPerNode: 2,
+      offlineAfterMs: 30_000,
+      onChange: (c) => changes.push(c),
+      now: () => clock.now(),
+    },
     loaded,
   );
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
@@ -27,7 +33,7 @@ const hello = (streamId = "s1") => ({
 });
 
 function joined(clock: FakeClock, store?: HubStore) {
-  const s = setup(store);
+  const s = setup(store, clock);
   const tok = s.identity.createJoinToken(60_000, { site: "a" }, clock.now());
   const { credential } = s.identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now());
   return { ...s, credential, joinToken: tok.token };
@@ -87,6 +93,28 @@ describe("Fleet", () => {
     expect(fleet.ingest("cam-1", { type: "pod.delete", seq: 2, uid }).ok).toBe(true);
     expect(changes).toEqual([]);
     expect(fleet.podsOf("cam-1").size).toBe(1);
+  });
+
+  test("a pod reported without a creationTimestamp gets the hub's time of its first report, kept on updates", () => {
+    const clock = new FakeClock(Date.parse("2026-03-01T10:00:00.700Z"));
+    const { fleet, changes } = joined(clock);
+    fleet.connect("cam-1", hello(), clock.now());
+    const { creationTimestamp: _, ...meta } = pod("web").metadata;
+    const p = { ...pod("web"), metadata: meta };
+    const uid = p.metadata.uid ?? "";
+    fleet.ingest("cam-1", { type: "pod.upsert", seq: 1, uid, pod: p });
+    clock.step(65_000);
+    fleet.ingest("cam-1", { type: "pod.upsert", seq: 2, uid, pod: p });
+    const served = changes.filter((c) => c.kind === "pods").map((c) => c.object.metadata);
+    expect(served.map((m) => m.creationTimestamp)).toEqual([
+      "2026-03-01T10:00:00Z",
+      "2026-03-01T10:00:00Z",
+    ]);
+    const own = pod("db");
+    fleet.ingest("cam-1", { type: "pod.upsert", seq: 3, uid: "uid-db", pod: own });
+    expect(fleet.podsOf("cam-1").get("uid-db")?.metadata.creationTimestamp).toBe(
+      own.metadata.creationTimestamp,
+    );
   });
 
   test("a hello with a new stream id forgets the node's pods and starts its seqs at 0", () => {

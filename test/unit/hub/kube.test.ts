@@ -185,7 +185,7 @@ describe("discovery", () => {
     const groups = (await discovery("/apis", req("/apis"), resources, new Date(0))?.json()) as {
       groups: { name: string }[];
     };
-    expect(groups.groups.map((g) => g.name)).toEqual(["apps"]);
+    expect(groups.groups.map((g) => g.name)).toEqual(["apps", "coordination.k8s.io"]);
     const list = (await discovery(
       "/apis/apps/v1",
       req("/apis/apps/v1"),

@@ -17,7 +17,13 @@ function hubParts() {
   const store = new HubStore(":memory:");
   const loaded = store.load();
   const fleet = new Fleet(
-    { store, maxEventsPerNode: 10, offlineAfterMs: 30_000, onChange: () => {} },
+    {
+      store,
+      maxEventsPerNode: 10,
+      offlineAfterMs: 30_000,
+      onChange: () => {},
+      now: () => clock.now(),
+    },
     loaded,
   );
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
