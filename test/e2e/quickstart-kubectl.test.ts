@@ -8,9 +8,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Pod } from "../../src/api/types.ts";
 import { PLAIN_HTTP_WARNING } from "../../src/cli/kubeconfig.ts";
 import { caHash, parseJoinToken } from "../../src/protocol/index.ts";
 import { TestAgent } from "../lib/agent.ts";
+import { deployExamples } from "../lib/doc-examples.ts";
 import { TestHub } from "../lib/hub.ts";
 import { Background, type Ran, run } from "../lib/processes.ts";
 import { fleetletBin, repoRoot } from "../lib/testbed.ts";
@@ -76,6 +78,32 @@ describe.skipIf(kubectl === null)(
         new RegExp(`^web-${agent.nodeName}\\s+1/1\\s+Running\\s.*\\s${agent.nodeName}\\s`, "m"),
       );
     }, 30_000);
+
+    test("the examples of docs/deploy.md apply as they are: their pods run on the device, the ConfigMap's page and key reach the pod", async () => {
+      for (const { file, text } of deployExamples()) {
+        writeFileSync(join(data, file), text);
+        const applied = await kc(kubeconfigFile, "apply", "-f", join(data, file));
+        expect(applied.stderr).toBe("");
+        expect(applied.code).toBe(0);
+      }
+      const up = (p: Pod) => p.status?.containerStatuses?.[0]?.ready === true;
+      await agent.waitPod("hello", "Running", up, 60_000);
+      await agent.waitPod("hello-page", "Running", up, 60_000);
+      const page = await kc(
+        kubeconfigFile,
+        "exec",
+        `hello-page-${agent.nodeName}`,
+        "--",
+        "sh",
+        "-c",
+        'echo "$GREETING"; wget -qO- http://127.0.0.1:8082/',
+      );
+      expect(page.stdout).toBe("hello\n<h1>hello from the hub</h1>\n");
+      const logs = await kc(kubeconfigFile, "logs", `hello-${agent.nodeName}`);
+      expect(logs.stdout).toStartWith(`hello from ${agent.nodeName}\n`);
+      for (const { file } of deployExamples())
+        expect((await kc(kubeconfigFile, "delete", "-f", join(data, file))).code).toBe(0);
+    }, 90_000);
 
     test("a plain-HTTP hub gets no token from kubectl, as `fleetlet hub kubeconfig` warns", async () => {
       const plain = new TestHub();
