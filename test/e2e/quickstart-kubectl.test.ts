@@ -30,7 +30,7 @@ const kc = (config: string, ...args: string[]): Promise<Ran> =>
 
 beforeAll(async () => {
   hub = new Background([quickstartHub, "serve", "127.0.0.1:0", data]);
-  url = (await hub.waitFor(/hub listening url=(\S+)/, "the hub to listen"))[1] ?? "";
+  url = (await hub.waitFor(/hub listening url=(\S+)/, "the hub to listen", 30_000))[1] ?? "";
   const token = await run([quickstartHub, "join-token", url, data]);
   if (token.code !== 0) throw new Error(`join-token: ${token.stderr}`);
   agent.args.push("--hub", url, "--join-token", token.stdout.trim());
