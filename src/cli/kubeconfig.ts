@@ -16,6 +16,10 @@ const KUBECONFIG_USAGE = `usage: fleetlet hub kubeconfig --hub URL [--token T] [
   against --ca-hash (the hash the hub logs at start and puts in join tokens).
 `;
 
+/** kubectl (client-go) sends no bearer token to an http:// server: every request is refused. */
+export const PLAIN_HTTP_WARNING = `warning: the hub is plain HTTP: kubectl sends no bearer token to an http:// server, so every kubectl command against it fails with "You must be logged in to the server"; run the hub with TLS (its default, without --plain-http) and give its https:// URL
+`;
+
 const flags = {
   hub: { type: "string" },
   token: { type: "string" },
@@ -129,10 +133,7 @@ export async function kubeconfigCommand(argv: string[], io: CliIO): Promise<numb
   const server = f.hub.replace(/\/+$/, "");
   const token = operatorToken(f, io);
   const ca = await hubCa(server, f, io);
-  if (server.startsWith("http:"))
-    io.stderr(
-      "warning: the hub is plain HTTP; kubectl sends the operator token unencrypted to it\n",
-    );
+  if (server.startsWith("http:")) io.stderr(PLAIN_HTTP_WARNING);
   io.stdout(
     kubeconfig({
       server,

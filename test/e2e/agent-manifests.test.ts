@@ -125,6 +125,31 @@ describe("fleetlet agent with invalid manifests (needs root and the test bed)", 
   }
 });
 
+describe("fleetlet agent reporting an invalid manifest (needs root and the test bed)", () => {
+  test("its event is about manifest/FILE, and its warning is logged once", async () => {
+    agent.writeManifest(
+      "once.yaml",
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: once}\nspec: {}\n",
+    );
+    await invalidManifestEvent("once.yaml", /spec\.containers/);
+    const event = (await agent.events()).find(
+      (e) => e.reason === "InvalidManifest" && e.message.includes("once.yaml"),
+    );
+    expect(event?.involvedObject).toEqual({
+      kind: "Manifest",
+      namespace: "default",
+      name: "once.yaml",
+    });
+    expect(agent.cli(["get", "events"]).stdout).toMatch(
+      /\sWarning\s+InvalidManifest\s+manifest\/once\.yaml\s/,
+    );
+    const path = join(agent.manifests, "once.yaml");
+    const warnings = agent.output.split("\n").filter((l) => / WARN /.test(l) && l.includes(path));
+    expect(warnings).toHaveLength(1);
+    agent.removeManifest("once.yaml");
+  }, 30_000);
+});
+
 describe("fleetlet agent with edits of a running pod's manifest (needs root and the test bed)", () => {
   test("an invalid edit keeps the last valid pod running until the file is fixed, then it is replaced", async () => {
     agent.writeManifest("edited.yaml", pod("edited"));

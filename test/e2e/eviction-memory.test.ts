@@ -45,6 +45,12 @@ function watchCondition(agent: TestAgent, type: string): { stop(): (string | und
     },
   };
 }
+/** Whether the agent logged `message` about its pod `name`. */
+function logged(agent: TestAgent, message: string, name: string): boolean {
+  const pod = `pod=default/${name}-${agent.nodeName}`;
+  return agent.output.split("\n").some((l) => l.includes(` ${message} `) && l.includes(pod));
+}
+
 const hub = new TestHub(["--heartbeat-interval", "1s"]);
 afterAll(async () => {
   for (const a of agents) await a.cleanup();
@@ -112,7 +118,13 @@ describe("memory pressure (needs root and the test bed)", () => {
       "Reason:       Evicted",
     );
     // MemoryPressure was True while the hog held its memory, and goes back to False once the
-    // transition period has passed since the last time the threshold was met.
+    // transition period has passed since the last time the threshold was met: in the first
+    // cycle after the manager's wait for the evicted pod to be cleaned up.
+    await eventually(
+      "the evicted pod to be cleaned up",
+      async () => logged(agent, "pod evicted and cleaned up", "low"),
+      30_000,
+    );
     await eventually(
       "MemoryPressure to be False again",
       async () => (await conditionOf(agent, "MemoryPressure")) === "False",
@@ -177,6 +189,13 @@ describe("memory pressure (needs root and the test bed)", () => {
       "Pod was rejected: The node had condition: [MemoryPressure]. ",
     );
     await agent.waitPod("burst", "admitted", (p) => p.status?.containerStatuses !== undefined);
+    // ... and evicted. After an eviction the manager observes nothing until the pod's worker is
+    // done (or 30 s have passed): its conditions can change only after that.
+    await eventually(
+      "the evicted burst pod to be cleaned up",
+      async () => logged(agent, "pod evicted and cleaned up", "burst"),
+      60_000,
+    );
 
     // The hub sees the pressure and the evicted pod.
     await eventually("the hub to see MemoryPressure", async () => {
@@ -192,9 +211,15 @@ describe("memory pressure (needs root and the test bed)", () => {
       return pods.some((p) => p.metadata.name === evicted.metadata.name && isEvicted(p));
     });
 
-    // Pressure ends: the condition goes False after the transition period, and the evicted and
-    // rejected pods are admitted again only once it has been False for the transition period.
+    // Pressure ends once the critical pod is stopped: the condition goes False after the
+    // transition period, and the evicted and rejected pods are admitted again only once it has
+    // been False for the transition period.
     agent.removeManifest("crit.yaml");
+    await eventually(
+      "the critical pod to be stopped",
+      async () => logged(agent, "pod terminated", "crit"),
+      60_000,
+    );
     let clearedAt = 0;
     await eventually(
       "MemoryPressure to be False",
@@ -205,7 +230,7 @@ describe("memory pressure (needs root and the test bed)", () => {
         clearedAt = Date.now();
         return true;
       },
-      30_000,
+      15_000,
       100,
     );
     const back = await agent.waitPod("victim", "admitted again", (p) => !isEvicted(p), 15_000);

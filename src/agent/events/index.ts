@@ -166,7 +166,8 @@ export interface ManifestPod {
 
 /**
  * The involved object for an event about a manifest file: the pod it defines when known (so that
- * `describe pod` shows it), else kind "Manifest" named by the file's path in namespace "default".
+ * `describe pod` shows it), else kind "Manifest" named by the file's name in the manifest folder
+ * (`manifest/web.yaml`; the event's message gives the whole path) in namespace "default".
  */
 export function manifestRef(path: string, pod?: ManifestPod): InvolvedObject {
   if (pod !== undefined) {
@@ -174,7 +175,7 @@ export function manifestRef(path: string, pod?: ManifestPod): InvolvedObject {
     if (pod.uid !== undefined) ref.uid = pod.uid;
     return ref;
   }
-  return { kind: "Manifest", namespace: "default", name: path };
+  return { kind: "Manifest", namespace: "default", name: namePrefix(path) };
 }
 
 /** The involved object for an event about a pod, or about one (init) container of it. */

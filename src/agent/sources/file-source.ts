@@ -51,7 +51,7 @@ export interface FileSourceDeps {
   /** Receives the complete set of ConfigMaps and Secrets of this source after every relist,
    * just before onSnapshot. */
   onObjects?(objects: ConfigObject[]): void;
-  /** Receives each unusable manifest, once per distinct content. */
+  /** Receives each unusable manifest, once per distinct content (the source has logged it). */
   onError(problem: ManifestProblem): void;
   /** A relist runs once the folder had no change event for this long (default 5 ms), so that
    * the events of one save, or of many files written at once, make one relist... */

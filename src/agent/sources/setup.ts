@@ -76,9 +76,7 @@ export function setupFileSource(
     log: log.with({ component: "manifests" }),
     onSnapshot: (pods: Pod[]) => podConfig.set("file", pods),
     onObjects: (list) => objects.set("file", list),
-    onError: (p) => {
-      log.warn("invalid manifest", { file: p.path, error: p.message });
-      recorder.event(manifestRef(p.path), "Warning", "InvalidManifest", p.message);
-    },
+    // The file source logs the warning itself.
+    onError: (p) => recorder.event(manifestRef(p.path), "Warning", "InvalidManifest", p.message),
   });
 }

@@ -86,7 +86,7 @@ describe("createEventRecorder()", () => {
 });
 
 describe("manifestRef()", () => {
-  test("is about the pod when the manifest's pod is known, else about the file path", () => {
+  test("is about the pod when the manifest's pod is known, else about the file, named as in its folder (manifest/bad.yaml)", () => {
     expect(
       manifestRef("/etc/fleetlet/manifests/web.yaml", { namespace: "ns", name: "web", uid: "u" }),
     ).toEqual({
@@ -106,7 +106,7 @@ describe("manifestRef()", () => {
     expect(e?.involvedObject).toEqual({
       kind: "Manifest",
       namespace: "default",
-      name: "/etc/fleetlet/manifests/bad.yaml",
+      name: "bad.yaml",
     });
     expect(e?.metadata.name).toStartWith("bad.yaml.");
   });
