@@ -120,6 +120,77 @@ function failure(view) {
 }
 
 /**
+ * The rollout's state, revision and strategy.
+ * @param {RolloutView} view
+ */
+function rolloutPanel(view) {
+  const st = rolloutState(view.phase);
+  const s = view.settings;
+  return panel(
+    "Rollout",
+    facts([
+      [
+        "State",
+        [badge(st.label, st.tone), " ", h("span", { id: "rollout-message" }, view.message)],
+      ],
+      [
+        "Revision",
+        `${view.updateRevision}${view.stableRevision !== undefined ? ` · last fully rolled out: ${view.stableRevision}` : ""}`,
+      ],
+      [
+        "Strategy",
+        `maxUnavailable ${s.maxUnavailable} · canary ${s.canary} · minReadySeconds ${s.minReadySeconds} · progress deadline ${s.progressDeadlineSeconds}s · auto-rollback ${s.autoRollback ? "on" : "off"}`,
+      ],
+    ]),
+  );
+}
+
+/**
+ * How many devices were sent each revision.
+ * @param {RolloutView} view
+ */
+function revisionsPanel(view) {
+  return panel(
+    "Revisions",
+    table(
+      ["Revision", "Devices sent it"],
+      view.revisions.map((r) => [
+        h("span", { cls: "num" }, String(r.revision)),
+        h("span", { cls: "num" }, String(r.devices)),
+      ]),
+      "No device runs it.",
+      "revisions",
+    ),
+  );
+}
+
+/**
+ * The devices the DaemonSet selects, those that need attention first.
+ * @param {RolloutView} view
+ */
+function devicesPanel(view) {
+  const devices = devicesByAttention(view.devices);
+  return panel(
+    `Devices (${devices.length})`,
+    table(
+      ["Device", "Revision", "Running", "State", "Why"],
+      devices.slice(0, MAX_ROWS).map((d) => {
+        const ds = deviceRolloutState(d.state);
+        return [
+          link(["nodes", d.name], d.name),
+          h("span", { cls: "num" }, d.revision === undefined ? "—" : String(d.revision)),
+          h("span", { cls: "num" }, d.running === undefined ? "—" : String(d.running)),
+          badge(ds.label, ds.tone),
+          h("span", { cls: "muted" }, d.message ?? ""),
+        ];
+      }),
+      "No device matches its node selection.",
+      "rollout-devices",
+    ),
+  );
+}
+
+/**
  * One DaemonSet and its rollout.
  * @param {HTMLElement} root
  * @param {Api} api
@@ -141,58 +212,11 @@ export function mountDaemonSet(root, api, namespace, name) {
   const load = async () => {
     /** @type {RolloutView} */
     const view = await api(`${base}/rollout`);
-    const st = rolloutState(view.phase);
-    const s = view.settings;
-    const devices = devicesByAttention(view.devices);
     body.replaceChildren(
       failure(view) ?? "",
-      panel(
-        "Rollout",
-        facts([
-          [
-            "State",
-            [badge(st.label, st.tone), " ", h("span", { id: "rollout-message" }, view.message)],
-          ],
-          [
-            "Revision",
-            `${view.updateRevision}${view.stableRevision !== undefined ? ` · last fully rolled out: ${view.stableRevision}` : ""}`,
-          ],
-          [
-            "Strategy",
-            `maxUnavailable ${s.maxUnavailable} · canary ${s.canary} · minReadySeconds ${s.minReadySeconds} · progress deadline ${s.progressDeadlineSeconds}s · auto-rollback ${s.autoRollback ? "on" : "off"}`,
-          ],
-        ]),
-      ),
-      panel(
-        "Revisions",
-        table(
-          ["Revision", "Devices sent it"],
-          view.revisions.map((r) => [
-            h("span", { cls: "num" }, String(r.revision)),
-            h("span", { cls: "num" }, String(r.devices)),
-          ]),
-          "No device runs it.",
-          "revisions",
-        ),
-      ),
-      panel(
-        `Devices (${devices.length})`,
-        table(
-          ["Device", "Revision", "Running", "State", "Why"],
-          devices.slice(0, MAX_ROWS).map((d) => {
-            const ds = deviceRolloutState(d.state);
-            return [
-              link(["nodes", d.name], d.name),
-              h("span", { cls: "num" }, d.revision === undefined ? "—" : String(d.revision)),
-              h("span", { cls: "num" }, d.running === undefined ? "—" : String(d.running)),
-              badge(ds.label, ds.tone),
-              h("span", { cls: "muted" }, d.message ?? ""),
-            ];
-          }),
-          "No device matches its node selection.",
-          "rollout-devices",
-        ),
-      ),
+      rolloutPanel(view),
+      revisionsPanel(view),
+      devicesPanel(view),
     );
   };
   const refresh = refresher(body, load);
