@@ -216,79 +216,104 @@ export function hubTransport(target: { url: string; token: string; ca?: string }
 }
 
 export function createAgentClient(socketPath: string, send = transport(socketPath)): AgentClient {
-  const request = async (path: string, init: RequestInit = {}) =>
-    checked(await send(path, init), path);
-  const getJson = async <T>(path: string): Promise<T> => (await request(path)).json() as T;
-  const podPath = (ns: string, name: string) => `/api/v1/namespaces/${seg(ns)}/pods/${seg(name)}`;
-  /** The pod list of a namespace, or of all namespaces. */
-  const podsPath = (ns: string | undefined) =>
-    ns === undefined ? "/api/v1/pods" : `/api/v1/namespaces/${seg(ns)}/pods`;
+  return new LocalAgentClient(socketPath, send);
+}
 
-  return {
-    socketPath,
-    listPods(q = {}) {
-      return getJson(
-        podsPath(q.namespace) +
-          query({ labelSelector: q.labelSelector, fieldSelector: q.fieldSelector }),
-      );
-    },
-    async *watchPods(q = {}) {
-      const path =
-        podsPath(q.namespace) +
-        query({
-          watch: true,
-          labelSelector: q.labelSelector,
-          fieldSelector: q.fieldSelector,
-          timeoutSeconds: q.timeoutSeconds,
-        });
-      const res = await request(path, q.signal === undefined ? {} : { signal: q.signal });
-      if (res.body !== null) yield* watchEvents(res.body, q.signal);
-    },
-    getPod: (ns, name) => getJson(podPath(ns, name)),
-    listEvents(q = {}) {
-      const base =
-        q.namespace === undefined
-          ? "/api/v1/events"
-          : `/api/v1/namespaces/${seg(q.namespace)}/events`;
-      return getJson(base + query({ fieldSelector: q.fieldSelector }));
-    },
-    async podEvents(pod) {
-      const ns = pod.metadata.namespace ?? "default";
-      const fieldSelector = `involvedObject.kind=Pod,involvedObject.name=${pod.metadata.name}`;
-      const list = await getJson<EventList>(
-        `/api/v1/namespaces/${seg(ns)}/events${query({ fieldSelector })}`,
-      );
-      const uid = pod.metadata.uid;
-      return list.items.filter(
-        (e) =>
-          uid === undefined || e.involvedObject.uid === undefined || e.involvedObject.uid === uid,
-      );
-    },
-    async *logs(ns, name, q = {}) {
-      const { signal, ...params } = q;
-      const init: RequestInit = signal === undefined ? {} : { signal };
-      const res = await request(`${podPath(ns, name)}/log${query({ ...params })}`, init);
-      if (res.body !== null) yield* textChunks(res.body, `log stream of pod "${name}"`, signal);
-    },
-    async exec(ns, name, req) {
-      const res = await request(`${podPath(ns, name)}/exec`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(req),
+const podPath = (ns: string, name: string) => `/api/v1/namespaces/${seg(ns)}/pods/${seg(name)}`;
+/** The pod list of a namespace, or of all namespaces. */
+const podsPath = (ns: string | undefined) =>
+  ns === undefined ? "/api/v1/pods" : `/api/v1/namespaces/${seg(ns)}/pods`;
+
+class LocalAgentClient implements AgentClient {
+  constructor(
+    readonly socketPath: string,
+    private readonly send: Send,
+  ) {}
+
+  listPods(q: PodQuery = {}): Promise<PodList> {
+    return this.getJson(
+      podsPath(q.namespace) +
+        query({ labelSelector: q.labelSelector, fieldSelector: q.fieldSelector }),
+    );
+  }
+
+  async *watchPods(q: WatchQuery = {}): AsyncGenerator<WatchEvent> {
+    const path =
+      podsPath(q.namespace) +
+      query({
+        watch: true,
+        labelSelector: q.labelSelector,
+        fieldSelector: q.fieldSelector,
+        timeoutSeconds: q.timeoutSeconds,
       });
-      return (await res.json()) as ExecResult;
-    },
-    async healthz() {
-      const res = await send("/healthz");
-      return { ok: res.ok, body: await res.text() };
-    },
-    metrics: async () => (await request("/metrics")).text(),
-    async getNode(name) {
-      if (name !== undefined) return getJson<Node>(`/api/v1/nodes/${seg(name)}`);
-      const list = await getJson<{ items: Node[] }>("/api/v1/nodes");
-      const node = list.items[0];
-      if (node === undefined) throw new CliError("the agent does not report a node yet");
-      return node;
-    },
-  };
+    const res = await this.request(path, q.signal === undefined ? {} : { signal: q.signal });
+    if (res.body !== null) yield* watchEvents(res.body, q.signal);
+  }
+
+  getPod(ns: string, name: string): Promise<Pod> {
+    return this.getJson(podPath(ns, name));
+  }
+
+  listEvents(q: EventQuery = {}): Promise<EventList> {
+    const base =
+      q.namespace === undefined
+        ? "/api/v1/events"
+        : `/api/v1/namespaces/${seg(q.namespace)}/events`;
+    return this.getJson(base + query({ fieldSelector: q.fieldSelector }));
+  }
+
+  async podEvents(pod: Pod): Promise<Event[]> {
+    const ns = pod.metadata.namespace ?? "default";
+    const fieldSelector = `involvedObject.kind=Pod,involvedObject.name=${pod.metadata.name}`;
+    const list = await this.getJson<EventList>(
+      `/api/v1/namespaces/${seg(ns)}/events${query({ fieldSelector })}`,
+    );
+    const uid = pod.metadata.uid;
+    return list.items.filter(
+      (e) =>
+        uid === undefined || e.involvedObject.uid === undefined || e.involvedObject.uid === uid,
+    );
+  }
+
+  async *logs(ns: string, name: string, q: LogQuery = {}): AsyncGenerator<string> {
+    const { signal, ...params } = q;
+    const init: RequestInit = signal === undefined ? {} : { signal };
+    const res = await this.request(`${podPath(ns, name)}/log${query({ ...params })}`, init);
+    if (res.body !== null) yield* textChunks(res.body, `log stream of pod "${name}"`, signal);
+  }
+
+  async exec(ns: string, name: string, req: ExecRequest): Promise<ExecResult> {
+    const res = await this.request(`${podPath(ns, name)}/exec`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(req),
+    });
+    return (await res.json()) as ExecResult;
+  }
+
+  async healthz(): Promise<{ ok: boolean; body: string }> {
+    const res = await this.send("/healthz");
+    return { ok: res.ok, body: await res.text() };
+  }
+
+  async metrics(): Promise<string> {
+    return (await this.request("/metrics")).text();
+  }
+
+  async getNode(name?: string): Promise<Node> {
+    if (name !== undefined) return this.getJson<Node>(`/api/v1/nodes/${seg(name)}`);
+    const list = await this.getJson<{ items: Node[] }>("/api/v1/nodes");
+    const node = list.items[0];
+    if (node === undefined) throw new CliError("the agent does not report a node yet");
+    return node;
+  }
+
+  /** The response of a request that succeeded; a failure is thrown (see checked). */
+  private async request(path: string, init: RequestInit = {}): Promise<Response> {
+    return checked(await this.send(path, init), path);
+  }
+
+  private async getJson<T>(path: string): Promise<T> {
+    return (await this.request(path)).json() as T;
+  }
 }

@@ -95,63 +95,84 @@ export async function getCommand(argv: string[], io: CliIO): Promise<number> {
   const client = createAgentClient(resolveSocketPath(flags.socket, io.env));
   const all = flags["all-namespaces"] === true && name === undefined;
   const namespace = all ? undefined : (flags.namespace ?? "default");
-  const now = io.now();
+  const get: LocalGet = { client, name, namespace, all, format, now: io.now(), flags, io };
   if (flags.watch === true && !podWords.has(resource)) {
     throw new UsageError("--watch is only for pods");
   }
-  if (podWords.has(resource)) {
-    if (flags.watch === true) {
-      const byName = name === undefined ? undefined : `metadata.name=${name}`;
-      const fieldSelector = [flags["field-selector"], byName].filter((x) => x).join(",");
-      return watchPods(
-        client,
-        {
-          ...(namespace !== undefined && { namespace }),
-          ...(flags.selector !== undefined && { labelSelector: flags.selector }),
-          ...(fieldSelector !== "" && { fieldSelector }),
-          ...(io.signal !== undefined && { signal: io.signal }),
-        },
-        format,
-        all,
-        io,
-      );
-    }
-    if (name !== undefined) {
-      const pod = await client.getPod(namespace ?? "default", name);
-      if (format === "json" || format === "yaml") io.stdout(printObjects(pod, format));
-      else io.stdout(printPodTable([pod], now, { wide: format === "wide" }));
-      return 0;
-    }
-    const list = await client.listPods({
-      ...(namespace !== undefined && { namespace }),
-      ...(flags.selector !== undefined && { labelSelector: flags.selector }),
-      ...(flags["field-selector"] !== undefined && { fieldSelector: flags["field-selector"] }),
-    });
-    if (format === "json" || format === "yaml") io.stdout(printObjects(list.items, format));
-    else if (list.items.length === 0) io.stderr(noResources(namespace));
-    else io.stdout(printPodTable(list.items, now, { wide: format === "wide", withNamespace: all }));
-    return 0;
-  }
-  if (eventWords.has(resource)) {
-    if (name !== undefined) throw new UsageError("get events takes no name; use --field-selector");
-    const list = await client.listEvents({
-      ...(namespace !== undefined && { namespace }),
-      ...(flags["field-selector"] !== undefined && { fieldSelector: flags["field-selector"] }),
-    });
-    if (format === "json" || format === "yaml") io.stdout(printObjects(list.items, format));
-    else if (list.items.length === 0) io.stderr(noResources(namespace));
-    else io.stdout(printEventTable(list.items, now, { withNamespace: all }));
-    return 0;
-  }
+  if (podWords.has(resource)) return getPods(get);
+  if (eventWords.has(resource)) return getEvents(get);
   if (nodeWords.has(resource)) {
     const node = await client.getNode(name);
     if (format === "json" || format === "yaml") io.stdout(printObjects(node, format));
-    else io.stdout(printNodeTable([node], now, { wide: format === "wide" }));
+    else io.stdout(printNodeTable([node], get.now, { wide: format === "wide" }));
     return 0;
   }
   throw new UsageError(
     `the server doesn't have a resource type "${resource}" (fleetlet knows pods, events and node)`,
   );
+}
+
+/** A `get` against the local agent, its flags read. */
+interface LocalGet {
+  client: AgentClient;
+  name: string | undefined;
+  /** undefined: every namespace (-A). */
+  namespace: string | undefined;
+  all: boolean;
+  format: OutputFormat;
+  now: number;
+  flags: Flags<typeof getFlags>;
+  io: CliIO;
+}
+
+/** `get pods [NAME]`, once or watching. */
+async function getPods(get: LocalGet): Promise<number> {
+  const { client, name, namespace, all, format, now, flags, io } = get;
+  if (flags.watch === true) {
+    const byName = name === undefined ? undefined : `metadata.name=${name}`;
+    const fieldSelector = [flags["field-selector"], byName].filter((x) => x).join(",");
+    return watchPods(
+      client,
+      {
+        ...(namespace !== undefined && { namespace }),
+        ...(flags.selector !== undefined && { labelSelector: flags.selector }),
+        ...(fieldSelector !== "" && { fieldSelector }),
+        ...(io.signal !== undefined && { signal: io.signal }),
+      },
+      format,
+      all,
+      io,
+    );
+  }
+  if (name !== undefined) {
+    const pod = await client.getPod(namespace ?? "default", name);
+    if (format === "json" || format === "yaml") io.stdout(printObjects(pod, format));
+    else io.stdout(printPodTable([pod], now, { wide: format === "wide" }));
+    return 0;
+  }
+  const list = await client.listPods({
+    ...(namespace !== undefined && { namespace }),
+    ...(flags.selector !== undefined && { labelSelector: flags.selector }),
+    ...(flags["field-selector"] !== undefined && { fieldSelector: flags["field-selector"] }),
+  });
+  if (format === "json" || format === "yaml") io.stdout(printObjects(list.items, format));
+  else if (list.items.length === 0) io.stderr(noResources(namespace));
+  else io.stdout(printPodTable(list.items, now, { wide: format === "wide", withNamespace: all }));
+  return 0;
+}
+
+/** `get events`. */
+async function getEvents(get: LocalGet): Promise<number> {
+  const { client, name, namespace, all, format, now, flags, io } = get;
+  if (name !== undefined) throw new UsageError("get events takes no name; use --field-selector");
+  const list = await client.listEvents({
+    ...(namespace !== undefined && { namespace }),
+    ...(flags["field-selector"] !== undefined && { fieldSelector: flags["field-selector"] }),
+  });
+  if (format === "json" || format === "yaml") io.stdout(printObjects(list.items, format));
+  else if (list.items.length === 0) io.stderr(noResources(namespace));
+  else io.stdout(printEventTable(list.items, now, { withNamespace: all }));
+  return 0;
 }
 
 /** `get pods -w`: a row (or object) for each watch event until the stream or io.signal ends. */

@@ -36,35 +36,108 @@ export interface CgroupV2Options extends CgroupFsDeps {
 const WANTED = ["cpuset", "cpu", "memory", "pids"];
 
 export function createCgroupV2(opts: CgroupV2Options): CgroupManager {
-  const kill = opts.kill ?? ((pid, sig) => process.kill(pid, sig));
-  const relativeName = createRelativeNames();
-  const dirOf = (name: string) => join(opts.mountPoint, relativeName(name));
-  let available: Set<string> | undefined;
+  return new CgroupV2(opts);
+}
 
-  function controllers(): Set<string> {
-    if (available === undefined) {
-      const text = readText(join(opts.mountPoint, "cgroup.controllers")) ?? "";
-      available = new Set(text.split(/\s+/).filter((c) => WANTED.includes(c)));
+class CgroupV2 implements CgroupManager {
+  readonly version = 2;
+  private readonly mountPoint: string;
+  private readonly killPid: (pid: number, signal: NodeJS.Signals) => void;
+  private readonly relativeName = createRelativeNames();
+  /** The wanted controllers the root offers; read once, on first use. */
+  private available: Set<string> | undefined;
+
+  constructor(opts: CgroupV2Options) {
+    this.mountPoint = opts.mountPoint;
+    this.killPid = opts.kill ?? ((pid, sig) => process.kill(pid, sig));
+  }
+
+  paths(name: string): string[] {
+    return [this.dirOf(name)];
+  }
+
+  async exists(name: string): Promise<boolean> {
+    return existsSync(this.dirOf(name));
+  }
+
+  async create(name: string, config: ResourceConfig): Promise<void> {
+    makeCgroupDir(this.dirOf(name));
+    this.enableControllers(name);
+    this.apply(name, config);
+  }
+
+  async update(name: string, config: ResourceConfig): Promise<void> {
+    this.apply(name, config);
+  }
+
+  async stats(name: string): Promise<CgroupStats> {
+    const dir = this.dirOf(name);
+    const out: CgroupStats = { memoryUsageBytes: readNumber(join(dir, "memory.current")) };
+    const stat = readText(join(dir, "cpu.stat"));
+    if (stat !== undefined) {
+      const m = parseFlatKeyed(stat);
+      const usec = (k: string) => {
+        const v = m.get(k);
+        return v === undefined ? undefined : v * 1000;
+      };
+      out.cpuUsageNanos = usec("usage_usec");
+      out.nrPeriods = m.get("nr_periods");
+      out.nrThrottled = m.get("nr_throttled");
+      out.throttledNanos = usec("throttled_usec");
     }
-    return available;
+    out.pids = readNumber(join(dir, "pids.current"));
+    const psi = pressure(dir);
+    if (psi !== undefined) out.pressure = psi;
+    return out;
+  }
+
+  async pids(name: string): Promise<number[]> {
+    return procsBelow(this.dirOf(name));
+  }
+
+  async kill(name: string): Promise<void> {
+    const file = join(this.dirOf(name), "cgroup.kill");
+    if (existsSync(file)) write(file, "1");
+    await killAll(() => procsBelow(this.dirOf(name)), this.killPid);
+  }
+
+  async destroy(name: string): Promise<void> {
+    removeTree(this.dirOf(name));
+  }
+
+  async children(name: string): Promise<string[]> {
+    return subdirs(this.dirOf(name));
+  }
+
+  private dirOf(name: string): string {
+    return join(this.mountPoint, this.relativeName(name));
+  }
+
+  private controllers(): Set<string> {
+    if (this.available === undefined) {
+      const text = readText(join(this.mountPoint, "cgroup.controllers")) ?? "";
+      this.available = new Set(text.split(/\s+/).filter((c) => WANTED.includes(c)));
+    }
+    return this.available;
   }
 
   /** Enables the wanted controllers in the subtree_control of every ancestor of `name`. */
-  function enableControllers(name: string): void {
-    const ctls = controllers();
+  private enableControllers(name: string): void {
+    const ctls = this.controllers();
     if (ctls.size === 0) return;
-    const parts = relativeName(name).split("/");
+    const parts = this.relativeName(name).split("/");
     for (let i = 0; i < parts.length; i++) {
-      const file = join(opts.mountPoint, ...parts.slice(0, i), "cgroup.subtree_control");
+      const file = join(this.mountPoint, ...parts.slice(0, i), "cgroup.subtree_control");
       const enabled = new Set((readText(file) ?? "").split(/\s+/));
       const missing = WANTED.filter((c) => ctls.has(c) && !enabled.has(c));
       if (missing.length > 0) write(file, missing.map((c) => `+${c}`).join(" "));
     }
   }
 
-  function apply(name: string, c: ResourceConfig): void {
-    const dir = dirOf(name);
-    const ctls = controllers();
+  /** Writes the limits of `c` that are set, for the controllers that are enabled. */
+  private apply(name: string, c: ResourceConfig): void {
+    const dir = this.dirOf(name);
+    const ctls = this.controllers();
     if (ctls.has("cpu")) {
       if (c.cpuShares !== undefined)
         write(join(dir, "cpu.weight"), String(sharesToWeightLinear(c.cpuShares)));
@@ -78,72 +151,15 @@ export function createCgroupV2(opts: CgroupV2Options): CgroupManager {
     if (ctls.has("cpuset") && c.cpusetCpus !== undefined)
       write(join(dir, "cpuset.cpus"), c.cpusetCpus);
   }
+}
 
-  function pressure(dir: string): CgroupStats["pressure"] {
-    const out: NonNullable<CgroupStats["pressure"]> = {};
-    for (const kind of ["cpu", "memory", "io"] as const) {
-      const text = readText(join(dir, `${kind}.pressure`));
-      const some = text === undefined ? undefined : parsePressure(text).some;
-      if (some !== undefined) out[kind] = some.avg10;
-    }
-    return Object.keys(out).length > 0 ? out : undefined;
+/** The some-avg10 of each pressure file the cgroup has; undefined when it has none. */
+function pressure(dir: string): CgroupStats["pressure"] {
+  const out: NonNullable<CgroupStats["pressure"]> = {};
+  for (const kind of ["cpu", "memory", "io"] as const) {
+    const text = readText(join(dir, `${kind}.pressure`));
+    const some = text === undefined ? undefined : parsePressure(text).some;
+    if (some !== undefined) out[kind] = some.avg10;
   }
-
-  return {
-    version: 2,
-    paths: (name) => [dirOf(name)],
-
-    async exists(name) {
-      return existsSync(dirOf(name));
-    },
-
-    async create(name, config) {
-      makeCgroupDir(dirOf(name));
-      enableControllers(name);
-      apply(name, config);
-    },
-
-    async update(name, config) {
-      apply(name, config);
-    },
-
-    async stats(name) {
-      const dir = dirOf(name);
-      const out: CgroupStats = { memoryUsageBytes: readNumber(join(dir, "memory.current")) };
-      const stat = readText(join(dir, "cpu.stat"));
-      if (stat !== undefined) {
-        const m = parseFlatKeyed(stat);
-        const usec = (k: string) => {
-          const v = m.get(k);
-          return v === undefined ? undefined : v * 1000;
-        };
-        out.cpuUsageNanos = usec("usage_usec");
-        out.nrPeriods = m.get("nr_periods");
-        out.nrThrottled = m.get("nr_throttled");
-        out.throttledNanos = usec("throttled_usec");
-      }
-      out.pids = readNumber(join(dir, "pids.current"));
-      const psi = pressure(dir);
-      if (psi !== undefined) out.pressure = psi;
-      return out;
-    },
-
-    async pids(name) {
-      return procsBelow(dirOf(name));
-    },
-
-    async kill(name) {
-      const file = join(dirOf(name), "cgroup.kill");
-      if (existsSync(file)) write(file, "1");
-      await killAll(() => procsBelow(dirOf(name)), kill);
-    },
-
-    async destroy(name) {
-      removeTree(dirOf(name));
-    },
-
-    async children(name) {
-      return subdirs(dirOf(name));
-    },
-  };
+  return Object.keys(out).length > 0 ? out : undefined;
 }

@@ -73,19 +73,134 @@ export function createContainerManager(
   opts: ContainerManagerOptions,
   deps: ContainerManagerDeps,
 ): ContainerManager {
-  const { cgroups, cpu, cpuReconciler, logger: log } = deps;
-  const root = opts.podsRoot;
-  const allocatable = computeAllocatable(opts.allocatable);
-  const admitted = new Map<string, Pod>();
-  const burstable = qosCgroupName(root, "Burstable");
-  const besteffort = qosCgroupName(root, "BestEffort");
+  return new ContainerManagerImpl(opts, deps);
+}
 
-  async function updateQOS(): Promise<void> {
+/** The kubelet's containerManagerImpl, on cgroupfs. */
+class ContainerManagerImpl implements ContainerManager {
+  /** undefined when pod cgroups are off. */
+  private readonly cgroups: CgroupManager | undefined;
+  private readonly cpu: CpuManager;
+  private readonly log: Logger;
+  /** The pods' root cgroup name (kubepods). */
+  private readonly root: string;
+  private readonly burstable: string;
+  private readonly besteffort: string;
+  private readonly nodeAllocatable: NodeResources;
+  /** The pods admitted (or given a cgroup) since the last housekeeping, by uid; the QoS cgroups'
+   * shares are summed over them. */
+  private readonly admitted = new Map<string, Pod>();
+
+  constructor(
+    private readonly opts: ContainerManagerOptions,
+    private readonly deps: ContainerManagerDeps,
+  ) {
+    this.cgroups = deps.cgroups;
+    this.cpu = deps.cpu;
+    this.log = deps.logger;
+    this.root = opts.podsRoot;
+    this.burstable = qosCgroupName(this.root, "Burstable");
+    this.besteffort = qosCgroupName(this.root, "BestEffort");
+    this.nodeAllocatable = computeAllocatable(opts.allocatable);
+  }
+
+  capacity(): NodeResources {
+    return { ...this.opts.allocatable.capacity };
+  }
+
+  allocatable(): NodeResources {
+    return { ...this.nodeAllocatable };
+  }
+
+  async start(): Promise<void> {
+    if (this.cgroups === undefined) return;
+    const limits = podsCgroupLimits(this.opts.allocatable);
+    await this.cgroups.create(this.root, {
+      cpuShares: milliCPUToShares(limits.cpuMilli),
+      memory: limits.memory,
+      ...(limits.pids !== undefined && { pidsLimit: limits.pids }),
+    });
+    await this.updateQOS();
+  }
+
+  /** Bound: the runtime manager is given this method alone. */
+  readonly podCgroupParent = (pod: Pod): string =>
+    this.cgroups === undefined ? "" : podCgroupName(this.root, pod);
+
+  async ensurePodCgroup(pod: Pod): Promise<void> {
+    if (this.cgroups === undefined) return;
+    const name = podCgroupName(this.root, pod);
+    if (await this.cgroups.exists(name)) return;
+    this.admitted.set(pod.metadata.uid ?? "", pod);
+    await this.updateQOS();
+    await this.cgroups.create(
+      name,
+      podResourceConfig(pod, { podPidsLimit: this.opts.podPidsLimit }),
+    );
+  }
+
+  async removePodCgroup(uid: string): Promise<void> {
+    const name = (await this.listPodCgroups()).get(uid);
+    if (name !== undefined) await this.destroy(name);
+  }
+
+  admit(pod: Pod, active: readonly Pod[]): AdmitFailure | undefined {
+    const failure = checkResourceFit(pod, active, this.nodeAllocatable);
+    if (failure !== undefined) return failure;
+    const before = this.cpu.state();
+    const cpuError = this.cpu.admit(pod);
+    if (cpuError !== undefined) {
+      return {
+        reason: "UnexpectedAdmissionError",
+        message: `Allocate failed due to ${cpuError}, which is unexpected`,
+      };
+    }
+    this.admitted.set(pod.metadata.uid ?? "", pod);
+    // The shared pool shrank: containers running on it must leave the new exclusive CPUs.
+    if (this.cpu.state() !== before)
+      void this.deps.cpuReconciler?.reconcile([...this.admitted.values()]);
+    return undefined;
+  }
+
+  /** Bound: the runtime manager is given this method alone. */
+  readonly cpusetFor = (pod: Pod, c: Container): string => this.cpu.cpusetFor(pod, c);
+
+  async housekeeping(active: readonly Pod[], keep: (uid: string) => boolean): Promise<void> {
+    const { admitted, log } = this;
+    admitted.clear();
+    for (const pod of active) admitted.set(pod.metadata.uid ?? "", pod);
+    this.cpu.removeStale((uid) => admitted.has(uid) || keep(uid));
+    await this.deps.cpuReconciler?.reconcile(active);
+    if (this.cgroups === undefined) return;
+    await this.updateQOS();
+    for (const [uid, name] of await this.listPodCgroups()) {
+      if (admitted.has(uid) || keep(uid)) continue;
+      log.info("removing the cgroup of a pod that is gone", { uid, cgroup: name });
+      await this.destroy(name).catch((error) =>
+        log.warn("could not remove a pod cgroup", { uid, cgroup: name, error }),
+      );
+    }
+  }
+
+  async listPodCgroups(): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    if (this.cgroups === undefined) return out;
+    for (const parent of [this.root, this.burstable, this.besteffort]) {
+      for (const child of await this.cgroups.children(parent)) {
+        if (child.startsWith("pod")) out.set(child.slice(3), `${parent}/${child}`);
+      }
+    }
+    return out;
+  }
+
+  /** Writes the QoS cgroups' shares for the admitted pods, creating a cgroup that vanished. */
+  private async updateQOS(): Promise<void> {
+    const cgroups = this.cgroups;
     if (cgroups === undefined) return;
-    const configs = qosResourceConfigs([...admitted.values()]);
+    const configs = qosResourceConfigs([...this.admitted.values()]);
     for (const [name, config] of [
-      [burstable, configs.burstable],
-      [besteffort, configs.besteffort],
+      [this.burstable, configs.burstable],
+      [this.besteffort, configs.besteffort],
     ] as const) {
       try {
         await cgroups.update(name, config);
@@ -95,88 +210,9 @@ export function createContainerManager(
     }
   }
 
-  async function listPodCgroups(): Promise<Map<string, string>> {
-    const out = new Map<string, string>();
-    if (cgroups === undefined) return out;
-    for (const parent of [root, burstable, besteffort]) {
-      for (const child of await cgroups.children(parent)) {
-        if (child.startsWith("pod")) out.set(child.slice(3), `${parent}/${child}`);
-      }
-    }
-    return out;
+  private async destroy(name: string): Promise<void> {
+    if (this.cgroups === undefined) return;
+    await this.cgroups.kill(name);
+    await this.cgroups.destroy(name);
   }
-
-  async function destroy(name: string): Promise<void> {
-    if (cgroups === undefined) return;
-    await cgroups.kill(name);
-    await cgroups.destroy(name);
-  }
-
-  return {
-    capacity: () => ({ ...opts.allocatable.capacity }),
-    allocatable: () => ({ ...allocatable }),
-    listPodCgroups,
-
-    async start() {
-      if (cgroups === undefined) return;
-      const limits = podsCgroupLimits(opts.allocatable);
-      await cgroups.create(root, {
-        cpuShares: milliCPUToShares(limits.cpuMilli),
-        memory: limits.memory,
-        ...(limits.pids !== undefined && { pidsLimit: limits.pids }),
-      });
-      await updateQOS();
-    },
-
-    podCgroupParent: (pod) => (cgroups === undefined ? "" : podCgroupName(root, pod)),
-
-    async ensurePodCgroup(pod) {
-      if (cgroups === undefined) return;
-      const name = podCgroupName(root, pod);
-      if (await cgroups.exists(name)) return;
-      admitted.set(pod.metadata.uid ?? "", pod);
-      await updateQOS();
-      await cgroups.create(name, podResourceConfig(pod, { podPidsLimit: opts.podPidsLimit }));
-    },
-
-    async removePodCgroup(uid) {
-      const name = (await listPodCgroups()).get(uid);
-      if (name !== undefined) await destroy(name);
-    },
-
-    admit(pod, active) {
-      const failure = checkResourceFit(pod, active, allocatable);
-      if (failure !== undefined) return failure;
-      const before = cpu.state();
-      const cpuError = cpu.admit(pod);
-      if (cpuError !== undefined) {
-        return {
-          reason: "UnexpectedAdmissionError",
-          message: `Allocate failed due to ${cpuError}, which is unexpected`,
-        };
-      }
-      admitted.set(pod.metadata.uid ?? "", pod);
-      // The shared pool shrank: containers running on it must leave the new exclusive CPUs.
-      if (cpu.state() !== before) void cpuReconciler?.reconcile([...admitted.values()]);
-      return undefined;
-    },
-
-    cpusetFor: (pod, c) => cpu.cpusetFor(pod, c),
-
-    async housekeeping(active, keep) {
-      admitted.clear();
-      for (const pod of active) admitted.set(pod.metadata.uid ?? "", pod);
-      cpu.removeStale((uid) => admitted.has(uid) || keep(uid));
-      await cpuReconciler?.reconcile(active);
-      if (cgroups === undefined) return;
-      await updateQOS();
-      for (const [uid, name] of await listPodCgroups()) {
-        if (admitted.has(uid) || keep(uid)) continue;
-        log.info("removing the cgroup of a pod that is gone", { uid, cgroup: name });
-        await destroy(name).catch((error) =>
-          log.warn("could not remove a pod cgroup", { uid, cgroup: name, error }),
-        );
-      }
-    },
-  };
 }

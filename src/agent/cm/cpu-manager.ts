@@ -38,63 +38,78 @@ export interface CpuManager {
 }
 
 export function createCpuManager(opts: CpuManagerOptions): CpuManager {
-  let state = initialState(opts.policy, opts.topology);
-  const save = (next: CpuManagerState) => {
-    if (next === state) return;
-    writeCheckpoint(opts.stateFile, next);
-    state = next;
+  return new CpuManagerImpl(opts);
+}
+
+class CpuManagerImpl implements CpuManager {
+  /** The assignments, as last checkpointed (or initial before start()). */
+  private current: CpuManagerState;
+
+  constructor(private readonly opts: CpuManagerOptions) {
+    this.current = initialState(opts.policy, opts.topology);
+  }
+
+  state(): CpuManagerState {
+    return this.current;
+  }
+
+  start(): void {
+    const opts = this.opts;
+    if (opts.policy === "static" && opts.reserved.length === 0) {
+      throw new Error(
+        "the static CPU manager policy needs reserved CPUs: set reservedSystemCPUs, or cpu in systemReserved or kubeReserved",
+      );
+    }
+    const restored = readCheckpoint(opts.stateFile);
+    if (restored === undefined) {
+      writeCheckpoint(opts.stateFile, this.current);
+      return;
+    }
+    if (restored.policyName !== opts.policy) {
+      throw new Error(
+        `the configured CPU manager policy ${JSON.stringify(opts.policy)} differs from ${JSON.stringify(restored.policyName)} in the checkpoint ${opts.stateFile}: stop this node's pods and delete the file before starting the agent again`,
+      );
+    }
+    const invalid = validateState(restored, opts.topology, opts.reserved);
+    if (invalid !== undefined) {
+      throw new Error(
+        `the CPU manager checkpoint ${opts.stateFile} does not fit this machine: ${invalid}; stop this node's pods and delete the file before starting the agent again`,
+      );
+    }
+    this.current = restored;
+    opts.logger.info("CPU manager state restored", {
+      policy: restored.policyName,
+      shared: formatCpuSet(restored.defaultCpuSet),
+      pods: Object.keys(restored.entries).length,
+    });
+  }
+
+  admit(pod: Pod): string | undefined {
+    if (this.opts.policy !== "static") return undefined;
+    const result = allocatePod(this.current, this.opts.topology, this.opts.reserved, pod);
+    if ("error" in result) return result.error;
+    this.save(result.state);
+    return undefined;
+  }
+
+  /** Bound: the CPU reconciler is given this method alone. */
+  readonly cpusetFor = (pod: Pod, c: Container): string => {
+    if (this.opts.policy !== "static") return "";
+    return formatCpuSet(containerCpuSet(this.current, pod.metadata.uid ?? "", c.name));
   };
 
-  return {
-    state: () => state,
+  removeStale(keep: (uid: string) => boolean): void {
+    let next = this.current;
+    for (const uid of Object.keys(this.current.entries)) {
+      if (!keep(uid)) next = releasePod(next, uid);
+    }
+    this.save(next);
+  }
 
-    start() {
-      if (opts.policy === "static" && opts.reserved.length === 0) {
-        throw new Error(
-          "the static CPU manager policy needs reserved CPUs: set reservedSystemCPUs, or cpu in systemReserved or kubeReserved",
-        );
-      }
-      const restored = readCheckpoint(opts.stateFile);
-      if (restored === undefined) {
-        writeCheckpoint(opts.stateFile, state);
-        return;
-      }
-      if (restored.policyName !== opts.policy) {
-        throw new Error(
-          `the configured CPU manager policy ${JSON.stringify(opts.policy)} differs from ${JSON.stringify(restored.policyName)} in the checkpoint ${opts.stateFile}: stop this node's pods and delete the file before starting the agent again`,
-        );
-      }
-      const invalid = validateState(restored, opts.topology, opts.reserved);
-      if (invalid !== undefined) {
-        throw new Error(
-          `the CPU manager checkpoint ${opts.stateFile} does not fit this machine: ${invalid}; stop this node's pods and delete the file before starting the agent again`,
-        );
-      }
-      state = restored;
-      opts.logger.info("CPU manager state restored", {
-        policy: state.policyName,
-        shared: formatCpuSet(state.defaultCpuSet),
-        pods: Object.keys(state.entries).length,
-      });
-    },
-
-    admit(pod) {
-      if (opts.policy !== "static") return undefined;
-      const result = allocatePod(state, opts.topology, opts.reserved, pod);
-      if ("error" in result) return result.error;
-      save(result.state);
-      return undefined;
-    },
-
-    cpusetFor(pod, c) {
-      if (opts.policy !== "static") return "";
-      return formatCpuSet(containerCpuSet(state, pod.metadata.uid ?? "", c.name));
-    },
-
-    removeStale(keep) {
-      let next = state;
-      for (const uid of Object.keys(state.entries)) if (!keep(uid)) next = releasePod(next, uid);
-      save(next);
-    },
-  };
+  /** Checkpoints `next` when it differs, then makes it current (not when the write fails). */
+  private save(next: CpuManagerState): void {
+    if (next === this.current) return;
+    writeCheckpoint(this.opts.stateFile, next);
+    this.current = next;
+  }
 }

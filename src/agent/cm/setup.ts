@@ -6,7 +6,7 @@ import { totalmem } from "node:os";
 import { dirname } from "node:path";
 import type { Logger } from "../../util/log.ts";
 import type { AgentConfig } from "../config/index.ts";
-import { type NodeResources, parseReservation } from "./allocatable.ts";
+import { type NodeResources, parseReservation, type Reservation } from "./allocatable.ts";
 import type { CgroupManager } from "./cgroup.ts";
 import { createCgroupV1 } from "./cgroup-v1.ts";
 import { createCgroupV2 } from "./cgroup-v2.ts";
@@ -15,7 +15,7 @@ import { createCpuManager } from "./cpu-manager.ts";
 import { type CpuReconcilerDeps, createCpuReconciler } from "./cpu-reconcile.ts";
 import { reservedCpus } from "./cpu-static.ts";
 import { type CpuTopology, readCpuTopology } from "./cpu-topology.ts";
-import { formatCpuSet, isSubset, parseCpuSet } from "./cpuset.ts";
+import { type CpuSet, formatCpuSet, isSubset, parseCpuSet } from "./cpuset.ts";
 import { detectCgroupLayout } from "./mountinfo.ts";
 
 export type ResourceSettings = Pick<
@@ -89,13 +89,12 @@ export async function detectCgroups(mountinfo: () => Promise<string>): Promise<C
   );
 }
 
-/** Creates the container manager and its cgroup hierarchy; throws a clear error when it cannot. */
-export async function setupContainerManager(
+/** The reservations and the reserved CPUs, as the kubelet reads them: explicit reserved CPUs
+ * (reservedSystemCPUs) replace the cpu of systemReserved and kubeReserved. */
+function reservations(
   config: ResourceSettings,
-  deps: SetupDeps,
-): Promise<ContainerManager> {
-  const log = deps.logger.with({ component: "cm" });
-  const topology = await (deps.topology ?? (() => readCpuTopology()))();
+  topology: CpuTopology,
+): { sys: Reservation; kube: Reservation; reserved: CpuSet } {
   const sys = parseReservation(config.systemReserved, "systemReserved");
   const kube = parseReservation(config.kubeReserved, "kubeReserved");
   const explicit = config.reservedSystemCPUs ? parseCpuSet(config.reservedSystemCPUs) : undefined;
@@ -105,12 +104,21 @@ export async function setupContainerManager(
       `reservedSystemCPUs: ${JSON.stringify(config.reservedSystemCPUs)} is not within the online CPUs ${formatCpuSet(all)}`,
     );
   }
-  // As kubelet: explicit reserved CPUs replace the cpu of systemReserved and kubeReserved.
   if (explicit && explicit.length > 0) {
     sys.cpu = explicit.length * 1000;
     kube.cpu = 0;
   }
   const reserved = reservedCpus(topology, explicit, sys.cpu + kube.cpu);
+  return { sys, kube, reserved };
+}
+
+/** The node's capacity: CPUs, memory, the root dir's file system, pods and (if known) PIDs. */
+async function nodeCapacity(
+  config: ResourceSettings,
+  deps: SetupDeps,
+  topology: CpuTopology,
+  log: Logger,
+): Promise<NodeResources> {
   const capacity: NodeResources = {
     cpu: topology.cpus.length * 1000,
     memory: (deps.memoryBytes ?? totalmem)(),
@@ -119,6 +127,18 @@ export async function setupContainerManager(
   };
   const maxPid = await (deps.maxPid ?? (() => readMaxPid(log)))();
   if (maxPid !== undefined) capacity.pid = maxPid;
+  return capacity;
+}
+
+/** Creates the container manager and its cgroup hierarchy; throws a clear error when it cannot. */
+export async function setupContainerManager(
+  config: ResourceSettings,
+  deps: SetupDeps,
+): Promise<ContainerManager> {
+  const log = deps.logger.with({ component: "cm" });
+  const topology = await (deps.topology ?? (() => readCpuTopology()))();
+  const { sys, kube, reserved } = reservations(config, topology);
+  const capacity = await nodeCapacity(config, deps, topology, log);
   const cpu = createCpuManager({
     policy: config.cpuManagerPolicy,
     topology,
@@ -159,13 +179,7 @@ export async function setupContainerManager(
         }),
     },
   );
-  try {
-    await cm.start();
-  } catch (err) {
-    throw new Error(
-      `Cannot set up the pod cgroups under ${podsRoot} (cgroupRoot ${JSON.stringify(config.cgroupRoot)}): ${(err as Error).message}; set cgroupsPerQOS: false to run pods without them`,
-    );
-  }
+  await startPodCgroups(cm, config, podsRoot);
   log.info("container manager started", {
     cgroups: cgroups === undefined ? "off" : `v${cgroups.version}`,
     root: podsRoot,
@@ -174,4 +188,18 @@ export async function setupContainerManager(
     reservedCPUs: formatCpuSet(reserved),
   });
   return cm;
+}
+
+async function startPodCgroups(
+  cm: ContainerManager,
+  config: ResourceSettings,
+  podsRoot: string,
+): Promise<void> {
+  try {
+    await cm.start();
+  } catch (err) {
+    throw new Error(
+      `Cannot set up the pod cgroups under ${podsRoot} (cgroupRoot ${JSON.stringify(config.cgroupRoot)}): ${(err as Error).message}; set cgroupsPerQOS: false to run pods without them`,
+    );
+  }
 }

@@ -91,70 +91,88 @@ function newEvent(
 }
 
 export function createEventRecorder(opts: EventRecorderOptions): EventRecorder {
-  const max = opts.max ?? 1000;
-  if (!Number.isInteger(max) || max < 1) {
-    throw new Error(`event recorder max must be a positive integer, got ${max}`);
+  return new Recorder(opts);
+}
+
+class Recorder implements EventRecorder {
+  private readonly clock: Clock;
+  private readonly max: number;
+  private readonly log: Logger;
+  /** source of every event. */
+  private readonly source: { component: string; host: string };
+  /** Kept events by aggregateKey. Insertion order is update order: a repeat is deleted and
+   * re-inserted at the end. */
+  private readonly events = new Map<string, Event>();
+  private readonly subscribers = new Set<(e: Event) => void>();
+  /** The nanos of the last event name given (names stay unique). */
+  private lastNanos = 0n;
+  private droppedEvents = 0;
+
+  constructor(opts: EventRecorderOptions) {
+    const max = opts.max ?? 1000;
+    if (!Number.isInteger(max) || max < 1) {
+      throw new Error(`event recorder max must be a positive integer, got ${max}`);
+    }
+    this.clock = opts.clock;
+    this.max = max;
+    this.log = opts.log ?? nullLogger;
+    this.source = { component: opts.component ?? "fleetlet", host: opts.nodeName };
   }
-  const log = opts.log ?? nullLogger;
-  const source = { component: opts.component ?? "fleetlet", host: opts.nodeName };
-  // Insertion order is update order: a repeat is deleted and re-inserted at the end.
-  const events = new Map<string, Event>();
-  const subscribers = new Set<(e: Event) => void>();
-  let lastNanos = 0n;
-  let dropped = 0;
 
-  // kubelet names events "<object>.<unix nanos in hex>"; kept strictly increasing to stay unique.
-  const uniqueName = (involvedName: string, now: number): string => {
+  get dropped(): number {
+    return this.droppedEvents;
+  }
+
+  event(involved: InvolvedObject, type: EventType, reason: string, message: string): void {
+    const { events } = this;
+    const now = this.clock.now();
+    const key = aggregateKey(involved, type, reason, message);
+    const existing = events.get(key);
+    let e: Event;
+    if (existing !== undefined) {
+      events.delete(key);
+      e = { ...existing, count: existing.count + 1, lastTimestamp: formatTime(now) };
+    } else {
+      const name = this.uniqueName(involved.name, now);
+      e = newEvent(name, involved, { type, reason, message }, this.source, now);
+    }
+    events.set(key, e);
+    while (events.size > this.max) {
+      const oldest = events.keys().next().value;
+      if (oldest === undefined) break;
+      events.delete(oldest);
+      this.droppedEvents++;
+    }
+    this.notify(e);
+  }
+
+  list(filter?: (e: Event) => boolean): Event[] {
+    const all = [...this.events.values()];
+    return (filter ? all.filter(filter) : all).map((e) => structuredClone(e));
+  }
+
+  subscribe(fn: (e: Event) => void): () => void {
+    this.subscribers.add(fn);
+    return () => this.subscribers.delete(fn);
+  }
+
+  /** kubelet names events "<object>.<unix nanos in hex>"; kept strictly increasing. */
+  private uniqueName(involvedName: string, now: number): string {
     let nanos = BigInt(now) * 1_000_000n;
-    if (nanos <= lastNanos) nanos = lastNanos + 1n;
-    lastNanos = nanos;
+    if (nanos <= this.lastNanos) nanos = this.lastNanos + 1n;
+    this.lastNanos = nanos;
     return `${namePrefix(involvedName)}.${nanos.toString(16)}`;
-  };
+  }
 
-  const notify = (e: Event) => {
-    for (const fn of subscribers) {
+  private notify(e: Event): void {
+    for (const fn of this.subscribers) {
       try {
         fn(structuredClone(e));
       } catch (err) {
-        log.warn("event subscriber failed", { reason: e.reason, error: err });
+        this.log.warn("event subscriber failed", { reason: e.reason, error: err });
       }
     }
-  };
-
-  return {
-    event(involved, type, reason, message) {
-      const now = opts.clock.now();
-      const key = aggregateKey(involved, type, reason, message);
-      const existing = events.get(key);
-      let e: Event;
-      if (existing !== undefined) {
-        events.delete(key);
-        e = { ...existing, count: existing.count + 1, lastTimestamp: formatTime(now) };
-      } else {
-        const name = uniqueName(involved.name, now);
-        e = newEvent(name, involved, { type, reason, message }, source, now);
-      }
-      events.set(key, e);
-      while (events.size > max) {
-        const oldest = events.keys().next().value;
-        if (oldest === undefined) break;
-        events.delete(oldest);
-        dropped++;
-      }
-      notify(e);
-    },
-    list(filter) {
-      const all = [...events.values()];
-      return (filter ? all.filter(filter) : all).map((e) => structuredClone(e));
-    },
-    subscribe(fn) {
-      subscribers.add(fn);
-      return () => subscribers.delete(fn);
-    },
-    get dropped() {
-      return dropped;
-    },
-  };
+  }
 }
 
 /** The pod a manifest file is known to define, if it could be parsed that far. */

@@ -115,85 +115,113 @@ function imageFsLocator(input: AgentEvictionInput): () => Promise<string> {
   };
 }
 
+/** Where this host's node-level signals are read. */
+interface HostSignals {
+  rootDir: string;
+  /** The root memory cgroup (memory.available). */
+  rootMemory: MemoryCgroup | undefined;
+  /** The pods' memory cgroup (allocatableMemory.available). */
+  podsCgroup: MemoryCgroup | undefined;
+  imageFs: () => Promise<string>;
+}
+
+/** Reads the `signals` from this host; the signals of a read that fails get its error. */
+async function observeHost(
+  host: HostSignals,
+  signals: ReadonlySet<Signal>,
+): Promise<{ observations: Map<Signal, Observation>; errors: Map<Signal, string> }> {
+  const observations = new Map<Signal, Observation>();
+  const errors = new Map<Signal, string>();
+  const read = (names: Signal[], fn: () => Observation[] | Promise<Observation[]>) =>
+    Promise.resolve()
+      .then(fn)
+      .then(
+        (values) => {
+          for (const [i, n] of names.entries()) {
+            const v = values[i];
+            if (v !== undefined) observations.set(n, v);
+          }
+        },
+        (err: Error) => {
+          for (const n of names) errors.set(n, err.message);
+        },
+      );
+  const fsPair = (fs: FsObservation) => [fs.bytes, fs.inodes];
+  const wants = (...names: Signal[]) => names.some((n) => signals.has(n));
+  const { podsCgroup } = host;
+  if (wants("memory.available")) {
+    await read(["memory.available"], () => [nodeMemory(host.rootMemory)]);
+  }
+  if (wants("allocatableMemory.available"))
+    await read(["allocatableMemory.available"], () => {
+      if (podsCgroup === undefined) throw new Error("no memory cgroup controller");
+      const limit = memoryLimit(podsCgroup);
+      if (limit === undefined) throw new Error(`${podsCgroup.dir} has no memory limit`);
+      return [podsMemory(podsCgroup, limit)];
+    });
+  if (wants("nodefs.available", "nodefs.inodesFree"))
+    await read(["nodefs.available", "nodefs.inodesFree"], () =>
+      fsPair(filesystem(existing(host.rootDir))),
+    );
+  if (wants("imagefs.available", "imagefs.inodesFree"))
+    await read(["imagefs.available", "imagefs.inodesFree"], async () =>
+      fsPair(filesystem(await host.imageFs())),
+    );
+  if (wants("pid.available")) await read(["pid.available"], () => [pids()]);
+  if (wants("memory.stall")) await read(["memory.stall"], () => [memoryStall()]);
+  return { observations, errors };
+}
+
+/** The pods' figures: from their cgroups (per the layout), their folders and the runtime. */
+function podUsageReader(
+  input: AgentEvictionInput,
+  layout: CgroupLayout,
+): EvictionManagerDeps["podUsage"] {
+  const { config } = input;
+  return (pods, wanted) =>
+    collectPodUsage(
+      pods,
+      {
+        rootDir: config.rootDir,
+        podLogsDir: config.podLogsDir,
+        podCgroup: (pod) => {
+          const name = input.podCgroupName(pod);
+          return name === "" ? undefined : cgroupDirs(layout, name);
+        },
+        listContainerStats: async (podUid) => {
+          const labelSelector = {
+            ...nodeSelector(config.nodeName),
+            ...(podUid !== undefined && { [LABEL_POD_UID]: podUid }),
+          };
+          const req = { filter: { labelSelector } };
+          return (await input.cri.listContainerStats(req, { timeoutMs: 10_000 })).stats;
+        },
+      },
+      wanted,
+    );
+}
+
 export function createAgentEviction(input: AgentEvictionInput): EvictionManager {
   const { config } = input;
   const layout = detectCgroupLayout(
     (input.mountinfo ?? (() => readFileSync("/proc/self/mountinfo", "utf8")))(),
   );
-  const rootMemory = cgroupDirs(layout, "/").memory;
-  const podsCgroup = cgroupDirs(layout, podsRootName(config.cgroupRoot)).memory;
-  const imageFs = imageFsLocator(input);
-  const thresholds = buildThresholds(config, { podCgroups: config.cgroupsPerQOS });
-
-  async function observe(signals: ReadonlySet<Signal>) {
-    const observations = new Map<Signal, Observation>();
-    const errors = new Map<Signal, string>();
-    const read = (names: Signal[], fn: () => Observation[] | Promise<Observation[]>) =>
-      Promise.resolve()
-        .then(fn)
-        .then(
-          (values) => {
-            for (const [i, n] of names.entries()) {
-              const v = values[i];
-              if (v !== undefined) observations.set(n, v);
-            }
-          },
-          (err: Error) => {
-            for (const n of names) errors.set(n, err.message);
-          },
-        );
-    const fsPair = (fs: FsObservation) => [fs.bytes, fs.inodes];
-    const wants = (...names: Signal[]) => names.some((n) => signals.has(n));
-    if (wants("memory.available")) await read(["memory.available"], () => [nodeMemory(rootMemory)]);
-    if (wants("allocatableMemory.available"))
-      await read(["allocatableMemory.available"], () => {
-        if (podsCgroup === undefined) throw new Error("no memory cgroup controller");
-        const limit = memoryLimit(podsCgroup);
-        if (limit === undefined) throw new Error(`${podsCgroup.dir} has no memory limit`);
-        return [podsMemory(podsCgroup, limit)];
-      });
-    if (wants("nodefs.available", "nodefs.inodesFree"))
-      await read(["nodefs.available", "nodefs.inodesFree"], () =>
-        fsPair(filesystem(existing(config.rootDir))),
-      );
-    if (wants("imagefs.available", "imagefs.inodesFree"))
-      await read(["imagefs.available", "imagefs.inodesFree"], async () =>
-        fsPair(filesystem(await imageFs())),
-      );
-    if (wants("pid.available")) await read(["pid.available"], () => [pids()]);
-    if (wants("memory.stall")) await read(["memory.stall"], () => [memoryStall()]);
-    return { observations, errors };
-  }
-
+  const host: HostSignals = {
+    rootDir: config.rootDir,
+    rootMemory: cgroupDirs(layout, "/").memory,
+    podsCgroup: cgroupDirs(layout, podsRootName(config.cgroupRoot)).memory,
+    imageFs: imageFsLocator(input),
+  };
   return createEvictionManager({
     ...input,
-    thresholds,
+    thresholds: buildThresholds(config, { podCgroups: config.cgroupsPerQOS }),
     pressureTransitionMs: config.evictionPressureTransitionPeriod,
     monitoringPeriodMs: config.evictionMonitoringPeriod,
     maxPodGracePeriodSeconds: config.evictionMaxPodGracePeriod,
-    observe,
-    dedicatedImageFs: async () => deviceOf(existing(config.rootDir)) !== deviceOf(await imageFs()),
-    podUsage: (pods, wanted) =>
-      collectPodUsage(
-        pods,
-        {
-          rootDir: config.rootDir,
-          podLogsDir: config.podLogsDir,
-          podCgroup: (pod) => {
-            const name = input.podCgroupName(pod);
-            return name === "" ? undefined : cgroupDirs(layout, name);
-          },
-          listContainerStats: async (podUid) => {
-            const labelSelector = {
-              ...nodeSelector(config.nodeName),
-              ...(podUid !== undefined && { [LABEL_POD_UID]: podUid }),
-            };
-            const req = { filter: { labelSelector } };
-            return (await input.cri.listContainerStats(req, { timeoutMs: 10_000 })).stats;
-          },
-        },
-        wanted,
-      ),
+    observe: (signals) => observeHost(host, signals),
+    dedicatedImageFs: async () =>
+      deviceOf(existing(config.rootDir)) !== deviceOf(await host.imageFs()),
+    podUsage: podUsageReader(input, layout),
   });
 }
 

@@ -160,13 +160,61 @@ function executor(deps: ContainerGCDeps, retries: SandboxRetries): Executor {
 }
 
 export function createContainerGC(deps: ContainerGCDeps): ContainerGC {
-  const retries = new SandboxRetries(deps);
-  const table = executor(deps, retries);
-  let running: Promise<unknown> = Promise.resolve();
+  return new ContainerGarbageCollector(deps);
+}
 
-  async function pass(policy: ContainerGCPolicy): Promise<ContainersFreed> {
+/** The policy of a reclaim pass: nothing dead is kept for its age or as an instance. */
+const RECLAIM_POLICY: ContainerGCPolicy = { minAgeMs: 0, maxPerPodContainer: 0, maxContainers: 0 };
+
+class ContainerGarbageCollector implements ContainerGC {
+  private readonly retries: SandboxRetries;
+  private readonly table: Executor;
+  /** Settles when the pass under way (if any) does; the next pass waits for it. */
+  private running: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly deps: ContainerGCDeps) {
+    this.retries = new SandboxRetries(deps);
+    this.table = executor(deps, this.retries);
+  }
+
+  garbageCollect(): Promise<ContainersFreed> {
+    return this.serialized(this.deps.policy);
+  }
+
+  deleteAllUnusedContainers(): Promise<ContainersFreed> {
+    return this.serialized(RECLAIM_POLICY);
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    const deps = this.deps;
+    while (!signal.aborted) {
+      await sleepQuietly(deps.clock, deps.periodMs, signal);
+      if (signal.aborted) break;
+      try {
+        await this.garbageCollect();
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        deps.logger.error("container garbage collection failed", { error: message });
+        deps.nodeEvent("ContainerGCFailed", message);
+      }
+    }
+  }
+
+  /** Runs passes one at a time. */
+  private serialized(policy: ContainerGCPolicy): Promise<ContainersFreed> {
+    const next = this.running.then(
+      () => this.pass(policy),
+      () => this.pass(policy),
+    );
+    this.running = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Observes the runtime, plans, and carries the plan out. */
+  private async pass(policy: ContainerGCPolicy): Promise<ContainersFreed> {
+    const deps = this.deps;
     const { containers, sandboxes, podNames } = await observe(deps);
-    retries.keepOnly(new Set(podNames.keys()));
+    this.retries.keepOnly(new Set(podNames.keys()));
     const now = deps.clock.now();
     const actions = planContainerGC({
       containers,
@@ -184,7 +232,7 @@ export function createContainerGC(deps: ContainerGCDeps): ContainerGC {
       podNames,
     };
     for (const a of actions) {
-      await (table[a.kind] as Executor[ContainerGCAction["kind"]])(a as never, state);
+      await (this.table[a.kind] as Executor[ContainerGCAction["kind"]])(a as never, state);
     }
     const { freed } = state;
     if (freed.containers + freed.sandboxes > 0) {
@@ -192,34 +240,4 @@ export function createContainerGC(deps: ContainerGCDeps): ContainerGC {
     }
     return freed;
   }
-
-  /** Runs passes one at a time. */
-  const serialized = (policy: ContainerGCPolicy): Promise<ContainersFreed> => {
-    const next = running.then(
-      () => pass(policy),
-      () => pass(policy),
-    );
-    running = next.catch(() => undefined);
-    return next;
-  };
-
-  const gc: ContainerGC = {
-    garbageCollect: () => serialized(deps.policy),
-    deleteAllUnusedContainers: () =>
-      serialized({ minAgeMs: 0, maxPerPodContainer: 0, maxContainers: 0 }),
-    async run(signal) {
-      while (!signal.aborted) {
-        await sleepQuietly(deps.clock, deps.periodMs, signal);
-        if (signal.aborted) break;
-        try {
-          await gc.garbageCollect();
-        } catch (err) {
-          const message = err instanceof Error ? err.message : String(err);
-          deps.logger.error("container garbage collection failed", { error: message });
-          deps.nodeEvent("ContainerGCFailed", message);
-        }
-      }
-    },
-  };
-  return gc;
 }

@@ -100,19 +100,72 @@ async function sizeOf(path: string): Promise<number | undefined> {
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 export function createLogRotation(deps: LogRotationDeps): LogRotation {
-  /** Log paths of running containers by id, read once per container (CRI ContainerStatus). */
-  const paths = new Map<string, string>();
+  return new LogRotator(deps);
+}
 
-  async function logPathOf(id: string): Promise<string> {
-    let path = paths.get(id);
+class LogRotator implements LogRotation {
+  /** Log paths of running containers by id, read once per container (CRI ContainerStatus). */
+  private readonly paths = new Map<string, string>();
+
+  constructor(private readonly deps: LogRotationDeps) {}
+
+  async rotateLogs(): Promise<number> {
+    const { containers } = await this.deps.cri.listContainers({
+      filter: {
+        state: { state: "CONTAINER_RUNNING" },
+        labelSelector: nodeSelector(this.deps.nodeName),
+      },
+    });
+    const listed = new Set(containers.map((c) => c.id));
+    for (const id of this.paths.keys()) if (!listed.has(id)) this.paths.delete(id);
+    let rotated = 0;
+    for (const c of containers) {
+      try {
+        if (await this.check(c.id)) rotated++;
+      } catch (err) {
+        this.deps.logger.warn("cannot rotate a container log", { id: c.id, error: message(err) });
+      }
+    }
+    return rotated;
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await sleepQuietly(this.deps.clock, this.deps.monitorIntervalMs, signal);
+      if (signal.aborted) break;
+      await this.rotateLogs().catch((err) =>
+        this.deps.logger.warn("log rotation failed", { error: message(err) }),
+      );
+    }
+  }
+
+  /** Rotates the container's log if it reached maxSize; true when rotated. */
+  private async check(id: string): Promise<boolean> {
+    const log = await this.logPathOf(id);
+    if (log === "") return false;
+    let size = await sizeOf(log);
+    if (size === undefined) {
+      // Lost after a failed reopen (or removed by hand): the runtime makes it again.
+      await this.deps.cri.reopenContainerLog({ containerId: id });
+      size = await sizeOf(log);
+      if (size === undefined) throw new Error(`log ${log} is missing after reopening it`);
+    }
+    return size >= this.deps.policy.maxSizeBytes ? this.rotate(id, log) : false;
+  }
+
+  private async logPathOf(id: string): Promise<string> {
+    let path = this.paths.get(id);
     if (path === undefined) {
-      path = (await deps.cri.containerStatus({ containerId: id })).status?.logPath ?? "";
-      paths.set(id, path);
+      path = (await this.deps.cri.containerStatus({ containerId: id })).status?.logPath ?? "";
+      this.paths.set(id, path);
     }
     return path;
   }
 
-  async function rotate(id: string, log: string): Promise<boolean> {
+  /** Cleans up the older files, renames the log and has the runtime reopen it (renaming it back
+   * when it cannot); false when the rotated name is taken. */
+  private async rotate(id: string, log: string): Promise<boolean> {
+    const deps = this.deps;
     const target = rotatedPath(log, deps.clock.now());
     // Taken by the last rotation (within the same second), compressed or not.
     for (const taken of [target, `${target}${GZ}`, `${target}${TMP}`]) {
@@ -132,49 +185,4 @@ export function createLogRotation(deps: LogRotationDeps): LogRotation {
     }
     return true;
   }
-
-  async function check(id: string): Promise<boolean> {
-    const log = await logPathOf(id);
-    if (log === "") return false;
-    let size = await sizeOf(log);
-    if (size === undefined) {
-      // Lost after a failed reopen (or removed by hand): the runtime makes it again.
-      await deps.cri.reopenContainerLog({ containerId: id });
-      size = await sizeOf(log);
-      if (size === undefined) throw new Error(`log ${log} is missing after reopening it`);
-    }
-    return size >= deps.policy.maxSizeBytes ? rotate(id, log) : false;
-  }
-
-  const rotation: LogRotation = {
-    async rotateLogs() {
-      const { containers } = await deps.cri.listContainers({
-        filter: {
-          state: { state: "CONTAINER_RUNNING" },
-          labelSelector: nodeSelector(deps.nodeName),
-        },
-      });
-      const listed = new Set(containers.map((c) => c.id));
-      for (const id of paths.keys()) if (!listed.has(id)) paths.delete(id);
-      let rotated = 0;
-      for (const c of containers) {
-        try {
-          if (await check(c.id)) rotated++;
-        } catch (err) {
-          deps.logger.warn("cannot rotate a container log", { id: c.id, error: message(err) });
-        }
-      }
-      return rotated;
-    },
-    async run(signal) {
-      while (!signal.aborted) {
-        await sleepQuietly(deps.clock, deps.monitorIntervalMs, signal);
-        if (signal.aborted) break;
-        await rotation
-          .rotateLogs()
-          .catch((err) => deps.logger.warn("log rotation failed", { error: message(err) }));
-      }
-    },
-  };
-  return rotation;
 }

@@ -41,18 +41,40 @@ export interface AgentGC {
   run(signal: AbortSignal): Promise<void>;
 }
 
+/** A Warning event about the node. */
+type NodeEvent = (reason: string, message: string) => void;
+
 export function createAgentGC(input: AgentGCInput): AgentGC {
-  const { config, cri, clock } = input;
-  const nodeEvent = (reason: string, message: string) =>
+  const { config } = input;
+  const nodeEvent: NodeEvent = (reason, message) =>
     input.recorder.event(
       { kind: "Node", namespace: "", name: config.nodeName, uid: config.nodeName },
       "Warning",
       reason,
       message,
     );
-  const containers = createContainerGC({
-    cri,
-    clock,
+  const containers = agentContainerGC(input, nodeEvent);
+  const images = agentImageGC(input, nodeEvent);
+  const logs = agentLogRotation(input);
+  return {
+    containers,
+    images,
+    logs,
+    reclaim: {
+      deleteAllUnusedContainers: () => containers.deleteAllUnusedContainers(),
+      deleteUnusedImages: () => images.deleteUnusedImages(),
+    },
+    async run(signal) {
+      await Promise.all([containers.run(signal), images.run(signal), logs.run(signal)]);
+    },
+  };
+}
+
+function agentContainerGC(input: AgentGCInput, nodeEvent: NodeEvent): ContainerGC {
+  const { config } = input;
+  return createContainerGC({
+    cri: input.cri,
+    clock: input.clock,
     logger: input.logger.with({ component: "container-gc" }),
     nodeName: config.nodeName,
     policy: {
@@ -70,9 +92,13 @@ export function createAgentGC(input: AgentGCInput): AgentGC {
     removeSandbox: (id) => input.runtime.removeSandbox(id),
     nodeEvent,
   });
-  const images = createImageGC({
-    cri,
-    clock,
+}
+
+function agentImageGC(input: AgentGCInput, nodeEvent: NodeEvent): ImageGC {
+  const { config } = input;
+  return createImageGC({
+    cri: input.cri,
+    clock: input.clock,
     logger: input.logger.with({ component: "image-gc" }),
     policy: {
       highThresholdPercent: config.imageGCHighThresholdPercent,
@@ -85,26 +111,18 @@ export function createAgentGC(input: AgentGCInput): AgentGC {
     recordsPath: join(config.rootDir, "state", "image-gc.json"),
     nodeEvent,
   });
-  const logs = createLogRotation({
-    cri,
-    clock,
+}
+
+function agentLogRotation(input: AgentGCInput): LogRotation {
+  const { config } = input;
+  return createLogRotation({
+    cri: input.cri,
+    clock: input.clock,
     logger: input.logger.with({ component: "log-rotation" }),
     nodeName: config.nodeName,
     policy: { maxSizeBytes: config.containerLogMaxSize, maxFiles: config.containerLogMaxFiles },
     monitorIntervalMs: config.containerLogMonitorInterval,
   });
-  return {
-    containers,
-    images,
-    logs,
-    reclaim: {
-      deleteAllUnusedContainers: () => containers.deleteAllUnusedContainers(),
-      deleteUnusedImages: () => images.deleteUnusedImages(),
-    },
-    async run(signal) {
-      await Promise.all([containers.run(signal), images.run(signal), logs.run(signal)]);
-    },
-  };
 }
 
 /** A pod's state as the container GC sees it, from its worker and whether a source wants it. */

@@ -81,82 +81,115 @@ export function reconnectDelay(
 }
 
 export function createHubClient(deps: HubClientDeps): HubClient {
-  const log = deps.logger;
-  const outbox = deps.outbox;
-  const baseMs = deps.backoffBaseMs ?? 1000;
-  const maxMs = deps.backoffMaxMs ?? 60_000;
-  const stableAfterMs = deps.stableAfterMs ?? 60_000;
-  const random = deps.random ?? Math.random;
-  let session: Session | undefined;
-  const streams = deps.streams;
-  const desired = new DesiredReports({
-    ...(deps.desired !== undefined && { handler: deps.desired }),
-    connectUrl: deps.connectUrl,
-    log,
-    nodeEvent: deps.nodeEvent,
-  });
+  return new Client(deps);
+}
 
-  const wake = () => session?.wake();
+class Client implements HubClient {
+  private readonly log: Logger;
+  private readonly outbox: Outbox;
+  private readonly baseMs: number;
+  private readonly maxMs: number;
+  /** A welcomed connection that lasted this long resets the attempt count. */
+  private readonly stableAfterMs: number;
+  private readonly random: () => number;
+  /** The open connection, from dial to close; undefined between connections. */
+  private session: Session | undefined;
+  /** The desired state's reports (generation, conflicts) and its handler. */
+  private readonly desired: DesiredReports;
 
-  function upsertIfChanged(pod: Pod): boolean {
-    const uid = pod.metadata.uid;
-    if (uid === undefined) return false;
-    if (outbox.reported().get(uid) === fingerprint(pod)) return false;
-    outbox.push({ type: "pod.upsert", uid, pod });
-    return true;
+  constructor(private readonly deps: HubClientDeps) {
+    this.log = deps.logger;
+    this.outbox = deps.outbox;
+    this.baseMs = deps.backoffBaseMs ?? 1000;
+    this.maxMs = deps.backoffMaxMs ?? 60_000;
+    this.stableAfterMs = deps.stableAfterMs ?? 60_000;
+    this.random = deps.random ?? Math.random;
+    this.desired = new DesiredReports({
+      ...(deps.desired !== undefined && { handler: deps.desired }),
+      connectUrl: deps.connectUrl,
+      log: this.log,
+      nodeEvent: deps.nodeEvent,
+    });
   }
 
-  function podChanged(uid: string): void {
+  get connected(): boolean {
+    return this.session?.welcomed ?? false;
+  }
+
+  nodeChanged(node: Node): void {
+    this.outbox.push({ type: "node", node });
+    this.wake();
+  }
+
+  podChanged(uid: string): void {
     try {
-      const pod = deps.pod(uid);
-      if (pod !== undefined) upsertIfChanged(pod);
-      else if (outbox.reported().has(uid)) outbox.push({ type: "pod.delete", uid });
-      wake();
+      const pod = this.deps.pod(uid);
+      if (pod !== undefined) this.upsertIfChanged(pod);
+      else if (this.outbox.reported().has(uid)) this.outbox.push({ type: "pod.delete", uid });
+      this.wake();
     } catch (err) {
-      log.warn("cannot queue a pod change for the hub", { uid, error: err });
+      this.log.warn("cannot queue a pod change for the hub", { uid, error: err });
     }
   }
 
-  function converge(w: Welcome): void {
-    if (w.ackedSeq > outbox.lastSeq) {
-      // The hub stored more of this stream than the outbox holds: its newest records never
-      // reached the disk (a power cut). The hub would ignore seqs it has seen: go on above its
-      // seq, and send every pod again, as what it last got from us is unknown.
-      log.warn("the hub has more of this stream than the outbox; going on after the hub's seq", {
-        ackedSeq: w.ackedSeq,
-        lastSeq: outbox.lastSeq,
-      });
-      outbox.skipTo(w.ackedSeq);
-      outbox.forgetReported();
-    }
-    if (w.ackedSeq === 0 || w.ackedSeq < outbox.ackedSeq) outbox.forgetReported();
-    outbox.ack(Math.min(w.ackedSeq, outbox.lastSeq));
-    outbox.push({ type: "node", node: deps.node() });
-    const dropped = outbox.takeDropped();
-    if (dropped > 0) {
-      const message = `dropped ${dropped} events while disconnected`;
-      log.warn(message, { dropped });
-      deps.nodeEvent("Warning", "EventsDropped", `${message} from the hub (outbox full)`);
-    }
-    const current = deps.pods();
-    for (const pod of current) upsertIfChanged(pod);
-    if (deps.podsSynced()) {
-      const present = new Set(current.map((p) => p.metadata.uid));
-      for (const uid of [...outbox.reported().keys()]) {
-        if (!present.has(uid)) outbox.push({ type: "pod.delete", uid });
-      }
-    }
+  event(e: Event): void {
+    this.outbox.push({ type: "event", event: e });
+    this.wake();
   }
 
-  async function connectOnce(signal: AbortSignal) {
+  desiredChanged(): void {
+    if (this.deps.desired !== undefined) this.session?.report(this.desired.report());
+  }
+
+  async connectOnce(signal: AbortSignal): Promise<SessionResult & { permanent: boolean }> {
     let credential: string;
     try {
-      credential = await deps.credential();
+      credential = await this.deps.credential();
     } catch (err) {
       const permanent = err instanceof JoinError && err.permanent;
-      log.warn("cannot get a hub credential", { error: err });
+      this.log.warn("cannot get a hub credential", { error: err });
       return { welcomed: false, durationMs: 0, code: 0, reason: (err as Error).message, permanent };
     }
+    const s = this.startSession(credential);
+    this.session = s;
+    const onAbort = () => s.close(1000, "agent stopping");
+    signal.addEventListener("abort", onAbort, { once: true });
+    const result = await s.done;
+    signal.removeEventListener("abort", onAbort);
+    this.session = undefined;
+    const code = result.error?.code;
+    return { ...result, permanent: code === "unauthorized" || code === "revoked" };
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    let attempt = 0;
+    while (!signal.aborted) {
+      const r = await this.connectOnce(signal);
+      if (signal.aborted) break;
+      if (r.welcomed && r.durationMs >= this.stableAfterMs) attempt = 0;
+      const delay = reconnectDelay(attempt, r.permanent, {
+        baseMs: this.baseMs,
+        maxMs: this.maxMs,
+        random: this.random,
+      });
+      attempt++;
+      this.log.info("disconnected from the hub; pods keep running", {
+        code: r.code,
+        reason: r.error?.reason ?? r.reason,
+        retryInMs: delay,
+      });
+      await sleepQuietly(this.deps.clock, delay, signal);
+    }
+  }
+
+  private wake(): void {
+    this.session?.wake();
+  }
+
+  /** Opens a session with `credential`: the hello, the welcome's convergence, the streams. */
+  private startSession(credential: string): Session {
+    const { deps, log, outbox } = this;
+    const streams = deps.streams;
     const s = startSession({
       clock: deps.clock,
       logger: log,
@@ -173,7 +206,7 @@ export function createHubClient(deps: HubClientDeps): HubClient {
           ...(deps.desired === undefined
             ? []
             : [AGENT_FEATURES.desiredPods, AGENT_FEATURES.desiredConfig]),
-          ...(deps.streams === undefined ? [] : [AGENT_FEATURES.streams]),
+          ...(streams === undefined ? [] : [AGENT_FEATURES.streams]),
         ],
       },
       outbox,
@@ -183,10 +216,10 @@ export function createHubClient(deps: HubClientDeps): HubClient {
           ackedSeq: w.ackedSeq,
           pending: outbox.size,
         });
-        converge(w);
-        if (deps.desired !== undefined) s.report(desired.report());
+        this.converge(w);
+        if (deps.desired !== undefined) s.report(this.desired.report());
       },
-      onDesired: (d) => desired.take(d),
+      onDesired: (d) => this.desired.take(d),
       ...(streams !== undefined && {
         extension: (conn) =>
           new StreamMux({
@@ -197,48 +230,53 @@ export function createHubClient(deps: HubClientDeps): HubClient {
           }),
       }),
     });
-    session = s;
-    const onAbort = () => s.close(1000, "agent stopping");
-    signal.addEventListener("abort", onAbort, { once: true });
-    const result = await s.done;
-    signal.removeEventListener("abort", onAbort);
-    session = undefined;
-    const code = result.error?.code;
-    return { ...result, permanent: code === "unauthorized" || code === "revoked" };
+    return s;
   }
 
-  return {
-    nodeChanged(node) {
-      outbox.push({ type: "node", node });
-      wake();
-    },
-    podChanged,
-    event(e) {
-      outbox.push({ type: "event", event: e });
-      wake();
-    },
-    desiredChanged() {
-      if (deps.desired !== undefined) session?.report(desired.report());
-    },
-    connectOnce,
-    async run(signal) {
-      let attempt = 0;
-      while (!signal.aborted) {
-        const r = await connectOnce(signal);
-        if (signal.aborted) break;
-        if (r.welcomed && r.durationMs >= stableAfterMs) attempt = 0;
-        const delay = reconnectDelay(attempt, r.permanent, { baseMs, maxMs, random });
-        attempt++;
-        log.info("disconnected from the hub; pods keep running", {
-          code: r.code,
-          reason: r.error?.reason ?? r.reason,
-          retryInMs: delay,
-        });
-        await sleepQuietly(deps.clock, delay, signal);
+  /** Queues a pod.upsert unless the hub last got the pod as it is now; true when queued. */
+  private upsertIfChanged(pod: Pod): boolean {
+    const uid = pod.metadata.uid;
+    if (uid === undefined) return false;
+    if (this.outbox.reported().get(uid) === fingerprint(pod)) return false;
+    this.outbox.push({ type: "pod.upsert", uid, pod });
+    return true;
+  }
+
+  /** Brings the hub's view up to date after a welcome (see the top of the file). */
+  private converge(w: Welcome): void {
+    const { outbox, log, deps } = this;
+    if (w.ackedSeq > outbox.lastSeq) {
+      // The hub stored more of this stream than the outbox holds: its newest records never
+      // reached the disk (a power cut). The hub would ignore seqs it has seen: go on above its
+      // seq, and send every pod again, as what it last got from us is unknown.
+      log.warn("the hub has more of this stream than the outbox; going on after the hub's seq", {
+        ackedSeq: w.ackedSeq,
+        lastSeq: outbox.lastSeq,
+      });
+      outbox.skipTo(w.ackedSeq);
+      outbox.forgetReported();
+    }
+    if (w.ackedSeq === 0 || w.ackedSeq < outbox.ackedSeq) outbox.forgetReported();
+    outbox.ack(Math.min(w.ackedSeq, outbox.lastSeq));
+    outbox.push({ type: "node", node: deps.node() });
+    this.reportDropped();
+    const current = deps.pods();
+    for (const pod of current) this.upsertIfChanged(pod);
+    if (deps.podsSynced()) {
+      const present = new Set(current.map((p) => p.metadata.uid));
+      for (const uid of [...outbox.reported().keys()]) {
+        if (!present.has(uid)) outbox.push({ type: "pod.delete", uid });
       }
-    },
-    get connected() {
-      return session?.welcomed ?? false;
-    },
-  };
+    }
+  }
+
+  /** Logs and records the events the outbox dropped while disconnected. */
+  private reportDropped(): void {
+    const dropped = this.outbox.takeDropped();
+    if (dropped > 0) {
+      const message = `dropped ${dropped} events while disconnected`;
+      this.log.warn(message, { dropped });
+      this.deps.nodeEvent("Warning", "EventsDropped", `${message} from the hub (outbox full)`);
+    }
+  }
 }

@@ -95,126 +95,142 @@ export function fingerprint(value: unknown): string {
 }
 
 export function openOutbox(opts: OutboxOptions): Outbox {
-  const maxEvents = opts.maxEvents ?? 1000;
-  if (!Number.isInteger(maxEvents) || maxEvents < 1) {
-    throw new Error(`outbox maxEvents must be a positive integer, got ${maxEvents}`);
-  }
-  const log = opts.logger;
-  mkdirSync(dirname(opts.path), { recursive: true, mode: 0o700 });
-  const live = new Map<string, SequencedMessage>();
-  const reported = new Map<string, string>();
-  let streamId = "";
-  let lastSeq = 0;
-  let ackedSeq = 0;
-  let dropped = 0;
-  let events = 0;
-  let appendedBytes = 0;
+  return new FileOutbox(opts);
+}
 
-  const apply = (line: Line): void => {
-    switch (line.t) {
-      case "h":
-        streamId = line.streamId;
-        lastSeq = line.lastSeq;
-        ackedSeq = line.ackedSeq;
-        dropped = line.dropped;
-        reported.clear();
-        for (const [k, v] of Object.entries(line.reported)) reported.set(k, v);
-        return;
-      case "m":
-        store(line.m, line.fp);
-        return;
-      case "a":
-        forget(line.seq);
-        return;
-      case "d":
-        dropped = 0;
-        return;
-      case "f":
-        reported.clear();
-        return;
-    }
-  };
+class FileOutbox implements Outbox {
+  private readonly maxEvents: number;
+  private readonly log: Logger;
+  private readonly path: string;
+  /** The entries waiting, by key (keyOf), in seq order: a replaced entry moves to the end. */
+  private readonly live = new Map<string, SequencedMessage>();
+  /** Pod uid → fingerprint of the last pod.upsert pushed. */
+  private readonly reportedPods = new Map<string, string>();
+  private currentStreamId = "";
+  private highestSeq = 0;
+  private highestAcked = 0;
+  private droppedEvents = 0;
+  /** Events among the live entries. */
+  private events = 0;
+  /** Bytes appended to the file since it was last rewritten. */
+  private appendedBytes = 0;
+  /** The size of the file as last rewritten (only live entries). */
+  private liveBytes = 0;
 
-  function store(m: SequencedMessage, fp: string | undefined): void {
-    const key = keyOf(m);
-    const old = live.get(key);
-    if (old !== undefined) {
-      live.delete(key);
-      if (old.type === "event") events--;
+  constructor(opts: OutboxOptions) {
+    const maxEvents = opts.maxEvents ?? 1000;
+    if (!Number.isInteger(maxEvents) || maxEvents < 1) {
+      throw new Error(`outbox maxEvents must be a positive integer, got ${maxEvents}`);
     }
-    live.set(key, m);
-    lastSeq = Math.max(lastSeq, m.seq);
-    if (m.type === "event") events++;
-    if (m.type === "pod.upsert" && fp !== undefined) reported.set(m.uid, fp);
-    if (m.type === "pod.delete") reported.delete(m.uid);
-    while (events > maxEvents) dropOldestEvent();
+    this.maxEvents = maxEvents;
+    this.log = opts.logger;
+    this.path = opts.path;
+    mkdirSync(dirname(opts.path), { recursive: true, mode: 0o700 });
+    this.load();
+    if (this.currentStreamId === "") this.currentStreamId = randomBytes(12).toString("base64url");
+    this.compact();
   }
 
-  function dropOldestEvent(): void {
-    for (const [key, m] of live) {
-      if (m.type !== "event") continue;
-      live.delete(key);
-      events--;
-      dropped++;
-      return;
-    }
+  get streamId(): string {
+    return this.currentStreamId;
+  }
+  get ackedSeq(): number {
+    return this.highestAcked;
+  }
+  get lastSeq(): number {
+    return this.highestSeq;
+  }
+  get eventCount(): number {
+    return this.events;
+  }
+  get size(): number {
+    return this.live.size;
+  }
+  get dropped(): number {
+    return this.droppedEvents;
   }
 
-  function forget(seq: number): void {
-    ackedSeq = Math.max(ackedSeq, seq);
-    for (const [key, m] of live) {
-      if (m.seq > seq) break;
-      live.delete(key);
-      if (m.type === "event") events--;
+  push(input: OutboxInput): SequencedMessage {
+    const m = { ...input, seq: this.highestSeq + 1 } as SequencedMessage;
+    const fp = m.type === "pod.upsert" ? fingerprint(m.pod) : undefined;
+    const before = this.droppedEvents;
+    this.store(m, fp);
+    this.write({ t: "m", m, ...(fp !== undefined && { fp }) });
+    if (this.droppedEvents > before) {
+      this.log.debug("hub outbox full: dropped oldest events", { dropped: this.droppedEvents });
     }
+    return m;
   }
 
-  const write = (line: Line): void => {
-    const text = `${JSON.stringify(line)}\n`;
-    try {
-      appendFileSync(opts.path, text, { mode: 0o600 });
-    } catch (err) {
-      log.warn("cannot append to the hub outbox; kept in memory", { file: opts.path, error: err });
+  ack(seq: number): void {
+    if (seq <= this.highestAcked) return;
+    this.forget(seq);
+    this.write({ t: "a", seq });
+  }
+
+  nextAfter(seq: number): SequencedMessage | undefined {
+    for (const m of this.live.values()) if (m.seq > seq) return m;
+    return undefined;
+  }
+
+  entries(): SequencedMessage[] {
+    return [...this.live.values()];
+  }
+
+  takeDropped(): number {
+    const n = this.droppedEvents;
+    if (n > 0) {
+      this.droppedEvents = 0;
+      this.write({ t: "d" });
     }
-    appendedBytes += text.length;
-    if (appendedBytes > Math.max(64 * 1024, 2 * liveBytes())) compact();
-  };
+    return n;
+  }
 
-  let liveBytesCache = 0;
-  const liveBytes = () => liveBytesCache;
+  skipTo(seq: number): void {
+    if (seq <= this.highestSeq) return;
+    this.forget(seq);
+    this.highestSeq = seq;
+    this.compact();
+  }
 
-  function compact(): void {
+  reported(): ReadonlyMap<string, string> {
+    return this.reportedPods;
+  }
+
+  forgetReported(): void {
+    this.reportedPods.clear();
+    this.write({ t: "f" });
+  }
+
+  compact(): void {
     const header: Line = {
       t: "h",
-      streamId,
-      lastSeq,
-      ackedSeq,
-      dropped,
-      reported: Object.fromEntries(reported),
+      streamId: this.currentStreamId,
+      lastSeq: this.highestSeq,
+      ackedSeq: this.highestAcked,
+      dropped: this.droppedEvents,
+      reported: Object.fromEntries(this.reportedPods),
     };
-    const lines = [header, ...[...live.values()].map((m): Line => ({ t: "m", m }))];
+    const lines = [header, ...[...this.live.values()].map((m): Line => ({ t: "m", m }))];
     const text = lines.map((l) => `${JSON.stringify(l)}\n`).join("");
     try {
-      writeFileAtomic(opts.path, text);
+      writeFileAtomic(this.path, text);
     } catch (err) {
-      log.warn("cannot rewrite the hub outbox", { file: opts.path, error: err });
+      this.log.warn("cannot rewrite the hub outbox", { file: this.path, error: err });
     }
-    liveBytesCache = text.length;
-    appendedBytes = 0;
+    this.liveBytes = text.length;
+    this.appendedBytes = 0;
   }
 
-  load();
-  if (streamId === "") streamId = randomBytes(12).toString("base64url");
-  compact();
-
-  function load(): void {
+  /** Replays the file; a line that does not parse is skipped and counted. */
+  private load(): void {
     let text = "";
     try {
-      text = readFileSync(opts.path, "utf8");
+      text = readFileSync(this.path, "utf8");
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
-        log.warn("cannot read the hub outbox; starting a new stream", {
-          file: opts.path,
+        this.log.warn("cannot read the hub outbox; starting a new stream", {
+          file: this.path,
           error: err,
         });
       }
@@ -224,72 +240,87 @@ export function openOutbox(opts: OutboxOptions): Outbox {
     for (const raw of text.split("\n")) {
       if (raw === "") continue;
       try {
-        apply(JSON.parse(raw) as Line);
+        this.apply(JSON.parse(raw) as Line);
       } catch {
         bad++;
       }
     }
-    if (bad > 0)
-      log.warn("skipped unreadable lines of the hub outbox", { file: opts.path, lines: bad });
+    if (bad > 0) {
+      this.log.warn("skipped unreadable lines of the hub outbox", { file: this.path, lines: bad });
+    }
   }
 
-  return {
-    get streamId() {
-      return streamId;
-    },
-    get ackedSeq() {
-      return ackedSeq;
-    },
-    get lastSeq() {
-      return lastSeq;
-    },
-    get eventCount() {
-      return events;
-    },
-    get size() {
-      return live.size;
-    },
-    get dropped() {
-      return dropped;
-    },
-    push(input) {
-      const m = { ...input, seq: lastSeq + 1 } as SequencedMessage;
-      const fp = m.type === "pod.upsert" ? fingerprint(m.pod) : undefined;
-      const before = dropped;
-      store(m, fp);
-      write({ t: "m", m, ...(fp !== undefined && { fp }) });
-      if (dropped > before) log.debug("hub outbox full: dropped oldest events", { dropped });
-      return m;
-    },
-    ack(seq) {
-      if (seq <= ackedSeq) return;
-      forget(seq);
-      write({ t: "a", seq });
-    },
-    nextAfter(seq) {
-      for (const m of live.values()) if (m.seq > seq) return m;
-      return undefined;
-    },
-    entries: () => [...live.values()],
-    takeDropped() {
-      const n = dropped;
-      if (n > 0) {
-        dropped = 0;
-        write({ t: "d" });
-      }
-      return n;
-    },
-    skipTo(seq) {
-      if (seq <= lastSeq) return;
-      forget(seq);
-      lastSeq = seq;
-      compact();
-    },
-    reported: () => reported,
-    forgetReported() {
-      reported.clear();
-      write({ t: "f" });
-    },
-    compact,
-  };
+  private apply(line: Line): void {
+    switch (line.t) {
+      case "h":
+        this.currentStreamId = line.streamId;
+        this.highestSeq = line.lastSeq;
+        this.highestAcked = line.ackedSeq;
+        this.droppedEvents = line.dropped;
+        this.reportedPods.clear();
+        for (const [k, v] of Object.entries(line.reported)) this.reportedPods.set(k, v);
+        return;
+      case "m":
+        this.store(line.m, line.fp);
+        return;
+      case "a":
+        this.forget(line.seq);
+        return;
+      case "d":
+        this.droppedEvents = 0;
+        return;
+      case "f":
+        this.reportedPods.clear();
+        return;
+    }
+  }
+
+  private store(m: SequencedMessage, fp: string | undefined): void {
+    const key = keyOf(m);
+    const old = this.live.get(key);
+    if (old !== undefined) {
+      this.live.delete(key);
+      if (old.type === "event") this.events--;
+    }
+    this.live.set(key, m);
+    this.highestSeq = Math.max(this.highestSeq, m.seq);
+    if (m.type === "event") this.events++;
+    if (m.type === "pod.upsert" && fp !== undefined) this.reportedPods.set(m.uid, fp);
+    if (m.type === "pod.delete") this.reportedPods.delete(m.uid);
+    while (this.events > this.maxEvents) this.dropOldestEvent();
+  }
+
+  private dropOldestEvent(): void {
+    for (const [key, m] of this.live) {
+      if (m.type !== "event") continue;
+      this.live.delete(key);
+      this.events--;
+      this.droppedEvents++;
+      return;
+    }
+  }
+
+  private forget(seq: number): void {
+    this.highestAcked = Math.max(this.highestAcked, seq);
+    for (const [key, m] of this.live) {
+      if (m.seq > seq) break;
+      this.live.delete(key);
+      if (m.type === "event") this.events--;
+    }
+  }
+
+  /** Appends a line; rewrites the file when appends pass twice its live size (64 KiB at least). */
+  private write(line: Line): void {
+    const text = `${JSON.stringify(line)}\n`;
+    try {
+      appendFileSync(this.path, text, { mode: 0o600 });
+    } catch (err) {
+      this.log.warn("cannot append to the hub outbox; kept in memory", {
+        file: this.path,
+        error: err,
+      });
+    }
+    this.appendedBytes += text.length;
+    if (this.appendedBytes > Math.max(64 * 1024, 2 * this.liveBytes)) this.compact();
+  }
 }

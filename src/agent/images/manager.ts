@@ -89,25 +89,99 @@ function shouldPull(policy: Container["imagePullPolicy"], present: boolean): boo
 }
 
 export function createImageManager(deps: ImageManagerDeps): ImageManager {
-  const backoff = new Backoff({ initialMs: deps.backoff.initialMs, maxMs: deps.backoff.maxMs });
-  let pullQueue: Promise<unknown> = Promise.resolve();
+  return new Images(deps);
+}
+
+/** Records an event about the container whose image is being made present. */
+type ContainerEvent = (type: EventType, reason: string, message: string) => void;
+
+class Images implements ImageManager {
+  /** Pull backoff per "<pod uid>_<image>". */
+  private readonly backoff: Backoff;
+  /** Settles when every pull queued so far has; the next pull waits for it. */
+  private pullQueue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly deps: ImageManagerDeps) {
+    this.backoff = new Backoff({ initialMs: deps.backoff.initialMs, maxMs: deps.backoff.maxMs });
+  }
+
+  gc(): void {
+    this.backoff.gc(this.deps.clock.now());
+  }
+
+  async ensureImageExists(
+    pod: Pod,
+    container: Container,
+    opts: EnsureImageOptions = {},
+  ): Promise<EnsureImageResult> {
+    const deps = this.deps;
+    const event: ContainerEvent = (type, reason, message) =>
+      deps.recorder(pod, type, reason, message, opts.fieldPath);
+    const image = container.image;
+    let ref: ImageReference;
+    try {
+      ref = parseImageReference(image);
+    } catch (err) {
+      const detail = err instanceof InvalidImageReferenceError ? err.message : String(err);
+      const message = `Failed to apply default image tag ${JSON.stringify(image)}: ${detail}`;
+      event("Warning", "InspectFailed", message);
+      return { ok: false, reason: "InvalidImageName", message };
+    }
+    const spec: ImageSpec = { image: ref.normalized, userSpecifiedImage: image };
+    if (pod.metadata.annotations) spec.annotations = { ...pod.metadata.annotations };
+    let present: string;
+    try {
+      present = await this.imageId(spec);
+    } catch (err) {
+      const message = `Failed to inspect image ${JSON.stringify(image)}: ${(err as Error).message}`;
+      event("Warning", "InspectFailed", message);
+      return { ok: false, reason: "ImageInspectError", message };
+    }
+    if (!shouldPull(container.imagePullPolicy, present !== "")) {
+      if (present) {
+        event(
+          "Normal",
+          "Pulled",
+          `Container image ${JSON.stringify(image)} already present on machine`,
+        );
+        return { ok: true, imageRef: present };
+      }
+      const message = `Container image ${JSON.stringify(image)} is not present with pull policy of Never`;
+      event("Warning", "ErrImageNeverPull", message);
+      return { ok: false, reason: "ErrImageNeverPull", message };
+    }
+    const key = `${pod.metadata.uid ?? ""}_${image}`;
+    if (this.backoff.isInBackoff(key, deps.clock.now())) {
+      const message = `Back-off pulling image ${JSON.stringify(image)}`;
+      event("Normal", "BackOff", message);
+      return { ok: false, reason: "ImagePullBackOff", message };
+    }
+    return this.pullNow(pod, image, ref, spec, key, opts, event);
+  }
 
   /** Runs `fn` after every pull queued before it. */
-  const serialized = <T>(fn: () => Promise<T>): Promise<T> => {
-    const run = pullQueue.then(fn, fn);
-    pullQueue = run.catch(() => undefined);
+  private serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.pullQueue.then(fn, fn);
+    this.pullQueue = run.catch(() => undefined);
     return run;
-  };
+  }
 
-  const imageId = async (spec: ImageSpec): Promise<string> => {
-    const timeoutMs = deps.requestTimeoutMs;
-    const res = await deps.cri.imageStatus({ image: spec }, timeoutMs ? { timeoutMs } : {});
+  /** The id of the image present for `spec`; "" when absent. */
+  private async imageId(spec: ImageSpec): Promise<string> {
+    const timeoutMs = this.deps.requestTimeoutMs;
+    const res = await this.deps.cri.imageStatus({ image: spec }, timeoutMs ? { timeoutMs } : {});
     return res.image?.id ?? "";
-  };
+  }
 
   /** Pulls with each credential that may fit (the pod's pull secrets, then the node's) until
    * one succeeds. */
-  const pull = async (pod: Pod, ref: ImageReference, spec: ImageSpec, opts: EnsureImageOptions) => {
+  private async pull(
+    pod: Pod,
+    ref: ImageReference,
+    spec: ImageSpec,
+    opts: EnsureImageOptions,
+  ): Promise<{ imageRef: string; size: number }> {
+    const deps = this.deps;
     const node = deps.credentialsPath ? await loadDockerConfig(deps.credentialsPath) : [];
     const fromPod = deps.podCredentials?.(pod) ?? { credentials: [], missing: [] };
     if (fromPod.missing.length > 0) {
@@ -128,72 +202,25 @@ export function createImageManager(deps: ImageManagerDeps): ImageManager {
       }
     }
     throw aggregateErrors(errors);
-  };
-
-  async function ensureImageExists(
-    pod: Pod,
-    container: Container,
-    opts: EnsureImageOptions = {},
-  ): Promise<EnsureImageResult> {
-    const event = (type: EventType, reason: string, message: string) =>
-      deps.recorder(pod, type, reason, message, opts.fieldPath);
-    const image = container.image;
-    let ref: ImageReference;
-    try {
-      ref = parseImageReference(image);
-    } catch (err) {
-      const detail = err instanceof InvalidImageReferenceError ? err.message : String(err);
-      const message = `Failed to apply default image tag ${JSON.stringify(image)}: ${detail}`;
-      event("Warning", "InspectFailed", message);
-      return { ok: false, reason: "InvalidImageName", message };
-    }
-    const spec: ImageSpec = { image: ref.normalized, userSpecifiedImage: image };
-    if (pod.metadata.annotations) spec.annotations = { ...pod.metadata.annotations };
-    let present: string;
-    try {
-      present = await imageId(spec);
-    } catch (err) {
-      const message = `Failed to inspect image ${JSON.stringify(image)}: ${(err as Error).message}`;
-      event("Warning", "InspectFailed", message);
-      return { ok: false, reason: "ImageInspectError", message };
-    }
-    if (!shouldPull(container.imagePullPolicy, present !== "")) {
-      if (present) {
-        event(
-          "Normal",
-          "Pulled",
-          `Container image ${JSON.stringify(image)} already present on machine`,
-        );
-        return { ok: true, imageRef: present };
-      }
-      const message = `Container image ${JSON.stringify(image)} is not present with pull policy of Never`;
-      event("Warning", "ErrImageNeverPull", message);
-      return { ok: false, reason: "ErrImageNeverPull", message };
-    }
-    const key = `${pod.metadata.uid ?? ""}_${image}`;
-    if (backoff.isInBackoff(key, deps.clock.now())) {
-      const message = `Back-off pulling image ${JSON.stringify(image)}`;
-      event("Normal", "BackOff", message);
-      return { ok: false, reason: "ImagePullBackOff", message };
-    }
-    return pullNow(pod, image, ref, spec, key, opts, event);
   }
 
-  async function pullNow(
+  /** Queues the pull; records Pulled, or Failed and backs the image off for the pod. */
+  private async pullNow(
     pod: Pod,
     image: string,
     ref: ImageReference,
     spec: ImageSpec,
     key: string,
     opts: EnsureImageOptions,
-    event: (type: EventType, reason: string, message: string) => void,
+    event: ContainerEvent,
   ): Promise<EnsureImageResult> {
+    const deps = this.deps;
     const queuedAt = deps.clock.now();
     try {
-      const result = await serialized(async () => {
+      const result = await this.serialized(async () => {
         event("Normal", "Pulling", `Pulling image ${JSON.stringify(image)}`);
         const startedAt = deps.clock.now();
-        const pulled = await pull(pod, ref, spec, opts);
+        const pulled = await this.pull(pod, ref, spec, opts);
         return { ...pulled, pullMs: deps.clock.now() - startedAt };
       });
       const total = formatElapsed(deps.clock.now() - queuedAt);
@@ -202,16 +229,14 @@ export function createImageManager(deps: ImageManagerDeps): ImageManager {
         "Pulled",
         `Successfully pulled image ${JSON.stringify(image)} in ${formatElapsed(result.pullMs)} (${total} including waiting). Image size: ${result.size} bytes.`,
       );
-      backoff.gc(deps.clock.now());
+      this.backoff.gc(deps.clock.now());
       return { ok: true, imageRef: result.imageRef };
     } catch (err) {
       const detail = (err as Error).message;
       deps.logger.warn("image pull failed", { pod: pod.metadata.name, image, error: detail });
       event("Warning", "Failed", `Failed to pull image ${JSON.stringify(image)}: ${detail}`);
-      backoff.next(key, deps.clock.now());
+      this.backoff.next(key, deps.clock.now());
       return { ok: false, reason: "ErrImagePull", message: detail };
     }
   }
-
-  return { ensureImageExists, gc: () => backoff.gc(deps.clock.now()) };
 }

@@ -217,13 +217,37 @@ function startKey(pod: Pod): PriorityKey {
 }
 
 export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
-  const core = makeCore(deps);
-  const table = stepTable(core);
-  const preparations = startQueue(deps);
-  const runStep = (step: SyncStep, run: SyncRun, cfg: () => Promise<PodSandboxConfig>) =>
-    (table[step.kind] as StepHandler<SyncStepKind>)(step as never, run, cfg);
+  return new GenericRuntimeManager(deps);
+}
 
-  async function syncPod(
+/** The kubelet's kubeGenericRuntimeManager: reads pods from the runtime, carries out plans. */
+class GenericRuntimeManager implements RuntimeManager {
+  /** What every step and kill reads: deps, image manager, crash-loop back-off, host files. */
+  private readonly core: Core;
+  /** The handler of each kind of sync step. */
+  private readonly table: { [K in SyncStepKind]: StepHandler<K> };
+  /** The start-order queue of new pods' own preparations (prepareInTurn). */
+  private readonly preparations: PriorityLimiter;
+
+  constructor(private readonly deps: RuntimeManagerDeps) {
+    this.core = makeCore(deps);
+    this.table = stepTable(this.core);
+    this.preparations = startQueue(deps);
+  }
+
+  getPods(): Promise<RunningPod[]> {
+    return listRunningPods(this.deps.cri, undefined, this.deps.nodeName);
+  }
+
+  getPodStatus(uid: string, name: string, namespace: string): Promise<PodStatus> {
+    return readPodStatus(this.deps.cri, { uid, name, namespace }, this.deps.clock.now());
+  }
+
+  getPodStatusAfter(before: PodStatus, changes: SyncChanges): Promise<PodStatus> {
+    return readPodStatusAfter(this.deps.cri, before, changes, this.deps.clock.now());
+  }
+
+  async syncPod(
     pod: Pod,
     status: PodStatus | undefined,
     opts: SyncPodOptions = {},
@@ -244,12 +268,12 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
     // One sandbox config per sync (per attempt): the new sandbox and its containers share it.
     const sandboxConfig = async (attempt = run.attempt) => {
       if (config?.metadata?.attempt !== attempt)
-        config = await sandboxConfigFor(core, pod, attempt);
+        config = await sandboxConfigFor(this.core, pod, attempt);
       return config;
     };
     try {
       for (const step of planSteps(actions)) {
-        if (!(await runStep(step, run, sandboxConfig))) break;
+        if (!(await this.runStep(step, run, sandboxConfig))) break;
       }
     } catch (err) {
       run.errors.push({
@@ -262,23 +286,48 @@ export function createRuntimeManager(deps: RuntimeManagerDeps): RuntimeManager {
     return { errors: run.errors, waiting: run.waiting, changes: run.changes };
   }
 
-  return {
-    getPods: () => listRunningPods(deps.cri, undefined, deps.nodeName),
-    getPodStatus: (uid, name, namespace) =>
-      readPodStatus(deps.cri, { uid, name, namespace }, deps.clock.now()),
-    getPodStatusAfter: (before, changes) =>
-      readPodStatusAfter(deps.cri, before, changes, deps.clock.now()),
-    syncPod,
-    killPod: (pod, running, grace) => killPod(core, pod, running, grace),
-    removePod: (running) => removePod(core, running),
-    removeContainer: (id) => removeContainer(core, id),
-    stopContainer: (containerId, name, message) =>
-      killContainer(core, undefined, { containerId, name, reason: "Unknown", message }),
-    removeSandbox: (id) => removeSandbox(core, id),
-    prepareInTurn: (pod, prepare, signal) => preparations.run(startKey(pod), prepare, signal),
-    gc() {
-      core.crashLoop.gc(deps.clock.now());
-      core.images.gc();
-    },
-  };
+  killPod(
+    pod: Pod | undefined,
+    running: RunningPod,
+    gracePeriodOverrideSeconds?: number,
+  ): Promise<void> {
+    return killPod(this.core, pod, running, gracePeriodOverrideSeconds);
+  }
+
+  removePod(running: RunningPod): Promise<void> {
+    return removePod(this.core, running);
+  }
+
+  removeContainer(containerId: string): Promise<number> {
+    return removeContainer(this.core, containerId);
+  }
+
+  stopContainer(containerId: string, name: string, message: string): Promise<void> {
+    return killContainer(this.core, undefined, { containerId, name, reason: "Unknown", message });
+  }
+
+  removeSandbox(sandboxId: string): Promise<void> {
+    return removeSandbox(this.core, sandboxId);
+  }
+
+  gc(): void {
+    this.core.crashLoop.gc(this.deps.clock.now());
+    this.core.images.gc();
+  }
+
+  /** Bound: the pod sync is given this method alone. */
+  readonly prepareInTurn = (
+    pod: Pod,
+    prepare: () => Promise<void>,
+    signal?: AbortSignal,
+  ): Promise<void> => this.preparations.run(startKey(pod), prepare, signal);
+
+  /** Runs one step; false ends the sync. */
+  private runStep(
+    step: SyncStep,
+    run: SyncRun,
+    cfg: (attempt?: number) => Promise<PodSandboxConfig>,
+  ): Promise<boolean> {
+    return (this.table[step.kind] as StepHandler<SyncStepKind>)(step as never, run, cfg);
+  }
 }

@@ -45,110 +45,119 @@ export interface NodeStatusManager {
 }
 
 export function createNodeStatusManager(deps: NodeStatusDeps): NodeStatusManager {
-  const updateMs = deps.updateFrequencyMs ?? 10_000;
-  const reportMs = deps.reportFrequencyMs ?? 5 * 60_000;
-  const subscribers = new Set<(node: Node) => void>();
-  let runtimeVersion = "";
-  /** The last error reading the root dir's filesystem, logged once until a read succeeds. */
-  let storageError: string | undefined;
-  let current: Node | undefined;
-  current = build();
-  let lastReport = Number.NEGATIVE_INFINITY;
-  const last = (): Node => current ?? build();
+  return new NodeStatus(deps);
+}
 
-  function state(): NodeState {
-    return {
+class NodeStatus implements NodeStatusManager {
+  private readonly updateMs: number;
+  private readonly reportMs: number;
+  private readonly subscribers = new Set<(node: Node) => void>();
+  /** The runtime's version; "" until the runtime answers. */
+  private runtimeVersion = "";
+  /** The last error reading the root dir's filesystem, logged once until a read succeeds. */
+  private storageError: string | undefined;
+  /** The last built Node. */
+  private current: Node;
+  /** When subscribers were last told. */
+  private lastReport = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly deps: NodeStatusDeps) {
+    this.updateMs = deps.updateFrequencyMs ?? 10_000;
+    this.reportMs = deps.reportFrequencyMs ?? 5 * 60_000;
+    this.current = this.build(undefined, undefined);
+  }
+
+  node(): Node {
+    return structuredClone(this.current);
+  }
+
+  subscribe(fn: (node: Node) => void): () => void {
+    this.subscribers.add(fn);
+    return () => this.subscribers.delete(fn);
+  }
+
+  async update(): Promise<Node> {
+    try {
+      // An unreachable runtime is reported by the runtime health check (the Ready condition);
+      // its version is asked again at the next update.
+      if (this.runtimeVersion === "") {
+        this.runtimeVersion = await this.deps.runtimeVersion().catch(() => "");
+      }
+      const next = this.build(await this.readStorage(), this.current);
+      const now = this.deps.clock.now();
+      const report = nodeChanged(this.current, next) || now - this.lastReport >= this.reportMs;
+      this.current = next;
+      if (report) {
+        this.lastReport = now;
+        this.notify(next);
+      }
+    } catch (err) {
+      this.deps.logger.warn("node status update failed", { error: err });
+    }
+    return structuredClone(this.current);
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    const { clock, health } = this.deps;
+    await this.update();
+    let lastUpdate = clock.now();
+    let wasHealthy = health.healthy();
+    const poll = Math.min(this.deps.healthPollMs ?? 500, this.updateMs);
+    while (!signal.aborted) {
+      await sleepQuietly(clock, poll, signal);
+      if (signal.aborted) break;
+      const healthy = health.healthy();
+      if (healthy !== wasHealthy || clock.now() - lastUpdate >= this.updateMs) {
+        wasHealthy = healthy;
+        lastUpdate = clock.now();
+        await this.update();
+      }
+    }
+  }
+
+  /** The root dir's filesystem size; undefined (logged once per error) when it cannot be read. */
+  private readStorage(): Promise<number | undefined> {
+    return this.deps.ephemeralStorage().then(
+      (bytes) => {
+        this.storageError = undefined;
+        return bytes;
+      },
+      (error: unknown) => {
+        const message = error instanceof Error ? error.message : String(error);
+        if (message !== this.storageError) {
+          this.deps.logger.warn(
+            "cannot read the root dir's filesystem; no ephemeral-storage capacity",
+            { error: message },
+          );
+        }
+        this.storageError = message;
+        return undefined;
+      },
+    );
+  }
+
+  private build(storage: number | undefined, previous: Node | undefined): Node {
+    const deps = this.deps;
+    const state: NodeState = {
       runtimeHealthy: deps.health.healthy(),
       runtimeReasons: deps.health.reasons(),
-      runtimeVersion,
-      ephemeralStorageBytes: undefined,
+      runtimeVersion: this.runtimeVersion,
+      ephemeralStorageBytes: storage,
       ...(deps.allocatable && { allocatable: deps.allocatable() }),
       ...(deps.pressure && { pressure: deps.pressure() }),
       ...(deps.images && { images: deps.images() }),
       ...(deps.psi && { psi: deps.psi() }),
     };
+    return buildNode(deps.facts, state, deps.clock.now(), previous);
   }
 
-  function build(storage?: number): Node {
-    const s = state();
-    return buildNode(
-      deps.facts,
-      { ...s, ephemeralStorageBytes: storage },
-      deps.clock.now(),
-      current,
-    );
-  }
-
-  const notify = (node: Node) => {
-    for (const fn of [...subscribers]) {
+  private notify(node: Node): void {
+    for (const fn of [...this.subscribers]) {
       try {
         fn(structuredClone(node));
       } catch (err) {
-        deps.logger.warn("node status subscriber failed", { error: err });
+        this.deps.logger.warn("node status subscriber failed", { error: err });
       }
     }
-  };
-
-  async function update(): Promise<Node> {
-    try {
-      // An unreachable runtime is reported by the runtime health check (the Ready condition);
-      // its version is asked again at the next update.
-      if (runtimeVersion === "") runtimeVersion = await deps.runtimeVersion().catch(() => "");
-      const storage = await deps.ephemeralStorage().then(
-        (bytes) => {
-          storageError = undefined;
-          return bytes;
-        },
-        (error: unknown) => {
-          const message = error instanceof Error ? error.message : String(error);
-          if (message !== storageError) {
-            deps.logger.warn(
-              "cannot read the root dir's filesystem; no ephemeral-storage capacity",
-              {
-                error: message,
-              },
-            );
-          }
-          storageError = message;
-          return undefined;
-        },
-      );
-      const next = build(storage);
-      const now = deps.clock.now();
-      const report = nodeChanged(current, next) || now - lastReport >= reportMs;
-      current = next;
-      if (report) {
-        lastReport = now;
-        notify(next);
-      }
-    } catch (err) {
-      deps.logger.warn("node status update failed", { error: err });
-    }
-    return structuredClone(last());
   }
-
-  return {
-    node: () => structuredClone(last()),
-    update,
-    subscribe(fn) {
-      subscribers.add(fn);
-      return () => subscribers.delete(fn);
-    },
-    async run(signal) {
-      await update();
-      let lastUpdate = deps.clock.now();
-      let wasHealthy = deps.health.healthy();
-      const poll = Math.min(deps.healthPollMs ?? 500, updateMs);
-      while (!signal.aborted) {
-        await sleepQuietly(deps.clock, poll, signal);
-        if (signal.aborted) break;
-        const healthy = deps.health.healthy();
-        if (healthy !== wasHealthy || deps.clock.now() - lastUpdate >= updateMs) {
-          wasHealthy = healthy;
-          lastUpdate = deps.clock.now();
-          await update();
-        }
-      }
-    },
-  };
 }

@@ -84,77 +84,184 @@ function probedContainers(pod: Pod, status: ApiPodStatus) {
 const rawId = (id: string) => id.slice(id.indexOf("://") + 3);
 
 export function createProberManager(deps: ProberManagerDeps): ProberManager {
-  const log = deps.logger ?? nullLogger;
-  const workers = new Map<string, ProbeWorker>();
-  const byPod = new Map<string, Set<string>>();
-  const delays: DelayStats = createDelayStats();
-  const startedAt = deps.clock.now();
-  let running = false;
+  return new Prober(deps);
+}
 
-  const results: ResultsManager = createResultsManager(
-    (change) => {
-      if (change.kind === "startup" && change.result === "success") {
-        for (const key of byPod.get(change.podUid) ?? []) {
-          const w = workers.get(key);
-          if (w && w.kind !== "startup" && w.containerId === change.containerId) w.trigger();
+class Prober implements ProberManager {
+  private readonly log: Logger;
+  /** The running workers by key (keyOf); at most one per key. */
+  private readonly workers = new Map<string, ProbeWorker>();
+  /** Pod uid → the keys of its workers. */
+  private readonly byPod = new Map<string, Set<string>>();
+  private readonly delays: DelayStats = createDelayStats();
+  private readonly startedAt: number;
+  /** Whether run() is under way: a worker started then loops at once. */
+  private running = false;
+  private readonly results: ResultsManager;
+  /** Runs one probe and counts its result. */
+  private readonly probe: WorkerDeps["probe"];
+
+  constructor(private readonly deps: ProberManagerDeps) {
+    this.log = deps.logger ?? nullLogger;
+    this.startedAt = deps.clock.now();
+    this.results = createResultsManager(
+      (change) => this.passOn(change),
+      (error, change) =>
+        this.log.error("a probe result could not be passed on; it is kept", {
+          probe: change.kind,
+          container: change.containerId,
+          result: change.result ?? "removed",
+          error,
+        }),
+    );
+    const proberDeps = {
+      clock: deps.clock,
+      handler: deps.handler,
+      event: deps.event,
+      ...(deps.hardLimitMs !== undefined ? { hardLimitMs: deps.hardLimitMs } : {}),
+    };
+    this.probe = async (kind, p, target, moot) => {
+      const outcome = await runProbe(proberDeps, kind, p, target, moot);
+      this.delays.count(kind, outcome.result);
+      return outcome;
+    };
+  }
+
+  readonly readiness: ProbeResults = (id) => {
+    const r = this.results.get("readiness", id);
+    return r === undefined ? undefined : r === "success";
+  };
+
+  readonly startup: ProbeResults = (id) => {
+    const r = this.results.get("startup", id);
+    return r === undefined ? undefined : r === "success";
+  };
+
+  updatePod(pod: Pod, status: ApiPodStatus): void {
+    const uid = pod.metadata.uid as string;
+    const ended = status.phase === "Succeeded" || status.phase === "Failed";
+    const terminating = this.deps.isTerminating(uid);
+    for (const { container, status: s } of probedContainers(pod, status)) {
+      for (const kind of PROBE_KINDS) {
+        if (probeSpec(container, kind) === undefined) continue;
+        const live = !ended && s?.state.running !== undefined && s.containerID;
+        if (!live || (terminating && kind !== "readiness")) {
+          this.stopFor(uid, container.name, kind, terminating);
+          continue;
         }
+        this.ensureWorker(pod, status, container, s, kind);
       }
-      deps.onResult(change);
-    },
-    (error, change) =>
-      log.error("a probe result could not be passed on; it is kept", {
-        probe: change.kind,
-        container: change.containerId,
-        result: change.result ?? "removed",
-        error,
-      }),
-  );
+    }
+  }
 
-  const proberDeps = {
-    clock: deps.clock,
-    handler: deps.handler,
-    event: deps.event,
-    ...(deps.hardLimitMs !== undefined ? { hardLimitMs: deps.hardLimitMs } : {}),
-  };
-  const probe: WorkerDeps["probe"] = async (kind, p, target, moot) => {
-    const outcome = await runProbe(proberDeps, kind, p, target, moot);
-    delays.count(kind, outcome.result);
-    return outcome;
-  };
+  removePod(uid: string): void {
+    for (const key of [...(this.byPod.get(uid) ?? [])]) this.stop(key);
+  }
 
-  function start(key: string, w: ProbeWorker): void {
-    workers.set(key, w);
-    let keys = byPod.get(w.spec.podUid);
+  failed(kind: "liveness" | "startup", uid: string): ReadonlySet<string> {
+    return this.results.matching(kind, uid, "failure");
+  }
+
+  worker(uid: string, container: string, kind: ProbeKind): ProbeWorker | undefined {
+    return this.workers.get(keyOf(uid, container, kind));
+  }
+
+  size(): number {
+    return this.workers.size;
+  }
+
+  stats(): ProbeStats {
+    return this.delays.snapshot();
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    this.running = true;
+    for (const [key, w] of this.workers) this.loop(key, w);
+    await new Promise<void>((resolve) => {
+      if (signal.aborted) return resolve();
+      signal.addEventListener("abort", () => resolve(), { once: true });
+    });
+    this.running = false;
+    for (const key of [...this.workers.keys()]) this.stop(key);
+  }
+
+  /** A startup probe that succeeded wakes the container's other workers; every change goes on. */
+  private passOn(change: ResultChange): void {
+    if (change.kind === "startup" && change.result === "success") {
+      for (const key of this.byPod.get(change.podUid) ?? []) {
+        const w = this.workers.get(key);
+        if (w && w.kind !== "startup" && w.containerId === change.containerId) w.trigger();
+      }
+    }
+    this.deps.onResult(change);
+  }
+
+  /** Stops the worker of a container that is not running (or of a terminating pod, where a
+   * liveness or startup worker leaves a success behind). */
+  private stopFor(uid: string, name: string, kind: ProbeKind, terminating: boolean): void {
+    const key = keyOf(uid, name, kind);
+    const current = this.workers.get(key);
+    this.stop(key);
+    if (current && terminating && kind !== "readiness") {
+      this.results.set(kind, current.containerId, uid, "success");
+    }
+  }
+
+  /** Starts a worker for the running container unless one probes this instance already. */
+  private ensureWorker(
+    pod: Pod,
+    status: ApiPodStatus,
+    container: Container,
+    s: ContainerStatus,
+    kind: ProbeKind,
+  ): void {
+    const key = keyOf(pod.metadata.uid as string, container.name, kind);
+    const id = rawId(s.containerID as string);
+    if (this.workers.get(key)?.containerId === id) return;
+    this.stop(key);
+    const host = pod.spec.hostNetwork ? "127.0.0.1" : (status.podIP ?? "");
+    this.start(key, this.newWorker(pod, container, s, kind, host));
+    this.log.debug("probe worker started", {
+      pod: pod.metadata.name,
+      container: container.name,
+      kind,
+      id,
+    });
+  }
+
+  private start(key: string, w: ProbeWorker): void {
+    this.workers.set(key, w);
+    let keys = this.byPod.get(w.spec.podUid);
     if (keys === undefined) {
       keys = new Set();
-      byPod.set(w.spec.podUid, keys);
+      this.byPod.set(w.spec.podUid, keys);
     }
     keys.add(key);
-    if (running) loop(key, w);
+    if (this.running) this.loop(key, w);
   }
 
   /** Drops the worker from the tables (its results stay). */
-  function forget(key: string, w: ProbeWorker): void {
-    if (workers.get(key) !== w) return;
-    workers.delete(key);
+  private forget(key: string, w: ProbeWorker): void {
+    if (this.workers.get(key) !== w) return;
+    this.workers.delete(key);
     const uid = w.spec.podUid;
-    byPod.get(uid)?.delete(key);
-    if (byPod.get(uid)?.size === 0) byPod.delete(uid);
+    this.byPod.get(uid)?.delete(key);
+    if (this.byPod.get(uid)?.size === 0) this.byPod.delete(uid);
   }
 
   /** A worker whose loop ended by itself (pod terminating) keeps its last result. */
-  function loop(key: string, w: ProbeWorker): void {
-    void w.run().finally(() => forget(key, w));
+  private loop(key: string, w: ProbeWorker): void {
+    void w.run().finally(() => this.forget(key, w));
   }
 
-  function stop(key: string): void {
-    const w = workers.get(key);
+  private stop(key: string): void {
+    const w = this.workers.get(key);
     if (w === undefined) return;
     w.stop();
-    forget(key, w);
+    this.forget(key, w);
   }
 
-  function newWorker(
+  private newWorker(
     pod: Pod,
     c: Container,
     s: ContainerStatus,
@@ -164,16 +271,17 @@ export function createProberManager(deps: ProberManagerDeps): ProberManager {
     const uid = pod.metadata.uid as string;
     const containerId = rawId(s.containerID as string);
     const started = Date.parse(s.state.running?.startedAt ?? "");
+    const { deps, results, log } = this;
     return new ProbeWorker(
       {
         clock: deps.clock,
         random: deps.random ?? Math.random,
         results,
-        probe,
+        probe: this.probe,
         isStarted: (id) => !c.startupProbe || results.get("startup", id) === "success",
         isTerminating: () => deps.isTerminating(uid),
-        managerStartedAt: startedAt,
-        recordDelay: (ms) => delays.add(ms),
+        managerStartedAt: this.startedAt,
+        recordDelay: (ms) => this.delays.add(ms),
         reportError: (error) =>
           log.error("probe worker failed; it probes again at its next period", {
             pod: `${pod.metadata.namespace}/${pod.metadata.name}`,
@@ -191,63 +299,4 @@ export function createProberManager(deps: ProberManagerDeps): ProberManager {
       },
     );
   }
-
-  return {
-    updatePod(pod, status) {
-      const uid = pod.metadata.uid as string;
-      const ended = status.phase === "Succeeded" || status.phase === "Failed";
-      const terminating = deps.isTerminating(uid);
-      for (const { container, status: s } of probedContainers(pod, status)) {
-        for (const kind of PROBE_KINDS) {
-          if (probeSpec(container, kind) === undefined) continue;
-          const key = keyOf(uid, container.name, kind);
-          const current = workers.get(key);
-          const live = !ended && s?.state.running !== undefined && s.containerID;
-          if (!live || (terminating && kind !== "readiness")) {
-            if (current && terminating && kind !== "readiness") {
-              stop(key);
-              results.set(kind, current.containerId, uid, "success");
-            } else stop(key);
-            continue;
-          }
-          const id = rawId(s.containerID as string);
-          if (current?.containerId === id) continue;
-          stop(key);
-          const host = pod.spec.hostNetwork ? "127.0.0.1" : (status.podIP ?? "");
-          start(key, newWorker(pod, container, s, kind, host));
-          log.debug("probe worker started", {
-            pod: pod.metadata.name,
-            container: container.name,
-            kind,
-            id,
-          });
-        }
-      }
-    },
-    removePod(uid) {
-      for (const key of [...(byPod.get(uid) ?? [])]) stop(key);
-    },
-    readiness: (id) => {
-      const r = results.get("readiness", id);
-      return r === undefined ? undefined : r === "success";
-    },
-    startup: (id) => {
-      const r = results.get("startup", id);
-      return r === undefined ? undefined : r === "success";
-    },
-    failed: (kind, uid) => results.matching(kind, uid, "failure"),
-    worker: (uid, name, kind) => workers.get(keyOf(uid, name, kind)),
-    size: () => workers.size,
-    stats: () => delays.snapshot(),
-    async run(signal) {
-      running = true;
-      for (const [key, w] of workers) loop(key, w);
-      await new Promise<void>((resolve) => {
-        if (signal.aborted) return resolve();
-        signal.addEventListener("abort", () => resolve(), { once: true });
-      });
-      running = false;
-      for (const key of [...workers.keys()]) stop(key);
-    },
-  };
 }

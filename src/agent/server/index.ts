@@ -38,12 +38,12 @@ export interface AgentServer {
   stop(): Promise<void>;
 }
 
-/** Removes a socket file left by an agent that died; refuses to remove anything else. */
 /** The options of a running server and what it keeps while it runs. */
 interface Serving extends ServerOptions {
   json: FrozenJson;
 }
 
+/** Removes a socket file left by an agent that died; refuses to remove anything else. */
 async function removeStaleSocket(path: string): Promise<void> {
   const st = await lstat(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === "ENOENT") return undefined;
@@ -96,9 +96,15 @@ function healthz(deps: ServerDeps): Response {
   });
 }
 
-/** Maps method and path to a handler; undefined for an unknown path. */
-function route(deps: ServerDeps, opts: Serving, method: string, parts: string[]) {
-  const get = (h: Route) => (method === "GET" ? h : "GET");
+/** A path's handler; the method it needs when the request's is another; undefined when the
+ * path is unknown. */
+type Routed = Route | "GET" | "POST" | undefined;
+
+const onlyGet = (method: string, h: Route): Routed => (method === "GET" ? h : "GET");
+
+/** Maps method and path to a handler. */
+function route(deps: ServerDeps, opts: Serving, method: string, parts: string[]): Routed {
+  const get = (h: Route) => onlyGet(method, h);
   const [a, b, c, ns, kind, name, sub, ...extra] = parts;
   if (parts.length === 1 && a === "healthz") return get(() => healthz(deps));
   if (parts.length === 1 && a === "metrics") {
@@ -107,16 +113,7 @@ function route(deps: ServerDeps, opts: Serving, method: string, parts: string[])
     );
   }
   if (a !== "api" || b !== "v1") return undefined;
-  const pods = (namespace?: string) =>
-    get((req, u) =>
-      listPods(deps, u.searchParams, namespace, {
-        signal: req.signal,
-        json: opts.json,
-        ...(opts.clock !== undefined && { clock: opts.clock }),
-        ...(opts.watchResyncMs !== undefined && { resyncMs: opts.watchResyncMs }),
-      }),
-    );
-  if (parts.length === 3 && c === "pods") return pods();
+  if (parts.length === 3 && c === "pods") return podsRoute(deps, opts, method);
   if (parts.length === 3 && c === "events") return get((_r, u) => listEvents(deps, u.searchParams));
   if (c === "nodes" && parts.length <= 4) return get(() => nodeRoute(deps, ns));
   if (c !== "namespaces" || ns === undefined || extra.length > 0) return undefined;
@@ -124,10 +121,34 @@ function route(deps: ServerDeps, opts: Serving, method: string, parts: string[])
     return get((_r, u) => listEvents(deps, u.searchParams, ns));
   }
   if (kind !== "pods") return undefined;
-  if (name === undefined) return pods(ns);
-  if (sub === undefined) return get(() => Response.json(findPod(deps, ns, name)));
+  if (name === undefined) return podsRoute(deps, opts, method, ns);
+  return podRoute(deps, opts, method, ns, name, sub);
+}
+
+/** The pod list (or watch) of one namespace, or of all. */
+function podsRoute(deps: ServerDeps, opts: Serving, method: string, namespace?: string): Routed {
+  return onlyGet(method, (req, u) =>
+    listPods(deps, u.searchParams, namespace, {
+      signal: req.signal,
+      json: opts.json,
+      ...(opts.clock !== undefined && { clock: opts.clock }),
+      ...(opts.watchResyncMs !== undefined && { resyncMs: opts.watchResyncMs }),
+    }),
+  );
+}
+
+/** One pod, its log, or an exec in it. */
+function podRoute(
+  deps: ServerDeps,
+  opts: Serving,
+  method: string,
+  ns: string,
+  name: string,
+  sub: string | undefined,
+): Routed {
+  if (sub === undefined) return onlyGet(method, () => Response.json(findPod(deps, ns, name)));
   if (sub === "log") {
-    return get((req, u) => {
+    return onlyGet(method, (req, u) => {
       const pod = findPod(deps, ns, name);
       return podLog(deps, pod, u.searchParams, {
         signal: req.signal,
@@ -136,30 +157,31 @@ function route(deps: ServerDeps, opts: Serving, method: string, parts: string[])
       });
     });
   }
-  if (sub === "exec" && opts.streams !== undefined) {
-    const isUpgrade = (req: Request) => req.headers.get("upgrade")?.toLowerCase() === "websocket";
-    return (req: Request, u: URL, server: Server<undefined>) =>
-      isUpgrade(req)
-        ? (upgradeExec(
-            deps,
-            req,
-            u,
-            server as unknown as Server<ExecSocketData>,
-            ns,
-            name,
-          ) as unknown as Response)
-        : method === "POST"
-          ? podExec(deps, findPod(deps, ns, name), req)
-          : new StatusError(
-              "MethodNotAllowed",
-              `${method} is not supported on ${u.pathname}; use POST`,
-            ).toResponse();
-  }
-  if (sub === "exec") {
-    if (method !== "POST") return "POST";
-    return (req: Request) => podExec(deps, findPod(deps, ns, name), req);
-  }
-  return undefined;
+  if (sub !== "exec") return undefined;
+  if (opts.streams !== undefined) return execRoute(deps, method, ns, name);
+  if (method !== "POST") return "POST";
+  return (req: Request) => podExec(deps, findPod(deps, ns, name), req);
+}
+
+/** An exec with streams on: a WebSocket upgrade (interactive), or a POST (one command). */
+function execRoute(deps: ServerDeps, method: string, ns: string, name: string): Route {
+  const isUpgrade = (req: Request) => req.headers.get("upgrade")?.toLowerCase() === "websocket";
+  return (req: Request, u: URL, server: Server<undefined>) =>
+    isUpgrade(req)
+      ? (upgradeExec(
+          deps,
+          req,
+          u,
+          server as unknown as Server<ExecSocketData>,
+          ns,
+          name,
+        ) as unknown as Response)
+      : method === "POST"
+        ? podExec(deps, findPod(deps, ns, name), req)
+        : new StatusError(
+            "MethodNotAllowed",
+            `${method} is not supported on ${u.pathname}; use POST`,
+          ).toResponse();
 }
 
 async function handle(

@@ -33,90 +33,117 @@ export function watchPods(
   matches: (pod: Pod) => boolean,
   opts: WatchOptions,
 ): Response {
-  const clock = opts.clock ?? realClock;
-  const resyncMs = opts.resyncMs ?? 1000;
-  const encoder = new TextEncoder();
-  /** The object last sent for each pod in the stream, by uid (namespace/name without one). */
-  const sent = new Map<string, Pod>();
-  const cleanups: (() => void)[] = [];
-  let cancelResync = () => {};
-  let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
-  let scheduled = false;
-  let closed = false;
+  const watch = new PodWatch(deps, matches, opts);
+  const body = new ReadableStream<Uint8Array>(
+    { start: (c) => watch.start(c), cancel: () => watch.close() },
+    { highWaterMark: 0 },
+  );
+  return new Response(body, { headers: { "content-type": "application/json" } });
+}
 
-  const close = () => {
-    if (closed) return;
-    closed = true;
-    cancelResync();
-    for (const cleanup of cleanups.splice(0)) cleanup();
+const encoder = new TextEncoder();
+
+/** One watch stream: what it sent, and the timers and subscriptions to end with it. */
+class PodWatch {
+  private readonly clock: Clock;
+  private readonly resyncMs: number;
+  /** The object last sent for each pod in the stream, by uid (namespace/name without one). */
+  private readonly sent = new Map<string, Pod>();
+  /** Run once when the stream ends: the abort listener, the subscription, the timeout. */
+  private readonly cleanups: (() => void)[] = [];
+  private cancelResync = () => {};
+  /** Set when the stream starts. */
+  private controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  /** Whether a compare() is queued. */
+  private scheduled = false;
+  private closed = false;
+
+  constructor(
+    private readonly deps: ServerDeps,
+    private readonly matches: (pod: Pod) => boolean,
+    private readonly opts: WatchOptions,
+  ) {
+    this.clock = opts.clock ?? realClock;
+    this.resyncMs = opts.resyncMs ?? 1000;
+  }
+
+  start(c: ReadableStreamDefaultController<Uint8Array>): void {
+    const { opts, clock } = this;
+    this.controller = c;
+    if (opts.signal.aborted) {
+      this.close();
+      return;
+    }
+    const onAbort = () => this.close();
+    opts.signal.addEventListener("abort", onAbort, { once: true });
+    this.cleanups.push(() => opts.signal.removeEventListener("abort", onAbort));
+    const unsubscribe = this.deps.onPodsChanged?.(this.schedule);
+    if (unsubscribe !== undefined) this.cleanups.push(unsubscribe);
+    if (opts.timeoutSeconds !== undefined && opts.timeoutSeconds > 0) {
+      this.cleanups.push(clock.setTimer(opts.timeoutSeconds * 1000, this.close));
+    }
+    this.compare();
+    // Bun sends the response headers with the first bytes of the body: with no pod to send,
+    // a blank line (which watch clients skip) lets the client know the watch is open.
+    if (this.sent.size === 0) c.enqueue(encoder.encode("\n"));
+    this.cancelResync = clock.setTimer(this.resyncMs, this.resync);
+  }
+
+  readonly close = (): void => {
+    if (this.closed) return;
+    this.closed = true;
+    this.cancelResync();
+    for (const cleanup of this.cleanups.splice(0)) cleanup();
     try {
-      controller?.close();
+      this.controller?.close();
     } catch {
       // already closed by the client
     }
   };
 
-  const send = (type: "ADDED" | "MODIFIED" | "DELETED", pod: Pod) => {
-    controller?.enqueue(encoder.encode(`{"type":"${type}","object":${opts.json.text(pod)}}\n`));
+  /** Queues one compare() for the pods' changes (many changes in a tick make one). */
+  private readonly schedule = (): void => {
+    if (this.scheduled || this.closed) return;
+    this.scheduled = true;
+    queueMicrotask(() => this.compare());
   };
 
-  const compare = () => {
-    scheduled = false;
-    if (closed || controller === undefined) return;
-    if ((controller.desiredSize ?? 0) < -MAX_QUEUED_EVENTS) return close();
+  private readonly resync = (): void => {
+    if (this.closed) return;
+    this.schedule();
+    this.cancelResync = this.clock.setTimer(this.resyncMs, this.resync);
+  };
+
+  /** Sends an event for every matching pod that changed, appeared or went away since last sent;
+   * ends the stream of a client that reads too slowly. */
+  private compare(): void {
+    this.scheduled = false;
+    const { controller, sent } = this;
+    if (this.closed || controller === undefined) return;
+    if ((controller.desiredSize ?? 0) < -MAX_QUEUED_EVENTS) {
+      this.close();
+      return;
+    }
     const seen = new Set<string>();
-    for (const pod of deps.listPods()) {
-      if (!matches(pod)) continue;
+    for (const pod of this.deps.listPods()) {
+      if (!this.matches(pod)) continue;
       const key = pod.metadata.uid ?? `${pod.metadata.namespace}/${pod.metadata.name}`;
       seen.add(key);
       const last = sent.get(key);
       if (last === pod) continue;
       sent.set(key, pod);
-      send(last === undefined ? "ADDED" : "MODIFIED", pod);
+      this.send(last === undefined ? "ADDED" : "MODIFIED", pod);
     }
     for (const [key, pod] of sent) {
       if (seen.has(key)) continue;
       sent.delete(key);
-      send("DELETED", pod);
+      this.send("DELETED", pod);
     }
-  };
+  }
 
-  const schedule = () => {
-    if (scheduled || closed) return;
-    scheduled = true;
-    queueMicrotask(compare);
-  };
-
-  const resync = () => {
-    if (closed) return;
-    schedule();
-    cancelResync = clock.setTimer(resyncMs, resync);
-  };
-
-  const body = new ReadableStream<Uint8Array>(
-    {
-      start(c) {
-        controller = c;
-        if (opts.signal.aborted) return close();
-        const onAbort = () => close();
-        opts.signal.addEventListener("abort", onAbort, { once: true });
-        cleanups.push(() => opts.signal.removeEventListener("abort", onAbort));
-        const unsubscribe = deps.onPodsChanged?.(schedule);
-        if (unsubscribe !== undefined) cleanups.push(unsubscribe);
-        if (opts.timeoutSeconds !== undefined && opts.timeoutSeconds > 0) {
-          cleanups.push(clock.setTimer(opts.timeoutSeconds * 1000, close));
-        }
-        compare();
-        // Bun sends the response headers with the first bytes of the body: with no pod to send,
-        // a blank line (which watch clients skip) lets the client know the watch is open.
-        if (sent.size === 0) c.enqueue(encoder.encode("\n"));
-        cancelResync = clock.setTimer(resyncMs, resync);
-      },
-      cancel() {
-        close();
-      },
-    },
-    { highWaterMark: 0 },
-  );
-  return new Response(body, { headers: { "content-type": "application/json" } });
+  private send(type: "ADDED" | "MODIFIED" | "DELETED", pod: Pod): void {
+    this.controller?.enqueue(
+      encoder.encode(`{"type":"${type}","object":${this.opts.json.text(pod)}}\n`),
+    );
+  }
 }

@@ -121,6 +121,81 @@ function failure(view) {
 }
 
 /**
+ * The rollout's state, revision and strategy.
+ * @param {RolloutView} view
+ */
+function rolloutPanel(view) {
+  const st = rolloutState(view.phase);
+  const s = view.settings;
+  return panel(
+    "Rollout",
+    facts([
+      [
+        "State",
+        [badge(st.label, st.tone), " ", h("span", { id: "rollout-message" }, view.message)],
+      ],
+      [
+        "Revision",
+        `${view.updateRevision}${view.stableRevision !== undefined ? ` · last fully rolled out: ${view.stableRevision}` : ""}`,
+      ],
+      [
+        "Strategy",
+        `maxUnavailable ${s.maxUnavailable} · canary ${s.canary} · minReadySeconds ${s.minReadySeconds} · progress deadline ${s.progressDeadlineSeconds}s · auto-rollback ${s.autoRollback ? "on" : "off"}`,
+      ],
+    ]),
+  );
+}
+
+/**
+ * Every kept revision, newest first: how many devices were sent it, and which is current.
+ * @param {RolloutView} view
+ * @param {import("./rollout-model.js").ControllerRevision[]} history
+ */
+function revisionsPanel(view, history) {
+  return panel(
+    "Revisions",
+    table(
+      ["Revision", "", "Devices sent it", "Change cause", "Created"],
+      revisionRows(view, history).map((r) => [
+        h("span", { cls: "num" }, String(r.revision)),
+        r.mark === undefined ? "" : badge(r.mark.label, r.mark.tone),
+        h("span", { cls: "num" }, String(r.devices)),
+        h("span", { cls: "muted" }, r.cause || "—"),
+        h("span", { cls: "muted" }, r.created),
+      ]),
+      "It has no revision.",
+      "revisions",
+    ),
+  );
+}
+
+/**
+ * The devices the DaemonSet selects, those that need attention first.
+ * @param {RolloutView} view
+ */
+function devicesPanel(view) {
+  const devices = devicesByAttention(view.devices);
+  return panel(
+    `Devices (${devices.length})`,
+    table(
+      ["Device", "Revision", "Running", "State", "Why"],
+      devices.slice(0, MAX_ROWS).map((d) => {
+        const ds = deviceRolloutState(d.state);
+        return [
+          link(["nodes", d.name], d.name),
+          h("span", { cls: "num" }, d.revision === undefined ? "—" : String(d.revision)),
+          h("span", { cls: "num" }, d.running === undefined ? "—" : String(d.running)),
+          badge(ds.label, ds.tone),
+          h("span", { cls: "muted" }, d.message ?? ""),
+        ];
+      }),
+      "No device matches its node selection.",
+      "rollout-devices",
+    ),
+  );
+}
+
+/**
  * One DaemonSet and its rollout.
  * @param {HTMLElement} root
  * @param {Api} api
@@ -144,61 +219,11 @@ export function mountDaemonSet(root, api, namespace, name) {
     const view = await api(`${base}/rollout`);
     /** @type {{ items: import("./rollout-model.js").ControllerRevision[] }} */
     const history = await api(`${base}/history`);
-    const st = rolloutState(view.phase);
-    const s = view.settings;
-    const devices = devicesByAttention(view.devices);
     body.replaceChildren(
       failure(view) ?? "",
-      panel(
-        "Rollout",
-        facts([
-          [
-            "State",
-            [badge(st.label, st.tone), " ", h("span", { id: "rollout-message" }, view.message)],
-          ],
-          [
-            "Revision",
-            `${view.updateRevision}${view.stableRevision !== undefined ? ` · last fully rolled out: ${view.stableRevision}` : ""}`,
-          ],
-          [
-            "Strategy",
-            `maxUnavailable ${s.maxUnavailable} · canary ${s.canary} · minReadySeconds ${s.minReadySeconds} · progress deadline ${s.progressDeadlineSeconds}s · auto-rollback ${s.autoRollback ? "on" : "off"}`,
-          ],
-        ]),
-      ),
-      panel(
-        "Revisions",
-        table(
-          ["Revision", "", "Devices sent it", "Change cause", "Created"],
-          revisionRows(view, history.items).map((r) => [
-            h("span", { cls: "num" }, String(r.revision)),
-            r.mark === undefined ? "" : badge(r.mark.label, r.mark.tone),
-            h("span", { cls: "num" }, String(r.devices)),
-            h("span", { cls: "muted" }, r.cause || "—"),
-            h("span", { cls: "muted" }, r.created),
-          ]),
-          "It has no revision.",
-          "revisions",
-        ),
-      ),
-      panel(
-        `Devices (${devices.length})`,
-        table(
-          ["Device", "Revision", "Running", "State", "Why"],
-          devices.slice(0, MAX_ROWS).map((d) => {
-            const ds = deviceRolloutState(d.state);
-            return [
-              link(["nodes", d.name], d.name),
-              h("span", { cls: "num" }, d.revision === undefined ? "—" : String(d.revision)),
-              h("span", { cls: "num" }, d.running === undefined ? "—" : String(d.running)),
-              badge(ds.label, ds.tone),
-              h("span", { cls: "muted" }, d.message ?? ""),
-            ];
-          }),
-          "No device matches its node selection.",
-          "rollout-devices",
-        ),
-      ),
+      rolloutPanel(view),
+      revisionsPanel(view, history.items),
+      devicesPanel(view),
     );
   };
   const refresh = refresher(body, load);

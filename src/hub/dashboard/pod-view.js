@@ -58,11 +58,6 @@ function probeState(kind, st) {
  */
 function containerCard(spec, st, init, now) {
   const [label, tone, detail] = containerState(st?.state, now);
-  const probes = /** @type {[string, any][]} */ ([
-    ["Startup", spec.startupProbe],
-    ["Liveness", spec.livenessProbe],
-    ["Readiness", spec.readinessProbe],
-  ]).filter(([, p]) => p);
   const last = st?.lastState?.terminated;
   return h(
     "article",
@@ -100,22 +95,35 @@ function containerCard(spec, st, init, now) {
         st?.containerID ? code(st.containerID.replace(/^(\w+:\/\/)(.{12}).*$/, "$1$2…")) : "",
       ],
     ]),
-    probes.length
-      ? h(
-          "ul",
-          { cls: "probes", attrs: { "aria-label": "probes" } },
-          probes.map(([kind, p]) => {
-            const [plabel, ptone] = probeState(kind, st);
-            return h(
-              "li",
-              null,
-              h("span", { cls: "probe-kind" }, kind),
-              badge(plabel, ptone),
-              h("span", { cls: "probe-how" }, describeProbe(p)),
-            );
-          }),
-        )
-      : h("p", { cls: "muted small" }, "No probes."),
+    probeList(spec, st),
+  );
+}
+
+/**
+ * Each probe of a container: its kind, what it says now, and how it probes.
+ * @param {any} spec Container
+ * @param {any} st ContainerStatus or undefined
+ */
+function probeList(spec, st) {
+  const probes = /** @type {[string, any][]} */ ([
+    ["Startup", spec.startupProbe],
+    ["Liveness", spec.livenessProbe],
+    ["Readiness", spec.readinessProbe],
+  ]).filter(([, p]) => p);
+  if (!probes.length) return h("p", { cls: "muted small" }, "No probes.");
+  return h(
+    "ul",
+    { cls: "probes", attrs: { "aria-label": "probes" } },
+    probes.map(([kind, p]) => {
+      const [plabel, ptone] = probeState(kind, st);
+      return h(
+        "li",
+        null,
+        h("span", { cls: "probe-kind" }, kind),
+        badge(plabel, ptone),
+        h("span", { cls: "probe-how" }, describeProbe(p)),
+      );
+    }),
   );
 }
 
@@ -153,6 +161,109 @@ function findPod(state, node, ns, name) {
 }
 
 /**
+ * The breadcrumb of a pod's page.
+ * @param {string} node
+ * @param {string} name
+ */
+function podCrumbs(node, name) {
+  return h(
+    "nav",
+    { cls: "crumbs", attrs: { "aria-label": "breadcrumb" } },
+    link([""], "Fleet"),
+    " / ",
+    link(["nodes", node], node),
+    " / ",
+    name,
+  );
+}
+
+/**
+ * The pod's name, state and readiness badges, and a line of phase and restarts.
+ * @param {KObject} pod
+ * @param {string} ns
+ * @param {string} name
+ */
+function podHead(pod, ns, name) {
+  const s = podState(pod);
+  const r = ready(pod);
+  const st = pod.status ?? {};
+  return h(
+    "div",
+    { cls: "page-head" },
+    h("h1", null, name),
+    h(
+      "div",
+      { cls: "head-badges" },
+      badge(s.label, s.tone),
+      badge(`${r.ready}/${r.total} ready`, r.ready === r.total ? "ok" : "warn"),
+    ),
+    h(
+      "p",
+      { cls: "muted" },
+      `namespace ${ns} · ${st.phase ?? "Unknown"} · ${restarts(pod)} restarts`,
+      st.message ? ` · ${st.message}` : "",
+    ),
+  );
+}
+
+/**
+ * The pod's facts (device, IPs, QoS, UID) and labels.
+ * @param {KObject} pod
+ * @param {string} node
+ * @param {number} now
+ */
+function podFacts(pod, node, now) {
+  const st = pod.status ?? {};
+  return panel(
+    "Pod",
+    facts([
+      ["Device", link(["nodes", node], node)],
+      ["Started", ago(st.startTime, now)],
+      ["Pod IP", st.podIP && code(st.podIP)],
+      ["Host IP", st.hostIP && code(st.hostIP)],
+      ["QoS class", st.qosClass],
+      ["Restart policy", pod.spec?.restartPolicy],
+      ["UID", pod.metadata.uid && code(pod.metadata.uid)],
+    ]),
+    chips(pod.metadata.labels),
+  );
+}
+
+/**
+ * A card for each init container, then each container.
+ * @param {KObject} pod
+ * @param {number} now
+ */
+function podContainers(pod, now) {
+  const st = pod.status ?? {};
+  const statuses = /** @type {any[]} */ (st.containerStatuses ?? []);
+  const initStatuses = /** @type {any[]} */ (st.initContainerStatuses ?? []);
+  return panel(
+    "Containers",
+    h(
+      "div",
+      { cls: "containers" },
+      (pod.spec?.initContainers ?? []).map((/** @type {any} */ c) =>
+        containerCard(
+          c,
+          initStatuses.find((x) => x.name === c.name),
+          true,
+          now,
+        ),
+      ),
+      (pod.spec?.containers ?? []).map((/** @type {any} */ c) =>
+        containerCard(
+          c,
+          statuses.find((x) => x.name === c.name),
+          false,
+          now,
+        ),
+      ),
+    ),
+  );
+}
+
+/**
  * Mounts the page of pod `ns/name` on device `node`.
  * @param {HTMLElement} root
  * @param {FleetState} state
@@ -162,15 +273,7 @@ function findPod(state, node, ns, name) {
  */
 export function mountPod(root, state, node, ns, name) {
   const update = (now = Date.now()) => {
-    const crumbs = h(
-      "nav",
-      { cls: "crumbs", attrs: { "aria-label": "breadcrumb" } },
-      link([""], "Fleet"),
-      " / ",
-      link(["nodes", node], node),
-      " / ",
-      name,
-    );
+    const crumbs = podCrumbs(node, name);
     const pod = findPod(state, node, ns, name);
     if (!pod) {
       root.replaceChildren(
@@ -183,71 +286,11 @@ export function mountPod(root, state, node, ns, name) {
       );
       return;
     }
-    const s = podState(pod);
-    const r = ready(pod);
-    const st = pod.status ?? {};
-    const statuses = /** @type {any[]} */ (st.containerStatuses ?? []);
-    const initStatuses = /** @type {any[]} */ (st.initContainerStatuses ?? []);
     root.replaceChildren(
       crumbs,
-      h(
-        "div",
-        { cls: "page-head" },
-        h("h1", null, name),
-        h(
-          "div",
-          { cls: "head-badges" },
-          badge(s.label, s.tone),
-          badge(`${r.ready}/${r.total} ready`, r.ready === r.total ? "ok" : "warn"),
-        ),
-        h(
-          "p",
-          { cls: "muted" },
-          `namespace ${ns} · ${st.phase ?? "Unknown"} · ${restarts(pod)} restarts`,
-          st.message ? ` · ${st.message}` : "",
-        ),
-      ),
-      h(
-        "div",
-        { cls: "grid-2" },
-        panel(
-          "Pod",
-          facts([
-            ["Device", link(["nodes", node], node)],
-            ["Started", ago(st.startTime, now)],
-            ["Pod IP", st.podIP && code(st.podIP)],
-            ["Host IP", st.hostIP && code(st.hostIP)],
-            ["QoS class", st.qosClass],
-            ["Restart policy", pod.spec?.restartPolicy],
-            ["UID", pod.metadata.uid && code(pod.metadata.uid)],
-          ]),
-          chips(pod.metadata.labels),
-        ),
-        podConditions(pod, now),
-      ),
-      panel(
-        "Containers",
-        h(
-          "div",
-          { cls: "containers" },
-          (pod.spec?.initContainers ?? []).map((/** @type {any} */ c) =>
-            containerCard(
-              c,
-              initStatuses.find((x) => x.name === c.name),
-              true,
-              now,
-            ),
-          ),
-          (pod.spec?.containers ?? []).map((/** @type {any} */ c) =>
-            containerCard(
-              c,
-              statuses.find((x) => x.name === c.name),
-              false,
-              now,
-            ),
-          ),
-        ),
-      ),
+      podHead(pod, ns, name),
+      h("div", { cls: "grid-2" }, podFacts(pod, node, now), podConditions(pod, now)),
+      podContainers(pod, now),
       panel(
         "Events",
         eventTable(
