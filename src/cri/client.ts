@@ -14,7 +14,7 @@ import { decodeMessage, MessageEncoder } from "./codec.ts";
 import { parseCriEndpoint } from "./endpoint.ts";
 import { CriError, criErrorFromGrpc, GrpcStatus } from "./errors.ts";
 import { type ContainerEvents, createContainerEvents } from "./events.ts";
-import { LOCAL_PEER_HEADER_BYTES } from "./grpc-wire.ts";
+import { type GrpcTransport, LOCAL_PEER_HEADER_BYTES } from "./grpc-wire.ts";
 import { createListDecoder } from "./list-decoding.ts";
 import { CRI_PACKAGE, loadCriProto } from "./proto.ts";
 import type * as m from "./requests.ts";
@@ -120,60 +120,13 @@ export function defaultTimeoutFor(
 }
 
 export function createCriClient(options: CriClientOptions): CriClient {
-  const { endpoint, socketPath } = parseCriEndpoint(options.endpoint);
-  const timeouts = {
-    defaultMs: options.defaultTimeoutMs ?? CRI_DEFAULT_TIMEOUT_MS,
-    lifecycleMs: options.lifecycleTimeoutMs ?? CRI_LIFECYCLE_TIMEOUT_MS,
-    pullMs: options.pullImageTimeoutMs ?? CRI_PULL_IMAGE_TIMEOUT_MS,
-  };
-  const proto = loadCriProto();
-  const rpcs = loadRpcTable(proto, new MessageEncoder());
-  const transport = createH2Transport({
-    address: { unix: socketPath },
-    maxReceiveBytes: options.maxReceiveMessageBytes ?? 16 * 1024 * 1024,
-    // A 1 MiB HTTP/2 window lets containerd send a whole pod listing (over 100 KB at 110 pods,
-    // far more than HTTP/2's default 64 KiB) without waiting for window updates.
-    windowBytes: 1 << 20,
-    maxHeaderListBytes: LOCAL_PEER_HEADER_BYTES,
-  });
-  let closed = false;
-
-  async function call<Res>(method: CriMethod, req: unknown, opts?: CallOptions): Promise<Res> {
-    const { rpc, path, serialize, deserialize } = rpcs[method];
-    const timeoutMs = opts?.timeoutMs ?? defaultTimeoutFor(method, req, timeouts);
-    const signal = opts?.signal;
-    if (closed) {
-      const runtimeMessage = `the CRI client for ${endpoint} is closed`;
-      throw new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage });
-    }
-    if (signal?.aborted) {
-      const runtimeMessage = "cancelled by the caller before it was sent";
-      throw new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage });
-    }
-    const started = options.onCall ? performance.now() : 0;
-    let res: Res;
-    try {
-      res = deserialize(await transport.call(path, serialize(req ?? {}), timeoutMs, signal)) as Res;
-    } catch (err) {
-      const code = (err as { code?: unknown }).code;
-      const context = typeof code === "number" ? contextFor(code, endpoint, timeoutMs) : undefined;
-      const error = criErrorFromGrpc(rpc, err, context);
-      options.onCall?.(method, performance.now() - started, error);
-      throw error;
-    }
-    options.onCall?.(method, performance.now() - started);
-    return res;
-  }
-
-  const events = createContainerEvents(transport, proto);
-  const runtime: CriClient = {
-    endpoint,
-    containerEvents: (handler, signal) => events.containerEvents(handler, signal),
-    close() {
-      if (closed) return;
-      closed = true;
-      transport.close();
-    },
+  const caller = new CriCaller(options);
+  const call = <Res>(method: CriMethod, req: unknown, opts?: CallOptions) =>
+    caller.call<Res>(method, req, opts);
+  return {
+    endpoint: caller.endpoint,
+    containerEvents: (handler, signal) => caller.events.containerEvents(handler, signal),
+    close: () => caller.close(),
     version: (r: m.VersionRequest, o?: CallOptions) => call("version", r, o),
     status: (r: m.StatusRequest, o?: CallOptions) => call("status", r, o),
     runPodSandbox: (r, o) => call("runPodSandbox", r, o),
@@ -203,7 +156,74 @@ export function createCriClient(options: CriClientOptions): CriClient {
     removeImage: (r, o) => call("removeImage", r, o),
     imageFsInfo: (r, o) => call("imageFsInfo", r, o),
   };
-  return runtime;
+}
+
+/** One runtime's calls: the transport, the RPC table, deadlines and error mapping. */
+class CriCaller {
+  readonly endpoint: string;
+  readonly events: ContainerEvents;
+  private readonly timeouts: { defaultMs: number; lifecycleMs: number; pullMs: number };
+  private readonly rpcs: Record<CriMethod, Rpc>;
+  private readonly transport: GrpcTransport;
+  /** close() was called: every later call fails CANCELLED. */
+  private closed = false;
+
+  constructor(private readonly options: CriClientOptions) {
+    const { endpoint, socketPath } = parseCriEndpoint(options.endpoint);
+    this.endpoint = endpoint;
+    this.timeouts = {
+      defaultMs: options.defaultTimeoutMs ?? CRI_DEFAULT_TIMEOUT_MS,
+      lifecycleMs: options.lifecycleTimeoutMs ?? CRI_LIFECYCLE_TIMEOUT_MS,
+      pullMs: options.pullImageTimeoutMs ?? CRI_PULL_IMAGE_TIMEOUT_MS,
+    };
+    const proto = loadCriProto();
+    this.rpcs = loadRpcTable(proto, new MessageEncoder());
+    this.transport = createH2Transport({
+      address: { unix: socketPath },
+      maxReceiveBytes: options.maxReceiveMessageBytes ?? 16 * 1024 * 1024,
+      // A 1 MiB HTTP/2 window lets containerd send a whole pod listing (over 100 KB at 110 pods,
+      // far more than HTTP/2's default 64 KiB) without waiting for window updates.
+      windowBytes: 1 << 20,
+      maxHeaderListBytes: LOCAL_PEER_HEADER_BYTES,
+    });
+    this.events = createContainerEvents(this.transport, proto);
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.transport.close();
+  }
+
+  async call<Res>(method: CriMethod, req: unknown, opts?: CallOptions): Promise<Res> {
+    const { rpc, path, serialize, deserialize } = this.rpcs[method];
+    const timeoutMs = opts?.timeoutMs ?? defaultTimeoutFor(method, req, this.timeouts);
+    const signal = opts?.signal;
+    if (this.closed) {
+      const runtimeMessage = `the CRI client for ${this.endpoint} is closed`;
+      throw new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage });
+    }
+    if (signal?.aborted) {
+      const runtimeMessage = "cancelled by the caller before it was sent";
+      throw new CriError({ rpc, grpcStatus: GrpcStatus.CANCELLED, runtimeMessage });
+    }
+    const onCall = this.options.onCall;
+    const started = onCall ? performance.now() : 0;
+    let res: Res;
+    try {
+      const answer = await this.transport.call(path, serialize(req ?? {}), timeoutMs, signal);
+      res = deserialize(answer) as Res;
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      const context =
+        typeof code === "number" ? contextFor(code, this.endpoint, timeoutMs) : undefined;
+      const error = criErrorFromGrpc(rpc, err, context);
+      onCall?.(method, performance.now() - started, error);
+      throw error;
+    }
+    onCall?.(method, performance.now() - started);
+    return res;
+  }
 }
 
 function contextFor(code: number, endpoint: string, timeoutMs: number): string | undefined {
