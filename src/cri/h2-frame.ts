@@ -78,3 +78,31 @@ export function unpad(payload: Buffer): Buffer {
   if (pad >= payload.length) throw new H2Error(H2_PROTOCOL_ERROR, "padding longer than the frame");
   return payload.subarray(1, payload.length - pad);
 }
+
+/** A SETTINGS frame of `entries` ([identifier, value]). */
+export function settingsFrame(entries: readonly [number, number][]): Buffer {
+  const payload = Buffer.alloc(6 * entries.length);
+  entries.forEach(([key, value], i) => {
+    payload.writeUInt16BE(key, 6 * i);
+    payload.writeUInt32BE(value, 6 * i + 2);
+  });
+  return frame(FRAME_SETTINGS, 0, 0, payload);
+}
+
+/** A header block's frames: HEADERS, then CONTINUATIONs when it is larger than `maxFrame`. */
+export function headerFrames(
+  id: number,
+  block: Buffer,
+  endStream: boolean,
+  maxFrame: number,
+): Buffer[] {
+  const end = endStream ? FLAG_END_STREAM : 0;
+  if (block.length <= maxFrame) return [frame(FRAME_HEADERS, end | FLAG_END_HEADERS, id, block)];
+  const out = [frame(FRAME_HEADERS, end, id, block.subarray(0, maxFrame))];
+  for (let at = maxFrame; at < block.length; at += maxFrame) {
+    const next = Math.min(block.length, at + maxFrame);
+    const flags = next === block.length ? FLAG_END_HEADERS : 0;
+    out.push(frame(FRAME_CONTINUATION, flags, id, block.subarray(at, next)));
+  }
+  return out;
+}

@@ -14,6 +14,7 @@
 //   is sent GOAWAY ENHANCE_YOUR_CALM once it has more than RESET_BUDGET such resets to spare.
 
 import type { Socket } from "bun";
+import { newSendState, type SendState } from "./h2-flow.ts";
 import {
   FRAME_GOAWAY,
   frame,
@@ -26,7 +27,7 @@ import {
   PREFACE,
   SETTINGS_MAX_CONCURRENT_STREAMS,
 } from "./h2-frame.ts";
-import { type H2Limits, H2Session, newSendState, type SendState } from "./h2-session.ts";
+import { type H2Limits, H2Session } from "./h2-session.ts";
 import { encodeHeaders } from "./hpack.ts";
 
 /** One stream as its handler sees it: the request, and how to answer. */

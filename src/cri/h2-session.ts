@@ -20,63 +20,41 @@
 // - The peer never has more than our window in flight: DATA past it is a FLOW_CONTROL_ERROR.
 
 import type { Socket } from "bun";
+import { ReceiveWindow, type SendState } from "./h2-flow.ts";
 import {
   DEFAULT_WINDOW,
   FLAG_ACK,
-  FLAG_END_HEADERS,
   FLAG_END_STREAM,
   FLAG_PADDED,
-  FLAG_PRIORITY,
   FRAME_CONTINUATION,
   FRAME_DATA,
   FRAME_GOAWAY,
   FRAME_HEADERS,
   FRAME_PING,
-  FRAME_PRIORITY,
-  FRAME_PUSH_PROMISE,
   FRAME_RST_STREAM,
   FRAME_SETTINGS,
   FRAME_WINDOW_UPDATE,
   frame,
-  H2_COMPRESSION_ERROR,
   H2_ENHANCE_YOUR_CALM,
   H2_FLOW_CONTROL_ERROR,
   H2_FRAME_SIZE_ERROR,
   H2_NO_ERROR,
   H2_PROTOCOL_ERROR,
   H2Error,
+  headerFrames,
   MAX_FRAME,
   MAX_STREAM_ID,
   MAX_WINDOW,
   PREFACE,
   SETTINGS_INITIAL_WINDOW_SIZE,
   SETTINGS_MAX_HEADER_LIST_SIZE,
+  settingsFrame,
   unpad,
   windowUpdate,
 } from "./h2-frame.ts";
+import { checkFrame, connectionError } from "./h2-frame-check.ts";
+import { type HeaderBlock, HeaderBlockReader } from "./h2-header-block.ts";
 import { applySettings, type PeerSettings } from "./h2-settings.ts";
-import { HeaderListTooLarge, HpackDecoder, HpackError } from "./hpack.ts";
-
-/** Our sending side of one stream. */
-export interface SendState {
-  /** Data not yet sent (waiting for flow-control window). */
-  pending: Buffer[];
-  /** How our side ends once `pending` is sent: END_STREAM on the last DATA frame (true), a
-   * trailers block, or not yet (undefined). */
-  endWith: true | Buffer | undefined;
-  /** Our side has ended (END_STREAM sent). */
-  ended: boolean;
-  /** What the peer lets us send on this stream. */
-  sendWindow: number;
-  /** What the peer may still send on this stream before our next WINDOW_UPDATE. */
-  recvWindow: number;
-  /** Bytes received and not yet given back with WINDOW_UPDATE. */
-  unacked: number;
-}
-
-export function newSendState(sendWindow: number, recvWindow: number): SendState {
-  return { pending: [], endWith: undefined, ended: false, sendWindow, recvWindow, unacked: 0 };
-}
 
 /** What one connection takes from its peer. */
 export interface H2Limits {
@@ -113,19 +91,15 @@ export abstract class H2Session<S extends SendState> {
   /** Replies queued since the outbox was last empty. */
   private queuedReplies = 0;
   private flushQueued = false;
-  private readonly decoder = new HpackDecoder();
+  private readonly headerBlocks: HeaderBlockReader;
   private received: Buffer | undefined;
-  /** A header block in CONTINUATION frames: its stream, fragments, their bytes and END_STREAM. */
-  private partial:
-    | { id: number; fragments: Buffer[]; bytes: number; endStream: boolean }
-    | undefined;
   private sendWindow = DEFAULT_WINDOW;
-  /** What the peer may still send on the connection before our next WINDOW_UPDATE. */
-  private recvWindow: number;
-  private unacked = 0;
+  /** What the peer may send us on the connection. */
+  private readonly recv: ReceiveWindow;
 
   constructor(protected readonly limits: H2Limits) {
-    this.recvWindow = Math.max(limits.windowBytes, DEFAULT_WINDOW);
+    this.recv = new ReceiveWindow(limits.windowBytes, Math.max(limits.windowBytes, DEFAULT_WINDOW));
+    this.headerBlocks = new HeaderBlockReader(limits.maxHeaderListBytes);
   }
 
   /** A header block arrived on stream `id` (which may be unknown: a new stream, or one gone). */
@@ -156,38 +130,20 @@ export abstract class H2Session<S extends SendState> {
   /** Queues our SETTINGS (`extra` besides our initial window and header list size) and the
    * connection window. */
   protected sendSettings(extra: [number, number][]): void {
-    const entries: [number, number][] = [
-      ...extra,
-      [SETTINGS_INITIAL_WINDOW_SIZE, this.limits.windowBytes],
-      [SETTINGS_MAX_HEADER_LIST_SIZE, this.limits.maxHeaderListBytes],
-    ];
-    const payload = Buffer.alloc(6 * entries.length);
-    entries.forEach(([key, value], i) => {
-      payload.writeUInt16BE(key, 6 * i);
-      payload.writeUInt32BE(value, 6 * i + 2);
-    });
-    this.queue(frame(FRAME_SETTINGS, 0, 0, payload));
-    if (this.limits.windowBytes > DEFAULT_WINDOW) {
-      this.queue(windowUpdate(0, this.limits.windowBytes - DEFAULT_WINDOW));
-    }
+    const { windowBytes, maxHeaderListBytes } = this.limits;
+    this.queue(
+      settingsFrame([
+        ...extra,
+        [SETTINGS_INITIAL_WINDOW_SIZE, windowBytes],
+        [SETTINGS_MAX_HEADER_LIST_SIZE, maxHeaderListBytes],
+      ]),
+    );
+    if (windowBytes > DEFAULT_WINDOW) this.queue(windowUpdate(0, windowBytes - DEFAULT_WINDOW));
   }
 
   /** Queues a header block for stream `id`, in CONTINUATION frames when it is large. */
   protected queueHeaders(id: number, block: Buffer, endStream: boolean): void {
-    const end = endStream ? FLAG_END_STREAM : 0;
-    const max = this.peer.maxFrame;
-    if (block.length <= max) {
-      this.queue(frame(FRAME_HEADERS, end | FLAG_END_HEADERS, id, block));
-      return;
-    }
-    let at = max;
-    this.queue(frame(FRAME_HEADERS, end, id, block.subarray(0, at)));
-    while (at < block.length) {
-      const next = Math.min(block.length, at + max);
-      const flags = next === block.length ? FLAG_END_HEADERS : 0;
-      this.queue(frame(FRAME_CONTINUATION, flags, id, block.subarray(at, next)));
-      at = next;
-    }
+    for (const f of headerFrames(id, block, endStream, this.peer.maxFrame)) this.queue(f);
   }
 
   /** Sends what the stream has pending, as far as the windows allow, then its end if asked. */
@@ -296,16 +252,9 @@ export abstract class H2Session<S extends SendState> {
 
   /** Closes the connection for a rule the peer broke, telling it why with GOAWAY. */
   private fail(err: unknown): void {
-    const code =
-      err instanceof H2Error
-        ? err.code
-        : err instanceof HpackError || err instanceof HeaderListTooLarge
-          ? H2_COMPRESSION_ERROR
-          : H2_PROTOCOL_ERROR;
-    const what = err instanceof HpackError ? "header compression" : "protocol";
-    const message = err instanceof Error ? err.message : String(err);
+    const { code, why } = connectionError(err);
     this.goaway(code);
-    this.lose(`HTTP/2 ${what} error from the ${this.peerName}: ${message}`, code);
+    this.lose(`HTTP/2 ${why} from the ${this.peerName}: ${(err as Error).message ?? err}`, code);
   }
 
   /** Writes GOAWAY with `code` at once, ahead of anything queued. */
@@ -328,144 +277,62 @@ export abstract class H2Session<S extends SendState> {
   }
 
   private onFrame(type: number, flags: number, id: number, payload: Buffer): void {
-    if (this.partial !== undefined && type !== FRAME_CONTINUATION) {
+    if (this.headerBlocks.open && type !== FRAME_CONTINUATION) {
       throw new H2Error(H2_PROTOCOL_ERROR, "a header block was interrupted");
     }
     if (!this.settingsReceived && (type !== FRAME_SETTINGS || flags & FLAG_ACK)) {
       throw new H2Error(H2_PROTOCOL_ERROR, `the ${this.peerName} did not start with SETTINGS`);
     }
+    checkFrame(type, flags, id, payload.length, this.peerName);
     switch (type) {
       case FRAME_DATA:
-        this.onData(flags, this.streamFrame(id, "DATA"), payload);
+        this.onData(flags, id, payload);
         break;
       case FRAME_HEADERS:
-        this.onHeaders(flags, this.streamFrame(id, "HEADERS"), payload);
+        this.headerBlock(this.headerBlocks.headers(flags, id, payload));
         break;
       case FRAME_CONTINUATION:
-        this.onContinuation(flags, id, payload);
+        this.headerBlock(this.headerBlocks.continuation(flags, id, payload));
         break;
       case FRAME_RST_STREAM:
-        this.onReset(this.streamFrame(id, "RST_STREAM"), payload);
+        this.onReset(id, payload);
         break;
       case FRAME_SETTINGS:
-        this.onSettings(flags, this.connectionFrame(id, "SETTINGS"), payload);
+        this.onSettings(flags, payload);
         break;
       case FRAME_PING:
-        this.onPing(flags, this.connectionFrame(id, "PING"), payload);
+        this.onPing(flags, payload);
         break;
       case FRAME_GOAWAY:
-        this.connectionFrame(id, "GOAWAY");
-        if (payload.length < 8) throw new H2Error(H2_FRAME_SIZE_ERROR, "a GOAWAY of under 8 bytes");
         this.onGoaway(payload.readUInt32BE(0) & MAX_STREAM_ID);
         break;
       case FRAME_WINDOW_UPDATE:
         this.onWindowUpdate(id, payload);
         break;
-      case FRAME_PUSH_PROMISE:
-        throw new H2Error(
-          H2_PROTOCOL_ERROR,
-          `the ${this.peerName} pushed a stream though push is off`,
-        );
-      case FRAME_PRIORITY:
-        if (payload.length !== 5)
-          throw new H2Error(H2_FRAME_SIZE_ERROR, "a PRIORITY not of 5 bytes");
-        break;
       default:
-        break; // unknown types are ignored
+        break; // PRIORITY, and unknown types, are ignored
     }
-  }
-
-  /** `id` of a frame that belongs to a stream: not 0. */
-  private streamFrame(id: number, type: string): number {
-    if (id === 0) throw new H2Error(H2_PROTOCOL_ERROR, `${type} on stream 0`);
-    return id;
-  }
-
-  /** `id` of a frame that belongs to the connection: 0. */
-  private connectionFrame(id: number, type: string): number {
-    if (id !== 0) throw new H2Error(H2_PROTOCOL_ERROR, `${type} on stream ${id}`);
-    return id;
   }
 
   private onData(flags: number, id: number, payload: Buffer): void {
     if (this.isIdle(id)) throw new H2Error(H2_PROTOCOL_ERROR, `DATA on stream ${id}, never opened`);
     // Flow control counts the whole frame, padding included.
-    this.recvWindow -= payload.length;
-    if (this.recvWindow < 0) {
-      throw new H2Error(H2_FLOW_CONTROL_ERROR, "DATA past the connection's flow-control window");
-    }
-    this.unacked += payload.length;
-    if (this.unacked >= this.limits.windowBytes / 2) {
-      this.queueReply(windowUpdate(0, this.unacked));
-      this.recvWindow += this.unacked;
-      this.unacked = 0;
-    }
+    const connectionIncrement = this.recv.take(payload.length, "the connection");
+    if (connectionIncrement > 0) this.queueReply(windowUpdate(0, connectionIncrement));
     const stream = this.streams.get(id);
     if (stream === undefined) return;
-    stream.recvWindow -= payload.length;
-    if (stream.recvWindow < 0) {
-      throw new H2Error(H2_FLOW_CONTROL_ERROR, `DATA past stream ${id}'s flow-control window`);
-    }
-    const data = flags & FLAG_PADDED ? unpad(payload) : payload;
     const end = (flags & FLAG_END_STREAM) !== 0;
-    stream.unacked += payload.length;
-    if (!end && stream.unacked >= this.limits.windowBytes / 2) {
-      this.queueReply(windowUpdate(id, stream.unacked));
-      stream.recvWindow += stream.unacked;
-      stream.unacked = 0;
-    }
-    this.onStreamData(id, stream, data, end);
+    const increment = stream.recv.take(payload.length, `stream ${id}`, !end);
+    if (increment > 0) this.queueReply(windowUpdate(id, increment));
+    this.onStreamData(id, stream, flags & FLAG_PADDED ? unpad(payload) : payload, end);
   }
 
-  private onHeaders(flags: number, id: number, payload: Buffer): void {
-    let block = flags & FLAG_PADDED ? unpad(payload) : payload;
-    if (flags & FLAG_PRIORITY) {
-      if (block.length < 5)
-        throw new H2Error(H2_FRAME_SIZE_ERROR, "HEADERS too short for PRIORITY");
-      block = block.subarray(5);
+  private headerBlock(block: HeaderBlock | undefined): void {
+    if (block === undefined) return;
+    if (this.isIdle(block.id) && !this.opensStreams()) {
+      throw new H2Error(H2_PROTOCOL_ERROR, `HEADERS on stream ${block.id}, never opened`);
     }
-    const endStream = (flags & FLAG_END_STREAM) !== 0;
-    this.checkBlockSize(block.length);
-    if (flags & FLAG_END_HEADERS) this.headerBlock(id, block, endStream);
-    else this.partial = { id, fragments: [Buffer.from(block)], bytes: block.length, endStream };
-  }
-
-  private onContinuation(flags: number, id: number, payload: Buffer): void {
-    const p = this.partial;
-    if (p === undefined || p.id !== id) {
-      throw new H2Error(H2_PROTOCOL_ERROR, "an unexpected CONTINUATION");
-    }
-    p.bytes += payload.length;
-    this.checkBlockSize(p.bytes, p.fragments.length + 1);
-    p.fragments.push(Buffer.from(payload));
-    if (flags & FLAG_END_HEADERS) {
-      this.partial = undefined;
-      this.headerBlock(id, Buffer.concat(p.fragments), p.endStream);
-    }
-  }
-
-  /** A header block of `bytes` so far, in `frames` frames: past our limit, or cut into more
-   * frames than a block of that limit needs (empty CONTINUATIONs cost us and carry nothing),
-   * it ends the connection before it costs more. */
-  private checkBlockSize(bytes: number, frames = 1): void {
-    const max = this.limits.maxHeaderListBytes;
-    if (bytes > max) {
-      throw new H2Error(
-        H2_ENHANCE_YOUR_CALM,
-        `a header block larger than the limit of ${max} bytes`,
-      );
-    }
-    if (frames > Math.ceil(max / 1024) + 16) {
-      throw new H2Error(H2_ENHANCE_YOUR_CALM, `a header block in ${frames} frames`);
-    }
-  }
-
-  private headerBlock(id: number, block: Buffer, endStream: boolean): void {
-    const fields = this.decoder.decode(block, this.limits.maxHeaderListBytes);
-    if (this.isIdle(id) && !this.opensStreams()) {
-      throw new H2Error(H2_PROTOCOL_ERROR, `HEADERS on stream ${id}, never opened`);
-    }
-    this.onHeaderBlock(id, fields, endStream);
+    this.onHeaderBlock(block.id, block.fields, block.endStream);
   }
 
   /** Whether the peer may open streams with HEADERS (a client may; a server may not). */
@@ -474,7 +341,6 @@ export abstract class H2Session<S extends SendState> {
   }
 
   private onReset(id: number, payload: Buffer): void {
-    if (payload.length !== 4) throw new H2Error(H2_FRAME_SIZE_ERROR, "a RST_STREAM not of 4 bytes");
     if (this.isIdle(id)) {
       throw new H2Error(H2_PROTOCOL_ERROR, `RST_STREAM on stream ${id}, never opened`);
     }
@@ -484,12 +350,8 @@ export abstract class H2Session<S extends SendState> {
     this.onStreamReset(id, stream, payload.readUInt32BE(0));
   }
 
-  private onSettings(flags: number, _id: number, payload: Buffer): void {
-    if (flags & FLAG_ACK) {
-      if (payload.length !== 0)
-        throw new H2Error(H2_FRAME_SIZE_ERROR, "a SETTINGS ACK with a body");
-      return;
-    }
+  private onSettings(flags: number, payload: Buffer): void {
+    if (flags & FLAG_ACK) return;
     const delta = applySettings(this.peer, payload, this.peerName);
     this.settingsReceived = true;
     if (delta !== 0) {
@@ -508,14 +370,11 @@ export abstract class H2Session<S extends SendState> {
     this.resumeAll();
   }
 
-  private onPing(flags: number, _id: number, payload: Buffer): void {
-    if (payload.length !== 8) throw new H2Error(H2_FRAME_SIZE_ERROR, "a PING not of 8 bytes");
+  private onPing(flags: number, payload: Buffer): void {
     if (!(flags & FLAG_ACK)) this.queueReply(frame(FRAME_PING, FLAG_ACK, 0, Buffer.from(payload)));
   }
 
   private onWindowUpdate(id: number, payload: Buffer): void {
-    if (payload.length !== 4)
-      throw new H2Error(H2_FRAME_SIZE_ERROR, "a WINDOW_UPDATE not of 4 bytes");
     const increment = payload.readUInt32BE(0) & MAX_STREAM_ID;
     if (increment === 0) throw new H2Error(H2_PROTOCOL_ERROR, "a WINDOW_UPDATE of 0");
     if (id === 0) {
@@ -549,7 +408,7 @@ export abstract class H2Session<S extends SendState> {
     this.closed = true;
     this.closeReason = why;
     this.outbox = [];
-    this.partial = undefined;
+    this.headerBlocks.clear();
     this.received = undefined;
     this.socket?.terminate();
     this.socket = undefined;

@@ -12,8 +12,9 @@
 //   it waits, in order, for a stream to end (or for its caller to cancel it).
 
 import type { Socket, SocketHandler } from "bun";
+import { newSendState, type SendState } from "./h2-flow.ts";
 import { H2_CANCEL, MAX_STREAM_ID, PREFACE, SETTINGS_ENABLE_PUSH } from "./h2-frame.ts";
-import { type H2Limits, H2Session, newSendState, type SendState } from "./h2-session.ts";
+import { type H2Limits, H2Session } from "./h2-session.ts";
 
 /** What happens to one stream, reported to its opener. */
 export interface StreamHandler {
