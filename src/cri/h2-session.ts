@@ -54,6 +54,7 @@ import {
 } from "./h2-frame.ts";
 import { checkFrame, connectionError } from "./h2-frame-check.ts";
 import { type HeaderBlock, HeaderBlockReader } from "./h2-header-block.ts";
+import { FrameOutbox, MAX_QUEUED_REPLIES } from "./h2-outbox.ts";
 import { applySettings, type PeerSettings } from "./h2-settings.ts";
 
 /** What one connection takes from its peer. */
@@ -64,10 +65,6 @@ export interface H2Limits {
    * bytes plus 32 each); announced as SETTINGS_MAX_HEADER_LIST_SIZE. */
   maxHeaderListBytes: number;
 }
-
-/** Replies (acknowledgements, resets, window updates) queued for a peer that does not read
- * them before the connection is closed with ENHANCE_YOUR_CALM (Go's HTTP/2 has 10,000 too). */
-export const MAX_QUEUED_REPLIES = 10_000;
 
 export abstract class H2Session<S extends SendState> {
   protected socket: Socket<unknown> | undefined;
@@ -86,11 +83,8 @@ export abstract class H2Session<S extends SendState> {
     maxFrame: MAX_FRAME,
     maxConcurrentStreams: Number.POSITIVE_INFINITY,
   };
-  /** Frames waiting for the socket (before it opened, or while it is full). */
-  private outbox: Buffer[] = [];
-  /** Replies queued since the outbox was last empty. */
-  private queuedReplies = 0;
-  private flushQueued = false;
+  /** Frames waiting for the socket. */
+  private readonly outbox = new FrameOutbox(() => this.socket);
   private readonly headerBlocks: HeaderBlockReader;
   private received: Buffer | undefined;
   private sendWindow = DEFAULT_WINDOW;
@@ -186,36 +180,20 @@ export abstract class H2Session<S extends SendState> {
   }
 
   protected queue(buf: Buffer): void {
-    if (this.closed) return;
-    this.outbox.push(buf);
-    if (!this.flushQueued) {
-      this.flushQueued = true;
-      queueMicrotask(() => {
-        this.flushQueued = false;
-        this.flush();
-      });
-    }
+    if (!this.closed) this.outbox.push(buf);
   }
 
   /** Queues a frame the peer's own frames asked for; a peer that asks for more than
    * MAX_QUEUED_REPLIES without reading them is flooding us, and loses the connection (at once,
    * not by a throw: a reset may be queued outside the frame loop, by a call's deadline). */
   private queueReply(buf: Buffer): void {
-    if (++this.queuedReplies > MAX_QUEUED_REPLIES) {
-      const why = `more than ${MAX_QUEUED_REPLIES} replies are waiting for the ${this.peerName} to read them`;
-      this.fail(new H2Error(H2_ENHANCE_YOUR_CALM, why));
-      return;
-    }
-    this.queue(buf);
+    if (this.closed || this.outbox.pushReply(buf)) return;
+    const why = `more than ${MAX_QUEUED_REPLIES} replies are waiting for the ${this.peerName} to read them`;
+    this.fail(new H2Error(H2_ENHANCE_YOUR_CALM, why));
   }
 
   protected flush(): void {
-    const s = this.socket;
-    if (s === undefined || this.outbox.length === 0) return;
-    const data = this.outbox.length === 1 ? (this.outbox[0] as Buffer) : Buffer.concat(this.outbox);
-    const written = s.write(data);
-    this.outbox = written < data.length ? [data.subarray(Math.max(0, written))] : [];
-    if (this.outbox.length === 0) this.queuedReplies = 0;
+    this.outbox.flush();
   }
 
   /** Bytes from the socket. */
@@ -262,8 +240,7 @@ export abstract class H2Session<S extends SendState> {
     const payload = Buffer.alloc(8);
     payload.writeUInt32BE(this.lastPeerStream(), 0);
     payload.writeUInt32BE(code, 4);
-    this.outbox = [frame(FRAME_GOAWAY, 0, 0, payload)];
-    this.flush();
+    this.outbox.sendAlone(frame(FRAME_GOAWAY, 0, 0, payload));
   }
 
   private checkPreface(buf: Buffer): Buffer {
@@ -407,7 +384,7 @@ export abstract class H2Session<S extends SendState> {
     if (this.closed) return;
     this.closed = true;
     this.closeReason = why;
-    this.outbox = [];
+    this.outbox.clear();
     this.headerBlocks.clear();
     this.received = undefined;
     this.socket?.terminate();
