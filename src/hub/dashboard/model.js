@@ -332,9 +332,62 @@ export function eventIsFor(e, node, pod) {
 }
 
 /**
- * Events newest first.
+ * Events newest first. Timestamps have whole seconds, so events of one second keep the order they
+ * arrived in, reversed: the last to arrive first.
  * @param {KEvent[]} events
  */
 export function newestFirst(events) {
-  return [...events].sort((a, b) => (b.lastTimestamp ?? "").localeCompare(a.lastTimestamp ?? ""));
+  return events
+    .map((e, i) => /** @type {[KEvent, number]} */ ([e, i]))
+    .sort(([a, i], [b, j]) => (b.lastTimestamp ?? "").localeCompare(a.lastTimestamp ?? "") || j - i)
+    .map(([e]) => e);
+}
+
+/**
+ * Repeats folded into one row, as kubectl shows an event with its count: events about the same
+ * object with the same type, reason and message become one, counted together, first seen at the
+ * earliest and last seen at the latest. The same event seen twice (one name) counts once.
+ * @param {KEvent[]} events in the order they arrived
+ * @returns {KEvent[]} in the order their last repeat arrived
+ */
+export function foldRepeats(events) {
+  /** @type {Map<string, KEvent>} the newest copy of each event, by name */
+  const byName = new Map();
+  for (const e of events) {
+    const name = e.metadata?.name ?? "";
+    const seen = byName.get(name);
+    if (seen === undefined || (e.count ?? 1) >= (seen.count ?? 1)) {
+      byName.delete(name);
+      byName.set(name, e);
+    }
+  }
+  /** @type {Map<string, KEvent>} */
+  const folded = new Map();
+  for (const e of byName.values()) {
+    const o = e.involvedObject ?? {};
+    const key = JSON.stringify([
+      o.kind,
+      o.namespace,
+      o.name,
+      o.fieldPath,
+      e.type,
+      e.reason,
+      e.message,
+    ]);
+    const f = folded.get(key);
+    folded.delete(key);
+    if (f === undefined) {
+      folded.set(key, e);
+      continue;
+    }
+    const firsts = [f.firstTimestamp ?? "", e.firstTimestamp ?? ""].filter((t) => t !== "").sort();
+    const lasts = [f.lastTimestamp ?? "", e.lastTimestamp ?? ""].sort();
+    folded.set(key, {
+      ...e,
+      count: (f.count ?? 1) + (e.count ?? 1),
+      firstTimestamp: firsts[0] ?? "",
+      lastTimestamp: lasts[1] ?? "",
+    });
+  }
+  return [...folded.values()];
 }

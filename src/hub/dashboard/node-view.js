@@ -4,6 +4,7 @@ import { ago, badge, chips, code, facts, h, link, panel, table } from "./dom.js"
 import {
   ANNOTATION,
   connState,
+  foldRepeats,
   formatQuantity,
   imageRows,
   newestFirst,
@@ -165,7 +166,7 @@ export function eventTable(events, now, withObject) {
   ];
   return table(
     head,
-    newestFirst(events)
+    newestFirst(foldRepeats(events))
       .slice(0, 50)
       .map((e) => [
         ago(e.lastTimestamp, now),

@@ -8,6 +8,7 @@ import {
   describeProbe,
   eventIsFor,
   fleetSummary,
+  foldRepeats,
   formatQuantity,
   imageRows,
   newestFirst,
@@ -186,6 +187,40 @@ describe("dashboard model: quantities, probes, events", () => {
       "2026-12-01T10:02:00Z",
       "2026-12-01T10:01:00Z",
       "2026-12-01T10:00:00Z",
+    ]);
+  });
+  test("newestFirst() puts the last to arrive first among events of one second", () => {
+    const at = "2026-12-01T10:00:00Z";
+    const ev = (name: string, last: string) => ({ metadata: { name }, lastTimestamp: last });
+    const sorted = newestFirst([
+      ev("pulling", at),
+      ev("pulled", at),
+      ev("old", "2026-12-01T09:59:59Z"),
+      ev("created", at),
+    ] as never[]) as { metadata: { name: string } }[];
+    expect(sorted.map((e) => e.metadata.name)).toEqual(["created", "pulled", "pulling", "old"]);
+  });
+
+  test("foldRepeats() makes repeats one row with their count and span; one event seen twice counts once", () => {
+    const ev = (name: string, reason: string, count: number, first: string, last: string) => ({
+      metadata: { name },
+      involvedObject: { kind: "Pod", name: "web", namespace: "default" },
+      type: "Warning",
+      reason,
+      message: "Back-off restarting failed container",
+      count,
+      firstTimestamp: first,
+      lastTimestamp: last,
+    });
+    const folded = foldRepeats([
+      ev("web.1", "BackOff", 3, "2026-12-01T10:00:00Z", "2026-12-01T10:01:00Z"),
+      ev("web.2", "Failed", 1, "2026-12-01T10:00:30Z", "2026-12-01T10:00:30Z"),
+      ev("web.3", "BackOff", 2, "2026-12-01T10:02:00Z", "2026-12-01T10:03:00Z"),
+      ev("web.3", "BackOff", 4, "2026-12-01T10:02:00Z", "2026-12-01T10:04:00Z"), // web.3 again, later
+    ] as never[]) as ReturnType<typeof ev>[];
+    expect(folded.map((e) => [e.reason, e.count, e.firstTimestamp, e.lastTimestamp])).toEqual([
+      ["Failed", 1, "2026-12-01T10:00:30Z", "2026-12-01T10:00:30Z"],
+      ["BackOff", 7, "2026-12-01T10:00:00Z", "2026-12-01T10:04:00Z"],
     ]);
   });
 });
