@@ -95,7 +95,7 @@ export interface PLEG {
   setEventsFlowing(flowing: boolean): void;
 }
 
-interface RelistStats {
+export interface RelistStats {
   /** Relists that listed the runtime successfully. */
   count: number;
   /** Sum of their durations (ms). */

@@ -3,6 +3,6 @@
 
 export { createPodCache, type PodCache } from "./cache.ts";
 export type { PodLifecycleEvent, RelistPod } from "./diff.ts";
-export { createPLEG, type PLEGDeps } from "./generic.ts";
+export { createPLEG, type PLEGDeps, type RelistStats } from "./generic.ts";
 export { createListingCache, type ListingCache } from "./listing.ts";
 export { createBoundedQueue } from "./queue.ts";

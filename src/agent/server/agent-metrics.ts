@@ -2,17 +2,9 @@
 // dropped events, PLEG relists, and the process's memory and CPU. Their figures are read when the
 // metrics are collected.
 import type { Pod } from "../../api/types.ts";
+import type { RelistStats } from "../pleg/index.ts";
 import { podDisplayStatus } from "../status/index.ts";
 import type { Counter, Gauge, MetricsRegistry } from "./metrics.ts";
-
-/** PLEG's relist figures (pleg's RelistStats). */
-interface RelistStats {
-  count: number;
-  totalMs: number;
-  lastMs: number | undefined;
-  events: number;
-  eventRelists: number;
-}
 
 export interface AgentMetricsSources {
   /** The pods the API shows, with their statuses. */

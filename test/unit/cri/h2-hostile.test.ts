@@ -24,6 +24,7 @@ import {
   T,
   u32,
 } from "../../lib/h2-peer.ts";
+import { eventually } from "../../lib/testbed.ts";
 
 const cleanups: (() => void)[] = [];
 afterEach(() => {
@@ -124,7 +125,7 @@ describe("HTTP/2 client against hostile servers", () => {
     });
     const t = probeTransport(path);
     const calls = [t.call("/x/Y", Buffer.alloc(0), 5000)];
-    const c = await waitFor(() => conn);
+    const c = await eventually("the raw peer's connection", () => conn, 5000, 5);
     const first = await c.request(); // the SETTINGS came before it
     calls.push(t.call("/x/Y", Buffer.alloc(0), 5000), t.call("/x/Y", Buffer.alloc(0), 5000));
     await Bun.sleep(100);
@@ -149,7 +150,7 @@ describe("HTTP/2 client against hostile servers", () => {
     });
     const t = probeTransport(path);
     const first = t.call("/x/Y", Buffer.alloc(0), 5000);
-    const c = await waitFor(() => conn);
+    const c = await eventually("the raw peer's connection", () => conn, 5000, 5);
     const req = await c.request();
     const abort = new AbortController();
     const second = failure(t.call("/x/Z", Buffer.alloc(0), 5000, abort.signal));
@@ -240,13 +241,3 @@ describe("HTTP/2 session limits", () => {
     }
   });
 });
-
-async function waitFor<T>(get: () => T | undefined, timeoutMs = 5000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = get();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error("timed out");
-    await Bun.sleep(5);
-  }
-}

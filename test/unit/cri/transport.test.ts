@@ -33,6 +33,7 @@ import {
   T,
   u32,
 } from "../../lib/h2-peer.ts";
+import { eventually } from "../../lib/testbed.ts";
 
 /** A request the peer read whole: its stream, header fields and body (END_STREAM seen). */
 interface Request {
@@ -113,16 +114,6 @@ function ok(message: Buffer): Handler {
 async function resetCode(c: RawConn, id: number): Promise<number> {
   const f = await c.frame((x) => x.type === T.RST_STREAM && x.id === id);
   return f.payload.readUInt32BE(0);
-}
-
-async function waitFor<T>(get: () => T | undefined, timeoutMs = 5000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = get();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error("timed out");
-    await Bun.sleep(5);
-  }
 }
 
 function transport(path: string, maxReceiveBytes = 1 << 20) {
@@ -367,7 +358,7 @@ describe("gRPC transport, unary calls", () => {
     const server = serve(path, () => {});
     const t = transport(path);
     const call = t.call("/x/Y", Buffer.alloc(0), 5000);
-    const c = await waitFor(() => server.connections[0]);
+    const c = await eventually("the raw peer's connection", () => server.connections[0], 5000, 5);
     await c.request();
     t.close();
     expect((await failure(call)).code).toBe(GrpcStatus.CANCELLED);
