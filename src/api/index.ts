@@ -14,6 +14,7 @@ export {
   parseDuration,
   shortHumanDuration,
 } from "./duration.ts";
+export { isExtendedResourceName } from "./extended-resources.ts";
 export { type FieldError, formatFieldError, formatInvalidObject } from "./field-error.ts";
 export {
   type NodeAllocatable,

@@ -1,5 +1,6 @@
 // Value checks for one container, after decoding (types are already right).
 
+import { extendedResourceProblems, isExtendedResourceName } from "./extended-resources.ts";
 import {
   duplicate,
   type FieldError,
@@ -149,9 +150,18 @@ function validateResources(res: ResourceRequirements, path: FieldPath): FieldErr
   const limits = parseResourceList(res.limits ?? {}, path.child("limits"));
   const requests = parseResourceList(res.requests ?? {}, path.child("requests"));
   const errs = [...limits.errs, ...requests.errs];
+  for (const name of new Set([...limits.parsed.keys(), ...requests.parsed.keys()])) {
+    if (!isExtendedResourceName(name)) continue;
+    for (const p of extendedResourceProblems(
+      name,
+      limits.parsed.get(name),
+      requests.parsed.get(name),
+    ))
+      errs.push(invalid(path.child(p.on).key(name), p.value, p.message));
+  }
   for (const [name, req] of requests.parsed) {
     const lim = limits.parsed.get(name);
-    if (lim && compareQuantity(req, lim) > 0) {
+    if (lim && !isExtendedResourceName(name) && compareQuantity(req, lim) > 0) {
       const detail = `must be less than or equal to ${name} limit of ${lim.text}`;
       errs.push(invalid(path.child("requests").key(name), req.text, detail));
     }

@@ -245,6 +245,21 @@ describe("validatePod()", () => {
       'spec.containers[0].resources.limits[gpu]: Invalid value: "gpu": must be a standard resource for containers',
     ],
     [
+      "a device count that is not whole",
+      withContainer({ resources: { limits: { "fleetlet.io/serial": "500m" } } }),
+      'spec.containers[0].resources.limits[fleetlet.io/serial]: Invalid value: "500m": must be an integer',
+    ],
+    [
+      "a device request other than its limit",
+      withContainer({
+        resources: {
+          requests: { "fleetlet.io/serial": "2" },
+          limits: { "fleetlet.io/serial": "1" },
+        },
+      }),
+      'spec.containers[0].resources.requests[fleetlet.io/serial]: Invalid value: "2": must be equal to fleetlet.io/serial limit of 1',
+    ],
+    [
       "a volume mount naming no volume",
       withContainer({ volumeMounts: [{ name: "data", mountPath: "/data" }] }),
       'spec.containers[0].volumeMounts[0].name: Not found: "data"',
