@@ -203,6 +203,8 @@ export interface ContainerConfig {
     resources?: LinuxContainerResources | null;
     securityContext?: LinuxContainerSecurityContext | null;
   } | null;
+  /** Fully qualified CDI device names, for runtimes that resolve CDI (containerd 1.7+). */
+  CDIDevices?: { name: string }[];
 }
 
 // ---- objects the runtime reports ----

@@ -7,6 +7,7 @@ import type { CallOptions, CriRuntime } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { HostFiles } from "../../util/host-file.ts";
 import type { Logger } from "../../util/log.ts";
+import type { ContainerAllocation } from "../cm/devicemanager/index.ts";
 import type { ImageManager, PodEventRecorder } from "../images/index.ts";
 import type { ContainerStatus, PodStatus, SyncChanges } from "../kubecontainer/types.ts";
 import type { CrashLoopBackoff } from "./crashloop.ts";
@@ -48,6 +49,15 @@ export interface RuntimeManagerDeps {
   volumes: ContainerVolumes;
   /** The ConfigMaps and Secrets env and imagePullSecrets read (absent: none). */
   objects?: EnvObjects;
+  /** What a container's devices add to its config (the device manager), after the plugins'
+   * PreStartContainer; absent: no devices. */
+  devices?: {
+    containerOptions(
+      pod: Pod,
+      c: Container,
+      signal?: AbortSignal,
+    ): Promise<ContainerAllocation | undefined>;
+  };
   /** The node's allocatable, for resourceFieldRef of a container with no limit. */
   allocatable?: () => NodeAllocatable;
   /** Deadline of sandbox and container lifecycle calls (kubelet: 2 min). */

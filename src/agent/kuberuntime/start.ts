@@ -8,6 +8,7 @@ import type { Container, Pod } from "../../api/types.ts";
 import type { ContainerConfig, PodSandboxConfig } from "../../cri/index.ts";
 import { generateContainerConfig, restartCountFromLogDir } from "./container-config.ts";
 import { type Core, newestInstance, type SyncRun } from "./core.ts";
+import { withDevices } from "./devices.ts";
 import { errorMessage, fieldPathOf, formatPod, goDuration } from "./format.ts";
 import { hashContainer } from "./hash.ts";
 import { runHook } from "./hooks.ts";
@@ -86,7 +87,19 @@ function hookHost(run: SyncRun): string {
   return run.pod.spec.hostNetwork ? "127.0.0.1" : (run.podIPs[0] ?? "");
 }
 
-function buildConfig(
+async function buildConfig(
+  core: Core,
+  run: SyncRun,
+  spec: StartSpec,
+  imageRef: string,
+  restartCount: number,
+) {
+  const { pod } = run;
+  const devices = await core.deps.devices?.containerOptions(pod, spec.container, run.signal);
+  return withDevices(await containerConfig(core, run, spec, imageRef, restartCount), devices);
+}
+
+function containerConfig(
   core: Core,
   run: SyncRun,
   spec: StartSpec,

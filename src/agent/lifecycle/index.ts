@@ -1,8 +1,8 @@
 // Pod admission handlers (the kubelet's lifecycle package): the checks a new pod must pass before
 // it runs, as one list in the kubelet's order. The sync loop runs them around its own pod count
 // (syncloop/admission.ts): node pressure (the eviction manager's) and the sysctls first, then
-// the pod count, then the hub's device policy and the resources (the container manager's). A
-// manager that admits pods (the device manager next) adds its handler here.
+// the pod count, then the hub's device policy, the devices (the device manager's) and the
+// resources (the container manager's). A manager that admits pods adds its handler here.
 import { readFileSync } from "node:fs";
 import type { Pod } from "../../api/types.ts";
 import type { Logger } from "../../util/log.ts";
@@ -33,6 +33,8 @@ export interface AdmitHandlersDeps {
   runsAlready(pod: Pod): boolean;
   /** The resource fit and CPU assignment (the container manager). */
   resources: { admit(pod: Pod, active: readonly Pod[]): AdmitFailure | undefined };
+  /** Devices (the device manager); absent: extended resources are not looked at. */
+  devices?: { admit(pod: Pod, active: readonly Pod[]): AdmitFailure | undefined };
 }
 
 export function createAdmitHandlers(deps: AdmitHandlersDeps): AdmitHandlers {
@@ -50,9 +52,11 @@ export function createAdmitHandlers(deps: AdmitHandlersDeps): AdmitHandlers {
       (pod) => (deps.runsAlready(pod) ? undefined : deps.eviction.admit(pod)),
       (pod) => sysctls.admit(pod),
     ],
-    // Hub pods must keep to the device's policy before they may take resources.
+    // Hub pods must keep to the device's policy before they may take resources; devices are
+    // counted before the resource fit, as the kubelet's allocating handler runs before it.
     afterCount: [
       (pod, active) => policy.admit(pod, active),
+      (pod, active) => deps.devices?.admit(pod, active),
       (pod, active) => deps.resources.admit(pod, active),
     ],
   };

@@ -18,6 +18,9 @@ export interface NodeState {
   /** Allocatable from the container manager (reserved and eviction thresholds subtracted);
    * undefined: allocatable = capacity. */
   allocatable?: ResourceList;
+  /** Extended resources (the device manager): capacity counts every device, allocatable the
+   * healthy ones; absent: none. */
+  devices?: { capacity: ResourceList; allocatable: ResourceList };
   /** Pressure from the eviction manager; false when absent. */
   pressure?: { memory?: boolean; disk?: boolean; pid?: boolean };
   /** The images on the node (the image GC's list); absent until listed. */
@@ -46,7 +49,7 @@ function nodeCapacity(facts: NodeFacts, state: NodeState): ResourceList {
   if (state.ephemeralStorageBytes !== undefined) {
     capacity["ephemeral-storage"] = kibibytes(state.ephemeralStorageBytes);
   }
-  return capacity;
+  return { ...capacity, ...state.devices?.capacity };
 }
 
 function nodeLabels(facts: NodeFacts): Record<string, string> {
@@ -158,7 +161,7 @@ export function buildNode(
     spec: {},
     status: {
       capacity,
-      allocatable: { ...capacity, ...(state.allocatable ?? {}) },
+      allocatable: { ...capacity, ...state.allocatable, ...state.devices?.allocatable },
       conditions: nodeConditions(state, now, previous?.status.conditions),
       addresses,
       nodeInfo: {

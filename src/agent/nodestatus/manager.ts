@@ -22,6 +22,8 @@ export interface NodeStatusDeps {
   ephemeralStorage: () => Promise<number | undefined>;
   /** Allocatable from the container manager; capacity when absent. */
   allocatable?: () => ResourceList;
+  /** Extended resources from the device manager; none when absent. */
+  devices?: () => NodeState["devices"];
   /** Memory/disk/PID pressure from the eviction manager; none when absent. */
   pressure?: () => NodeState["pressure"];
   /** The images on the node (the image GC's list); none reported when absent. */
@@ -144,6 +146,7 @@ class NodeStatus implements NodeStatusManager {
       runtimeVersion: this.runtimeVersion,
       ephemeralStorageBytes: storage,
       ...(deps.allocatable && { allocatable: deps.allocatable() }),
+      ...(deps.devices && { devices: deps.devices() }),
       ...(deps.pressure && { pressure: deps.pressure() }),
       ...(deps.images && { images: deps.images() }),
       ...(deps.psi && { psi: deps.psi() }),

@@ -20,6 +20,8 @@ export interface AgentNodeStatusInput {
   allocatable?: () => ResourceList;
   /** The images on the node, for Node.status.images. */
   images?: () => ContainerImage[] | undefined;
+  /** Extended resources from the device manager. */
+  devices?: NodeStatusDeps["devices"];
   /** Memory/disk/PID pressure from the eviction manager. */
   pressure?: NodeStatusDeps["pressure"];
   /** The node's PSI as annotation texts. */
@@ -52,6 +54,7 @@ export async function createAgentNodeStatus(
     ephemeralStorage: () => filesystemBytes(config.rootDir),
     ...(input.allocatable !== undefined && { allocatable: input.allocatable }),
     ...(input.images !== undefined && { images: input.images }),
+    ...(input.devices !== undefined && { devices: input.devices }),
     ...(input.pressure !== undefined && { pressure: input.pressure }),
     ...(input.psi !== undefined && { psi: input.psi }),
     updateFrequencyMs: config.nodeStatusUpdateFrequency,

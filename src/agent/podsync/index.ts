@@ -4,10 +4,13 @@
 import type { Pod } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import type { DevicePreparation } from "../cm/devicemanager/index.ts";
 import type { PodStatus, RunningPod, SyncChanges } from "../kubecontainer/types.ts";
 import type { PodSyncFns } from "../podworkers/index.ts";
 import type { ProbeResults, StatusManager, SyncError } from "../status/index.ts";
 import { PodSyncer } from "./syncer.ts";
+
+export type { DevicePreparation };
 
 /** The runtime manager as the agent uses it. */
 export interface PodRuntime {
@@ -65,6 +68,11 @@ export interface PodSyncDeps {
     /** Unmounts what is mounted under the pod's folder and removes it. */
     removePod(uid: string): Promise<boolean>;
   };
+  /** The pod's devices (the device manager), allocated before its first container starts;
+   * absent: no devices. */
+  devices?: { prepare(pod: Pod, signal?: AbortSignal): Promise<DevicePreparation> };
+  /** Records an event about the pod; absent: none. */
+  event?: (pod: Pod, type: "Normal" | "Warning", reason: string, message: string) => void;
   /** The pod's cgroup (the container manager); absent: the runtime's default. */
   podCgroups?: {
     /** Creates the pod cgroup if missing; throws naming the cgroup. */
@@ -95,6 +103,8 @@ export interface PodSync extends PodSyncFns {
   /** Publishes the Failed status of a pod admission rejected (it never starts). */
   reject(pod: Pod, reason: string, message: string): void;
   podDir(uid: string): string;
+  /** The pods whose last sync waited for a device plugin to register. */
+  waitingForDevices(): string[];
   /** Whether a sync is acting on the pod and reads its status into the cache when done. */
   readPending(uid: string): boolean;
   /** Whether `status` is the one the pod's last sync read back after acting and found nothing

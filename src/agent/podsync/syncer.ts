@@ -8,7 +8,7 @@ import type { PodStatus, RunningPod, SyncChanges } from "../kubecontainer/types.
 import type { KillOptions, UpdateType } from "../podworkers/index.ts";
 import type { SyncError } from "../status/index.ts";
 import { generatePodStatus, toRFC3339 } from "../status/index.ts";
-import type { PodSync, PodSyncDeps, SyncOptions } from "./index.ts";
+import type { DevicePreparation, PodSync, PodSyncDeps, SyncOptions } from "./index.ts";
 
 const uidOf = (pod: Pod) => pod.metadata.uid as string;
 
@@ -35,6 +35,8 @@ type StatusFlags = { terminating?: boolean; terminal?: boolean; kill?: KillOptio
 export class PodSyncer implements PodSync {
   /** The last sync's waiting reasons per pod, by container name. */
   private readonly errors = new Map<string, ReadonlyMap<string, SyncError>>();
+  /** Pods whose last sync waited for a device plugin to register. */
+  private readonly devicesWaiting = new Set<string>();
   /** When a sync last let the runtime act on the pod (epoch ms). */
   private readonly lastActed = new Map<string, number>();
   /** Pods a sync is acting on; each such sync reads the pod's status when done. */
@@ -51,6 +53,10 @@ export class PodSyncer implements PodSync {
 
   syncErrors(uid: string): ReadonlyMap<string, SyncError> | undefined {
     return this.errors.get(uid);
+  }
+
+  waitingForDevices(): string[] {
+    return [...this.devicesWaiting];
   }
 
   readPending(uid: string): boolean {
@@ -72,6 +78,10 @@ export class PodSyncer implements PodSync {
     const running = before.sandboxes.length > 0 || before.containers.length > 0;
     const volumes = await this.deps.volumes?.mountPod(pod, running);
     if (volumes && !volumes.ready) return { terminal: false, retry: true };
+    const devices = await this.deps.devices?.prepare(pod, signal);
+    this.devicesWaiting.delete(uidOf(pod));
+    if (devices !== undefined && devices.state !== "ready")
+      return this.devicesNotReady(pod, before, devices);
     return this.syncRuntime(pod, before, this.syncOptions(uidOf(pod), signal));
   }
 
@@ -126,6 +136,37 @@ export class PodSyncer implements PodSync {
       qosClass: getPodQOS(pod),
       startTime: toRFC3339(this.deps.clock.now()),
     });
+  }
+
+  /** A pod that cannot have its devices ends Failed, as the kubelet's admission rejects it; one
+   * whose device plugin has not registered yet waits, Pending, each container waiting with the
+   * reason, and is synced again (at once when the devices appear). */
+  private devicesNotReady(
+    pod: Pod,
+    before: PodStatus,
+    devices: Exclude<DevicePreparation, { state: "ready" }>,
+  ): { terminal: boolean; retry?: boolean } {
+    const { reason, message } = devices;
+    const uid = uidOf(pod);
+    if (devices.state === "failed") {
+      this.deps.logger.warn("pod failed: its devices cannot be allocated", {
+        pod: pod.metadata.name,
+        reason,
+        message,
+      });
+      this.deps.event?.(pod, "Warning", reason, message);
+      this.reject(pod, reason, message);
+      return { terminal: true };
+    }
+    this.devicesWaiting.add(uid);
+    const containers = [...(pod.spec.initContainers ?? []), ...pod.spec.containers];
+    const waiting = new Map(containers.map((c) => [c.name, { reason, message }]));
+    if (!sameWaiting(this.errors.get(uid), waiting)) {
+      this.deps.event?.(pod, "Warning", reason, message);
+      this.errors.set(uid, waiting);
+      this.publish(pod, before);
+    }
+    return { terminal: false, retry: true };
   }
 
   /** A new pod's folder and cgroup, in the order pods start in when it has no sandbox yet. */

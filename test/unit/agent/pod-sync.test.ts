@@ -6,6 +6,7 @@ import type { PodStatus } from "../../../src/agent/kubecontainer/types.ts";
 import {
   type CachedStatus,
   createPodSync,
+  type DevicePreparation,
   type PodRuntime,
   type PodSyncDeps,
 } from "../../../src/agent/podsync/index.ts";
@@ -294,6 +295,73 @@ describe("createPodSync() with a volume manager", () => {
       await s.sync.syncPod(s.pod, "sync");
       expect(s.planned).toHaveLength(2);
       expect(calls).toEqual(["mount running=false", "mount running=false", "mount running=true"]);
+    } finally {
+      s.done();
+    }
+  });
+
+  test("holds a pod Pending while its device plugin has not registered, each container waiting with the reason, with one event", async () => {
+    const statusManager = createStatusManager({ clock: new FakeClock(T0) });
+    const events: string[] = [];
+    let preparation: DevicePreparation = {
+      state: "waiting",
+      reason: "DevicePluginNotRegistered",
+      message: "waiting up to 5m0s for the device plugin of fleetlet.io/serial to register",
+    };
+    const s = setup(
+      { acts: true },
+      {
+        statusManager,
+        devices: { prepare: async () => preparation },
+        event: (_pod, type, reason) => events.push(`${type} ${reason}`),
+      },
+    );
+    const uid = s.pod.metadata.uid as string;
+    try {
+      expect(await s.sync.syncPod(s.pod, "create")).toEqual({ terminal: false, retry: true });
+      expect(await s.sync.syncPod(s.pod, "sync")).toEqual({ terminal: false, retry: true });
+      expect(s.planned).toEqual([]);
+      expect(s.sync.waitingForDevices()).toEqual([uid]);
+      const status = statusManager.getPodStatus(uid);
+      expect(status?.phase).toBe("Pending");
+      expect(status?.containerStatuses?.[0]?.state?.waiting?.reason).toBe(
+        "DevicePluginNotRegistered",
+      );
+      expect(events).toEqual(["Warning DevicePluginNotRegistered"]);
+      preparation = { state: "ready" };
+      await s.sync.syncPod(s.pod, "sync");
+      expect(s.planned).toHaveLength(1);
+      expect(s.sync.waitingForDevices()).toEqual([]);
+    } finally {
+      s.done();
+    }
+  });
+
+  test("fails a pod whose devices cannot be allocated, as admission rejects it, without reaching the runtime", async () => {
+    const statusManager = createStatusManager({ clock: new FakeClock(T0) });
+    const events: string[] = [];
+    const message =
+      "Allocate failed due to requested number of devices unavailable for fleetlet.io/serial. Requested: 2, Available: 1, which is unexpected";
+    const s = setup(
+      { acts: true },
+      {
+        statusManager,
+        devices: {
+          prepare: async () => ({ state: "failed", reason: "UnexpectedAdmissionError", message }),
+        },
+        event: (_pod, type, reason, text) => events.push(`${type} ${reason}: ${text}`),
+      },
+    );
+    try {
+      expect(await s.sync.syncPod(s.pod, "create")).toEqual({ terminal: true });
+      expect(s.planned).toEqual([]);
+      const status = statusManager.getPodStatus(s.pod.metadata.uid as string);
+      expect(status?.phase).toBe("Failed");
+      expect(status?.reason).toBe("UnexpectedAdmissionError");
+      expect(status?.message).toBe(`Pod was rejected: ${message}`);
+      expect(events).toEqual([`Warning UnexpectedAdmissionError: ${message}`]);
+      // It stays Failed: a later sync finds it terminal.
+      expect(await s.sync.syncPod(s.pod, "sync")).toEqual({ terminal: true });
     } finally {
       s.done();
     }

@@ -61,6 +61,17 @@ describe("buildNode()", () => {
     expect(n.status.allocatable).toEqual(n.status.capacity);
   });
 
+  test("adds the device manager's extended resources: every device to capacity, healthy ones to allocatable", () => {
+    const devices = {
+      capacity: { "fleetlet.io/serial": "3" },
+      allocatable: { "fleetlet.io/serial": "2" },
+    };
+    const n = buildNode(facts, { ...healthy, devices }, T0, undefined);
+    expect(n.status.capacity?.["fleetlet.io/serial"]).toBe("3");
+    expect(n.status.allocatable?.["fleetlet.io/serial"]).toBe("2");
+    expect(n.status.capacity?.cpu).toBe(n.status.allocatable?.cpu);
+  });
+
   test("takes allocatable from the container manager's hook over capacity", () => {
     const n = buildNode(facts, { ...healthy, allocatable: { memory: "3000000Ki" } }, T0, undefined);
     expect(n.status.allocatable?.memory).toBe("3000000Ki");
