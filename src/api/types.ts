@@ -330,6 +330,15 @@ export interface ContainerStatus {
   /** "<runtime>://<id>", e.g. "containerd://4f1e..."; absent before the first start. */
   containerID?: string;
   started?: boolean;
+  /** The devices the container holds, per extended resource, with their health (the
+   * Kubernetes field of the same name). */
+  allocatedResourcesStatus?: ResourceStatus[];
+}
+
+export interface ResourceStatus {
+  /** The extended resource, e.g. "fleetlet.io/serial". */
+  name: string;
+  resources?: { resourceID: string; health?: "Healthy" | "Unhealthy" | "Unknown" }[];
 }
 
 export interface PodStatus {

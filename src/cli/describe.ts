@@ -114,6 +114,7 @@ function describeContainer(out: Out, c: Container, status: ContainerStatus | und
     for (const [k, v] of Object.entries(r).sort(([a], [b]) => a.localeCompare(b)))
       out.w(3, `${k}:\t${v}`);
   }
+  describeDevices(out, status);
   if (c.livenessProbe) out.w(2, `Liveness:\t${describeProbe(c.livenessProbe)}`);
   if (c.readinessProbe) out.w(2, `Readiness:\t${describeProbe(c.readinessProbe)}`);
   if (c.startupProbe) out.w(2, `Startup:\t${describeProbe(c.startupProbe)}`);
@@ -133,6 +134,19 @@ function describeContainer(out: Out, c: Container, status: ContainerStatus | und
   else {
     out.w(2, "Mounts:");
     for (const m of mounts) out.w(3, `${m.mountPath} from ${m.name} (${m.readOnly ? "ro" : "rw"})`);
+  }
+}
+
+/** The devices a container holds, one line per resource: ids with their health. */
+function describeDevices(out: Out, status: ContainerStatus | undefined): void {
+  const resources = status?.allocatedResourcesStatus ?? [];
+  if (resources.length === 0) return;
+  out.w(2, "Devices:");
+  for (const r of resources) {
+    const ids = (r.resources ?? []).map((d) =>
+      d.health === "Healthy" ? d.resourceID : `${d.resourceID} (${d.health ?? "Unknown"})`,
+    );
+    out.w(3, `${r.name}:\t${ids.join(", ")}`);
   }
 }
 

@@ -98,6 +98,21 @@ const containerStatus = z.object({
   imageID: str,
   containerID: str.optional(),
   started: z.boolean().optional(),
+  allocatedResourcesStatus: z
+    .array(
+      z.object({
+        name: str,
+        resources: z
+          .array(
+            z.object({
+              resourceID: str,
+              health: z.enum(["Healthy", "Unhealthy", "Unknown"]).optional(),
+            }),
+          )
+          .optional(),
+      }),
+    )
+    .optional(),
 });
 
 const podIPs = z.array(z.object({ ip: str }));

@@ -1,7 +1,7 @@
 // The agent's three pod-worker steps (kubelet's SyncPod, SyncTerminatingPod, SyncTerminatedPod):
 // read the runtime's state, publish the pod's status, and have the runtime manager carry out the
 // plan. The status is published again right after the runtime acted, not one relist later.
-import type { Pod } from "../../api/types.ts";
+import type { Pod, ResourceStatus } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { DevicePreparation } from "../cm/devicemanager/index.ts";
@@ -70,7 +70,11 @@ export interface PodSyncDeps {
   };
   /** The pod's devices (the device manager), allocated before its first container starts;
    * absent: no devices. */
-  devices?: { prepare(pod: Pod, signal?: AbortSignal): Promise<DevicePreparation> };
+  devices?: {
+    prepare(pod: Pod, signal?: AbortSignal): Promise<DevicePreparation>;
+    /** The devices a container holds, for its status. */
+    resourceStatus(podUid: string, containerName: string): ResourceStatus[];
+  };
   /** Records an event about the pod; absent: none. */
   event?: (pod: Pod, type: "Normal" | "Warning", reason: string, message: string) => void;
   /** The pod's cgroup (the container manager); absent: the runtime's default. */

@@ -271,8 +271,27 @@ export class PodSyncer implements PodSync {
         : {}),
       ...(kill?.conditions ? { extraConditions: kill.conditions } : {}),
     });
-    deps.statusManager.setPodStatus(uid, status);
-    return status;
+    const withDevices = this.withDevices(uid, status);
+    deps.statusManager.setPodStatus(uid, withDevices);
+    return withDevices;
+  }
+
+  /** The status with the devices each container holds (allocatedResourcesStatus). */
+  private withDevices(uid: string, status: ApiPodStatus): ApiPodStatus {
+    const devices = this.deps.devices;
+    if (devices === undefined) return status;
+    const add = (list: ApiPodStatus["containerStatuses"]) =>
+      list?.map((c) => {
+        const held = devices.resourceStatus(uid, c.name);
+        return held.length > 0 ? { ...c, allocatedResourcesStatus: held } : c;
+      });
+    const init = add(status.initContainerStatuses);
+    const app = add(status.containerStatuses);
+    return {
+      ...status,
+      ...(init && { initContainerStatuses: init }),
+      ...(app && { containerStatuses: app }),
+    };
   }
 
   private async runningPodOf(pod: Pod): Promise<RunningPod> {

@@ -312,7 +312,18 @@ describe("createPodSync() with a volume manager", () => {
       { acts: true },
       {
         statusManager,
-        devices: { prepare: async () => preparation },
+        devices: {
+          prepare: async () => preparation,
+          resourceStatus: (_uid, name) =>
+            preparation.state === "ready" && name === s.pod.spec.containers[0]?.name
+              ? [
+                  {
+                    name: "fleetlet.io/serial",
+                    resources: [{ resourceID: "/dev/ttyUSB0", health: "Healthy" }],
+                  },
+                ]
+              : [],
+        },
         event: (_pod, type, reason) => events.push(`${type} ${reason}`),
       },
     );
@@ -328,10 +339,20 @@ describe("createPodSync() with a volume manager", () => {
         "DevicePluginNotRegistered",
       );
       expect(events).toEqual(["Warning DevicePluginNotRegistered"]);
+      expect(status?.containerStatuses?.[0]?.allocatedResourcesStatus).toBeUndefined();
       preparation = { state: "ready" };
       await s.sync.syncPod(s.pod, "sync");
       expect(s.planned).toHaveLength(1);
       expect(s.sync.waitingForDevices()).toEqual([]);
+      // Once it holds them, its status names the devices with their health.
+      expect(
+        statusManager.getPodStatus(uid)?.containerStatuses?.[0]?.allocatedResourcesStatus,
+      ).toEqual([
+        {
+          name: "fleetlet.io/serial",
+          resources: [{ resourceID: "/dev/ttyUSB0", health: "Healthy" }],
+        },
+      ]);
     } finally {
       s.done();
     }
@@ -348,6 +369,7 @@ describe("createPodSync() with a volume manager", () => {
         statusManager,
         devices: {
           prepare: async () => ({ state: "failed", reason: "UnexpectedAdmissionError", message }),
+          resourceStatus: () => [],
         },
         event: (_pod, type, reason, text) => events.push(`${type} ${reason}: ${text}`),
       },

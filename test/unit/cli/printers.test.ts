@@ -267,6 +267,26 @@ describe("describePod()", () => {
     }
   });
 
+  test("prints a container's devices per resource, naming the unhealthy ones", () => {
+    const withDevices = structuredClone(pod);
+    const status = withDevices.status?.containerStatuses?.[0];
+    if (status === undefined) throw new Error("the fixture has a container status");
+    status.allocatedResourcesStatus = [
+      {
+        name: "fleetlet.io/serial",
+        resources: [
+          { resourceID: "/dev/ttyUSB0", health: "Healthy" },
+          { resourceID: "/dev/ttyUSB1", health: "Unhealthy" },
+        ],
+      },
+    ];
+    const text = describePod(withDevices, [], now);
+    expect(text).toContain(
+      "    Devices:\n      fleetlet.io/serial:  /dev/ttyUSB0, /dev/ttyUSB1 (Unhealthy)\n",
+    );
+    expect(out).not.toContain("Devices:");
+  });
+
   test("prints the Conditions table and the Events table with repeat counts", () => {
     // As in kubectl, the rows share a tabwriter block with the "Volumes:\t<none>" line after them.
     expect(out).toContain(
