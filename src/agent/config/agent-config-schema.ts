@@ -6,6 +6,7 @@ import { z } from "zod";
 import { isDNS1123Subdomain, isQualifiedName, isValidLabelValue } from "../../api/index.ts";
 import { parseCriEndpoint } from "../../cri/endpoint.ts";
 import { sysctlPatternProblem } from "../sysctl/names.ts";
+import { deviceConfigFields, hostDeviceGroupFields } from "./devices-schema.ts";
 import { evictionConfigFields } from "./eviction-schema.ts";
 import { gcConfigFields } from "./gc-schema.ts";
 import { resourceConfigFields } from "./resources-schema.ts";
@@ -126,6 +127,7 @@ const agentConfigFileSchema = z.strictObject(
     ...resourceConfigFields,
     ...gcConfigFields,
     ...evictionConfigFields,
+    ...deviceConfigFields,
     hubPodPolicy: z
       .strictObject(
         {
@@ -207,7 +209,9 @@ function describeIssue(issue: z.core.$ZodIssue, raw: unknown): FieldProblem {
         ? ["url", "joinToken", "caFile", "insecure", "maxStreams"]
         : parent === "hubPodPolicy"
           ? hubPodPolicyFields
-          : agentConfigFields;
+          : /^hostDevices\.\d+$/.test(parent)
+            ? hostDeviceGroupFields
+            : agentConfigFields;
     const guess = closestName(key, known);
     const hint =
       guess === undefined ? "" : ` (did you mean "${parent ? `${parent}.` : ""}${guess}"?)`;
@@ -216,7 +220,9 @@ function describeIssue(issue: z.core.$ZodIssue, raw: unknown): FieldProblem {
   // A custom issue about a map's key says what it is itself ({wholeMessage: true}).
   if (issue.code === "custom" && issue.params?.wholeMessage === true)
     return { field: parent, message: issue.message };
+  // A field that is missing: the message says it is required.
   const value = valueAt(raw, issue.path);
+  if (value === undefined) return { field: parent, message: issue.message };
   return { field: parent, message: `${showValue(value)} ${issue.message}` };
 }
 

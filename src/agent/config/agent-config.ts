@@ -10,8 +10,10 @@ import type { LogLevel } from "../../util/log.ts";
 import { checkHubUrl, checkRelations } from "./agent-config-checks.ts";
 import { type AgentConfigInput, checkAgentConfigInput, showValue } from "./agent-config-schema.ts";
 import { ConfigError, flagForField, parseAgentFlags } from "./agent-flags.ts";
+import type { HostDeviceGroupConfig } from "./devices-schema.ts";
 
 export { ConfigError } from "./agent-flags.ts";
+export type { HostDeviceGroupConfig } from "./devices-schema.ts";
 
 /** The resolved configuration. Every duration is in milliseconds; every path is absolute. */
 export interface AgentConfig {
@@ -122,6 +124,14 @@ export interface AgentConfig {
   containerLogMaxFiles: number;
   /** How often container log sizes are checked (ms). */
   containerLogMonitorInterval: number;
+  /** The device plugin folder: kubelet.sock, the plugins' sockets and the device checkpoint. */
+  devicePluginPath: string;
+  /** How long a pod waits for the plugin of a known resource to register before it fails (ms). */
+  devicePluginWaitTimeout: number;
+  /** Deadline of Allocate and GetPreferredAllocation calls to a plugin (ms). */
+  devicePluginCallTimeout: number;
+  /** Host device groups, served by the built-in plugin (docs/devices.md). */
+  hostDevices: HostDeviceGroupConfig[];
   /** The fleet hub to join; absent when the agent runs alone. */
   hub?: {
     url: string;
@@ -230,6 +240,10 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   containerLogMaxSize: 10 * 1024 * 1024,
   containerLogMaxFiles: 5,
   containerLogMonitorInterval: 10_000,
+  devicePluginPath: "/var/lib/kubelet/device-plugins",
+  devicePluginWaitTimeout: 300_000,
+  devicePluginCallTimeout: 30_000,
+  hostDevices: [],
   hubPodPolicy: {
     allowPrivileged: false,
     allowHostNetwork: false,
@@ -249,6 +263,7 @@ const pathFields = [
   "apiSocket",
   "imagePullCredentialsFile",
   "cpuManagerStateFile",
+  "devicePluginPath",
 ] as const;
 
 /**
@@ -338,7 +353,7 @@ function merge(
   hostname: () => string,
   where: string,
 ): AgentConfig {
-  const { hub: fileHub, hubPodPolicy: filePolicy, ...fileRest } = file;
+  const { hub: fileHub, hubPodPolicy: filePolicy, hostDevices = [], ...fileRest } = file;
   const { hub: flagHub, hubPodPolicy: _flagPolicy, ...flagRest } = flags;
   const config: AgentConfig = {
     ...AGENT_CONFIG_DEFAULTS,
@@ -348,6 +363,7 @@ function merge(
     cpuManagerStateFile: "",
     ...dropUndefined(fileRest),
     ...dropUndefined(flagRest),
+    hostDevices: hostDevices.map((g) => ({ ...g, podsPerDevice: g.podsPerDevice ?? 1 })),
     hubPodPolicy: {
       ...AGENT_CONFIG_DEFAULTS.hubPodPolicy,
       ...dropUndefined(filePolicy ?? {}),

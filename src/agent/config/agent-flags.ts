@@ -4,6 +4,7 @@
 // 'kernel.msg*,net.core.somaxconn', as the kubelet's). The hub fields have short flags: --hub, --join-token, --hub-ca-file,
 // --hub-insecure true|false, --hub-max-streams.
 
+import { deviceFlags } from "./devices-schema.ts";
 import { evictionFlags, evictionFlagValue } from "./eviction-schema.ts";
 import { gcFlags, gcIntegerFields } from "./gc-schema.ts";
 import { resourceFlags, resourceFlagValue } from "./resources-schema.ts";
@@ -70,6 +71,7 @@ const flagToField = new Map<string, string>([
   ...resourceFlags,
   ...gcFlags,
   ...evictionFlags,
+  ...deviceFlags,
 ]);
 
 /** Every flag of `fleetlet agent` with the config field it sets, for --help. */

@@ -5,6 +5,7 @@ export {
   AGENT_CONFIG_DEFAULTS,
   type AgentConfig,
   ConfigError,
+  type HostDeviceGroupConfig,
   type HubPodPolicy,
   loadAgentConfig,
 } from "./agent-config.ts";

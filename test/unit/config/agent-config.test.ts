@@ -96,6 +96,10 @@ describe("loadAgentConfig()", () => {
       containerLogMaxSize: 10 * 1024 * 1024,
       containerLogMaxFiles: 5,
       containerLogMonitorInterval: 10_000,
+      devicePluginPath: "/var/lib/kubelet/device-plugins",
+      devicePluginWaitTimeout: 300_000,
+      devicePluginCallTimeout: 30_000,
+      hostDevices: [],
       hubPodPolicy: {
         allowPrivileged: false,
         allowHostNetwork: false,
