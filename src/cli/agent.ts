@@ -18,7 +18,8 @@ ${flags}
 
 Only in the config file: hubPodPolicy (what the hub's pods may do on this device: allowPrivileged,
 allowHostNetwork, allowHostPID, allowHostIPC, allowedHostPathPrefixes, allowedRegistries,
-allowedCapabilities, maxPods; safe defaults, see docs/deploy.md).
+allowedCapabilities, maxPods; safe defaults, see docs/deploy.md) and hostDevices (device groups by
+path glob that pods ask for as extended resources: name, paths, podsPerDevice; see docs/devices.md).
 `;
 }
 

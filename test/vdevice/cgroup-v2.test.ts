@@ -24,9 +24,12 @@ const MiB = 1024 ** 2;
 /** The eviction test's evictionPressureTransitionPeriod, in seconds. */
 const TRANSITION_S = 10;
 
+/** Host devices: two nodes of a major no driver has (240), made by a hook at every boot. */
+const SERIAL = "fleetlet.io/serial";
 const config = deviceConfig(
   dev.nodeName,
-  'podPidsLimit: 64\nsystemReserved: {cpu: 100m, memory: 128Mi, pid: "1000"}\n',
+  'podPidsLimit: 64\nsystemReserved: {cpu: 100m, memory: 128Mi, pid: "1000"}\n' +
+    `hostDevices: [{name: ${SERIAL}, paths: ["/dev/ttyTEST*"]}]\n`,
 );
 const manifest = (name: string, command: string, resources: string) =>
   podNetworkShellManifest(name, IMAGE, command, resources);
@@ -42,6 +45,12 @@ const pods: Record<string, string> = {
   // Burstable with no cpu request: the burstable cgroup's weight stays the guar/burst sum.
   hog: manifest("hog", "dd if=/dev/zero of=/dev/null bs=64M count=1", "{limits: {memory: 32Mi}}"),
   spin: manifest("spin", "while :; do :; done", "{limits: {cpu: 100m, memory: 16Mi}}"),
+  // Opens the node it was given, then makes the other one and opens it.
+  serial: manifest(
+    "serial",
+    "cat /dev/ttyTEST0 2>&1; ls /dev/ttyTEST1 2>&1; mknod /tmp/other c 240 1 && cat /tmp/other 2>&1; sleep 3600",
+    `{limits: {${SERIAL}: 1}}`,
+  ),
 };
 
 const uid = (pod: Pod | undefined) => pod?.metadata.uid ?? "";
@@ -58,12 +67,15 @@ let first: Pod[] = [];
 
 beforeAll(async () => {
   await dev.create(config);
+  dev.setHook("pre-boot", "mknod /dev/ttyTEST0 c 240 0 && mknod /dev/ttyTEST1 c 240 1");
   await dev.boot();
   for (const [name, text] of Object.entries(pods)) {
     await dev.writeFile(`/etc/fleetlet/manifests/${name}.yaml`, text, { atomic: true });
   }
   first = await dev.waitPods("the QoS pods and the spinner to run", (ps) =>
-    ["guar", "burst", "besteffort", "spin"].every((n) => isRunning(podNamed(ps, n, dev.nodeName))),
+    ["guar", "burst", "besteffort", "spin", "serial"].every((n) =>
+      isRunning(podNamed(ps, n, dev.nodeName)),
+    ),
   );
 }, 240_000);
 
@@ -149,6 +161,23 @@ describe("cgroup v2 on a virtual device (needs root and user-mode Linux: scripts
     // The Guaranteed pod is untouched.
     expect(await dev.cgroupFile(`kubepods/pod${uid(guar)}/memory.max`)).toBe(String(32 * MiB));
   }, 180_000);
+
+  test("host devices: a pod gets the node it asked for, and runc's device program refuses it every other", async () => {
+    const node = JSON.parse(await dev.sh("/shared/fleetlet get node -o json")) as Node;
+    expect(node.status.capacity?.[SERIAL]).toBe("2");
+    const pod = podNamed(first, "serial", dev.nodeName);
+    expect(containerState(pod)?.allocatedResourcesStatus).toEqual([
+      { name: SERIAL, resources: [{ resourceID: "/dev/ttyTEST0", health: "Healthy" }] },
+    ]);
+    const out = await eventually("the serial pod's output", async () => {
+      const r = await dev.exec("/shared/fleetlet logs serial");
+      return r.out.includes("/tmp/other") ? r.out : undefined;
+    });
+    // On cgroup v2 the device cgroup is an eBPF program runc attaches to the container's cgroup.
+    expect(out).toContain("can't open '/dev/ttyTEST0': No such device or address");
+    expect(out).toContain("/dev/ttyTEST1: No such file or directory");
+    expect(out).toContain("can't open '/tmp/other': Operation not permitted");
+  }, 60_000);
 
   test("a container over its memory limit is OOMKilled, as memory.events counts, and restarted", async () => {
     const ps = await dev.waitPods(
