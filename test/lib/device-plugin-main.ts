@@ -3,8 +3,8 @@
 // It serves its socket and registers at start; like real plugins, it starts again (a new socket)
 // and registers again whenever kubelet.sock is created anew in the folder (the agent restarted
 // and removed every socket). SIGHUP re-reads the config and sends its device list; SIGTERM
-// stops it. Each successful registration prints one line "registered" on stdout; the rest goes
-// to stderr.
+// stops it. Each successful registration prints one line "registered" on stdout, each Allocate
+// and PreStartContainer call one line "<method> <ids joined by ,>"; the rest goes to stderr.
 import { existsSync, type FSWatcher, lstatSync, readFileSync, watch } from "node:fs";
 import { join } from "node:path";
 import { KUBELET_SOCKET } from "../../src/agent/cm/devicemanager/api.ts";
@@ -61,6 +61,7 @@ function pluginOf(c: DevicePluginProcessConfig): TestDevicePlugin {
       }),
     hangAllocate: c.hangAllocate,
     apiVersion: c.apiVersion,
+    onCall: (method, ids) => process.stdout.write(`${method} ${ids.join(",")}\n`),
   });
 }
 

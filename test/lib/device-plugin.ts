@@ -51,6 +51,8 @@ export interface TestDevicePluginOptions {
   hangAllocate?: boolean;
   /** The version it registers with. Default "v1beta1". */
   apiVersion?: string;
+  /** Called with each Allocate and PreStartContainer request's ids, as it arrives. */
+  onCall?: (method: "Allocate" | "PreStartContainer", ids: string[]) => void;
 }
 
 const schema = devicePluginSchema;
@@ -223,7 +225,10 @@ export class TestDevicePlugin {
       "AllocateRequest",
       request,
     );
-    for (const c of containerRequests) this.allocations.push(c.devicesIds);
+    for (const c of containerRequests) {
+      this.allocations.push(c.devicesIds);
+      this.options.onCall?.("Allocate", c.devicesIds);
+    }
     if (this.options.hangAllocate) {
       await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
       throw new GrpcError(GrpcStatus.CANCELLED, "the test plugin hung in Allocate");
@@ -242,6 +247,7 @@ export class TestDevicePlugin {
   private preStart(request: Buffer): Buffer {
     const { devicesIds } = decode<{ devicesIds: string[] }>("PreStartContainerRequest", request);
     this.preStarts.push(devicesIds);
+    this.options.onCall?.("PreStartContainer", devicesIds);
     return encode("PreStartContainerResponse", {});
   }
 }
