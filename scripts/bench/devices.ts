@@ -120,10 +120,18 @@ async function allocationCost(rounds: number): Promise<void> {
   }
   for (const list of [ours, raw, diff]) list.sort((x, y) => x - y);
   const mean = diff.reduce((s, d) => s + d, 0) / diff.length;
-  console.log(`admission and allocation of one pod asking for 2 of ${DEVICES} devices, ${rounds} rounds`);
-  console.log(`  through the device manager   p50 ${ms(quantile(ours, 0.5))}  p90 ${ms(quantile(ours, 0.9))}`);
-  console.log(`  the plugin's calls alone     p50 ${ms(quantile(raw, 0.5))}  p90 ${ms(quantile(raw, 0.9))}`);
-  console.log(`  difference per round         p50 ${ms(quantile(diff, 0.5))}  p90 ${ms(quantile(diff, 0.9))}  mean ${ms(mean)}`);
+  console.log(
+    `admission and allocation of one pod asking for 2 of ${DEVICES} devices, ${rounds} rounds`,
+  );
+  console.log(
+    `  through the device manager   p50 ${ms(quantile(ours, 0.5))}  p90 ${ms(quantile(ours, 0.9))}`,
+  );
+  console.log(
+    `  the plugin's calls alone     p50 ${ms(quantile(raw, 0.5))}  p90 ${ms(quantile(raw, 0.9))}`,
+  );
+  console.log(
+    `  difference per round         p50 ${ms(quantile(diff, 0.5))}  p90 ${ms(quantile(diff, 0.9))}  mean ${ms(mean)}`,
+  );
   console.log(`  beyond the plugin p50 <= 5 ms: ${quantile(diff, 0.5) <= 5 ? "yes" : "no"}`);
   endpoint.close();
   direct.close();
@@ -156,14 +164,19 @@ async function healthFlipCpu(windowS: number): Promise<void> {
       (await (await agent.request(`/api/v1/nodes/${agent.nodeName}`)).json()) as {
         status: { allocatable?: Record<string, string> };
       };
-    await eventually("the plugin's devices", async () => (await node()).status.allocatable?.[RESOURCE] === "8");
+    await eventually(
+      "the plugin's devices",
+      async () => (await node()).status.allocatable?.[RESOURCE] === "8",
+    );
     const pid = agent.proc?.pid as number;
     const cpu = async (flip: boolean) => {
       const t0 = cpuTicks(pid);
       const start = performance.now();
       for (let s = 0; s < windowS; s++) {
         if (flip) {
-          config.devices = config.devices.map((d, i) => (i === 0 ? { ...d, healthy: !d.healthy } : d));
+          config.devices = config.devices.map((d, i) =>
+            i === 0 ? { ...d, healthy: !d.healthy } : d,
+          );
           writeFileSync(configPath, JSON.stringify(config));
           plugin?.kill("SIGHUP");
         }

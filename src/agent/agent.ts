@@ -11,6 +11,9 @@ import type { CriRuntime } from "../cri/index.ts";
 import { type Clock, realClock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { buildInfo } from "../util/version.ts";
+import type { DeviceManager } from "./cm/devicemanager/index.ts";
+import { registerDeviceMetrics } from "./cm/devicemanager/metrics.ts";
+import { ActivePodsPort, setupDeviceManager } from "./cm/devicemanager/setup.ts";
 import { setupContainerManager, toResourceList } from "./cm/index.ts";
 import type { AgentConfig } from "./config/index.ts";
 import { createEventRecorder, type EventRecorder } from "./events/index.ts";
@@ -68,14 +71,17 @@ export async function runAgent(
   const { cm, listing, objects, volumes, runtime, cri } = rt;
   const { pods, podCache, pleg, health, statusManager } = pm;
   const { eviction, nodeStatus } = nm;
+  const { devices } = rt;
   const admitHandlers = createAdmitHandlers({
     ...base,
     eviction,
     resources: cm,
+    devices,
     runsAlready: runsAlready(podCache),
   });
   const loop = setupSyncLoop({
-    ...{ ...base, ...pm, objects, admitHandlers, runtime, cm, eviction, volumes },
+    ...{ ...base, ...pm, objects, admitHandlers, runtime, eviction, volumes },
+    cm: withDeviceHousekeeping(cm, devices),
     runtimePods: () => listing.recent(),
   });
   const fileSource = setupFileSource(base, pm.podConfig, objects);
@@ -93,7 +99,7 @@ export async function runAgent(
   await Promise.all([
     ...[nodeStatus.run(signal), hub?.run(signal), health.run(signal), pleg.run(signal)],
     ...[pm.runtimeEvents?.run(signal), fileSource.run(signal), loop.run(signal)],
-    ...[eviction.run(signal), pm.prober.run(signal), nm.gc.run(signal)],
+    ...[eviction.run(signal), pm.prober.run(signal), nm.gc.run(signal), devices.run(signal)],
     runMemoryTrim(clock, signal),
   ]);
   log.info("stopping: pods keep running");
@@ -125,8 +131,11 @@ async function runtimeManagers(base: Base) {
   const objects = setupObjectStore(base);
   const allocatable = () => cm.allocatable();
   const volumes = setupVolumeManager({ ...base, objects, allocatable });
-  const runtime = createAgentRuntime({ ...base, cri, cm, volumes, objects, allocatable });
-  return { cri, listing, cm, objects, volumes, runtime };
+  // Plugins, host device groups and the checkpoint; the active pods come once the workers exist.
+  const activePods = new ActivePodsPort();
+  const devices = setupDeviceManager(base, activePods);
+  const runtime = createAgentRuntime({ ...base, cri, cm, volumes, objects, allocatable, devices });
+  return { cri, listing, cm, objects, volumes, runtime, devices, activePods };
 }
 
 /** The pod side, from the sources to the runtime: the pod config and the pod manager, the
@@ -154,6 +163,13 @@ function podManagers(
     sync: (pod) => workersPort.updatePod({ pod, type: "sync" }),
   });
   const podSync = setupPodSync({ ...base, ...rt, statusManager, podCache, pods, prober });
+  // A device appearing or a plugin registering lets the pods waiting for devices go on at once.
+  rt.devices.onChange(() => {
+    for (const uid of podSync.waitingForDevices()) {
+      const pod = pods.pod(uid);
+      if (pod !== undefined) workersPort.updatePod({ pod, type: "sync" });
+    }
+  });
   const { pleg, runtimeEvents } = setupPLEG({
     ...{ ...base, cri, listing: rt.listing, podCache, podSync },
     getPodStatus: (uid, name, ns) => runtime.getPodStatus(uid, name, ns),
@@ -167,6 +183,11 @@ function podManagers(
   const workers = setupPodWorkers({
     ...{ ...base, podSync, signal, port: workersPort },
     requeue: (uid, ms) => workQueue.enqueue(uid, ms),
+  });
+  rt.activePods.bind({
+    activePods: () =>
+      [...pods.pods().values()].filter((p) => workers.state(p.metadata.uid ?? "") !== "terminated"),
+    sourcesReady: () => podConfig.seenAllSources(),
   });
   return {
     ...{ statusManager, pods, podCache, workQueue, hubPort, podConfig, desired, prober },
@@ -194,11 +215,16 @@ async function nodeManagers(
   const nodeStatus = await createAgentNodeStatus({
     ...{ ...base, cri, health: pm.health, logger: log.with({ component: "nodestatus" }) },
     allocatable: () => toResourceList(cm.allocatable()),
+    devices: () => ({
+      capacity: countsAsQuantities(rt.devices.capacity()),
+      allocatable: countsAsQuantities(rt.devices.allocatable()),
+    }),
     images: () => gc.images.imageList(),
     pressure: pressureOf(() => eviction.conditions()),
     psi: () => formatNodePsi(readPsi()),
   });
   nodeStatusPort.bind(nodeStatus);
+  rt.devices.onChange(() => nodeStatusPort.update());
   return { gc, readPsi, eviction, nodeStatus };
 }
 
@@ -221,6 +247,7 @@ function localApi(
       metrics: [
         (m) => registerProbeMetrics(m, () => prober.stats()),
         (m) => registerEvictionMetrics(m, nm.eviction, nm.readPsi),
+        (m) => registerDeviceMetrics(m, () => rt.devices.stats()),
       ],
     },
     {
@@ -253,6 +280,25 @@ function cpusets(cri: CriRuntime, listing: ListingCache<RunningPod>) {
     runningPods: () => listing.recent(),
     updateCpuset: async (containerId: string, cpusetCpus: string) => {
       await cri.updateContainerResources({ containerId, linux: { cpusetCpus } });
+    },
+  };
+}
+
+/** Device counts as a node's resource quantities. */
+function countsAsQuantities(counts: Record<string, number>): Record<string, string> {
+  return Object.fromEntries(Object.entries(counts).map(([name, n]) => [name, String(n)]));
+}
+
+/** The container manager's housekeeping, after which the devices of pods no longer active are
+ * freed (housekeeping runs once every pod source was seen). */
+function withDeviceHousekeeping(
+  cm: { housekeeping(active: readonly Pod[], keep: (uid: string) => boolean): Promise<void> },
+  devices: Pick<DeviceManager, "removeStale">,
+) {
+  return {
+    housekeeping: async (active: readonly Pod[], keep: (uid: string) => boolean) => {
+      devices.removeStale(new Set(active.map((p) => p.metadata.uid ?? "")));
+      await cm.housekeeping(active, keep);
     },
   };
 }

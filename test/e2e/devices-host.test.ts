@@ -92,15 +92,17 @@ describe("host devices (needs root and the test bed)", () => {
     const pod = await agent.waitPod("reader", "Running", running);
     expect(held(pod)).toEqual([{ resourceID: tty(0), health: "Healthy" }]);
     const out = await eventually("the reader's output", async () => {
-      const r = agent.cli(["logs", "reader"]);
-      return r.stdout.includes("/tmp/other") ? r.stdout : undefined;
+      const r = agent.cli(["logs", pod.metadata.name]);
+      if (!r.stdout.includes("/tmp/other"))
+        throw new Error(`logs so far: ${JSON.stringify(r.stdout + r.stderr)}`);
+      return r.stdout;
     });
     // Its own node is there, with the host node's numbers; the other one is not.
     expect(out).toMatch(new RegExp(`^c.* 240, +0 .*${tty(0)}$`, "m"));
     expect(out).toContain(`${tty(1)}: No such file or directory`);
     expect(out).toContain(`can't open '${tty(0)}': No such device or address`);
     expect(out).toContain("can't open '/tmp/other': Operation not permitted");
-    expect(agent.cli(["describe", "pod", "reader"]).stdout).toContain(
+    expect(agent.cli(["describe", "pod", pod.metadata.name]).stdout).toContain(
       `    Devices:\n      ${RESOURCE}:  ${tty(0)}\n`,
     );
   }, 60_000);
@@ -129,7 +131,7 @@ describe("host devices (needs root and the test bed)", () => {
       (await agent.events()).some(
         (e) =>
           e.reason === "DeviceUnhealthy" &&
-          e.involvedObject.name === "reader" &&
+          e.involvedObject.name === `reader-${agent.nodeName}` &&
           e.message.includes(tty(0)),
       ),
     );

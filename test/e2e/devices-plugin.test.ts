@@ -150,7 +150,7 @@ describe("device plugins (needs root and the test bed)", () => {
     const pod = await agent.waitPod("two", "Running", running);
     expect(heldIds(pod)).toEqual(["w1", "w3"]);
     const out = await eventually("the pod's output", async () => {
-      const r = agent.cli(["logs", "two"]);
+      const r = agent.cli(["logs", pod.metadata.name]);
       return r.stdout.includes("WIDGETS=") ? r.stdout : undefined;
     });
     const env = /^WIDGETS=(.*)$/m.exec(out)?.[1]?.split(",").sort();
@@ -225,7 +225,9 @@ describe("device plugins (needs root and the test bed)", () => {
     expect(waiting.status?.phase).toBe("Pending");
     expect(
       (await agent.events()).some(
-        (e) => e.reason === "DevicePluginNotRegistered" && e.involvedObject.name === "late",
+        (e) =>
+          e.reason === "DevicePluginNotRegistered" &&
+          e.involvedObject.name === `late-${agent.nodeName}`,
       ),
     ).toBe(true);
     await Bun.sleep(30_000);

@@ -10,6 +10,7 @@ import type { EventRecorder } from "../events/index.ts";
 import { podRef } from "../events/index.ts";
 import type { RunningPod } from "../kubecontainer/types.ts";
 import { createListingCache, type ListingCache } from "../pleg/index.ts";
+import type { RuntimeManagerDeps } from "./core.ts";
 import {
   type ContainerVolumes,
   createRuntimeManager,
@@ -33,6 +34,8 @@ export interface AgentRuntimeDeps {
   objects: EnvObjects;
   /** The node's allocatable, for resourceFieldRef of a container with no limit. */
   allocatable: () => NodeAllocatable;
+  /** What a container's devices add to its config (the device manager); absent: none. */
+  devices?: RuntimeManagerDeps["devices"];
 }
 
 export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
@@ -42,6 +45,7 @@ export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
     volumes: deps.volumes,
     objects: deps.objects,
     allocatable: deps.allocatable,
+    ...(deps.devices && { devices: deps.devices }),
     clock: deps.clock,
     logger: deps.logger.with({ component: "runtime" }),
     recorder: (pod, type, reason, message, fieldPath) => {

@@ -4,6 +4,7 @@
 import type { Pod } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import { type EventRecorder, podRef } from "../events/index.ts";
 import { computePodActions, planSteps, type RuntimeManager } from "../kuberuntime/index.ts";
 import type { PodCache } from "../pleg/index.ts";
 import type { StatusManager } from "../status/index.ts";
@@ -21,6 +22,9 @@ export interface AgentPodSyncInput {
   /** The pod manager: whether a source still wants the pod. */
   pods: { has(uid: string): boolean };
   volumes: NonNullable<PodSyncDeps["volumes"]>;
+  /** The pod's devices (the device manager). */
+  devices: NonNullable<PodSyncDeps["devices"]>;
+  recorder: Pick<EventRecorder, "event">;
   /** The pod cgroups (the container manager). */
   cm: { ensurePodCgroup(pod: Pod): Promise<void>; removePodCgroup(uid: string): Promise<void> };
   /** The prober's results. */
@@ -47,6 +51,8 @@ export function setupPodSync(input: AgentPodSyncInput): PodSync {
     hasActions: (pod, status, opts) => planSteps(computePodActions(pod, status, opts)).length > 0,
     prepareInTurn: runtime.prepareInTurn,
     volumes: input.volumes,
+    devices: input.devices,
+    event: (pod, type, reason, message) => input.recorder.event(podRef(pod), type, reason, message),
     podCgroups: {
       ensure: (pod) => cm.ensurePodCgroup(pod),
       remove: (uid) => cm.removePodCgroup(uid),

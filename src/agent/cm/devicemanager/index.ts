@@ -4,7 +4,7 @@
 // admission, allocates them before the pod's containers start (a plugin's Allocate answer goes
 // into the container's CRI config), checkpoints what each container holds, and frees the devices
 // of pods that are gone. docs/devices.md describes it for users.
-import type { Container, Pod } from "../../../api/types.ts";
+import type { Container, Pod, ResourceStatus } from "../../../api/types.ts";
 import type { AdmitFailure } from "../../lifecycle/index.ts";
 import type { ContainerAllocation } from "./types.ts";
 
@@ -61,6 +61,8 @@ export interface DeviceManager {
   ): Promise<ContainerAllocation | undefined>;
   /** The device ids each resource gave a container, for `describe pod`. */
   containerDevices(podUid: string, containerName: string): Record<string, string[]>;
+  /** The devices a container holds with their health, for its status. */
+  resourceStatus(podUid: string, containerName: string): ResourceStatus[];
   /** Frees the devices of every pod not in `activeUids` (terminated or gone). */
   removeStale(activeUids: ReadonlySet<string>): void;
   /** Node capacity (every device) and allocatable (healthy ones) per resource name. */

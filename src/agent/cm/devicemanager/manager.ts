@@ -11,7 +11,12 @@
 // - a resource is "served" when its endpoint is live and has listed its devices; "known" when it
 //   is in the table (checkpoint, registered, or gone less than the grace period ago) or is a
 //   host device group; anything else nobody serves.
-import type { Container, EventType, Pod } from "../../../api/types.ts";
+import type {
+  ResourceStatus as ApiResourceStatus,
+  Container,
+  EventType,
+  Pod,
+} from "../../../api/types.ts";
 import { type Clock, sleepQuietly } from "../../../util/clock.ts";
 import type { Logger } from "../../../util/log.ts";
 import type { AdmitFailure } from "../../lifecycle/index.ts";
@@ -51,6 +56,9 @@ export interface DeviceManagerCoreDeps {
   event(pod: Pod, type: EventType, reason: string, message: string): void;
   /** The pods that hold or may hold devices (admitted and not terminated). */
   activePods(): Pod[];
+  /** Whether every pod source was seen once; until then no pod's devices are freed (a pod not
+   * seen yet may be running with them). Absent: always. */
+  sourcesReady?: () => boolean;
 }
 
 const uidOf = (pod: Pod) => pod.metadata.uid ?? "";
@@ -185,6 +193,25 @@ export class DeviceManagerCore implements DeviceManager {
     );
   }
 
+  resourceStatus(podUid: string, containerName: string): ApiResourceStatus[] {
+    return Object.entries(this.containerDevices(podUid, containerName)).map(([name, ids]) => {
+      const devices = this.resources.devices(name);
+      return {
+        name,
+        resources: ids.map((resourceID) => {
+          const d = devices.get(resourceID);
+          const health = d === undefined ? "Unknown" : d.healthy ? "Healthy" : "Unhealthy";
+          return { resourceID, health };
+        }),
+      };
+    });
+  }
+
+  /** Closes every endpoint (the agent stops). */
+  close(): void {
+    this.resources.closeAll();
+  }
+
   containerDevices(podUid: string, containerName: string): Record<string, string[]> {
     const out: Record<string, string[]> = {};
     for (const e of this.podDevices.containerEntries(podUid, containerName))
@@ -265,7 +292,8 @@ export class DeviceManagerCore implements DeviceManager {
   private async prepareNow(pod: Pod, signal?: AbortSignal): Promise<DevicePreparation> {
     signal?.throwIfAborted();
     const uid = uidOf(pod);
-    this.removeStale(new Set([...this.deps.activePods().map(uidOf), uid]));
+    if (this.deps.sourcesReady?.() ?? true)
+      this.removeStale(new Set([...this.deps.activePods().map(uidOf), uid]));
     const needs = podDeviceNeeds(pod);
     if (Object.keys(needs.total).length === 0 || this.fullyAllocated(uid, needs))
       return this.settle(uid, { state: "ready" });

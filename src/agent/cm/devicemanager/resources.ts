@@ -156,6 +156,14 @@ export class DeviceResources {
     this.deps.events.endpointChanged(name);
   }
 
+  /** Closes every endpoint; their ends are not reported. */
+  closeAll(): void {
+    for (const name of this.table.keys()) {
+      const { endpoint } = this.endpointOf(name);
+      if (endpoint !== undefined) this.closeQuietly(endpoint);
+    }
+  }
+
   private closeQuietly(endpoint: DevicePluginEndpoint): void {
     try {
       endpoint.close();
