@@ -136,7 +136,7 @@ afterAll(async () => {
 
 describe("device plugins (needs root and the test bed)", () => {
   test("a plugin registers on kubelet.sock and the node shows its devices", async () => {
-    expect(existsSync(join(plugins, "kubelet.sock"))).toBe(true);
+    await eventually("kubelet.sock served", async () => existsSync(join(plugins, "kubelet.sock")));
     plugin.start();
     await plugin.registered();
     await eventually("four widgets in the node's status", async () => {

@@ -3,7 +3,7 @@
 // device groups served by the built-in plugin.
 import { z } from "zod";
 import { isExtendedResourceName } from "../../api/extended-resources.ts";
-import { hostDevicePatternProblem } from "../cm/devicemanager/host-device-glob.ts";
+import { hostDevicePatternProblem } from "../../util/device-glob.ts";
 import { duration, integerFrom } from "./schema-parts.ts";
 
 /** A group of host devices, served as one extended resource. */

@@ -7,7 +7,7 @@ import type { ContainerAllocation } from "../cm/devicemanager/index.ts";
 
 /** The CDI annotation key of a container's devices (one key per container; a CDI annotation
  * value is a comma-separated list of qualified device names). */
-export const CDI_ANNOTATION_PREFIX = "cdi.k8s.io/";
+const CDI_ANNOTATION_PREFIX = "cdi.k8s.io/";
 
 /** `config` with the container's devices: plugin env first, so the container's own env wins a
  * name both set; mounts after the volumes; device annotations under the container's own. */

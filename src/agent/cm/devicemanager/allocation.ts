@@ -35,7 +35,7 @@ export interface PreferredRequest {
 }
 
 /** A preferred answer that was not used, and why. */
-export interface RejectedPreference {
+interface RejectedPreference {
   container: string;
   answer: string[];
   problem: string;

@@ -9,7 +9,7 @@
 import { type FSWatcher, watch as fsWatch } from "node:fs";
 import { readdir, realpath, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { compilePattern, type PatternSegment } from "./host-device-glob.ts";
+import { compilePattern, type PatternSegment } from "../../../util/device-glob.ts";
 
 /** The part of a file's status a scan reads (node's fs.Stats has it). */
 export interface HostDeviceStat {

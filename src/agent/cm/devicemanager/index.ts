@@ -10,11 +10,9 @@ import type { ContainerAllocation } from "./types.ts";
 
 export type {
   ContainerAllocation,
-  ContainerDevicesEntry,
   DevicePluginEndpoint,
   PluginDevice,
   PluginOptions,
-  Registration,
 } from "./types.ts";
 
 /** Where a pod's devices stand before its containers may start. */

@@ -36,8 +36,8 @@ import { DeviceResources, healthyCount } from "./resources.ts";
 import type { ContainerAllocation, DevicePluginEndpoint } from "./types.ts";
 
 /** The kubelet's grace period for a plugin that went away, and fleetlet's default wait. */
-export const DEFAULT_GRACE_PERIOD_MS = 5 * 60_000;
-export const DEFAULT_WAIT_TIMEOUT_MS = 5 * 60_000;
+const DEFAULT_GRACE_PERIOD_MS = 5 * 60_000;
+const DEFAULT_WAIT_TIMEOUT_MS = 5 * 60_000;
 /** How often run() looks for expired resources and waits. */
 const EXPIRY_CHECK_MS = 5_000;
 

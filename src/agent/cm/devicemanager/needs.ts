@@ -15,7 +15,7 @@ export type ContainerKind =
   | "sidecar"
   | "app";
 
-export interface ContainerNeeds {
+interface ContainerNeeds {
   name: string;
   kind: ContainerKind;
   /** Devices per extended resource name. */

@@ -23,7 +23,7 @@ interface ResourceState {
 }
 
 /** What changed, for the manager to act on. */
-export interface ResourceEvents {
+interface ResourceEvents {
   /** A list arrived: `idsChanged` when the set of ids differs from the one before, `changed`
    * when ids or health did (or it is the endpoint's first list). */
   listed(name: string, change: { idsChanged: boolean; changed: boolean }): void;

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { hostDevicePatternProblem } from "../../../../src/agent/cm/devicemanager/host-device-glob.ts";
+import { hostDevicePatternProblem } from "../../../src/util/device-glob.ts";
 
 describe("hostDevicePatternProblem()", () => {
   const cases: [string, string | undefined][] = [
