@@ -65,11 +65,12 @@ function pluginOf(c: DevicePluginProcessConfig): TestDevicePlugin {
   });
 }
 
-/** The inode of kubelet.sock now, or undefined when it is not there. */
-function kubeletSocketIno(dir: string): number | undefined {
+/** Which kubelet.sock is there now (its inode and change time: a socket made anew may get the
+ * inode of the one removed), or undefined when it is not there. */
+function kubeletSocketIno(dir: string): string | undefined {
   try {
     const s = lstatSync(join(dir, KUBELET_SOCKET));
-    return s.isSocket() ? s.ino : undefined;
+    return s.isSocket() ? `${s.ino}:${s.ctimeMs}` : undefined;
   } catch {
     return undefined;
   }
@@ -80,7 +81,7 @@ function kubeletSocketIno(dir: string): number | undefined {
  * it but not listen yet).
  * Remembers which kubelet.sock (inode) it registered at. */
 class Registrar {
-  private registeredIno: number | undefined;
+  private registeredIno: string | undefined;
   /** A registration runs now. */
   private busy = false;
   /** kubelet.sock changed while one ran: check again after it. */

@@ -56,7 +56,9 @@ export function createAdmitHandlers(deps: AdmitHandlersDeps): AdmitHandlers {
     // counted before the resource fit, as the kubelet's allocating handler runs before it.
     afterCount: [
       (pod, active) => policy.admit(pod, active),
-      (pod, active) => deps.devices?.admit(pod, active),
+      // A pod that runs already holds its devices (or lost them with a checkpoint): it is never
+      // stopped for them at an agent restart.
+      (pod, active) => (deps.runsAlready(pod) ? undefined : deps.devices?.admit(pod, active)),
       (pod, active) => deps.resources.admit(pod, active),
     ],
   };

@@ -81,7 +81,7 @@ export class PodSyncer implements PodSync {
     const devices = await this.deps.devices?.prepare(pod, signal);
     this.devicesWaiting.delete(uidOf(pod));
     if (devices !== undefined && devices.state !== "ready")
-      return this.devicesNotReady(pod, before, devices);
+      return this.devicesNotReady(pod, before, devices, running);
     return this.syncRuntime(pod, before, this.syncOptions(uidOf(pod), signal));
   }
 
@@ -138,17 +138,20 @@ export class PodSyncer implements PodSync {
     });
   }
 
-  /** A pod that cannot have its devices ends Failed, as the kubelet's admission rejects it; one
-   * whose device plugin has not registered yet waits, Pending, each container waiting with the
+  /** A pod that cannot have its devices ends Failed, as the kubelet's admission rejects it,
+   * unless it runs already; one whose device plugin has not registered yet waits, Pending, each container waiting with the
    * reason, and is synced again (at once when the devices appear). */
   private devicesNotReady(
     pod: Pod,
     before: PodStatus,
     devices: Exclude<DevicePreparation, { state: "ready" }>,
+    running: boolean,
   ): { terminal: boolean; retry?: boolean } {
     const { reason, message } = devices;
     const uid = uidOf(pod);
-    if (devices.state === "failed") {
+    // A pod already running (its devices forgotten: a checkpoint lost) is never failed for them:
+    // it goes on, and waits for its plugin like a pod at boot.
+    if (devices.state === "failed" && !running) {
       this.deps.logger.warn("pod failed: its devices cannot be allocated", {
         pod: pod.metadata.name,
         reason,

@@ -389,6 +389,34 @@ describe("createPodSync() with a volume manager", () => {
     }
   });
 
+  test("never fails a pod already running for its devices: it goes on and waits", async () => {
+    const statusManager = createStatusManager({ clock: new FakeClock(T0) });
+    const s = setup(
+      { acts: true },
+      {
+        statusManager,
+        devices: {
+          prepare: async () => ({
+            state: "failed",
+            reason: "UnexpectedAdmissionError",
+            message:
+              "Allocate failed due to cannot allocate unregistered device x.io/y, which is unexpected",
+          }),
+          resourceStatus: () => [],
+        },
+      },
+    );
+    const uid = s.pod.metadata.uid as string;
+    s.cache.set(uid, { status: runningStatus(s.pod, T0), timestamp: T0 + 1 });
+    try {
+      expect(await s.sync.syncPod(s.pod, "sync")).toEqual({ terminal: false, retry: true });
+      expect(statusManager.getPodStatus(uid)?.phase).not.toBe("Failed");
+      expect(s.sync.waitingForDevices()).toEqual([uid]);
+    } finally {
+      s.done();
+    }
+  });
+
   test("removes a terminated pod's folder through the volume manager, and only unmounts a finished pod still wanted", async () => {
     const calls: string[] = [];
     let desired = true;

@@ -52,8 +52,7 @@ export function setupDeviceManager(
   const logger = input.logger.with({ component: "devicemanager" });
   // As the kubelet at start: plugins' sockets left from before go (the plugins see kubelet.sock
   // made anew and register again); the checkpoint stays.
-  const removed = removeStaleSockets(config.devicePluginPath, logger);
-  if (removed.length > 0) logger.info("removed stale device plugin sockets", { removed });
+  removeStaleSockets(config.devicePluginPath, logger);
   const core = DeviceManagerCore.open({
     clock,
     logger,
@@ -111,10 +110,6 @@ class ServedDeviceManager implements DeviceManager {
           logger: this.logger,
           callTimeoutMs: config.devicePluginCallTimeout,
           clock: this.input.clock,
-        });
-        this.logger.info("device plugin registered", {
-          resource: registration.resourceName,
-          endpoint: registration.endpoint,
         });
         this.core.addEndpoint(endpoint);
       },
