@@ -206,6 +206,53 @@ describe("DeviceManagerCore: the checkpoint", () => {
   });
 });
 
+describe("DeviceManagerCore before every pod source was seen", () => {
+  test("frees no pod's devices: a pod not seen yet may be running with them", async () => {
+    let ready = false;
+    const h = harness({ sourcesReady: () => ready });
+    serve(h.manager, ["d0", "d1"]);
+    const [a, b] = [podWith("a", 1), podWith("b", 1)];
+    h.active = [a];
+    await h.manager.prepare(a);
+    // Only b is known so far (the agent restarted; a comes from a source not read yet).
+    h.active = [b];
+    expect(await h.manager.prepare(b)).toEqual({ state: "ready" });
+    expect(h.manager.containerDevices(uid(a), "app")).toEqual({ [SERIAL]: ["d0"] });
+    expect(h.manager.containerDevices(uid(b), "app")).toEqual({ [SERIAL]: ["d1"] });
+    ready = true;
+    const c = podWith("c", 1);
+    h.active = [b, c];
+    // Once every source was seen, a pod no source wants gives its devices back.
+    expect(await h.manager.prepare(c)).toEqual({ state: "ready" });
+    expect(h.manager.containerDevices(uid(a), "app")).toEqual({});
+    expect(h.manager.containerDevices(uid(c), "app")).toEqual({ [SERIAL]: ["d0"] });
+  });
+});
+
+describe("DeviceManagerCore.resourceStatus()", () => {
+  test("names a container's devices per resource with their health as the plugin lists it", async () => {
+    const h = harness();
+    const ep = serve(h.manager, ["d0", "d1"]);
+    const pod = podWith("a", 2);
+    h.active = [pod];
+    await h.manager.prepare(pod);
+    ep.list([
+      { id: "d0", healthy: true },
+      { id: "d1", healthy: false },
+    ]);
+    expect(h.manager.resourceStatus(uid(pod), "app")).toEqual([
+      {
+        name: SERIAL,
+        resources: [
+          { resourceID: "d0", health: "Healthy" },
+          { resourceID: "d1", health: "Unhealthy" },
+        ],
+      },
+    ]);
+    expect(h.manager.resourceStatus(uid(pod), "other")).toEqual([]);
+  });
+});
+
 describe("DeviceManagerCore.containerOptions()", () => {
   test("merges every resource's allocation, after PreStartContainer where required", async () => {
     const h = harness();
