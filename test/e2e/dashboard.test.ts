@@ -46,8 +46,15 @@ function node(name: string, ready: boolean, arch = "arm64"): Node {
     },
     spec: {},
     status: {
-      capacity: { cpu: "4", memory: "3884548Ki", "ephemeral-storage": "30420640Ki", pods: "110" },
+      capacity: {
+        cpu: "4",
+        memory: "3884548Ki",
+        "ephemeral-storage": "30420640Ki",
+        pods: "110",
+        "fleetlet.io/serial": "3",
+      },
       allocatable: {
+        "fleetlet.io/serial": "2",
         cpu: "4",
         memory: "3782148Ki",
         "ephemeral-storage": "28035800Ki",
@@ -359,6 +366,18 @@ describe("fleetlet hub dashboard (compiled hub, headless Chromium; no root, no t
     await row("camera").getByText("Running").waitFor();
     await row("KubeletHasSufficientMemory").waitFor();
     await row("memory").getByText("3.7 GiB").first().waitFor();
+    // Devices (extended resources): capacity counts every one, allocatable the healthy ones.
+    expect(await row("fleetlet.io/serial").locator("td").allTextContents()).toEqual([
+      "fleetlet.io/serial",
+      "3",
+      "2",
+    ]);
+    // The same through the hub's Kubernetes API, which kubectl reads.
+    const node = (await (await hub.api("/api/v1/nodes/cam-1")).json()) as {
+      status: { capacity: Record<string, string>; allocatable: Record<string, string> };
+    };
+    expect(node.status.capacity["fleetlet.io/serial"]).toBe("3");
+    expect(node.status.allocatable["fleetlet.io/serial"]).toBe("2");
     await page.getByText("Debian GNU/Linux 12 (bookworm)").waitFor();
     await row("Pulled").waitFor();
     await shot("device");

@@ -122,6 +122,26 @@ describe("host devices (needs root and the test bed)", () => {
     agent.removeManifest("greedy.yaml");
   }, 30_000);
 
+  test("a device plugin folder that cannot be made leaves plugins out, not the agent", async () => {
+    // A regular file where the folder's parent should be: mkdir fails as on a read-only root.
+    const file = join(nodes, "not-a-folder");
+    await Bun.write(file, "");
+    const other = join(nodes, "other.yaml");
+    await Bun.write(other, `devicePluginPath: ${file}/plugins\n`);
+    const solo = new TestAgent({ args: ["--config", other] });
+    try {
+      await solo.start();
+      await eventually("the agent to report it", async () =>
+        solo.output.includes("cannot serve device plugin registration"),
+      );
+      solo.writeManifest("plain.yaml", shellPodManifest("plain", solo.tb.busybox, "sleep 3600"));
+      await solo.waitPod("plain", "Running", running);
+      expect(solo.proc?.exitCode).toBeNull();
+    } finally {
+      await solo.cleanup();
+    }
+  }, 60_000);
+
   test("a node appearing raises capacity within seconds; one unplugged under a pod is reported on it and stays held", async () => {
     mknod(tty(2), 2);
     await eventually("a third serial device", async () => (await devicesOf()).capacity === "3");

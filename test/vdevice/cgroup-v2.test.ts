@@ -29,7 +29,8 @@ const SERIAL = "fleetlet.io/serial";
 const config = deviceConfig(
   dev.nodeName,
   'podPidsLimit: 64\nsystemReserved: {cpu: 100m, memory: 128Mi, pid: "1000"}\n' +
-    `hostDevices: [{name: ${SERIAL}, paths: ["/dev/ttyTEST*"]}]\n`,
+    // The guest's root is read-only but for /var/lib/fleetlet, as on many devices.
+    `devicePluginPath: /var/lib/fleetlet/device-plugins\nhostDevices: [{name: ${SERIAL}, paths: ["/dev/ttyTEST*"]}]\n`,
 );
 const manifest = (name: string, command: string, resources: string) =>
   podNetworkShellManifest(name, IMAGE, command, resources);

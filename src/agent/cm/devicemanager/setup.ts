@@ -101,7 +101,29 @@ class ServedDeviceManager implements DeviceManager {
   async run(signal: AbortSignal): Promise<void> {
     const { config } = this.input;
     const socketPath = `${config.devicePluginPath}/${KUBELET_SOCKET}`;
-    const server = await startRegistrationServer({
+    // A folder that cannot be made or served (a read-only root) leaves plugins out, never the
+    // agent: host devices and every pod without plugin devices go on.
+    const server = await this.serve(socketPath).catch((error: unknown) => {
+      this.logger.error("cannot serve device plugin registration: device plugins cannot register", {
+        socket: socketPath,
+        error,
+      });
+      return undefined;
+    });
+    if (server !== undefined)
+      this.logger.info("serving device plugin registration", { socket: socketPath });
+    try {
+      await this.core.run(signal);
+    } finally {
+      server?.close();
+      this.core.close();
+    }
+  }
+
+  /** The Registration service on `socketPath`: each plugin it accepts connected and added. */
+  private serve(socketPath: string) {
+    const { config } = this.input;
+    return startRegistrationServer({
       socketPath,
       logger: this.logger,
       onRegister: async (registration) => {
@@ -114,12 +136,5 @@ class ServedDeviceManager implements DeviceManager {
         this.core.addEndpoint(endpoint);
       },
     });
-    this.logger.info("serving device plugin registration", { socket: socketPath });
-    try {
-      await this.core.run(signal);
-    } finally {
-      server.close();
-      this.core.close();
-    }
   }
 }
