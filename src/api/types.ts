@@ -330,8 +330,7 @@ export interface ContainerStatus {
   /** "<runtime>://<id>", e.g. "containerd://4f1e..."; absent before the first start. */
   containerID?: string;
   started?: boolean;
-  /** The devices the container holds, per extended resource, with their health (the
-   * Kubernetes field of the same name). */
+  /** The devices it holds per extended resource, with their health (as in Kubernetes). */
   allocatedResourcesStatus?: ResourceStatus[];
 }
 

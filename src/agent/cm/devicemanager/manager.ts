@@ -194,17 +194,13 @@ export class DeviceManagerCore implements DeviceManager {
   }
 
   resourceStatus(podUid: string, containerName: string): ApiResourceStatus[] {
-    return Object.entries(this.containerDevices(podUid, containerName)).map(([name, ids]) => {
-      const devices = this.resources.devices(name);
-      return {
-        name,
-        resources: ids.map((resourceID) => {
-          const d = devices.get(resourceID);
-          const health = d === undefined ? "Unknown" : d.healthy ? "Healthy" : "Unhealthy";
-          return { resourceID, health };
-        }),
-      };
-    });
+    return Object.entries(this.containerDevices(podUid, containerName)).map(([name, ids]) => ({
+      name,
+      resources: ids.map((resourceID) => ({
+        resourceID,
+        health: this.resources.health(name, resourceID),
+      })),
+    }));
   }
 
   /** Closes every endpoint (the agent stops). */

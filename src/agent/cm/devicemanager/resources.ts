@@ -156,6 +156,12 @@ export class DeviceResources {
     this.deps.events.endpointChanged(name);
   }
 
+  /** A device's health as its plugin last listed it; "Unknown" when it is not listed. */
+  health(name: string, id: string): "Healthy" | "Unhealthy" | "Unknown" {
+    const d = this.devices(name).get(id);
+    return d === undefined ? "Unknown" : d.healthy ? "Healthy" : "Unhealthy";
+  }
+
   /** Closes every endpoint; their ends are not reported. */
   closeAll(): void {
     for (const name of this.table.keys()) {
