@@ -201,5 +201,5 @@ function formatDecimal(q: Quantity): string {
     if (q.num % div === 0n) return `${q.num / div}${suffix}`;
   }
   const n = scaledCeil(q, 9);
-  return `${n}n`;
+  return n === 0n ? "0" : `${n}n`;
 }
