@@ -5,9 +5,15 @@
 // finds what it reads). At start the saved state is read back, so a device rebooted without
 // network runs exactly the hub pods, ConfigMaps and Secrets it last acknowledged.
 //
-// Invariants: `generation` is that of the state last saved and applied; a refused state changes
-// nothing (not the file, not the pods); an unreadable saved state applies nothing, so that the
-// source stays unseen and no running hub pod is taken for an orphan until the hub sends one.
+// A valid state that cannot be saved (a full disk) is applied all the same, and its save retried
+// every `retrySaveMs` until it succeeds or a later state replaces it: a local write failure is no
+// reason to refuse the hub (which would stop its rollout). Until the save succeeds, a restart
+// brings back the state saved before, until the hub sends this one again.
+//
+// Invariants: `generation` is that of the state last applied (saved, or being saved again); a
+// refused state changes nothing (not the file, not the pods); an unreadable saved state applies
+// nothing, so that the source stays unseen and no running hub pod is taken for an orphan until
+// the hub sends one.
 import { readFileSync } from "node:fs";
 import {
   applyPodDefaults,
@@ -19,6 +25,7 @@ import {
 import { type ConfigObject, objectKey } from "../../api/pod-objects.ts";
 import { validateConfigMap, validateSecret } from "../../api/validate-objects.ts";
 import { writeFileAtomic } from "../../util/atomic-file.ts";
+import { type Clock, realClock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION } from "./parse.ts";
 
@@ -47,6 +54,10 @@ export interface HubPodSourceDeps {
   apply(pods: Pod[]): void;
   /** Hands the complete set of the hub's ConfigMaps and Secrets to the object store. */
   applyObjects(objects: ConfigObject[]): void;
+  /** Runs the retries of a save that failed (default: the real clock). */
+  clock?: Clock;
+  /** How long after a failed save it is tried again (ms; default 5000). */
+  retrySaveMs?: number;
 }
 
 export interface HubPodSource {
@@ -54,8 +65,11 @@ export interface HubPodSource {
   readonly generation: number;
   /** Reads the saved state and applies it; false (nothing applied) when it cannot be read. */
   load(): boolean;
-  /** Validates, saves, then applies `input`; on failure nothing changes. */
+  /** Validates, saves, then applies `input`; an invalid state changes nothing, a state that
+   * cannot be saved is applied and its save retried. */
   accept(input: DesiredInput): { ok: true } | { ok: false; reason: string };
+  /** Why the state applied is not saved yet, or undefined when it is. */
+  readonly unsaved: string | undefined;
 }
 
 /** Why a hub pod cannot be used on `nodeName`, or the pod as the hub sent it, validated. */
@@ -150,8 +164,53 @@ function makeHubPod(decoded: Pod, nodeName: string): Pod {
   return { ...pod, metadata, spec: { ...pod.spec, nodeName } };
 }
 
+/**
+ * Saves desired states; a save that fails is tried again after `retryMs` until it succeeds or a
+ * newer state is saved. `unsaved` says why the last state is not on disk yet.
+ */
+class DesiredFile {
+  unsaved: string | undefined;
+  private cancelRetry = () => {};
+
+  constructor(
+    private readonly path: string,
+    private readonly log: Logger,
+    private readonly clock: Clock,
+    private readonly retryMs: number,
+  ) {}
+
+  /** Saves `text`; returns false (and retries later) when it could not. */
+  save(text: string): boolean {
+    this.cancelRetry();
+    try {
+      writeFileAtomic(this.path, text);
+    } catch (err) {
+      const first = this.unsaved === undefined;
+      this.unsaved = `cannot save the desired state to ${this.path}: ${(err as Error).message}`;
+      if (first)
+        this.log.warn("cannot save the hub's desired state; applied anyway, saving again later", {
+          file: this.path,
+          error: err,
+          retryInMs: this.retryMs,
+        });
+      this.cancelRetry = this.clock.setTimer(this.retryMs, () => this.save(text));
+      return false;
+    }
+    if (this.unsaved !== undefined)
+      this.log.info("saved the hub's desired state", { file: this.path });
+    this.unsaved = undefined;
+    return true;
+  }
+}
+
 export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
   let generation = 0;
+  const file = new DesiredFile(
+    deps.path,
+    deps.log,
+    deps.clock ?? realClock,
+    deps.retrySaveMs ?? 5000,
+  );
   const use = (state: DesiredState) => {
     deps.applyObjects([...state.configMaps, ...state.secrets]);
     deps.apply(state.pods.map((p) => makeHubPod(p, deps.nodeName)));
@@ -160,6 +219,9 @@ export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
   return {
     get generation() {
       return generation;
+    },
+    get unsaved() {
+      return file.unsaved;
     },
     load() {
       let text: string;
@@ -197,14 +259,7 @@ export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
     accept(input) {
       const decoded = decodeDesired(input, deps.nodeName);
       if (!decoded.ok) return decoded;
-      try {
-        writeFileAtomic(deps.path, `${JSON.stringify(decoded.state)}\n`);
-      } catch (err) {
-        return {
-          ok: false,
-          reason: `cannot save the desired state to ${deps.path}: ${(err as Error).message}`,
-        };
-      }
+      file.save(`${JSON.stringify(decoded.state)}\n`);
       use(decoded.state);
       return { ok: true };
     },

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { createHubPodSource, decodeDesired } from "../../../src/agent/sources/index.ts";
 import type { ConfigObject } from "../../../src/api/pod-objects.ts";
 import type { Pod } from "../../../src/api/types.ts";
+import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 
 let dirs: string[] = [];
@@ -28,7 +29,7 @@ function hubPod(name: string, uid: string, extra: Record<string, unknown> = {}) 
   };
 }
 
-function setup() {
+function setup(clock?: FakeClock) {
   const dir = mkdtempSync(join(tmpdir(), "fleetlet-hubsource-"));
   dirs.push(dir);
   const path = join(dir, "hub", "desired.json");
@@ -41,8 +42,9 @@ function setup() {
       log: nullLogger,
       apply: (pods) => applied.push(pods),
       applyObjects: (list) => objects.push(list),
+      ...(clock !== undefined && { clock, retrySaveMs: 5000 }),
     });
-  return { path, applied, objects, make };
+  return { dir, path, applied, objects, make };
 }
 
 describe("decodeDesired()", () => {
@@ -114,6 +116,30 @@ describe("createHubPodSource()", () => {
     expect(readFileSync(path, "utf8")).toBe(before);
     expect(applied).toHaveLength(2);
     expect(source.generation).toBe(4);
+  });
+
+  test("a state that cannot be saved (the disk full) is applied all the same and saved later", () => {
+    const clock = new FakeClock();
+    const { make, applied, path, dir } = setup(clock);
+    const source = make();
+    source.load();
+    source.accept({ generation: 4, pods: [hubPod("a", "u1")] });
+    // The folder cannot hold the file now: every write fails, as on a full disk.
+    rmSync(join(dir, "hub"), { recursive: true });
+    writeFileSync(join(dir, "hub"), "");
+    expect(source.accept({ generation: 5, pods: [hubPod("b", "u2")] })).toEqual({ ok: true });
+    expect(source.generation).toBe(5);
+    expect(applied.at(-1)?.map((p) => p.metadata.uid)).toEqual(["u2"]);
+    expect(source.unsaved).toContain(`cannot save the desired state to ${path}`);
+    clock.step(5000);
+    expect(source.unsaved).toBeDefined();
+    rmSync(join(dir, "hub"));
+    clock.step(5000);
+    expect(source.unsaved).toBeUndefined();
+    expect(JSON.parse(readFileSync(path, "utf8")).generation).toBe(5);
+    // A later state cancels the retry of an older one: the newest is what stays on disk.
+    clock.step(60_000);
+    expect(JSON.parse(readFileSync(path, "utf8")).generation).toBe(5);
   });
 
   test("an unreadable saved state applies nothing, so running hub pods are not orphans", () => {
