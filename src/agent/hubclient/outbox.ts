@@ -116,6 +116,9 @@ class FileOutbox implements Outbox {
   private appendedBytes = 0;
   /** The size of the file as last rewritten (only live entries). */
   private liveBytes = 0;
+  /** The last write failed (a full disk): the file lacks entries until the next rewrite. */
+  private failing = false;
+  private writesWhileFailing = 0;
 
   constructor(opts: OutboxOptions) {
     const maxEvents = opts.maxEvents ?? 1000;
@@ -216,10 +219,25 @@ class FileOutbox implements Outbox {
     try {
       writeFileAtomic(this.path, text);
     } catch (err) {
-      this.log.warn("cannot rewrite the hub outbox", { file: this.path, error: err });
+      this.writeFailed(err);
+      return;
     }
+    if (this.failing) this.log.info("the hub outbox is written again", { file: this.path });
+    this.failing = false;
+    this.writesWhileFailing = 0;
     this.liveBytes = text.length;
     this.appendedBytes = 0;
+  }
+
+  /** A write failed: logged once per run of failures; the next write rewrites the whole file,
+   * so that no line missed on disk is missing after a restart. */
+  private writeFailed(err: unknown): void {
+    if (!this.failing)
+      this.log.warn("cannot write the hub outbox; kept in memory, written again later", {
+        file: this.path,
+        error: err,
+      });
+    this.failing = true;
   }
 
   /** Replays the file; a line that does not parse is skipped and counted. */
@@ -311,14 +329,17 @@ class FileOutbox implements Outbox {
 
   /** Appends a line; rewrites the file when appends pass twice its live size (64 KiB at least). */
   private write(line: Line): void {
+    if (this.failing) {
+      // Every 32nd write tries the whole file again: a full disk is not hammered on every push.
+      if (++this.writesWhileFailing % 32 === 0) this.compact();
+      return;
+    }
     const text = `${JSON.stringify(line)}\n`;
     try {
       appendFileSync(this.path, text, { mode: 0o600 });
     } catch (err) {
-      this.log.warn("cannot append to the hub outbox; kept in memory", {
-        file: this.path,
-        error: err,
-      });
+      this.writeFailed(err);
+      return;
     }
     this.appendedBytes += text.length;
     if (this.appendedBytes > Math.max(64 * 1024, 2 * this.liveBytes)) this.compact();

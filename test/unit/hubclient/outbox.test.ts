@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { appendFileSync, readFileSync, statSync } from "node:fs";
+import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { openOutbox } from "../../../src/agent/hubclient/outbox.ts";
+import { createLogger } from "../../../src/util/log.ts";
 import { makeEvent, makePod, outboxAt, tempDir } from "./fixtures.ts";
 
 let cleanups: (() => void)[] = [];
@@ -110,6 +112,27 @@ describe("openOutbox()", () => {
     expect(statSync(join(d, "hub", "outbox")).size).toBeLessThan(200 * 1024);
     const lines = readFileSync(join(d, "hub", "outbox"), "utf8").split("\n").length;
     expect(lines).toBeLessThan(2000);
+  });
+
+  test("a file it cannot write (a full disk) is said once, and rewritten whole when it can", () => {
+    const d = dir();
+    const lines: string[] = [];
+    const logger = createLogger({ write: (line) => lines.push(line) });
+    const path = join(d, "hub", "outbox");
+    const ob = openOutbox({ path, maxEvents: 1000, logger });
+    ob.push({ type: "event", event: makeEvent("before") });
+    // A folder where the file should be: every append and rewrite fails from now on.
+    rmSync(path);
+    mkdirSync(path);
+    for (let i = 0; i < 10; i++) ob.push({ type: "event", event: makeEvent(`full${i}`) });
+    expect(lines.filter((l) => l.includes("cannot write the hub outbox"))).toHaveLength(1);
+    rmSync(path, { recursive: true });
+    for (let i = 0; i < 40; i++) ob.push({ type: "pod.upsert", uid: "u1", pod: makePod("u1") });
+    expect(lines.filter((l) => l.includes("the hub outbox is written again"))).toHaveLength(1);
+    // Nothing pushed while the disk was full is missing from the file.
+    const again = outboxAt(d);
+    expect(again.entries().map((m) => m.seq)).toEqual(ob.entries().map((m) => m.seq));
+    expect(again.eventCount).toBe(11);
   });
 
   test("writes its file with mode 0600", () => {
