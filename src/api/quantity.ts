@@ -201,5 +201,6 @@ function formatDecimal(q: Quantity): string {
     if (q.num % div === 0n) return `${q.num / div}${suffix}`;
   }
   const n = scaledCeil(q, 9);
-  return n === 0n ? "0" : `${n}n`;
+  // Rounded up to whole nanos, it may now have a larger exact suffix ("999.1n" → "1u").
+  return n === 0n ? "0" : formatDecimal(normalize(n, 9, ""));
 }
