@@ -14,6 +14,9 @@ export class TestHub {
   url = "";
   operatorToken = "";
   output = "";
+  /** The port of the first start (0: any free one). A hub restarted while agents dial it needs
+   * one outside the ephemeral range, or a dialing socket may take the port (TCP self-connect). */
+  port = 0;
 
   /**
    * `host`: the address to listen on (default 127.0.0.1). `tls`: HTTPS with the hub's own CA (in
@@ -33,9 +36,10 @@ export class TestHub {
     return readFileSync(join(this.dataDir, "tls", "ca.crt"), "utf8");
   }
 
-  /** Starts the hub (again, on the same data dir and port after a stop). */
-  async start(): Promise<void> {
-    const port = this.url === "" ? "0" : new URL(this.url).port;
+  /** Starts the hub (again, on the same data dir and port after a stop); waits `timeoutMs` for
+   * it to listen. */
+  async start(timeoutMs = 10_000): Promise<void> {
+    const port = this.url === "" ? String(this.port) : new URL(this.url).port;
     this.output = "";
     const proc = Bun.spawn(
       [
@@ -59,7 +63,7 @@ export class TestHub {
     const url = await eventually(
       "the hub to listen",
       () => /hub listening url=(\S+)/.exec(this.output)?.[1],
-      10_000,
+      timeoutMs,
       50,
     );
     this.url = url;

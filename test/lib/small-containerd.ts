@@ -38,6 +38,8 @@ export class SmallContainerd {
   readonly socket: string;
   readonly endpoint: string;
   private proc: ReturnType<typeof Bun.spawn> | undefined;
+  /** How many times containerd was started (each start logs to its own file). */
+  private starts = 0;
 
   constructor(readonly sizeMiB: number) {
     this.dir = mkdtempSync(join(tmpdir(), "fleetlet-small-ctrd-"));
@@ -59,9 +61,14 @@ export class SmallContainerd {
       .replace(/^(\s*)path = ".*"$/m, `$1path = "${join(this.dir, "opt")}"`)
       .replaceAll(tb.socket, this.socket);
     writeFileSync(join(this.dir, "config.toml"), config);
+    await this.spawn();
+  }
+
+  private async spawn(): Promise<void> {
+    const log = Bun.file(join(this.dir, `containerd-${++this.starts}.log`));
     this.proc = Bun.spawn(["containerd", "--config", join(this.dir, "config.toml")], {
-      stdout: Bun.file(join(this.dir, "containerd.log")),
-      stderr: Bun.file(join(this.dir, "containerd.log")),
+      stdout: log,
+      stderr: log,
     });
     const cri = createCriClient({ endpoint: this.endpoint });
     try {
@@ -69,6 +76,14 @@ export class SmallContainerd {
     } finally {
       cri.close();
     }
+  }
+
+  /** Kills containerd with SIGKILL, as a crash does, and starts it again on the same root and
+   * state; containers keep running in their shims meanwhile. */
+  async restart(): Promise<void> {
+    this.proc?.kill("SIGKILL");
+    await this.proc?.exited;
+    await this.spawn();
   }
 
   /** The image filesystem's size and free space in bytes, and its usage as the kubelet counts. */
