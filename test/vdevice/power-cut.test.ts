@@ -137,6 +137,8 @@ describe("power cuts on a virtual device (needs root and user-mode Linux: script
     await dev.waitPods(
       "steady to run and crashy to have restarted",
       (ps) => allRunning(ps, ["steady"]) && restarts(ps, "crashy") >= 2,
+      // The first pods pull their image into the guest, which is slow when the host is busy.
+      240_000,
     );
     // The device reaches this host only: its one link is the host-only one, with no default route.
     expect(await dev.sh("ip -4 route")).not.toContain("default");
@@ -146,7 +148,7 @@ describe("power cuts on a virtual device (needs root and user-mode Linux: script
       30_000,
       500,
     );
-  }, 180_000);
+  }, 300_000);
 
   test("cut in the middle of pod starts, a manifest write and outbox writes; back with the hub unreachable", async () => {
     await hub.stop();
