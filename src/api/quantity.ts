@@ -56,9 +56,10 @@ const binarySuffixes: Record<string, number> = {
 const numberRe = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(.*)$/;
 
 function suffixFactors(suffix: string): { exp10: number; exp2: number } | undefined {
-  const dec = decimalSuffixes[suffix];
+  // Own keys only: "toString" is no suffix.
+  const dec = Object.hasOwn(decimalSuffixes, suffix) ? decimalSuffixes[suffix] : undefined;
   if (dec !== undefined) return { exp10: dec, exp2: 0 };
-  const bin = binarySuffixes[suffix];
+  const bin = Object.hasOwn(binarySuffixes, suffix) ? binarySuffixes[suffix] : undefined;
   if (bin !== undefined) return { exp10: 0, exp2: bin };
   const m = /^[eE]([+-]?\d+)$/.exec(suffix);
   if (!m) return undefined;

@@ -13,7 +13,7 @@ import { fuzz } from "../../lib/fuzz.ts";
 
 const suffix = fc.constantFrom(
   ...["", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"],
-  ...["e3", "E-2", "e+101", "n", "u", "i", "KI"],
+  ...["e3", "E-2", "e+101", "n", "u", "i", "KI", "toString", "__proto__"],
 );
 const quantityLike = fc.oneof(
   fc.string({ maxLength: 40 }),
