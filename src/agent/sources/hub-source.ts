@@ -203,6 +203,39 @@ class DesiredFile {
   }
 }
 
+/** The saved desired state (an empty one when there is no file), or undefined, logged, when it
+ * cannot be read or used. */
+function readSavedState(deps: HubPodSourceDeps): DesiredState | undefined {
+  let text: string;
+  try {
+    text = readFileSync(deps.path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT")
+      return { generation: 0, pods: [], configMaps: [], secrets: [] };
+    deps.log.error("cannot read the saved hub desired state; hub pods wait for the hub", {
+      file: deps.path,
+      error: err,
+    });
+    return undefined;
+  }
+  let decoded: ReturnType<typeof decodeDesired>;
+  try {
+    const saved = JSON.parse(text) as DesiredInput;
+    decoded = decodeDesired({ ...saved, pods: saved.pods ?? [] }, deps.nodeName);
+  } catch (err) {
+    decoded = { ok: false, reason: (err as Error).message };
+  }
+  if (!decoded.ok || !Number.isInteger(decoded.state.generation)) {
+    const reason = decoded.ok ? "no generation" : decoded.reason;
+    deps.log.error("the saved hub desired state is unusable; hub pods wait for the hub", {
+      file: deps.path,
+      reason,
+    });
+    return undefined;
+  }
+  return decoded.state;
+}
+
 export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
   let generation = 0;
   const file = new DesiredFile(
@@ -224,36 +257,9 @@ export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
       return file.unsaved;
     },
     load() {
-      let text: string;
-      try {
-        text = readFileSync(deps.path, "utf8");
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === "ENOENT") {
-          use({ generation: 0, pods: [], configMaps: [], secrets: [] });
-          return true;
-        }
-        deps.log.error("cannot read the saved hub desired state; hub pods wait for the hub", {
-          file: deps.path,
-          error: err,
-        });
-        return false;
-      }
-      let decoded: ReturnType<typeof decodeDesired>;
-      try {
-        const saved = JSON.parse(text) as DesiredInput;
-        decoded = decodeDesired({ ...saved, pods: saved.pods ?? [] }, deps.nodeName);
-      } catch (err) {
-        decoded = { ok: false, reason: (err as Error).message };
-      }
-      if (!decoded.ok || !Number.isInteger(decoded.state.generation)) {
-        const reason = decoded.ok ? "no generation" : decoded.reason;
-        deps.log.error("the saved hub desired state is unusable; hub pods wait for the hub", {
-          file: deps.path,
-          reason,
-        });
-        return false;
-      }
-      use(decoded.state);
+      const state = readSavedState(deps);
+      if (state === undefined) return false;
+      use(state);
       return true;
     },
     accept(input) {
