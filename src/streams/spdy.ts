@@ -139,10 +139,17 @@ export class SpdyReader {
   }
 }
 
+/** The most one inflated header block may hold: a port-forward's or an exec's headers are a few
+ * hundred bytes, and a block of a few KiB can inflate to gigabytes. */
+export const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
+
 /** The peer's header blocks, in order; each call decodes the next one. */
 export class HeaderInflater {
   private window: Buffer = SPDY_DICTIONARY;
   private first = true;
+
+  /** `maxBytes`: the most one block may inflate to; past it decode() throws. */
+  constructor(private readonly maxBytes = MAX_HEADER_BLOCK_BYTES) {}
 
   /** The name/value pairs of one header block (names lowercase). */
   decode(block: Uint8Array): Map<string, string> {
@@ -155,10 +162,19 @@ export class HeaderInflater {
       raw = raw.subarray(6);
       this.first = false;
     }
-    const out = inflateRawSync(raw, {
-      dictionary: this.window,
-      finishFlush: constants.Z_SYNC_FLUSH,
-    });
+    let out: Buffer;
+    try {
+      out = inflateRawSync(raw, {
+        dictionary: this.window,
+        finishFlush: constants.Z_SYNC_FLUSH,
+        maxOutputLength: this.maxBytes,
+      });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE") {
+        throw new Error(`a SPDY header block inflates past the limit of ${this.maxBytes} bytes`);
+      }
+      throw new Error(`a SPDY header block is not valid zlib: ${(err as Error).message}`);
+    }
     this.window = Buffer.concat([this.window, out]).subarray(-32768);
     return parseHeaderBlock(out);
   }
