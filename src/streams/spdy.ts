@@ -141,7 +141,7 @@ export class SpdyReader {
 
 /** The most one inflated header block may hold: a port-forward's or an exec's headers are a few
  * hundred bytes, and a block of a few KiB can inflate to gigabytes. */
-export const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
+const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
 
 /** The peer's header blocks, in order; each call decodes the next one. */
 export class HeaderInflater {

@@ -44,6 +44,26 @@ const RESPONSE = encodeHeaders([
 ]);
 const TRAILERS = encodeHeaders([["grpc-status", "0"]]);
 
+/** A SETTINGS payload of any keys and values. */
+const settingsEntries = fc
+  .array(
+    fc.tuple(
+      fc.integer({ min: 0, max: 8 }),
+      fc.oneof(fc.nat(), fc.integer({ min: 0, max: 2 ** 32 - 1 })),
+    ),
+    {
+      maxLength: 3,
+    },
+  )
+  .map((es) => {
+    const p = Buffer.alloc(6 * es.length);
+    es.forEach(([k, v], i) => {
+      p.writeUInt16BE(k, 6 * i);
+      p.writeUInt32BE(v, 6 * i + 2);
+    });
+    return p;
+  });
+
 /** One frame a peer may send: any type (known or not), flags, stream and payload; `lie`: a
  * length field other than the payload's. */
 const anyFrame = (ids: number[], blocks: Buffer[]) =>
@@ -84,25 +104,7 @@ const anyFrame = (ids: number[], blocks: Buffer[]) =>
         id: fc.oneof(fc.constantFrom(...ids), fc.nat()),
         payload: fc.oneof(
           fc.uint8Array({ maxLength: 24 }).map((b) => Buffer.from(b)),
-          // SETTINGS entries of any key and value
-          fc
-            .array(
-              fc.tuple(
-                fc.integer({ min: 0, max: 8 }),
-                fc.oneof(fc.nat(), fc.integer({ min: 0, max: 2 ** 32 - 1 })),
-              ),
-              {
-                maxLength: 3,
-              },
-            )
-            .map((es) => {
-              const p = Buffer.alloc(6 * es.length);
-              es.forEach(([k, v], i) => {
-                p.writeUInt16BE(k, 6 * i);
-                p.writeUInt32BE(v, 6 * i + 2);
-              });
-              return p;
-            }),
+          settingsEntries,
         ),
       }),
     },
