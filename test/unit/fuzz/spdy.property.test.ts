@@ -84,6 +84,23 @@ describe("SpdyReader under arbitrary and mutated streams", () => {
     );
   });
 
+  test("cuts a large frame arriving in many small chunks (its time, reported, grows with its size)", async () => {
+    await fuzz(
+      "spdy-reader-small-chunks",
+      fc.tuple(fc.integer({ min: 0, max: 1 << 20 }), fc.integer({ min: 1, max: 512 })),
+      ([size, chunk]) => {
+        const frame = spdyFrames.data(1, Buffer.alloc(size, 0x61));
+        const reader = new SpdyReader();
+        const got: SpdyFrame[] = [];
+        for (let at = 0; at < frame.length; at += chunk) {
+          got.push(...reader.push(frame.subarray(at, at + chunk)));
+        }
+        expect(got.map((f) => f.data.length)).toEqual([size]);
+      },
+      { seed: 30_728, runs: 10 },
+    );
+  });
+
   test("refuses a frame longer than its limit at the frame's header", async () => {
     await fuzz(
       "spdy-reader-limit",
