@@ -196,6 +196,7 @@ function readFields(r: Reader, schema: MessageSchema, end: number): Record<strin
         else if (t >>> 3 === 2) value = readBare(r, schema, field, field.kind);
         else skip(r, schema, t & 7);
       }
+      if (r.pos !== entryEnd) malformed(schema, `an entry of ${field.name} runs past its length`);
       setEntry(out[field.name] as Record<string, unknown>, String(key), value);
     } else if (field.repeated) {
       const list = out[field.name] as unknown[];
@@ -203,6 +204,7 @@ function readFields(r: Reader, schema: MessageSchema, end: number): Record<strin
         const n = readLength(r, schema);
         const packedEnd = r.pos + n;
         while (r.pos < packedEnd) list.push(readBare(r, schema, field, field.kind));
+        if (r.pos !== packedEnd) malformed(schema, `packed ${field.name} runs past its length`);
       } else {
         list.push(readBare(r, schema, field, field.kind));
       }

@@ -111,6 +111,62 @@ describe("the CRI codec under generated and hostile messages", () => {
   });
 });
 
+describe("the CRI codec under parts that overrun their own length", () => {
+  const varint = (n: number) => {
+    const out: number[] = [];
+    while (n >= 0x80) {
+      out.push((n % 0x80) | 0x80);
+      n = Math.floor(n / 0x80);
+    }
+    return [...out, n];
+  };
+  /** `fields` (each a field's bytes) as a part of declared length `len`, then the rest. */
+  const part = (no: number, fields: number[][], len: number) => [
+    ...varint((no << 3) | 2),
+    ...varint(len),
+    ...fields.flat(),
+  ];
+  /** Lengths that end a part inside one of its fields (not at a boundary between them). */
+  const inside = (fields: number[][]) => {
+    const bounds = new Set([0]);
+    let at = 0;
+    for (const f of fields) {
+      at += f.length;
+      bounds.add(at);
+    }
+    return fc.integer({ min: 1, max: at - 1 }).filter((n) => !bounds.has(n));
+  };
+
+  test("a map entry or a packed run that runs past its length is refused", async () => {
+    const config = schema("runtime.v1.ContainerConfig");
+    const labels = config.fields.find((f) => f.name === "labels")?.no as number;
+    const security = schema("runtime.v1.LinuxContainerSecurityContext");
+    const groups = security.fields.find((f) => f.name === "supplementalGroups")?.no as number;
+    const bytes = (_n: number) => fc.uint8Array({ minLength: 1, maxLength: 6 }).map((b) => [...b]);
+    const mapCase = fc
+      .tuple(bytes(), bytes())
+      .map(([k, v]) => [
+        [0x0a, k.length, ...k],
+        [0x12, v.length, ...v],
+      ])
+      .chain((fields) => inside(fields).map((len) => ["map", part(labels, fields, len)] as const));
+    const packedCase = fc
+      .array(fc.integer({ min: 128, max: 2 ** 31 - 1 }).map(varint), { minLength: 1, maxLength: 4 })
+      .chain((fields) =>
+        inside(fields).map((len) => ["packed", part(groups, fields, len)] as const),
+      );
+    await fuzz(
+      "protobuf-overrun",
+      fc.oneof(mapCase, packedCase),
+      ([kind, b]) => {
+        const s = kind === "map" ? config : security;
+        expect(() => decodeMessage(s, Buffer.from(b))).toThrow(/^malformed /);
+      },
+      { seed: 30_717, runs: 500 },
+    );
+  });
+});
+
 describe("the list decoder under sequences of hostile responses", () => {
   const name = "runtime.v1.ListContainersResponse";
   const plain = (buf: Buffer) => decodeMessage(schema(name), buf);
