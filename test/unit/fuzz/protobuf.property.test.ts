@@ -142,9 +142,9 @@ describe("the CRI codec under parts that overrun their own length", () => {
     const labels = config.fields.find((f) => f.name === "labels")?.no as number;
     const security = schema("runtime.v1.LinuxContainerSecurityContext");
     const groups = security.fields.find((f) => f.name === "supplementalGroups")?.no as number;
-    const bytes = (_n: number) => fc.uint8Array({ minLength: 1, maxLength: 6 }).map((b) => [...b]);
+    const someBytes = fc.uint8Array({ minLength: 1, maxLength: 6 }).map((b) => [...b]);
     const mapCase = fc
-      .tuple(bytes(), bytes())
+      .tuple(someBytes, someBytes)
       .map(([k, v]) => [
         [0x0a, k.length, ...k],
         [0x12, v.length, ...v],
