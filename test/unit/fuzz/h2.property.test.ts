@@ -228,6 +228,74 @@ describe("HTTP/2 server connection under random and mutated frames", () => {
   });
 });
 
+describe("HTTP/2 server connection with a client that never reads", () => {
+  test("holds at most maxQueuedBytes of answers, then says GOAWAY ENHANCE_YOUR_CALM", async () => {
+    const LIMIT = 32 * 1024;
+    await fuzz(
+      "h2-server-unread",
+      fc.tuple(
+        fc.integer({ min: 1, max: 1500 }),
+        fc.integer({ min: 1, max: 400 }),
+        fc.boolean(),
+        fc.constantFrom(0, 7),
+      ),
+      ([requests, perChunk, trailersOnly, taken]) => {
+        // a socket that takes `taken` bytes of each write, at most (0: none)
+        const state = { terminated: false, last: Buffer.alloc(0) };
+        const socket = {
+          write: (b: Uint8Array) => {
+            state.last = Buffer.from(b);
+            return Math.min(b.length, taken);
+          },
+          terminate: () => {
+            state.terminated = true;
+          },
+        };
+        const conn = new H2ServerConnection(socket as never, {
+          windowBytes: 65_535,
+          maxHeaderListBytes: MAX_HEADER_LIST,
+          maxQueuedBytes: LIMIT,
+          maxConcurrentStreams: 100,
+          onStream: (s) => {
+            s.onEnd = () => {
+              const status: [string, string][] = [
+                [":status", "200"],
+                ["grpc-status", "12"],
+              ];
+              if (trailersOnly) s.respond(status, true);
+              else {
+                s.respond([[":status", "200"]]);
+                s.write(grpcMessage(Buffer.alloc(20)));
+                s.end(status.slice(1));
+              }
+            };
+          },
+        });
+        conn.receive(Buffer.concat([PREFACE, rawFrame(T.SETTINGS, 0, 0)]));
+        const outbox = (conn as unknown as { outbox: { bytes: number; flush(): void } }).outbox;
+        for (let first = 0; first < requests && !state.terminated; first += perChunk) {
+          const ids = Array.from(
+            { length: Math.min(perChunk, requests - first) },
+            (_, i) => 1 + 2 * (first + i),
+          );
+          conn.receive(
+            Buffer.concat(
+              ids.map((id) => rawFrame(T.HEADERS, F.END_HEADERS | F.END_STREAM, id, REQUEST)),
+            ),
+          );
+          outbox.flush(); // what the event loop does at the end of the turn
+          expect(outbox.bytes).toBeLessThanOrEqual(LIMIT);
+        }
+        if (state.terminated) {
+          // the last write: GOAWAY alone, ENHANCE_YOUR_CALM
+          expect([state.last[3], state.last.readUInt32BE(13)]).toEqual([T.GOAWAY, 0xb]);
+        }
+      },
+      { seed: 30_734, runs: 60 },
+    );
+  });
+});
+
 describe("HTTP/2 client connection under random and mutated frames", () => {
   test("ends open, or closed after GOAWAY with its stream lost; each stream ends at most once", async () => {
     const dir = mkdtempSync(join(tmpdir(), "fleetlet-h2-fuzz-"));
