@@ -11,7 +11,7 @@ export const MAX_QUEUED_REPLIES = 10_000;
 /** Bytes of frames of any kind waiting for the peer to read them, by default, before the
  * connection is closed: answers that need no flow-control window (headers, trailers-only
  * answers) would otherwise pile up for a peer that asks and never reads. */
-export const MAX_QUEUED_BYTES = 16 << 20;
+const MAX_QUEUED_BYTES = 16 << 20;
 
 export class FrameOutbox {
   /** Frames not yet written (before the socket opened, or while it is full). */
