@@ -34,6 +34,7 @@ import {
   FRAME_RST_STREAM,
   FRAME_SETTINGS,
   FRAME_WINDOW_UPDATE,
+  FrameAssembler,
   frame,
   H2_ENHANCE_YOUR_CALM,
   H2_FLOW_CONTROL_ERROR,
@@ -88,7 +89,7 @@ export abstract class H2Session<S extends SendState> {
   /** Frames waiting for the socket. */
   private readonly outbox: FrameOutbox;
   private readonly headerBlocks: HeaderBlockReader;
-  private received: Buffer | undefined;
+  private readonly received = new FrameAssembler();
   private sendWindow = DEFAULT_WINDOW;
   /** What the peer may send us on the connection. */
   private readonly recv: ReceiveWindow;
@@ -201,8 +202,9 @@ export abstract class H2Session<S extends SendState> {
 
   /** Bytes from the socket. */
   receive(chunk: Buffer): void {
-    let buf = this.received === undefined ? chunk : Buffer.concat([this.received, chunk]);
-    this.received = undefined;
+    const whole = this.prefaceLeft > 0 ? chunk : this.received.add(chunk);
+    if (whole === undefined) return;
+    let buf = whole;
     try {
       if (this.prefaceLeft > 0) {
         buf = this.checkPreface(buf);
@@ -228,7 +230,7 @@ export abstract class H2Session<S extends SendState> {
       this.fail(err);
       return;
     }
-    if (buf.length > 0) this.received = Buffer.from(buf);
+    if (buf.length > 0) this.received.keep(buf);
   }
 
   /** Closes the connection for a rule the peer broke, telling it why with GOAWAY. */
@@ -389,7 +391,7 @@ export abstract class H2Session<S extends SendState> {
     this.closeReason = why;
     this.outbox.clear();
     this.headerBlocks.clear();
-    this.received = undefined;
+    this.received.clear();
     this.socket?.terminate();
     this.socket = undefined;
     const lost = [...this.streams];
