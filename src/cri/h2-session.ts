@@ -200,9 +200,9 @@ export abstract class H2Session<S extends SendState> {
     this.outbox.flush();
   }
 
-  /** Bytes from the socket. */
+  /** Bytes from the socket; none are read once the connection closed. */
   receive(chunk: Buffer): void {
-    const whole = this.prefaceLeft > 0 ? chunk : this.received.add(chunk);
+    const whole = this.closed ? undefined : this.prefaceLeft > 0 ? chunk : this.received.add(chunk);
     if (whole === undefined) return;
     let buf = whole;
     try {
