@@ -151,6 +151,19 @@ function skip(r: Reader, schema: MessageSchema, wire: number): void {
   if (r.pos > r.buf.length) malformed(schema, "a field runs past the end");
 }
 
+/** Sets a map entry as an own property, "__proto__" included (an assignment of that key would
+ * change the object's prototype, or drop the entry). */
+function setEntry(map: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === "__proto__") {
+    Object.defineProperty(map, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else map[key] = value;
+}
+
 /** The object of a `schema` message in r.buf from r.pos to `end`. */
 function readFields(r: Reader, schema: MessageSchema, end: number): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -183,13 +196,15 @@ function readFields(r: Reader, schema: MessageSchema, end: number): Record<strin
         else if (t >>> 3 === 2) value = readBare(r, schema, field, field.kind);
         else skip(r, schema, t & 7);
       }
-      (out[field.name] as Record<string, unknown>)[String(key)] = value;
+      if (r.pos !== entryEnd) malformed(schema, `an entry of ${field.name} runs past its length`);
+      setEntry(out[field.name] as Record<string, unknown>, String(key), value);
     } else if (field.repeated) {
       const list = out[field.name] as unknown[];
       if (wire === WIRE_DELIMITED && wireType(field.kind) !== WIRE_DELIMITED) {
         const n = readLength(r, schema);
         const packedEnd = r.pos + n;
         while (r.pos < packedEnd) list.push(readBare(r, schema, field, field.kind));
+        if (r.pos !== packedEnd) malformed(schema, `packed ${field.name} runs past its length`);
       } else {
         list.push(readBare(r, schema, field, field.kind));
       }

@@ -106,3 +106,42 @@ export function headerFrames(
   }
   return out;
 }
+
+/** The bytes of a frame that has not all arrived: kept as they come and joined once the frame is
+ * whole, so that a frame in many small chunks costs time in proportion to its size (joining at
+ * each chunk cost the frame's size per chunk: 0.1 s of CPU for 16 KiB sent a byte at a time). */
+export class FrameAssembler {
+  private chunks: Buffer[] = [];
+  /** Bytes held. */
+  private bytes = 0;
+
+  get held(): number {
+    return this.bytes;
+  }
+
+  /** Adds a chunk to what is held; returns them joined once they hold a whole frame (or a frame
+   * header naming more than MAX_FRAME, for the reader to refuse), else undefined. */
+  add(chunk: Buffer): Buffer | undefined {
+    if (this.bytes === 0) return chunk;
+    this.chunks.push(chunk);
+    this.bytes += chunk.length;
+    if (this.bytes < 9) return undefined;
+    if ((this.chunks[0] as Buffer).length < 9) this.chunks = [Buffer.concat(this.chunks)];
+    const length = (this.chunks[0] as Buffer).readUIntBE(0, 3);
+    if (length <= MAX_FRAME && this.bytes < 9 + length) return undefined;
+    const whole = Buffer.concat(this.chunks);
+    this.clear();
+    return whole;
+  }
+
+  /** Holds `rest`, the start of a frame, for the chunks to come. */
+  keep(rest: Buffer): void {
+    this.chunks = [Buffer.from(rest)];
+    this.bytes = rest.length;
+  }
+
+  clear(): void {
+    this.chunks = [];
+    this.bytes = 0;
+  }
+}

@@ -6,8 +6,8 @@
 // The peer is not trusted (a pod answering a gRPC probe is anyone's code), so every frame is
 // checked as RFC 9113 says and everything the peer can make us hold is bounded: a header block
 // by `maxHeaderListBytes` (its encoded bytes and its decoded fields), a partial frame by the
-// frame size we announce, the replies it asks for (PING and SETTINGS acknowledgements) while it
-// does not read them by MAX_QUEUED_REPLIES, and the data it sends by our flow-control windows.
+// frame size we announce, what waits for it to read by `maxQueuedBytes` (and the replies it asks
+// for, acknowledgements, by MAX_QUEUED_REPLIES), and the data it sends by our flow-control windows.
 // A peer that breaks a rule gets GOAWAY with the error's code and the connection is closed; its
 // streams hear why.
 //
@@ -34,6 +34,7 @@ import {
   FRAME_RST_STREAM,
   FRAME_SETTINGS,
   FRAME_WINDOW_UPDATE,
+  FrameAssembler,
   frame,
   H2_ENHANCE_YOUR_CALM,
   H2_FLOW_CONTROL_ERROR,
@@ -64,6 +65,8 @@ export interface H2Limits {
   /** The largest header block we accept, in encoded bytes and in decoded fields (name and value
    * bytes plus 32 each); announced as SETTINGS_MAX_HEADER_LIST_SIZE. */
   maxHeaderListBytes: number;
+  /** The most bytes of frames held for a peer that does not read them (default MAX_QUEUED_BYTES). */
+  maxQueuedBytes?: number;
 }
 
 export abstract class H2Session<S extends SendState> {
@@ -84,9 +87,9 @@ export abstract class H2Session<S extends SendState> {
     maxConcurrentStreams: Number.POSITIVE_INFINITY,
   };
   /** Frames waiting for the socket. */
-  private readonly outbox = new FrameOutbox(() => this.socket);
+  private readonly outbox: FrameOutbox;
   private readonly headerBlocks: HeaderBlockReader;
-  private received: Buffer | undefined;
+  private readonly received = new FrameAssembler();
   private sendWindow = DEFAULT_WINDOW;
   /** What the peer may send us on the connection. */
   private readonly recv: ReceiveWindow;
@@ -94,6 +97,7 @@ export abstract class H2Session<S extends SendState> {
   constructor(protected readonly limits: H2Limits) {
     this.recv = new ReceiveWindow(limits.windowBytes, Math.max(limits.windowBytes, DEFAULT_WINDOW));
     this.headerBlocks = new HeaderBlockReader(limits.maxHeaderListBytes);
+    this.outbox = new FrameOutbox(() => this.socket, limits.maxQueuedBytes);
   }
 
   /** A header block arrived on stream `id` (which may be unknown: a new stream, or one gone). */
@@ -176,19 +180,19 @@ export abstract class H2Session<S extends SendState> {
   protected queueReset(id: number, code: number): void {
     const payload = Buffer.alloc(4);
     payload.writeUInt32BE(code, 0);
-    this.queueReply(frame(FRAME_RST_STREAM, 0, id, payload));
+    this.queue(frame(FRAME_RST_STREAM, 0, id, payload), true);
   }
 
-  protected queue(buf: Buffer): void {
-    if (!this.closed) this.outbox.push(buf);
-  }
-
-  /** Queues a frame the peer's own frames asked for; a peer that asks for more than
-   * MAX_QUEUED_REPLIES without reading them is flooding us, and loses the connection (at once,
-   * not by a throw: a reset may be queued outside the frame loop, by a call's deadline). */
-  private queueReply(buf: Buffer): void {
-    if (this.closed || this.outbox.pushReply(buf)) return;
-    const why = `more than ${MAX_QUEUED_REPLIES} replies are waiting for the ${this.peerName} to read them`;
+  /** Queues a frame; `reply`: one the peer's own frames asked for. A peer that leaves more than
+   * the outbox's maxBytes, or more than MAX_QUEUED_REPLIES replies, unread is flooding us, and
+   * loses the connection (at once, not by a throw: a reset may be queued outside the frame loop,
+   * by a call's deadline). */
+  protected queue(buf: Buffer, reply = false): void {
+    if (this.closed || (reply ? this.outbox.pushReply(buf) : this.outbox.push(buf))) return;
+    const what = this.outbox.full(buf)
+      ? `${this.outbox.maxBytes} bytes`
+      : `${MAX_QUEUED_REPLIES} replies`;
+    const why = `more than ${what} are waiting for the ${this.peerName} to read them`;
     this.fail(new H2Error(H2_ENHANCE_YOUR_CALM, why));
   }
 
@@ -196,10 +200,11 @@ export abstract class H2Session<S extends SendState> {
     this.outbox.flush();
   }
 
-  /** Bytes from the socket. */
+  /** Bytes from the socket; none are read once the connection closed. */
   receive(chunk: Buffer): void {
-    let buf = this.received === undefined ? chunk : Buffer.concat([this.received, chunk]);
-    this.received = undefined;
+    const whole = this.closed ? undefined : this.prefaceLeft > 0 ? chunk : this.received.add(chunk);
+    if (whole === undefined) return;
+    let buf = whole;
     try {
       if (this.prefaceLeft > 0) {
         buf = this.checkPreface(buf);
@@ -225,7 +230,7 @@ export abstract class H2Session<S extends SendState> {
       this.fail(err);
       return;
     }
-    if (buf.length > 0) this.received = Buffer.from(buf);
+    if (buf.length > 0) this.received.keep(buf);
   }
 
   /** Closes the connection for a rule the peer broke, telling it why with GOAWAY. */
@@ -295,12 +300,12 @@ export abstract class H2Session<S extends SendState> {
     if (this.isIdle(id)) throw new H2Error(H2_PROTOCOL_ERROR, `DATA on stream ${id}, never opened`);
     // Flow control counts the whole frame, padding included.
     const connectionIncrement = this.recv.take(payload.length, "the connection");
-    if (connectionIncrement > 0) this.queueReply(windowUpdate(0, connectionIncrement));
+    if (connectionIncrement > 0) this.queue(windowUpdate(0, connectionIncrement), true);
     const stream = this.streams.get(id);
     if (stream === undefined) return;
     const end = (flags & FLAG_END_STREAM) !== 0;
     const increment = stream.recv.take(payload.length, `stream ${id}`, !end);
-    if (increment > 0) this.queueReply(windowUpdate(id, increment));
+    if (increment > 0) this.queue(windowUpdate(id, increment), true);
     this.onStreamData(id, stream, flags & FLAG_PADDED ? unpad(payload) : payload, end);
   }
 
@@ -342,13 +347,13 @@ export abstract class H2Session<S extends SendState> {
         }
       }
     }
-    this.queueReply(frame(FRAME_SETTINGS, FLAG_ACK, 0, EMPTY));
+    this.queue(frame(FRAME_SETTINGS, FLAG_ACK, 0, EMPTY), true);
     this.onPeerSettings();
     this.resumeAll();
   }
 
   private onPing(flags: number, payload: Buffer): void {
-    if (!(flags & FLAG_ACK)) this.queueReply(frame(FRAME_PING, FLAG_ACK, 0, Buffer.from(payload)));
+    if (!(flags & FLAG_ACK)) this.queue(frame(FRAME_PING, FLAG_ACK, 0, Buffer.from(payload)), true);
   }
 
   private onWindowUpdate(id: number, payload: Buffer): void {
@@ -386,7 +391,7 @@ export abstract class H2Session<S extends SendState> {
     this.closeReason = why;
     this.outbox.clear();
     this.headerBlocks.clear();
-    this.received = undefined;
+    this.received.clear();
     this.socket?.terminate();
     this.socket = undefined;
     const lost = [...this.streams];

@@ -283,11 +283,15 @@ function writeString(out: number[], s: string): void {
   for (const b of bytes) out.push(b);
 }
 
-/** Static-table indexes of the names and fields a request uses. */
-const STATIC_INDEX = new Map<string, number>();
+/** Static-table indexes of names, and of whole fields (by name, then value). Two maps, not one
+ * keyed by joined text: a name that holds the joining character must not match a field. */
+const STATIC_NAME_INDEX = new Map<string, number>();
+const STATIC_FIELD_INDEX = new Map<string, Map<string, number>>();
 STATIC.forEach(([name, value], i) => {
-  if (!STATIC_INDEX.has(name)) STATIC_INDEX.set(name, i + 1);
-  STATIC_INDEX.set(`${name}\0${value}`, i + 1);
+  if (!STATIC_NAME_INDEX.has(name)) STATIC_NAME_INDEX.set(name, i + 1);
+  const values = STATIC_FIELD_INDEX.get(name) ?? new Map<string, number>();
+  values.set(value, i + 1);
+  STATIC_FIELD_INDEX.set(name, values);
 });
 
 /** Encodes request headers: a field of the static table as its index, anything else as a
@@ -295,12 +299,12 @@ STATIC.forEach(([name, value], i) => {
 export function encodeHeaders(fields: readonly (readonly [string, string])[]): Buffer {
   const out: number[] = [];
   for (const [name, value] of fields) {
-    const full = STATIC_INDEX.get(`${name}\0${value}`);
+    const full = STATIC_FIELD_INDEX.get(name)?.get(value);
     if (full !== undefined) {
       writeInt(out, 0x80, 7, full);
       continue;
     }
-    const nameIndex = STATIC_INDEX.get(name);
+    const nameIndex = STATIC_NAME_INDEX.get(name);
     if (nameIndex !== undefined) writeInt(out, 0, 4, nameIndex);
     else {
       out.push(0);

@@ -111,38 +111,73 @@ export type SpdyFrame =
   | { control: true; type: number; flags: number; data: Buffer }
   | { control: false; streamId: number; flags: number; data: Buffer };
 
-/** Cuts frames out of the byte stream; throws when the stream is not SPDY/3. */
+/** Cuts frames out of the byte stream; throws when the stream is not SPDY/3. Chunks are kept
+ * as they come and joined once per frame, so that a frame that arrives in many small chunks
+ * costs time in proportion to its size (joining at each chunk cost its size times the chunks). */
 export class SpdyReader {
-  private buf: Buffer = Buffer.alloc(0);
+  private chunks: Buffer[] = [];
+  private size = 0;
 
   constructor(private readonly maxFrame = 16 * 1024 * 1024) {}
 
   push(chunk: Uint8Array): SpdyFrame[] {
-    this.buf = this.buf.length === 0 ? Buffer.from(chunk) : Buffer.concat([this.buf, chunk]);
+    if (chunk.length > 0) {
+      this.chunks.push(Buffer.from(chunk));
+      this.size += chunk.length;
+    }
     const out: SpdyFrame[] = [];
-    while (this.buf.length >= 8) {
-      const length = this.buf.readUInt32BE(4) & 0xffffff;
+    while (this.size >= 8) {
+      const head = this.peek(8);
+      const length = head.readUInt32BE(4) & 0xffffff;
       if (length > this.maxFrame) throw new Error(`a SPDY frame of ${length} bytes is too large`);
-      if (this.buf.length < 8 + length) break;
-      const flags = this.buf[4] as number;
-      const data = this.buf.subarray(8, 8 + length);
-      if ((this.buf[0] as number) & 0x80) {
-        const version = this.buf.readUInt16BE(0) & 0x7fff;
+      if (this.size < 8 + length) break;
+      const flags = head[4] as number;
+      const data = this.take(8 + length).subarray(8);
+      if ((head[0] as number) & 0x80) {
+        const version = head.readUInt16BE(0) & 0x7fff;
         if (version !== 3) throw new Error(`SPDY version ${version} is not spoken (only 3)`);
-        out.push({ control: true, type: this.buf.readUInt16BE(2), flags, data });
+        out.push({ control: true, type: head.readUInt16BE(2), flags, data });
       } else {
-        out.push({ control: false, streamId: this.buf.readUInt32BE(0) & 0x7fffffff, flags, data });
+        out.push({ control: false, streamId: head.readUInt32BE(0) & 0x7fffffff, flags, data });
       }
-      this.buf = this.buf.subarray(8 + length);
     }
     return out;
   }
+
+  /** The first `n` bytes held (n <= size), joined into the first chunk. */
+  private peek(n: number): Buffer {
+    let first = this.chunks[0] as Buffer;
+    if (first.length < n) {
+      let joined = 1;
+      for (let have = first.length; have < n; joined++)
+        have += (this.chunks[joined] as Buffer).length;
+      first = Buffer.concat(this.chunks.slice(0, joined));
+      this.chunks.splice(0, joined, first);
+    }
+    return first;
+  }
+
+  /** Removes and returns the first `n` bytes held (n <= size). */
+  private take(n: number): Buffer {
+    const first = this.peek(n);
+    this.size -= n;
+    if (first.length === n) this.chunks.shift();
+    else this.chunks[0] = first.subarray(n);
+    return first.subarray(0, n);
+  }
 }
+
+/** The most one inflated header block may hold: a port-forward's or an exec's headers are a few
+ * hundred bytes, and a block of a few KiB can inflate to gigabytes. */
+const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
 
 /** The peer's header blocks, in order; each call decodes the next one. */
 export class HeaderInflater {
   private window: Buffer = SPDY_DICTIONARY;
   private first = true;
+
+  /** `maxBytes`: the most one block may inflate to; past it decode() throws. */
+  constructor(private readonly maxBytes = MAX_HEADER_BLOCK_BYTES) {}
 
   /** The name/value pairs of one header block (names lowercase). */
   decode(block: Uint8Array): Map<string, string> {
@@ -155,10 +190,19 @@ export class HeaderInflater {
       raw = raw.subarray(6);
       this.first = false;
     }
-    const out = inflateRawSync(raw, {
-      dictionary: this.window,
-      finishFlush: constants.Z_SYNC_FLUSH,
-    });
+    let out: Buffer;
+    try {
+      out = inflateRawSync(raw, {
+        dictionary: this.window,
+        finishFlush: constants.Z_SYNC_FLUSH,
+        maxOutputLength: this.maxBytes,
+      });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE") {
+        throw new Error(`a SPDY header block inflates past the limit of ${this.maxBytes} bytes`);
+      }
+      throw new Error(`a SPDY header block is not valid zlib: ${(err as Error).message}`);
+    }
     this.window = Buffer.concat([this.window, out]).subarray(-32768);
     return parseHeaderBlock(out);
   }

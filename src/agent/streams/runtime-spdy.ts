@@ -86,16 +86,20 @@ function streamTypes(want: SpdyExecStreams): StreamType[] {
   return types;
 }
 
+/** Output the runtime may send before the exec's output is read (onData). */
+const MAX_HELD_BYTES = 1 << 20;
+
 /** One exec's SPDY session with the runtime, once upgraded. */
-class SpdyExec implements RuntimeChannels {
+export class SpdyExec implements RuntimeChannels {
   private readonly reader = new SpdyReader();
   private readonly inflater = new HeaderInflater();
   private readonly deflater = new HeaderDeflater();
   private readonly byId = new Map<number, StreamType>();
   private readonly idOf = new Map<StreamType, number>();
   private deliver: ((channel: number, data: Uint8Array) => Promise<void> | void) | undefined;
-  /** Data frames read before anyone listens. */
+  /** Data frames read before anyone listens, and their bytes. */
   private readonly held: SpdyFrame[] = [];
+  private heldBytes = 0;
   private onClosed: (code: number, reason: string) => void = () => {};
   private closed = false;
   private pending = 0;
@@ -132,11 +136,34 @@ class SpdyExec implements RuntimeChannels {
     });
   }
 
+  /** Bytes from the runtime. Never throws (it runs in the socket's data handler, where a throw
+   * would end the agent): a stream that is not SPDY/3, or a header block that cannot be read,
+   * closes the session with the reason. */
   feed(chunk: Buffer): void {
-    for (const f of this.reader.push(chunk)) {
-      if (!f.control && this.deliver === undefined) this.held.push(f);
-      else this.frame(f);
+    try {
+      for (const f of this.reader.push(chunk)) {
+        if (!f.control && this.deliver === undefined) this.hold(f);
+        else this.frame(f);
+      }
+    } catch (err) {
+      this.fail(`the runtime's SPDY stream is broken: ${(err as Error).message}`);
     }
+  }
+
+  /** Keeps a data frame until someone listens, up to MAX_HELD_BYTES. */
+  private hold(f: SpdyFrame): void {
+    this.heldBytes += f.data.length;
+    if (this.heldBytes > MAX_HELD_BYTES) {
+      throw new Error(`more than ${MAX_HELD_BYTES} bytes of output before the exec was read`);
+    }
+    this.held.push(f);
+  }
+
+  private fail(why: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.socket.destroy();
+    this.onClosed(1011, why.slice(0, 120));
   }
 
   private frame(f: SpdyFrame): void {
@@ -174,6 +201,7 @@ class SpdyExec implements RuntimeChannels {
 
   onData(fn: (channel: number, data: Uint8Array) => Promise<void> | void): void {
     this.deliver = fn;
+    this.heldBytes = 0;
     for (const f of this.held.splice(0)) this.frame(f);
   }
 
