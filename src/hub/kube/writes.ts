@@ -31,7 +31,10 @@ type Json = Parameters<typeof mergePatch>[0];
 
 function parseBody(text: string, contentType: string): unknown {
   try {
-    return contentType.includes("yaml") ? YAML.parse(text) : JSON.parse(text);
+    // YAML's aliases can make a cycle ("a: &a [*a]"): only what JSON can carry is an object.
+    return contentType.includes("yaml")
+      ? JSON.parse(JSON.stringify(YAML.parse(text)))
+      : JSON.parse(text);
   } catch (err) {
     throw new StatusError(
       "BadRequest",

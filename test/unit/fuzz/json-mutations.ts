@@ -78,7 +78,12 @@ function apply(root: Json, m: Mutation): Json {
     const target = parent[last];
     const key = m.op === "proto" ? "__proto__" : "zzUnknownField";
     if (target !== null && typeof target === "object" && !Array.isArray(target))
-      Object.defineProperty(target, key, { value: m.value, enumerable: true, writable: true });
+      Object.defineProperty(target, key, {
+        value: m.value,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     return root;
   }
   const next = replacement(m, parent[last] ?? null);
