@@ -17,7 +17,7 @@ import type { AuditLog } from "./audit.ts";
 import { handleDeployApi } from "./deploy/api.ts";
 import type { Deployer } from "./deploy/deployer.ts";
 import type { Fleet } from "./fleet.ts";
-import { readJson } from "./http.ts";
+import { decodeSegment, readJson } from "./http.ts";
 import type { Identity } from "./identity.ts";
 import type { KubeApi } from "./kube/index.ts";
 import { bearerToken } from "./tokens.ts";
@@ -171,7 +171,7 @@ async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Res
   if (path === JOIN_TOKENS_PATH && req.method === "POST") return createJoinToken(deps, req);
   const tok = /^\/api\/v1\/join-tokens\/([^/]+)$/.exec(path);
   if (tok !== null && req.method === "DELETE") {
-    const id = decodeURIComponent(tok[1] ?? "");
+    const id = decodeSegment(tok[1] ?? "");
     if (!deps.identity.revokeJoinToken(id))
       throw new StatusError("NotFound", `join token "${id}" not found`);
     return json({ id, revoked: true });
@@ -182,7 +182,7 @@ async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Res
   const deploy = await handleDeployApi(deps.deployer, req, path);
   if (deploy !== undefined) return deploy;
   const node = /^\/api\/v1\/nodes\/([^/]+)\/([^/]+)$/.exec(path);
-  if (node !== null) return nodeAction(deps, req, decodeURIComponent(node[1] ?? ""), node[2] ?? "");
+  if (node !== null) return nodeAction(deps, req, decodeSegment(node[1] ?? ""), node[2] ?? "");
   throw new StatusError("NotFound", `the hub serves no ${req.method} ${path}`);
 }
 
@@ -190,7 +190,7 @@ async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Res
 function auditList(deps: ApiDeps, url: URL): Response {
   const q = url.searchParams;
   const limit = Number(q.get("limit") ?? 100);
-  if (!Number.isInteger(limit) || limit < 1)
+  if (!Number.isSafeInteger(limit) || limit < 1)
     throw new StatusError("BadRequest", `invalid limit ${JSON.stringify(q.get("limit"))}`);
   const node = q.get("node") ?? undefined;
   const items = deps.audit.list({ limit, ...(node !== undefined && { node }) });

@@ -21,3 +21,15 @@ export async function readJson(req: Request, maxBytes: number): Promise<unknown>
     throw new StatusError("BadRequest", `request body is not JSON: ${(err as Error).message}`);
   }
 }
+
+/** A %-encoded segment of a request's path, decoded; BadRequest when its escapes are not UTF-8. */
+export function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new StatusError(
+      "BadRequest",
+      `the path segment ${JSON.stringify(segment)} is not valid %-encoded UTF-8`,
+    );
+  }
+}

@@ -79,6 +79,9 @@ export function serveHub(opts: HubServerOptions): Server<SocketData> {
       if (decide !== undefined) return upgrade(decide, req, url, srv);
       return opts.fetch(req, srv);
     },
+    // What a route let escape is still answered as a Status (a bug, named by its message).
+    error: (err) =>
+      new StatusError("InternalError", `the hub failed to answer: ${err.message}`).toResponse(),
     websocket: {
       maxPayloadLength: opts.maxPayloadLength,
       idleTimeout: opts.idleTimeoutSeconds,

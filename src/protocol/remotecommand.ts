@@ -64,22 +64,26 @@ export function exitStatus(exitCode: number, command: readonly string[] = []) {
   };
 }
 
-/** What an error channel's Status says: the exit code, or the failure's message. */
+/** What an error channel's Status says: the exit code, or the failure's message. Any bytes
+ * give one of the two (a peer's Status may be null, or its causes not a list). */
 export function readStatus(data: Uint8Array): { exitCode: number } | { error: string } {
-  let s: {
-    status?: string;
-    message?: string;
-    reason?: string;
-    details?: { causes?: { reason?: string; message?: string }[] };
-  };
+  const text = Buffer.from(data).toString();
+  let parsed: unknown;
   try {
-    s = JSON.parse(Buffer.from(data).toString());
+    parsed = JSON.parse(text);
   } catch {
-    return { error: Buffer.from(data).toString() };
+    return { error: text };
   }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    return { error: `the error channel carried ${text.slice(0, 200)}, not a Status` };
+  const s = parsed as { status?: unknown; message?: unknown; reason?: unknown; details?: unknown };
   if (s.status === "Success") return { exitCode: 0 };
-  const code = s.details?.causes?.find((c) => c.reason === "ExitCode")?.message;
-  if (s.reason === "NonZeroExitCode" && code !== undefined && /^\d+$/.test(code))
+  const causes = (s.details as { causes?: unknown } | null | undefined)?.causes;
+  const exit = Array.isArray(causes)
+    ? causes.find((c) => (c as { reason?: unknown } | null)?.reason === "ExitCode")
+    : undefined;
+  const code = (exit as { message?: unknown } | undefined)?.message;
+  if (s.reason === "NonZeroExitCode" && typeof code === "string" && /^\d{1,9}$/.test(code))
     return { exitCode: Number(code) };
-  return { error: s.message ?? "the command failed" };
+  return { error: typeof s.message === "string" ? s.message : "the command failed" };
 }

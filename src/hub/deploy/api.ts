@@ -1,7 +1,7 @@
 // The operator API of deploying beyond the Kubernetes API (docs/protocol.md, "What the hub
 // serves"): a DaemonSet's rollout view, revision history and rollback.
 import { json, StatusError } from "../../api/status.ts";
-import { readJson } from "../http.ts";
+import { decodeSegment, readJson } from "../http.ts";
 import type { Deployer } from "./deployer.ts";
 
 const DS_SUBRESOURCE = /^\/apis\/apps\/v1\/namespaces\/([^/]+)\/daemonsets\/([^/]+)\/([^/]+)$/;
@@ -50,6 +50,6 @@ export async function handleDeployApi(
 ): Promise<Response | undefined> {
   const m = DS_SUBRESOURCE.exec(path);
   if (m === null) return undefined;
-  const [ns, name, sub] = [m[1], m[2], m[3]].map((x) => decodeURIComponent(x ?? ""));
+  const [ns, name, sub] = [m[1], m[2], m[3]].map((x) => decodeSegment(x ?? ""));
   return subresource(deployer, req, ns ?? "", name ?? "", sub ?? "");
 }

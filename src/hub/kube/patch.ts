@@ -11,13 +11,22 @@ type JsonObject = { [k: string]: Json };
 const isObject = (v: unknown): v is JsonObject =>
   typeof v === "object" && v !== null && !Array.isArray(v);
 
+/** The own field `k` of `o` (never an inherited one: "__proto__" is a field like another). */
+const own = (o: JsonObject, k: string): Json | undefined =>
+  Object.hasOwn(o, k) ? o[k] : undefined;
+
+/** Sets the own field `k` of `o` (an assignment to "__proto__" would set its prototype). */
+function setOwn(o: JsonObject, k: string, v: Json): void {
+  Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+}
+
 /** RFC 7386: objects merge key by key, null removes, anything else replaces. */
 export function mergePatch(target: Json, patch: Json): Json {
   if (!isObject(patch)) return patch;
   const out: JsonObject = isObject(target) ? { ...target } : {};
   for (const [k, v] of Object.entries(patch)) {
     if (v === null) delete out[k];
-    else out[k] = mergePatch(out[k] ?? null, v);
+    else setOwn(out, k, mergePatch(own(out, k) ?? null, v));
   }
   return out;
 }
@@ -59,17 +68,22 @@ export function strategicMergePatch(target: Json, patch: Json): Json {
     if (k.startsWith(DELETE_PRIMITIVE)) {
       const field = k.slice(DELETE_PRIMITIVE.length);
       const gone = new Set((Array.isArray(v) ? v : []).map((x) => JSON.stringify(x)));
-      const cur = out[field];
-      if (Array.isArray(cur)) out[field] = cur.filter((x) => !gone.has(JSON.stringify(x)));
+      const cur = own(out, field);
+      if (Array.isArray(cur))
+        setOwn(
+          out,
+          field,
+          cur.filter((x) => !gone.has(JSON.stringify(x))),
+        );
       continue;
     }
     if (v === null) delete out[k];
-    else if (Array.isArray(v)) out[k] = mergeList(k, out[k], v);
+    else if (Array.isArray(v)) setOwn(out, k, mergeList(k, own(out, k), v));
     else if (isObject(v)) {
-      const merged = strategicMergePatch(out[k] ?? null, v);
+      const merged = strategicMergePatch(own(out, k) ?? null, v);
       if (merged === null) delete out[k];
-      else out[k] = merged;
-    } else out[k] = v;
+      else setOwn(out, k, merged);
+    } else setOwn(out, k, v);
   }
   if (Array.isArray(retain)) {
     const keep = new Set(retain.map(String));
@@ -82,7 +96,7 @@ export function strategicMergePatch(target: Json, patch: Json): Json {
 
 /** A list field: merged by its key when it has one, else replaced. */
 function mergeList(field: string, current: Json | undefined, patch: Json[]): Json[] {
-  const key = MERGE_KEYS[field];
+  const key = Object.hasOwn(MERGE_KEYS, field) ? MERGE_KEYS[field] : undefined;
   if (key === undefined || !patch.every(isObject)) return patch.map(stripDirectives);
   const out = Array.isArray(current) ? [...current] : [];
   for (const item of patch as JsonObject[]) {
@@ -98,13 +112,15 @@ function mergeList(field: string, current: Json | undefined, patch: Json[]): Jso
 
 /** Orders `obj[field]` as `order` lists its elements (by merge key, or by value). */
 function reorder(obj: JsonObject, field: string, order: Json[]): void {
-  const list = obj[field];
+  const list = own(obj, field);
   if (!Array.isArray(list)) return;
-  const key = MERGE_KEYS[field];
+  const key = Object.hasOwn(MERGE_KEYS, field) ? MERGE_KEYS[field] : undefined;
   const id = (x: Json) => JSON.stringify(key !== undefined && isObject(x) ? x[key] : x);
   const rank = new Map(order.map((o, i) => [id(o), i]));
-  obj[field] = [...list].sort(
-    (a, b) => (rank.get(id(a)) ?? order.length) - (rank.get(id(b)) ?? order.length),
+  setOwn(
+    obj,
+    field,
+    [...list].sort((a, b) => (rank.get(id(a)) ?? order.length) - (rank.get(id(b)) ?? order.length)),
   );
 }
 
@@ -112,7 +128,8 @@ function stripDirectives(v: Json): Json {
   if (Array.isArray(v)) return v.map(stripDirectives);
   if (!isObject(v)) return v;
   const out: JsonObject = {};
-  for (const [k, x] of Object.entries(v)) if (!k.startsWith("$")) out[k] = stripDirectives(x);
+  for (const [k, x] of Object.entries(v))
+    if (!k.startsWith("$")) setOwn(out, k, stripDirectives(x));
   return out;
 }
 
@@ -162,7 +179,7 @@ function at(doc: Json, path: string): Json | undefined {
   let cur: Json | undefined = doc;
   for (const s of segments(path)) {
     if (Array.isArray(cur)) cur = cur[Number(s)];
-    else if (isObject(cur)) cur = cur[s];
+    else if (isObject(cur)) cur = own(cur, s);
     else return undefined;
   }
   return cur;
@@ -178,7 +195,7 @@ function put(doc: Json, path: string, value: Json | undefined, insert = false): 
     const next: Json | undefined = Array.isArray(parent)
       ? parent[Number(s)]
       : isObject(parent)
-        ? parent[s]
+        ? own(parent, s)
         : undefined;
     if (next === undefined) throw new StatusError("Invalid", `the path ${path} does not exist`);
     parent = next;
@@ -186,12 +203,17 @@ function put(doc: Json, path: string, value: Json | undefined, insert = false): 
   const last = segs.at(-1) ?? "";
   if (Array.isArray(parent)) {
     const i = last === "-" ? parent.length : Number(last);
+    // An index is a decimal within the list (one past its end to add): "x", "-1", "1e3" or an
+    // index past the end would otherwise splice somewhere else or stretch the list.
+    const max = insert ? parent.length : parent.length - 1;
+    if (!/^(0|[1-9][0-9]*|-)$/.test(last) || i > max)
+      throw new StatusError("Invalid", `the path ${path} does not exist`);
     if (value === undefined) parent.splice(i, 1);
     else if (insert) parent.splice(i, 0, value);
     else parent[i] = value;
   } else if (isObject(parent)) {
     if (value === undefined) delete parent[last];
-    else parent[last] = value;
+    else setOwn(parent, last, value);
   } else throw new StatusError("Invalid", `the path ${path} does not exist`);
   return root;
 }

@@ -148,7 +148,8 @@ function encoder(ctx: ReadContext, r: KubeResource, req: Request, q: URLSearchPa
     })}\n`;
 }
 
-/** A watch: one JSON event per line until the client leaves or ?timeoutSeconds= passes. */
+/** A watch: one JSON event per line (after a first blank line) until the client leaves or
+ * ?timeoutSeconds= passes. */
 function watchResponse(
   ctx: ReadContext,
   r: KubeResource,
@@ -180,6 +181,8 @@ function watchResponse(
           // already closed
         }
       };
+      // Bun sends no headers before the body's first byte; watch decoders skip a blank line.
+      send("\n");
       const source =
         r.changes === "changes"
           ? changeSource(ctx, r, from, inScope, send, encode)

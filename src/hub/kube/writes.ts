@@ -29,9 +29,37 @@ const MAX_OBJECT_BYTES = 3 * 1024 * 1024;
 
 type Json = Parameters<typeof mergePatch>[0];
 
+/** The deepest nesting a body may have: objects are a few levels deep, and the checks that walk
+ * them recurse. */
+const MAX_BODY_DEPTH = 64;
+
+/** How deep `v` nests, counted up to one past the limit. */
+function depthOf(v: unknown): number {
+  let depth = 0;
+  let level: unknown[] = [v];
+  while (level.length > 0 && depth <= MAX_BODY_DEPTH) {
+    depth++;
+    level = level.flatMap((x) => (typeof x === "object" && x !== null ? Object.values(x) : []));
+  }
+  return level.length > 0 ? depth + 1 : depth;
+}
+
 function parseBody(text: string, contentType: string): unknown {
+  const body = parseText(text, contentType);
+  if (depthOf(body) > MAX_BODY_DEPTH)
+    throw new StatusError(
+      "BadRequest",
+      `the request body is nested deeper than ${MAX_BODY_DEPTH} levels`,
+    );
+  return body;
+}
+
+function parseText(text: string, contentType: string): unknown {
   try {
-    return contentType.includes("yaml") ? YAML.parse(text) : JSON.parse(text);
+    // YAML's aliases can make a cycle ("a: &a [*a]"): only what JSON can carry is an object.
+    return contentType.includes("yaml")
+      ? JSON.parse(JSON.stringify(YAML.parse(text)))
+      : JSON.parse(text);
   } catch (err) {
     throw new StatusError(
       "BadRequest",

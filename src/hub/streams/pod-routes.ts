@@ -19,17 +19,22 @@ export { portForwardSockets };
 
 const POD_SUB = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(log|exec|portforward)$/;
 
-/** The pod and subresource of a path, or undefined. */
+/** The pod and subresource of a path, or undefined (also for a bad %-escape: the path names no
+ * pod, and the API answers it as one it does not serve). */
 export function podSubresource(
   path: string,
 ): { namespace: string; name: string; sub: string } | undefined {
   const m = POD_SUB.exec(path);
   if (m === null) return undefined;
-  return {
-    namespace: decodeURIComponent(m[1] ?? ""),
-    name: decodeURIComponent(m[2] ?? ""),
-    sub: m[3] ?? "",
-  };
+  try {
+    return {
+      namespace: decodeURIComponent(m[1] ?? ""),
+      name: decodeURIComponent(m[2] ?? ""),
+      sub: m[3] ?? "",
+    };
+  } catch {
+    return undefined;
+  }
 }
 
 function target(d: PodStreamDeps, namespace: string, name: string) {

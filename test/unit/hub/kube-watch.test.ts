@@ -34,14 +34,35 @@ function watch(clock: FakeClock, r: KubeResource, query: string) {
   const res = listResponse(ctx, r, undefined, new Request("http://hub/api/v1/configmaps"), q);
   const reader = (res.body as ReadableStream<Uint8Array | string>).getReader();
   const decoder = new TextDecoder();
-  return async (): Promise<string | undefined> => {
+  const read = async (): Promise<string | undefined> => {
     const { value, done } = await reader.read();
     if (done) return undefined;
     return typeof value === "string" ? value : decoder.decode(value);
   };
+  const first = read();
+  let started = false;
+  /** The next event (the first blank line read apart, by `first`). */
+  const next = async (): Promise<string | undefined> => {
+    if (!started) {
+      started = true;
+      expect(await first).toBe("\n");
+    }
+    return read();
+  };
+  return next;
 }
 
 describe("a watch of a resource without a change log", () => {
+  test("sends a blank line at once, so that its headers go out before any event", async () => {
+    const clock = new FakeClock();
+    const ctx: ReadContext = { changes: new ChangeLog(clock.now()), clock, pollMs: 500 };
+    const req = new Request("http://hub/api/v1/configmaps");
+    const res = listResponse(ctx, polled([]), undefined, req, new URLSearchParams("watch=true"));
+    const reader = (res.body as ReadableStream<string>).getReader();
+    expect(await reader.read()).toEqual({ value: "\n", done: false });
+    await reader.cancel();
+  });
+
   test("compares the list every pollMs of the injected clock", async () => {
     const clock = new FakeClock();
     const objects = [object("a", 1)];
