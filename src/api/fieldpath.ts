@@ -3,7 +3,7 @@
 // rounded up. A container with no limit for a resource reads the node's allocatable, as the
 // kubelet does.
 
-import { cpuToMilli, memoryToBytes } from "./quantity.ts";
+import { cpuToMilli, memoryToBytes, quantitySign, tryParseQuantity } from "./quantity.ts";
 import type { Container, Pod, ResourceFieldSelector } from "./types.ts";
 
 /** What a pod's own spec does not say: where it runs. */
@@ -97,7 +97,9 @@ export function resourceFieldValue(
   else if (resource === "memory") amount = allocatable.memory;
   else if (resource === "ephemeral-storage") amount = allocatable.ephemeralStorage;
   else throw new Error(`unsupported container resource: ${ref.resource}`);
-  const divisorText = ref.divisor && ref.divisor !== "0" ? ref.divisor : "1";
-  const divisor = cpu ? cpuToMilli(divisorText) : memoryToBytes(divisorText);
+  // A zero divisor in any spelling ("0", "0.0", "-0", "0m") means the default, 1.
+  const parsed = ref.divisor ? tryParseQuantity(ref.divisor) : undefined;
+  const divisorText = parsed !== undefined && quantitySign(parsed) !== 0 ? ref.divisor : "1";
+  const divisor = cpu ? cpuToMilli(divisorText ?? "1") : memoryToBytes(divisorText ?? "1");
   return String(Math.ceil(amount / divisor));
 }
