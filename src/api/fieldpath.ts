@@ -29,8 +29,10 @@ function formatFieldMap(m: Record<string, string> | undefined): string {
 export function podFieldValue(pod: Pod, fieldPath: string, ctx: PodFieldContext): string {
   const sub = SUBSCRIPT.exec(fieldPath);
   if (sub) {
-    const map = sub[1] === "labels" ? pod.metadata.labels : pod.metadata.annotations;
-    return map?.[sub[2] as string] ?? "";
+    const map = (sub[1] === "labels" ? pod.metadata.labels : pod.metadata.annotations) ?? {};
+    const key = sub[2] as string;
+    // Own keys only: "valueOf" is no label of every pod.
+    return Object.hasOwn(map, key) ? (map[key] ?? "") : "";
   }
   switch (fieldPath) {
     case "metadata.name":

@@ -116,7 +116,7 @@ describe("loadAgentConfig under arbitrary input", () => {
         "agent-config.text",
         fc.oneof(arbitraryText, hostileConfig),
         async (text) => checkLoaded(await load(text), `invalid agent config ${FILE}`),
-        { seed: 30_341, runs: 150 },
+        { seed: 30_341, runs: 100 },
       );
     },
     TIMEOUT,

@@ -301,7 +301,7 @@ describe("downward API field paths and resource references", () => {
       fc
         .tuple(
           fc.constantFrom("metadata.labels", "metadata.annotations", "metadata.name"),
-          fc.string({ maxLength: 12 }),
+          fc.oneof(fc.string({ maxLength: 12 }), word),
         )
         .map(([f, k]) => `${f}['${k}']`),
     );
