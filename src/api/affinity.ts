@@ -137,6 +137,11 @@ export function validateAffinity(affinity: Affinity | undefined, path: FieldPath
   return errs;
 }
 
+/** The value of label `key`, own keys only ("constructor" is not a label of every map). */
+export function labelValue(labels: Record<string, string>, key: string): string | undefined {
+  return Object.hasOwn(labels, key) ? labels[key] : undefined;
+}
+
 /** Whether a label (or field) value satisfies one requirement. */
 export function requirementHolds(
   r: { operator: NodeSelectorOperator; values?: string[] },
@@ -172,7 +177,7 @@ function termMatches(
   // An empty term matches no node, as the scheduler's.
   if (exprs.length === 0 && fields.length === 0) return false;
   return (
-    exprs.every((r) => requirementHolds(r, labels[r.key])) &&
+    exprs.every((r) => requirementHolds(r, labelValue(labels, r.key))) &&
     fields.every((r) => requirementHolds(r, r.key === "metadata.name" ? nodeName : undefined))
   );
 }

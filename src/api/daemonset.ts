@@ -2,7 +2,7 @@
 // and the API server's value checks (pkg/apis/apps/validation) for the fields fleetlet supports,
 // plus the checks of fleetlet's rollout annotations. `validateDaemonSet` decodes and validates.
 import { z } from "zod";
-import { requirementHolds } from "./affinity.ts";
+import { labelValue, requirementHolds } from "./affinity.ts";
 import { applyDaemonSetDefaults } from "./daemonset-defaults.ts";
 import { parseDuration } from "./duration.ts";
 import {
@@ -146,7 +146,7 @@ void schemaMatchesTypes;
 /** Whether `labels` satisfy the selector (an empty selector matches everything). */
 export function selectorMatches(sel: LabelSelector, labels: Record<string, string>): boolean {
   for (const [k, v] of Object.entries(sel.matchLabels ?? {})) if (labels[k] !== v) return false;
-  return (sel.matchExpressions ?? []).every((r) => requirementHolds(r, labels[r.key]));
+  return (sel.matchExpressions ?? []).every((r) => requirementHolds(r, labelValue(labels, r.key)));
 }
 
 function validateLabelSelector(sel: LabelSelector, path: FieldPath): FieldError[] {

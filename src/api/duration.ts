@@ -23,10 +23,15 @@ const unitMs: Record<string, number> = {
 
 const termRe = /^(\d*)(?:\.(\d*))?([^\d.]+)/;
 
+/** The longest duration Go holds: 2^63-1 nanoseconds (about 292 years), in ms. */
+const MAX_DURATION_MS = 9_223_372_036_854.775;
+const OUT_OF_RANGE = "value out of range (at most 2562047h47m16.854775807s)";
+
 /**
  * Parses a Go duration (time.ParseDuration syntax: an optional sign, then one or more
  * decimal numbers each with a unit ns, us, µs, ms, s, m or h; "0" alone is allowed) into
- * milliseconds, possibly fractional. Throws DurationParseError naming the value.
+ * milliseconds, possibly fractional, at most Go's 2^63-1 ns either way. Throws
+ * DurationParseError naming the value.
  */
 export function parseDuration(input: string): number {
   let rest = input;
@@ -49,6 +54,7 @@ export function parseDuration(input: string): number {
     const ms = unitMs[unit];
     if (ms === undefined) throw new DurationParseError(input, `unknown unit "${unit}"`);
     total += Number(`${intPart || "0"}.${fracPart || "0"}`) * ms;
+    if (!(total <= MAX_DURATION_MS)) throw new DurationParseError(input, OUT_OF_RANGE);
     rest = rest.slice(whole.length);
   }
   return sign * total;

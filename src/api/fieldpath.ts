@@ -3,7 +3,7 @@
 // rounded up. A container with no limit for a resource reads the node's allocatable, as the
 // kubelet does.
 
-import { cpuToMilli, memoryToBytes } from "./quantity.ts";
+import { cpuToMilli, memoryToBytes, quantitySign, tryParseQuantity } from "./quantity.ts";
 import type { Container, Pod, ResourceFieldSelector } from "./types.ts";
 
 /** What a pod's own spec does not say: where it runs. */
@@ -29,8 +29,10 @@ function formatFieldMap(m: Record<string, string> | undefined): string {
 export function podFieldValue(pod: Pod, fieldPath: string, ctx: PodFieldContext): string {
   const sub = SUBSCRIPT.exec(fieldPath);
   if (sub) {
-    const map = sub[1] === "labels" ? pod.metadata.labels : pod.metadata.annotations;
-    return map?.[sub[2] as string] ?? "";
+    const map = (sub[1] === "labels" ? pod.metadata.labels : pod.metadata.annotations) ?? {};
+    const key = sub[2] as string;
+    // Own keys only: "valueOf" is no label of every pod.
+    return Object.hasOwn(map, key) ? (map[key] ?? "") : "";
   }
   switch (fieldPath) {
     case "metadata.name":
@@ -97,7 +99,9 @@ export function resourceFieldValue(
   else if (resource === "memory") amount = allocatable.memory;
   else if (resource === "ephemeral-storage") amount = allocatable.ephemeralStorage;
   else throw new Error(`unsupported container resource: ${ref.resource}`);
-  const divisorText = ref.divisor && ref.divisor !== "0" ? ref.divisor : "1";
-  const divisor = cpu ? cpuToMilli(divisorText) : memoryToBytes(divisorText);
+  // A zero divisor in any spelling ("0", "0.0", "-0", "0m") means the default, 1.
+  const parsed = ref.divisor ? tryParseQuantity(ref.divisor) : undefined;
+  const divisorText = parsed !== undefined && quantitySign(parsed) !== 0 ? ref.divisor : "1";
+  const divisor = cpu ? cpuToMilli(divisorText ?? "1") : memoryToBytes(divisorText ?? "1");
   return String(Math.ceil(amount / divisor));
 }

@@ -64,7 +64,8 @@ function parseRequirement(term: string, whole: string): LabelRequirement {
 }
 
 function matches(r: LabelRequirement, labels: Record<string, string>): boolean {
-  const v = labels[r.key];
+  // Own keys only: "constructor" is not a label of every object.
+  const v = Object.hasOwn(labels, r.key) ? labels[r.key] : undefined;
   switch (r.op) {
     case "exists":
       return v !== undefined;
@@ -113,19 +114,31 @@ export const eventFields: FieldSet<Event> = {
   "source.host": (e) => e.source.host,
 };
 
+/** A field term's parts: the field (no "=" or "!" in it, trailing spaces dropped), the operator
+ * (the first "=", "==" or "!=") and the value (leading spaces dropped). One scan of the text: a
+ * regular expression with a lazy field and optional spaces took time quadratic in the spaces. */
+function splitFieldTerm(term: string): { field: string; op: string; value: string } | undefined {
+  const at = term.search(/[=!]/);
+  if (at <= 0) return undefined;
+  const op = term.startsWith("!=", at) ? "!=" : term.startsWith("==", at) ? "==" : "=";
+  if (term[at] === "!" && op !== "!=") return undefined;
+  const field = term.slice(0, at).trimEnd();
+  if (field === "") return undefined;
+  return { field, op, value: term.slice(at + op.length).trimStart() };
+}
+
 /** Parses "field=value,field2!=value2" over the given fields; unknown fields are refused. */
 export function parseFieldSelector<T>(selector: string, fields: FieldSet<T>): (obj: T) => boolean {
   const reqs = splitTerms(selector).map((term) => {
-    const m = /^([^=!]+?)\s*(==|=|!=)\s*(.*)$/.exec(term);
+    const m = splitFieldTerm(term);
     if (!m) {
       throw new SelectorError(
         `invalid field selector ${JSON.stringify(selector)}: ${JSON.stringify(term)} is not field=value`,
       );
     }
-    const field = m[1] ?? "";
-    const read = fields[field];
-    if (read === undefined) throw new SelectorError(`field label not supported: ${field}`);
-    return { read, negate: m[2] === "!=", value: m[3] ?? "" };
+    const read = Object.hasOwn(fields, m.field) ? fields[m.field] : undefined;
+    if (read === undefined) throw new SelectorError(`field label not supported: ${m.field}`);
+    return { read, negate: m.op === "!=", value: m.value };
   });
   return (obj) => reqs.every((r) => ((r.read(obj) ?? "") === r.value) !== r.negate);
 }

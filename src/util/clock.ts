@@ -22,25 +22,57 @@ export function sleepQuietly(clock: Clock, ms: number, signal?: AbortSignal): Pr
   return clock.sleep(ms, signal).catch(() => {});
 }
 
+/** The longest delay a runtime timer takes (2^31-1 ms, about 24.8 days): a longer one fires at
+ * once (Node and Bun warn and use 1 ms), which made a period of 1000h a busy loop. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** The runtime's timer functions, injectable for tests of longTimeout. */
+export interface TimerFns {
+  set(fn: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+
+const runtimeTimers: TimerFns = {
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+};
+
+/** Calls `fn` once after `ms` (NaN or less than 0: at once), waiting in steps of at most
+ * MAX_TIMER_MS; returns a cancel function. */
+export function longTimeout(
+  ms: number,
+  fn: () => void,
+  timers: TimerFns = runtimeTimers,
+): () => void {
+  let left = Number.isNaN(ms) ? 0 : Math.max(0, ms);
+  let handle: unknown;
+  const arm = () => {
+    const step = Math.min(left, MAX_TIMER_MS);
+    left -= step;
+    handle = timers.set(left > 0 ? arm : fn, step);
+  };
+  arm();
+  return () => timers.clear(handle);
+}
+
 export const realClock: Clock = {
   now: () => Date.now(),
   sleep(ms, signal) {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(abortReason(signal));
       const onAbort = () => {
-        clearTimeout(timer);
+        cancel();
         reject(abortReason(signal as AbortSignal));
       };
-      const timer = setTimeout(() => {
+      const cancel = longTimeout(ms, () => {
         signal?.removeEventListener("abort", onAbort);
         resolve();
-      }, ms);
+      });
       signal?.addEventListener("abort", onAbort, { once: true });
     });
   },
   setTimer(ms, fn) {
-    const timer = setTimeout(fn, ms);
-    return () => clearTimeout(timer);
+    return longTimeout(ms, fn);
   },
 };
 

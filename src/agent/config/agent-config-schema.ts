@@ -197,7 +197,10 @@ export function checkAgentConfigInput(
   const issues = result.error.issues;
   const issue = issues.find((i) => i.code === "unrecognized_keys") ?? issues[0];
   if (issue === undefined) return { ok: false, problem: { field: "", message: "is invalid" } };
-  return { ok: false, problem: describeIssue(issue, raw) };
+  const problem = describeIssue(issue, raw);
+  // A map key is part of the path: a 50,000-character label key is cut, as values are.
+  const field = problem.field.length > 120 ? `${problem.field.slice(0, 117)}...` : problem.field;
+  return { ok: false, problem: { ...problem, field } };
 }
 
 function describeIssue(issue: z.core.$ZodIssue, raw: unknown): FieldProblem {
@@ -237,6 +240,16 @@ function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
 
 /** A value as it appears in an error: strings quoted, long values cut. */
 export function showValue(v: unknown): string {
-  const text = v === undefined ? "undefined" : (JSON.stringify(v) ?? String(v));
+  const text = v === undefined ? "undefined" : (jsonOf(v) ?? String(v));
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/** JSON of `v`; a value that holds itself (a YAML alias inside its own anchor: `a: &a [*a]`)
+ * has none, and says so. */
+function jsonOf(v: unknown): string | undefined {
+  try {
+    return JSON.stringify(v);
+  } catch {
+    return "(a value that holds itself)";
+  }
 }

@@ -12,8 +12,8 @@
 // pod's config.seen time stays the same for as long as its uid is present.
 
 import { createHash } from "node:crypto";
-import { watch as fsWatch, type Stats } from "node:fs";
-import { readdir, readFile, stat } from "node:fs/promises";
+import { constants, watch as fsWatch, type Stats } from "node:fs";
+import { open, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Pod } from "../../api/index.ts";
 import type { Clock } from "../../util/clock.ts";
@@ -77,6 +77,7 @@ export interface FileSource {
 type EntryRead =
   | { kind: "absent" }
   | { kind: "too-large"; size: number }
+  | { kind: "not-a-file"; what: string }
   | { kind: "unreadable"; message: string }
   | { kind: "content"; content: Buffer };
 
@@ -111,6 +112,44 @@ function unfinishedWrite(content: Buffer): string | undefined {
   const first = content.toString("latin1", 0, 64).trimStart()[0];
   if (first === "{" || first === "[" || content[content.length - 1] === 0x0a) return undefined;
   return "the file's last line has no newline: taken as not completely written (a writer still at it, or cut off by a power loss); it is read again once it ends with a newline";
+}
+
+/** What a folder entry that is neither a file nor a folder is, for messages. */
+function fileKind(info: Stats): string {
+  if (info.isCharacterDevice()) return "a character device";
+  if (info.isBlockDevice()) return "a block device";
+  if (info.isFIFO()) return "a fifo";
+  if (info.isSocket()) return "a socket";
+  return "not a file";
+}
+
+/**
+ * Reads a file once it is open and checked: opened without blocking (the entry may have become a
+ * fifo since it was stat'ed, and a blocked read would stall every relist), a regular file by
+ * its open handle, and at most `max` bytes (a file still growing is not read whole).
+ */
+async function readBounded(path: string, max: number): Promise<EntryRead> {
+  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  try {
+    const info = await handle.stat();
+    if (!info.isFile()) return { kind: "not-a-file", what: fileKind(info) };
+    let buf = Buffer.alloc(Math.min(info.size, max) + 1);
+    let got = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buf, got, buf.length - got, got);
+      if (bytesRead === 0) return { kind: "content", content: buf.subarray(0, got) };
+      got += bytesRead;
+      if (got > max) return { kind: "too-large", size: got };
+      if (got === buf.length) {
+        // The file grew since its stat: read on, up to the limit.
+        const bigger = Buffer.alloc(Math.min(buf.length * 2, max + 1));
+        buf.copy(bigger);
+        buf = bigger;
+      }
+    }
+  } finally {
+    await handle.close();
+  }
 }
 
 export function createFileSource(deps: FileSourceDeps): FileSource {
@@ -217,13 +256,14 @@ class ManifestFolderSource implements FileSource {
       }
       return { kind: "absent" };
     }
-    if (!info.isFile()) {
-      if (info.isDirectory()) this.deps.log.debug("not recursing into folder", { path });
+    if (info.isDirectory()) {
+      this.deps.log.debug("not recursing into folder", { path });
       return { kind: "absent" };
     }
+    if (!info.isFile()) return { kind: "not-a-file", what: fileKind(info) };
     if (info.size > this.maxBytes) return { kind: "too-large", size: info.size };
     try {
-      return { kind: "content", content: await readFile(path) };
+      return await readBounded(path, this.maxBytes);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return { kind: "absent" };
       return { kind: "unreadable", message: (err as Error).message };
@@ -239,6 +279,11 @@ class ManifestFolderSource implements FileSource {
       case "too-large": {
         const message = `manifest ${path}: file is too large (${read.size} bytes, at most ${this.maxBytes})`;
         this.record(path, `size:${read.size}`, { ok: false, message }, prev);
+        return true;
+      }
+      case "not-a-file": {
+        const message = `manifest ${path}: not a regular file (${read.what}); only regular files are read`;
+        this.record(path, `type:${read.what}`, { ok: false, message }, prev);
         return true;
       }
       case "unreadable": {

@@ -49,6 +49,12 @@ export function describeObject(o: ConfigObject): string {
 
 const KINDS = ["Pod", "ConfigMap", "Secret"];
 
+/** Bounds of a message about a bad file, which is logged and becomes an event: values and
+ * paths shown are cut, at most this many field errors are listed, and the line is cut. */
+const MAX_SHOWN_VALUE = 120;
+const MAX_LISTED_ERRORS = 10;
+const MAX_MESSAGE = 2048;
+
 /**
  * Parses every document of a manifest file into a static pod (empty documents are skipped).
  * The pods have their static identity (uid, name, namespace, node name, config.hash and
@@ -95,7 +101,7 @@ function decodeDocument(obj: unknown, ctx: ManifestContext): DecodedDocument {
     const supported = KINDS.map((k) => JSON.stringify(k)).join(", ");
     return {
       ok: false,
-      message: `kind: Unsupported value: ${JSON.stringify(kind)}: supported values: ${supported}`,
+      message: `kind: Unsupported value: ${quote(kind)}: supported values: ${supported}`,
     };
   }
   if (kind !== "ConfigMap" && kind !== "Secret") return decodePod(obj, ctx);
@@ -103,9 +109,8 @@ function decodeDocument(obj: unknown, ctx: ManifestContext): DecodedDocument {
     kind === "ConfigMap" ? validateConfigMap(obj) : validateSecret(obj);
   if (result.ok) return result;
   const rawName = (obj as { metadata?: { name?: unknown } }).metadata?.name;
-  const label =
-    typeof rawName === "string" ? `${kind.toLowerCase()} ${JSON.stringify(rawName)}: ` : "";
-  return { ok: false, message: label + result.errors.map(formatFieldError).join("; ") };
+  const label = typeof rawName === "string" ? `${kind.toLowerCase()} ${quote(rawName)}: ` : "";
+  return { ok: false, message: label + listErrors(result.errors) };
 }
 
 /** An integer written with a leading zero ("0644") is octal, as in the YAML 1.1 that Kubernetes
@@ -127,15 +132,58 @@ function yamlDocuments(text: string): ({ value: unknown } | { error: string })[]
     const firstError = doc.errors[0];
     if (firstError !== undefined) return { error: yamlMessage(firstError) };
     try {
-      return { value: doc.toJS({ maxAliasCount: 100 }) };
+      const value: unknown = doc.toJS({ maxAliasCount: 100 });
+      if (holdsItself(value, new Set()))
+        return { error: "an alias refers to a node that holds it (a cycle)" };
+      return { value };
     } catch (err) {
       return { error: (err as Error).message };
     }
   });
 }
 
+/** Whether `v` holds itself, which an alias inside its own anchor's node makes (`a: &a [*a]`);
+ * `open` holds the objects on the path from the root. An alias of a finished node is shared,
+ * not a cycle. */
+function holdsItself(v: unknown, open: Set<object>): boolean {
+  if (v === null || typeof v !== "object") return false;
+  if (open.has(v)) return true;
+  open.add(v);
+  const found = Object.values(v).some((x) => holdsItself(x, open));
+  open.delete(v);
+  return found;
+}
+
+/** One line, at most MAX_MESSAGE characters: line breaks (a map key may hold them) are escaped. */
 function fail(where: string, message: string): ParseManifestResult {
-  return { ok: false, message: `${where}: ${message}` };
+  let line = `${where}: ${message}`.replace(/\r/g, "\\r").replace(/\n/g, "\\n");
+  if (line.length > MAX_MESSAGE)
+    line = `${line.slice(0, MAX_MESSAGE - 40)}... (${line.length} characters in all)`;
+  return { ok: false, message: line };
+}
+
+/** A value quoted as in a field error, cut after MAX_SHOWN_VALUE characters. */
+function quote(v: string): string {
+  return JSON.stringify(cut(v));
+}
+
+function cut(v: string): string {
+  return v.length <= MAX_SHOWN_VALUE
+    ? v
+    : `${v.slice(0, MAX_SHOWN_VALUE)}... (${v.length} characters)`;
+}
+
+/** The first MAX_LISTED_ERRORS field errors, their values and paths cut, and how many more. */
+function listErrors(errors: readonly FieldError[]): string {
+  const shown = errors.slice(0, MAX_LISTED_ERRORS).map((e) =>
+    formatFieldError({
+      ...e,
+      field: cut(e.field),
+      ...(typeof e.badValue === "string" ? { badValue: cut(e.badValue) } : {}),
+    }),
+  );
+  const more = errors.length - shown.length;
+  return shown.join("; ") + (more > 0 ? `; and ${more} more` : "");
 }
 
 function yamlMessage(err: Error): string {
@@ -158,9 +206,9 @@ function decodePod(
   }
   const result = validatePod(obj);
   const rawName = (obj as { metadata?: { name?: unknown } }).metadata?.name;
-  const podLabel = typeof rawName === "string" ? `pod ${JSON.stringify(rawName)}: ` : "";
+  const podLabel = typeof rawName === "string" ? `pod ${quote(rawName)}: ` : "";
   if (!result.ok) {
-    return { ok: false, message: podLabel + result.errors.map(formatFieldError).join("; ") };
+    return { ok: false, message: podLabel + listErrors(result.errors) };
   }
   const pod = makeStaticPod(result.pod, ctx);
   const nameErrors = isDNS1123Subdomain(pod.metadata.name);
@@ -168,7 +216,7 @@ function decodePod(
     const detail = `with the node name appended: ${nameErrors.join("; ")}`;
     return {
       ok: false,
-      message: `${podLabel}metadata.name: Invalid value: ${JSON.stringify(pod.metadata.name)}: ${detail}`,
+      message: `${podLabel}metadata.name: Invalid value: ${quote(pod.metadata.name)}: ${detail}`,
     };
   }
   return { ok: true, pod };

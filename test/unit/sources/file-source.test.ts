@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -89,6 +89,19 @@ describe("file source relist()", () => {
     expect(await names()).toEqual([]);
     expect(errors[0]?.path).toBe(join(dir, "big.yaml"));
     expect(errors[0]?.message).toContain("file is too large");
+  });
+
+  test("reports a fifo and a symlink to a device as not regular files, once, without reading them", async () => {
+    await writeFile(join(dir, "good.yaml"), podYaml("good"));
+    await symlink("/dev/zero", join(dir, "zero.yaml"));
+    expect(Bun.spawnSync(["mkfifo", join(dir, "pipe.yaml")]).exitCode).toBe(0);
+    const { names, errors } = harness();
+    expect(await names()).toEqual(["good-dev1"]);
+    expect(await names()).toEqual(["good-dev1"]);
+    expect(errors.map((e) => e.message).sort()).toEqual([
+      `manifest ${join(dir, "pipe.yaml")}: not a regular file (a fifo); only regular files are read`,
+      `manifest ${join(dir, "zero.yaml")}: not a regular file (a character device); only regular files are read`,
+    ]);
   });
 
   test("reports an invalid manifest once per distinct content and leaves other pods alone", async () => {

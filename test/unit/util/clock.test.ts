@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { FakeClock } from "../../../src/util/clock.ts";
+import { FakeClock, longTimeout } from "../../../src/util/clock.ts";
 
 describe("FakeClock", () => {
   test("step() fires due timers in time order and advances now()", () => {
@@ -43,5 +43,58 @@ describe("FakeClock", () => {
     cancel();
     clock.step(100);
     expect(fired).toBe(false);
+  });
+});
+
+describe("longTimeout (the real clock's timers)", () => {
+  /** Runtime timers that only record: `fire()` runs the pending one. */
+  function recordingTimers() {
+    const delays: number[] = [];
+    let pending: (() => void) | undefined;
+    let cleared = 0;
+    return {
+      delays,
+      cleared: () => cleared,
+      fire: () => pending?.(),
+      timers: {
+        set: (fn: () => void, ms: number) => {
+          delays.push(ms);
+          pending = fn;
+          return delays.length;
+        },
+        clear: () => {
+          cleared++;
+        },
+      },
+    };
+  }
+
+  test("waits past the runtime's 2^31-1 ms limit in steps instead of firing at once", () => {
+    const t = recordingTimers();
+    let fired = 0;
+    longTimeout(1000 * 3_600_000, () => fired++, t.timers);
+    expect(t.delays).toEqual([2 ** 31 - 1]);
+    t.fire();
+    expect(fired).toBe(0);
+    expect(t.delays).toEqual([2 ** 31 - 1, 3_600_000_000 - (2 ** 31 - 1)]);
+    t.fire();
+    expect(fired).toBe(1);
+  });
+
+  test("fires a short, negative or NaN delay after one timer; cancel clears it", () => {
+    for (const [ms, want] of [
+      [50, 50],
+      [-5, 0],
+      [Number.NaN, 0],
+    ] as const) {
+      const t = recordingTimers();
+      let fired = 0;
+      const cancel = longTimeout(ms, () => fired++, t.timers);
+      expect(t.delays).toEqual([want]);
+      t.fire();
+      expect(fired).toBe(1);
+      cancel();
+      expect(t.cleared()).toBe(1);
+    }
   });
 });
