@@ -76,7 +76,7 @@ describe("protocol decoding under hostile frames", () => {
       "hub-protocol agent messages",
       frames(agentMessage(5)),
       (data) => checkDecoded(decodeAgentMessage(data), (t) => decodeAgentMessage(t)),
-      { seed: 30_701, runs: 300 },
+      { seed: 30_801, runs: 300 },
     );
   });
 
@@ -85,7 +85,7 @@ describe("protocol decoding under hostile frames", () => {
       "hub-protocol hub messages",
       frames(hubMessage),
       (data) => checkDecoded(decodeHubMessage(data), (t) => decodeHubMessage(t)),
-      { seed: 30_702, runs: 300 },
+      { seed: 30_802, runs: 300 },
     );
   });
 
@@ -119,7 +119,7 @@ describe("protocol decoding under hostile frames", () => {
           expect(bytes[0]).toBe(1);
         } else expect(f.reason.length).toBeGreaterThan(0);
       },
-      { seed: 30_703, runs: 300 },
+      { seed: 30_803, runs: 300 },
     );
   });
 
@@ -144,7 +144,7 @@ describe("protocol decoding under hostile frames", () => {
         if ("exitCode" in s) expect(Number.isSafeInteger(s.exitCode)).toBe(true);
         else expect(typeof s.error).toBe("string");
       },
-      { seed: 30_704, runs: 400 },
+      { seed: 30_804, runs: 400 },
     );
   });
 });
@@ -276,7 +276,7 @@ describe("the hub's sessions under hostile agent frames", () => {
         expect(other.sent.slice(heard)).toEqual(['{"type":"hb"}']);
         expect(other.ws.closedWith).toBeUndefined();
       },
-      { seed: 30_705, runs: 200 },
+      { seed: 30_805, runs: 200 },
     );
   });
 });
@@ -324,7 +324,7 @@ describe("the agent's routing of hostile hub frames", () => {
           }
         } else if (call.kind === "binary" || call.kind === "stream") expect(welcomed).toBe(true);
       },
-      { seed: 30_706, runs: 400 },
+      { seed: 30_806, runs: 400 },
     );
   });
 });
@@ -395,7 +395,7 @@ describe("the agent's desired state under hostile desired messages", () => {
             expect(a.applied()).toBeGreaterThan(applied);
           }
         },
-        { seed: 30_707, runs: 80 },
+        { seed: 30_807, runs: 80 },
       );
     } finally {
       a.cleanup();
