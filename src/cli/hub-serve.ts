@@ -24,6 +24,7 @@ const serveFlags = {
   "max-message-bytes": { type: "int" },
   "rollout-interval": { type: "string" },
   "max-streams-per-node": { type: "int" },
+  "node-credential-lifetime": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
@@ -46,6 +47,13 @@ function durationFlag(value: string | undefined, flag: string): number | undefin
   }
 }
 
+function positiveDuration(value: string | undefined, flag: string): number | undefined {
+  const ms = durationFlag(value, flag);
+  if (ms !== undefined && ms <= 0)
+    throw new UsageError(`invalid --${flag} ${JSON.stringify(value)}: must be positive`);
+  return ms;
+}
+
 /** `fleetlet hub [flags]`: serves until SIGTERM or SIGINT. */
 export async function serveHubCommand(argv: string[], io: CliIO, usage: string): Promise<number> {
   const { flags } = parseArgs(argv, serveFlags);
@@ -60,6 +68,10 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
   const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
   const rolloutIntervalMs = durationFlag(flags["rollout-interval"], "rollout-interval");
+  const credentialLifetimeMs = positiveDuration(
+    flags["node-credential-lifetime"],
+    "node-credential-lifetime",
+  );
   const hub = startHub({
     dataDir,
     hostname,
@@ -69,6 +81,7 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
     log,
     ...(heartbeatIntervalMs !== undefined && { heartbeatIntervalMs }),
     ...(rolloutIntervalMs !== undefined && { rolloutIntervalMs }),
+    ...(credentialLifetimeMs !== undefined && { credentialLifetimeMs }),
     ...(flags["max-streams-per-node"] !== undefined && {
       maxStreamsPerNode: flags["max-streams-per-node"],
     }),

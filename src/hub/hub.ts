@@ -61,6 +61,8 @@ export interface HubOptions {
   rolloutIntervalMs?: number;
   /** Streams (logs, exec, port-forward) per device at once (default 128). */
   maxStreamsPerNode?: number;
+  /** How long a node credential is valid (default 90 days; agents renew it after 2/3). */
+  credentialLifetimeMs?: number;
 }
 
 export interface Hub {
@@ -123,7 +125,18 @@ function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
     },
     loaded,
   );
-  const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
+  const identity = new Identity(
+    {
+      store,
+      nodes: fleet.nodes,
+      now: () => opts.clock.now(),
+      ...(opts.credentialLifetimeMs !== undefined && {
+        credentialLifetimeMs: opts.credentialLifetimeMs,
+      }),
+    },
+    loaded,
+  );
+  identity.adoptLegacy(opts.clock.now());
   const createdOperatorToken = identity.ensureOperatorToken();
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
   const audit = new AuditLog(store.database, () => opts.clock.now());
