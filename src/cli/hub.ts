@@ -26,6 +26,7 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                     [--heartbeat-interval 10s] [--rate-limit 50] [--rate-burst 500]
                     [--max-message-bytes 1048576] [--rollout-interval 1s] [--max-streams-per-node 128]
                     [--node-credential-lifetime 2160h] [--serving-cert-lifetime 8760h]
+                    [--serving-cert-check-interval 24h]
                     [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...] [--uses N]
        fleetlet hub node revoke NAME --hub URL [--token T]

@@ -36,6 +36,7 @@ import {
   streamUpgrade,
 } from "./streams/pod-routes.ts";
 import type { HubTls } from "./tls/index.ts";
+import { Listener, startTlsRenewal } from "./tls/renew.ts";
 import { bearerToken } from "./tokens.ts";
 import { WatchHub, watchSockets, watchUpgrade } from "./watch.ts";
 
@@ -63,6 +64,11 @@ export interface HubOptions {
   maxStreamsPerNode?: number;
   /** How long a node credential is valid (default 90 days; agents renew it after 2/3). */
   credentialLifetimeMs?: number;
+  /** The hub's own certificate as of `now`, made again near its end (ownTls); absent: the
+   * certificate is given, or there is none. */
+  renewTls?: (now: number) => HubTls & { renewed: boolean };
+  /** Time between checks of the serving certificate (default 24 h). */
+  tlsCheckIntervalMs?: number;
 }
 
 export interface Hub {
@@ -258,18 +264,23 @@ interface Served {
   pods: PodStreamDeps;
 }
 
-/** Bun.serve with the hub's upgrades, sockets and API. */
-function serve({ opts, state, sessions, api, pods }: Served) {
+/** Bun.serve with the hub's upgrades, sockets and API, with `tls` (absent: plain HTTP) on
+ * `port` (0: any free one). */
+function serve(
+  { opts, state, sessions, api, pods }: Served,
+  tls: HubTls | undefined,
+  port: number,
+) {
   const heartbeat = opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs;
   const maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const agentUpgrade = (req: Request, _url: URL, server: Server<SocketData>) => {
-    const secure = opts.tls !== undefined || isLoopback(server.requestIP(req)?.address);
+    const secure = tls !== undefined || isLoopback(server.requestIP(req)?.address);
     return { data: sessions.newData(bearerToken(req.headers.get("authorization")), secure) };
   };
   return serveHub({
     hostname: opts.hostname,
-    port: opts.port,
-    ...(opts.tls !== undefined && { tls: { cert: opts.tls.cert, key: opts.tls.key } }),
+    port,
+    ...(tls !== undefined && { tls: { cert: tls.cert, key: tls.key } }),
     maxPayloadLength: maxMessageBytes * 2,
     idleTimeoutSeconds: Math.min(960, Math.ceil((6 * heartbeat) / 1000)),
     upgrades: { [AGENT_CONNECT_PATH]: agentUpgrade, [WATCH_PATH]: watchUpgrade(state.identity) },
@@ -318,6 +329,32 @@ function agentSessions(
   });
 }
 
+/** The listener serving `s`, with the daily renewal of the hub's own certificate. */
+function listen(s: Served): { port: number | undefined; stop(): Promise<void> } {
+  const { opts } = s;
+  const listener = new Listener((tls, port) => serve(s, tls, port), opts.tls, opts.port);
+  const renewal = tlsRenewal(opts, listener);
+  return {
+    port: listener.server.port,
+    async stop() {
+      renewal?.stop();
+      await listener.stop();
+    },
+  };
+}
+
+/** The daily check of the hub's own certificate, when it has one (tls/renew.ts). */
+function tlsRenewal(opts: HubOptions, listener: Listener<Server<SocketData>>) {
+  if (opts.renewTls === undefined || opts.tls === undefined) return undefined;
+  return startTlsRenewal({
+    clock: opts.clock,
+    log: opts.log,
+    renew: opts.renewTls,
+    apply: (tls) => listener.serveCertificate(tls),
+    intervalMs: opts.tlsCheckIntervalMs ?? 86_400_000,
+  });
+}
+
 export function startHub(opts: HubOptions): Hub {
   let deployer: Deployer | undefined;
   const state = openState(opts, () => deployer?.markDirty());
@@ -341,11 +378,11 @@ export function startHub(opts: HubOptions): Hub {
   deployer = startDeployer(opts, state, sessions, flush, stopDeploy.signal);
   const liveness = startLiveness(opts, state.fleet);
   const api = apiDepsOf(opts, state, deployer, sessions);
-  const server = serve({ opts, state, sessions, api, pods: podStreamsOf(state, broker) });
+  const listener = listen({ opts, state, sessions, api, pods: podStreamsOf(state, broker) });
   const scheme = opts.tls === undefined ? "http" : "https";
   const agents = sessions;
   return {
-    url: `${scheme}://${opts.hostname.includes(":") ? `[${opts.hostname}]` : opts.hostname}:${server.port}`,
+    url: `${scheme}://${opts.hostname.includes(":") ? `[${opts.hostname}]` : opts.hostname}:${listener.port}`,
     ...(state.createdOperatorToken !== undefined && {
       createdOperatorToken: state.createdOperatorToken,
     }),
@@ -362,7 +399,7 @@ export function startHub(opts: HubOptions): Hub {
       state.watch.closeAll();
       flusher.stop();
       flush();
-      await server.stop(true);
+      await listener.stop();
       state.store.close();
     },
   };
