@@ -77,7 +77,7 @@ describe("secrets in logs", () => {
     const wrong = "flo_wrongwrongwrongwrongwrongwrongwrongwrongwro";
     expect((await call("/api/v1/nodes", {}, wrong)).status).toBe(401);
     expect((await call("/api/v1/nodes", {}, joined.credential)).status).toBe(403);
-    expect((await call("/api/v1/watch?token=" + wrong, {}, "")).status).toBe(401);
+    expect((await call(`/api/v1/watch?token=${wrong}`, {}, "")).status).toBe(401);
 
     const path = join(dir, "agent", "hub", "credential");
     writeFileAtomic(path, `${joined.credential}\n`);
