@@ -1,10 +1,10 @@
 // Credentials with the compiled hub and agent: a node credential rotated twice over the live
-// connection (a 6 s lifetime, a test setting) while the device's pod keeps running and its status
-// keeps arriving; a one-use join token refused the second time; the hub's serving certificate
+// connection (a 6 s lifetime, a test setting) while the device's pod keeps running and its reports
+// keep arriving, every file under the agent's <rootDir>/hub 0600; a one-use join token refused the second time; the hub's serving certificate
 // renewed while it runs and seen by a new TLS connection; a revoked node's followed log ending.
 // Needs root and the test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { connect } from "node:tls";
 import type { Node } from "../../src/api/node.ts";
@@ -100,7 +100,12 @@ describe("credentials with the compiled hub and agent (needs root and the test b
       30_000,
       100,
     );
-    expect(statSync(credentialFile()).mode & 0o777).toBe(0o600);
+    const hubDir = join(agent.rootDir, "hub");
+    expect((statSync(hubDir).mode & 0o777).toString(8)).toBe("700");
+    const files = readdirSync(hubDir);
+    expect(files).toContain("credential");
+    for (const f of files)
+      expect([f, (statSync(join(hubDir, f)).mode & 0o777).toString(8)]).toEqual([f, "600"]);
     expect(agent.output).toContain("rotated the node credential");
     expect(agent.output).not.toContain("refuses this device's credential");
     expect(agent.output).not.toContain("disconnected from the hub");

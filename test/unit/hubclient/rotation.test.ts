@@ -4,6 +4,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import {
+  createHubClient,
   readCredential,
   type SessionDeps,
   startSession,
@@ -11,7 +12,8 @@ import {
 import { CredentialRenewal } from "../../../src/agent/hubclient/rotation.ts";
 import { writeFileAtomic } from "../../../src/util/atomic-file.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
-import { nullLogger } from "../../../src/util/log.ts";
+import { createLogger, nullLogger } from "../../../src/util/log.ts";
+import { until } from "../../lib/until.ts";
 import { fakeDial, outboxAt, tempDir } from "./fixtures.ts";
 
 let cleanups: (() => void)[] = [];
@@ -143,5 +145,46 @@ describe("CredentialRenewal", () => {
     clock.step(0);
     clock.step(DAY);
     expect(sent).toEqual(["credential.request", "credential.request"]);
+  });
+});
+
+describe("a refused credential", () => {
+  test("is logged with the hub's reason and what brings the device back; it counts as permanent", async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const lines: string[] = [];
+    const { dial, conns } = fakeDial();
+    const client = createHubClient({
+      clock: new FakeClock(),
+      logger: createLogger({ write: (l) => lines.push(l) }),
+      connectUrl: "ws://hub.test/api/v1/agent/connect",
+      nodeName: "cam-1",
+      agentVersion: "0.1.0",
+      outbox: outboxAt(t.dir),
+      credential: async () => "flc_expired",
+      credentialPath: "/var/lib/fleetlet/hub/credential",
+      dial,
+      node: () => {
+        throw new Error("not welcomed");
+      },
+      pod: () => undefined,
+      pods: () => [],
+      podsSynced: () => true,
+      nodeEvent: () => {},
+    });
+    const once = client.connectOnce(new AbortController().signal);
+    await until("a dial", () => conns.length > 0);
+    const conn = conns[0];
+    if (conn === undefined) throw new Error("no connection dialed");
+    const reason = 'the credential of node "cam-1" expired at 2026-04-01T00:00:00Z';
+    conn.receive({ type: "error", code: "unauthorized", reason });
+    conn.events.onClose(4401, "refused");
+    expect((await once).permanent).toBe(true);
+    const logged = lines.join("\n");
+    expect(logged).toContain(reason.replaceAll('"', '\\"'));
+    expect(logged).toContain(
+      "to join again: get a new join token (fleetlet hub token create), remove /var/lib/fleetlet/hub/credential and start the agent with --join-token (hub.joinToken)",
+    );
+    expect(logged).not.toContain("flc_expired");
   });
 });
