@@ -36,7 +36,7 @@ import {
   streamUpgrade,
 } from "./streams/pod-routes.ts";
 import type { HubTls } from "./tls/index.ts";
-import { Listener, startTlsRenewal } from "./tls/renew.ts";
+import { listenRenewing } from "./tls/renew.ts";
 import { bearerToken } from "./tokens.ts";
 import { WatchHub, watchSockets, watchUpgrade } from "./watch.ts";
 
@@ -177,10 +177,18 @@ function startDeployer(
   return deployer;
 }
 
-/** The offline detection loop; returns its iteration and its stop. */
-function startLiveness(opts: HubOptions, fleet: Fleet): { check(): string[]; stop(): void } {
+/** The offline detection loop, which also closes connections whose credential expired; returns
+ * its iteration and its stop. */
+function startLiveness(
+  opts: HubOptions,
+  fleet: Fleet,
+  sessions: AgentSessions,
+): { check(): string[]; stop(): void } {
   const heartbeat = opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs;
-  const check = () => fleet.checkLiveness(opts.clock.now());
+  const check = () => {
+    sessions.closeExpired(opts.clock.now());
+    return fleet.checkLiveness(opts.clock.now());
+  };
   let cancel: (() => void) | undefined;
   const loop = () => {
     check();
@@ -329,30 +337,9 @@ function agentSessions(
   });
 }
 
-/** The listener serving `s`, with the daily renewal of the hub's own certificate. */
-function listen(s: Served): { port: number | undefined; stop(): Promise<void> } {
-  const { opts } = s;
-  const listener = new Listener((tls, port) => serve(s, tls, port), opts.tls, opts.port);
-  const renewal = tlsRenewal(opts, listener);
-  return {
-    port: listener.server.port,
-    async stop() {
-      renewal?.stop();
-      await listener.stop();
-    },
-  };
-}
-
-/** The daily check of the hub's own certificate, when it has one (tls/renew.ts). */
-function tlsRenewal(opts: HubOptions, listener: Listener<Server<SocketData>>) {
-  if (opts.renewTls === undefined || opts.tls === undefined) return undefined;
-  return startTlsRenewal({
-    clock: opts.clock,
-    log: opts.log,
-    renew: opts.renewTls,
-    apply: (tls) => listener.serveCertificate(tls),
-    intervalMs: opts.tlsCheckIntervalMs ?? 86_400_000,
-  });
+/** The listener serving `s`, renewing the hub's own certificate (tls/renew.ts). */
+function listen(s: Served) {
+  return listenRenewing((tls, port) => serve(s, tls, port), s.opts);
 }
 
 export function startHub(opts: HubOptions): Hub {
@@ -376,7 +363,7 @@ export function startHub(opts: HubOptions): Hub {
   sessions = agentSessions(opts, state, flusher, broker, () => deployer);
   const stopDeploy = new AbortController();
   deployer = startDeployer(opts, state, sessions, flush, stopDeploy.signal);
-  const liveness = startLiveness(opts, state.fleet);
+  const liveness = startLiveness(opts, state.fleet, sessions);
   const api = apiDepsOf(opts, state, deployer, sessions);
   const listener = listen({ opts, state, sessions, api, pods: podStreamsOf(state, broker) });
   const scheme = opts.tls === undefined ? "http" : "https";

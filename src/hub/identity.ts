@@ -212,14 +212,16 @@ export class Identity {
     if (rec.revokedAt !== undefined)
       return { ok: false, code: "revoked", reason: `node "${rec.name}" was revoked` };
     if (rec.pendingCredential?.hash === hash) this.promote(rec);
-    const expiresAt = rec.credentialExpiresAt;
-    if (expiresAt !== undefined && expiresAt <= now)
-      return {
-        ok: false,
-        code: "unauthorized",
-        reason: `the credential of node "${rec.name}" expired at ${rfc3339(expiresAt)}: the device needs a new join token (remove <rootDir>/hub/credential on it and start its agent with --join-token)`,
-      };
+    const expired = this.expiredReason(rec.name, now);
+    if (expired !== undefined) return { ok: false, code: "unauthorized", reason: expired };
     return { ok: true, nodeName: rec.name };
+  }
+
+  /** Why node `name`'s current credential is refused at `now` when it expired; else undefined. */
+  expiredReason(name: string, now: number): string | undefined {
+    const expiresAt = this.deps.nodes.get(name)?.credentialExpiresAt;
+    if (expiresAt === undefined || expiresAt > now) return undefined;
+    return `the credential of node "${name}" expired at ${rfc3339(expiresAt)}: the device needs a new join token (remove <rootDir>/hub/credential on it and start its agent with --join-token)`;
   }
 
   /** The expiry of node `name`'s current credential and when its agent should renew it. */

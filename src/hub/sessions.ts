@@ -303,6 +303,15 @@ export class AgentSessions {
     if (seq > 0) this.byNode.get(name)?.send(`{"type":"ack","seq":${seq}}`);
   }
 
+  /** Closes the connections whose node credential expired at `now` (an agent that did not
+   * rotate it); the liveness loop calls this. */
+  closeExpired(now: number): void {
+    for (const [name, ws] of [...this.byNode]) {
+      const reason = this.opts.identity.expiredReason(name, now);
+      if (reason !== undefined) this.refuse(ws, "unauthorized", reason);
+    }
+  }
+
   /** Closes the connection of a node that was just revoked. */
   revoked(name: string): void {
     const ws = this.byNode.get(name);

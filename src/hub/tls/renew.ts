@@ -28,7 +28,7 @@ interface Serving {
 }
 
 /** The hub's listener: one server accepting, and the retired ones draining. */
-export class Listener<S extends Serving> {
+class Listener<S extends Serving> {
   /** The server accepting new connections. */
   server: S;
   /** Servers that stopped accepting and may still carry connections. */
@@ -58,11 +58,44 @@ export class Listener<S extends Serving> {
   }
 }
 
-/** Starts the renewal loop. */
-export function startTlsRenewal(deps: TlsRenewalDeps): TlsRenewal {
-  const renewal = new TlsRenewal(deps);
-  renewal.run();
-  return renewal;
+/** What listenRenewing() needs of the hub's options. */
+export interface RenewingOptions {
+  /** The certificate to serve first (absent: plain HTTP, nothing to renew). */
+  tls?: HubTls;
+  port: number;
+  /** The hub's own certificate as of `now`, made again near its end (absent: none to renew). */
+  renewTls?: (now: number) => HubTls & { renewed: boolean };
+  /** Time between checks (default 24 h). */
+  tlsCheckIntervalMs?: number;
+  clock: Clock;
+  log: Logger;
+}
+
+/** A listener started with `start`, checking the hub's own certificate on a timer and serving
+ * a renewed one; stop() ends both. */
+export function listenRenewing<S extends Serving>(
+  start: (tls: HubTls | undefined, port: number) => S,
+  opts: RenewingOptions,
+): { port: number | undefined; stop(): Promise<void> } {
+  const listener = new Listener(start, opts.tls, opts.port);
+  let renewal: TlsRenewal | undefined;
+  if (opts.renewTls !== undefined && opts.tls !== undefined) {
+    renewal = new TlsRenewal({
+      clock: opts.clock,
+      log: opts.log,
+      renew: opts.renewTls,
+      apply: (tls) => listener.serveCertificate(tls),
+      intervalMs: opts.tlsCheckIntervalMs ?? 86_400_000,
+    });
+    renewal.run();
+  }
+  return {
+    port: listener.server.port,
+    async stop() {
+      renewal?.stop();
+      await listener.stop();
+    },
+  };
 }
 
 export class TlsRenewal {

@@ -227,7 +227,7 @@ function sessionsOver(identity: Identity, fleet: Fleet, clock: FakeClock) {
   });
 }
 
-function connect(sessions: AgentSessions, credential: string) {
+function connect(sessions: AgentSessions, credential: string, nodeName = "cam-1") {
   const sent: Record<string, unknown>[] = [];
   const ws: AgentSocket & { closedWith?: number } = {
     data: sessions.newData(credential, true),
@@ -242,7 +242,7 @@ function connect(sessions: AgentSessions, credential: string) {
     JSON.stringify({
       type: "hello",
       protocolVersion: PROTOCOL_VERSION,
-      nodeName: "cam-1",
+      nodeName,
       agentVersion: "0.1.0",
       streamId: "s1",
     }),
@@ -280,5 +280,26 @@ describe("AgentSessions: rotation over the connection", () => {
     expect(sent[0]).toMatchObject({ type: "error", code: "unauthorized" });
     expect(String(sent[0]?.reason)).toContain("expired at 2026-04-01T00:00:00Z");
     expect(ws.closedWith).toBe(4401);
+  });
+
+  test("closeExpired() closes a live connection whose credential expired (an agent that does not rotate) and keeps one that rotated", () => {
+    const { clock, fleet, identity, credential } = joined();
+    const tok = identity.createJoinToken(DAY, {}, clock.now());
+    const other = identity.join({ joinToken: tok.token, nodeName: "cam-2" }, clock.now());
+    const sessions = sessionsOver(identity, fleet, clock);
+    const old = connect(sessions, credential);
+    const rotating = connect(sessions, other.credential, "cam-2");
+    clock.step(60 * DAY);
+    sessions.message(rotating.ws, '{"type":"credential.request"}');
+    sessions.message(rotating.ws, '{"type":"credential.saved"}');
+    clock.step(LIFETIME - 60 * DAY - 1);
+    sessions.closeExpired(clock.now());
+    expect(old.ws.closedWith).toBeUndefined();
+    clock.step(1);
+    sessions.closeExpired(clock.now());
+    expect(old.ws.closedWith).toBe(4401);
+    expect(String(old.sent.at(-1)?.reason)).toContain('the credential of node "cam-1" expired at');
+    expect(rotating.ws.closedWith).toBeUndefined();
+    expect(sessions.count()).toBe(1);
   });
 });
