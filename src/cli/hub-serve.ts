@@ -24,6 +24,9 @@ const serveFlags = {
   "max-message-bytes": { type: "int" },
   "rollout-interval": { type: "string" },
   "max-streams-per-node": { type: "int" },
+  "node-credential-lifetime": { type: "string" },
+  "serving-cert-lifetime": { type: "string" },
+  "serving-cert-check-interval": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
@@ -46,6 +49,29 @@ function durationFlag(value: string | undefined, flag: string): number | undefin
   }
 }
 
+function positiveDuration(value: string | undefined, flag: string): number | undefined {
+  const ms = durationFlag(value, flag);
+  if (ms !== undefined && ms <= 0)
+    throw new UsageError(`invalid --${flag} ${JSON.stringify(value)}: must be positive`);
+  return ms;
+}
+
+/** The lifetime of node credentials and the check interval of the serving certificate. */
+function credentialTimings(flags: {
+  "node-credential-lifetime"?: string;
+  "serving-cert-check-interval"?: string;
+}): { credentialLifetimeMs?: number; tlsCheckIntervalMs?: number } {
+  const lifetime = positiveDuration(flags["node-credential-lifetime"], "node-credential-lifetime");
+  const check = positiveDuration(
+    flags["serving-cert-check-interval"],
+    "serving-cert-check-interval",
+  );
+  return {
+    ...(lifetime !== undefined && { credentialLifetimeMs: lifetime }),
+    ...(check !== undefined && { tlsCheckIntervalMs: check }),
+  };
+}
+
 /** `fleetlet hub [flags]`: serves until SIGTERM or SIGINT. */
 export async function serveHubCommand(argv: string[], io: CliIO, usage: string): Promise<number> {
   const { flags } = parseArgs(argv, serveFlags);
@@ -56,7 +82,13 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   const { hostname, port } = parseListen(flags.listen ?? "127.0.0.1:7443");
   const dataDir = flags.data ?? "/var/lib/fleetlet/hub";
   const clock = realClock;
-  const tls = serveTls(flags, hostname, dataDir, clock.now());
+  const { tls, renewTls } = serveTls(
+    flags,
+    hostname,
+    dataDir,
+    clock.now(),
+    positiveDuration(flags["serving-cert-lifetime"], "serving-cert-lifetime"),
+  );
   const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
   const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
   const rolloutIntervalMs = durationFlag(flags["rollout-interval"], "rollout-interval");
@@ -65,6 +97,8 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
     hostname,
     port,
     ...(tls !== undefined && { tls }),
+    ...(renewTls !== undefined && { renewTls }),
+    ...credentialTimings(flags),
     clock,
     log,
     ...(heartbeatIntervalMs !== undefined && { heartbeatIntervalMs }),
@@ -103,7 +137,7 @@ function isLoopbackHost(host: string): boolean {
 }
 
 /** The certificate to serve: the given files, the hub's own CA in the data dir (made or
- * renewed as of `now`), or none (--plain-http, loopback only). */
+ * renewed as of `now`, and how to renew it while serving), or none (--plain-http, loopback only). */
 function serveTls(
   flags: {
     "tls-cert"?: string;
@@ -115,7 +149,8 @@ function serveTls(
   hostname: string,
   dataDir: string,
   now: number,
-): HubTls | undefined {
+  servingLifetimeMs: number | undefined,
+): { tls?: HubTls; renewTls?: (now: number) => HubTls & { renewed: boolean } } {
   const cert = flags["tls-cert"];
   const key = flags["tls-key"];
   if ((cert === undefined) !== (key === undefined))
@@ -126,19 +161,22 @@ function serveTls(
       throw new UsageError(
         `--plain-http is only for a loopback --listen address (got ${hostname}): exec sessions and Secrets travel over the hub's connections`,
       );
-    return undefined;
+    return {};
   }
   try {
     if (cert !== undefined && key !== undefined)
-      return givenTls({
-        certFile: cert,
-        keyFile: key,
-        ...(flags["tls-ca"] !== undefined && { caFile: flags["tls-ca"] }),
-      });
+      return {
+        tls: givenTls({
+          certFile: cert,
+          keyFile: key,
+          ...(flags["tls-ca"] !== undefined && { caFile: flags["tls-ca"] }),
+        }),
+      };
     if (flags["tls-ca"] !== undefined) throw new UsageError("--tls-ca goes with --tls-cert");
     if (!existsSync(dataDir)) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const sans = defaultSans(hostname, (flags["tls-san"] ?? "").split(","));
-    return ownTls(dataDir, sans, now);
+    const renewTls = (at: number) => ownTls(dataDir, sans, at, servingLifetimeMs);
+    return { tls: renewTls(now), renewTls };
   } catch (err) {
     if (err instanceof CliError) throw err;
     throw new CliError(`cannot set up the hub's TLS: ${(err as Error).message}`);

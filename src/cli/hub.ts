@@ -25,8 +25,10 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                     [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] [--plain-http]
                     [--heartbeat-interval 10s] [--rate-limit 50] [--rate-burst 500]
                     [--max-message-bytes 1048576] [--rollout-interval 1s] [--max-streams-per-node 128]
+                    [--node-credential-lifetime 2160h] [--serving-cert-lifetime 8760h]
+                    [--serving-cert-check-interval 24h]
                     [--log-level info]
-       fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...]
+       fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...] [--uses N]
        fleetlet hub node revoke NAME --hub URL [--token T]
        fleetlet hub node forget NAME --hub URL [--token T]   (a revoked node: drops it, frees its name)
        fleetlet hub kubeconfig --hub URL [--token T] [--data DIR | --ca-file F | --ca-hash H]   (for kubectl)
@@ -43,6 +45,7 @@ const clientFlags = {
   "ca-file": { type: "string" },
   ttl: { type: "string" },
   labels: { type: "string" },
+  uses: { type: "int" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
 
@@ -62,9 +65,12 @@ async function tokenCreate(argv: string[], io: CliIO): Promise<number> {
   const res = await hubRequest<JoinTokenResponse>(target, "POST", "/api/v1/join-tokens", {
     ttl: flags.ttl ?? "24h",
     labels: parseLabels(flags.labels),
+    ...(flags.uses !== undefined && { uses: flags.uses }),
   });
   io.stdout(`${res.token}\n`);
-  io.stderr(`join token ${res.id} expires at ${res.expiresAt}\n`);
+  const uses =
+    res.uses === undefined ? "" : `, good for ${res.uses} join${res.uses === 1 ? "" : "s"}`;
+  io.stderr(`join token ${res.id} expires at ${res.expiresAt}${uses}\n`);
   return 0;
 }
 

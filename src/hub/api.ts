@@ -87,7 +87,12 @@ async function createJoinToken(deps: ApiDeps, req: Request): Promise<Response> {
         `invalid ttl ${JSON.stringify(body.ttl)}: must be positive`,
       );
   }
-  const created = deps.identity.createJoinToken(ttlMs, body.labels ?? {}, deps.clock.now());
+  const created = deps.identity.createJoinToken(
+    ttlMs,
+    body.labels ?? {},
+    deps.clock.now(),
+    body.uses,
+  );
   return json({ ...created, token: joinTokenWithHash(created.token, deps.ca?.hash) }, 201);
 }
 

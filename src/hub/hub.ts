@@ -36,6 +36,7 @@ import {
   streamUpgrade,
 } from "./streams/pod-routes.ts";
 import type { HubTls } from "./tls/index.ts";
+import { listenRenewing } from "./tls/renew.ts";
 import { bearerToken } from "./tokens.ts";
 import { WatchHub, watchSockets, watchUpgrade } from "./watch.ts";
 
@@ -61,6 +62,13 @@ export interface HubOptions {
   rolloutIntervalMs?: number;
   /** Streams (logs, exec, port-forward) per device at once (default 128). */
   maxStreamsPerNode?: number;
+  /** How long a node credential is valid (default 90 days; agents renew it after 2/3). */
+  credentialLifetimeMs?: number;
+  /** The hub's own certificate as of `now`, made again near its end (ownTls); absent: the
+   * certificate is given, or there is none. */
+  renewTls?: (now: number) => HubTls & { renewed: boolean };
+  /** Time between checks of the serving certificate (default 24 h). */
+  tlsCheckIntervalMs?: number;
 }
 
 export interface Hub {
@@ -123,7 +131,18 @@ function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
     },
     loaded,
   );
-  const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
+  const identity = new Identity(
+    {
+      store,
+      nodes: fleet.nodes,
+      now: () => opts.clock.now(),
+      ...(opts.credentialLifetimeMs !== undefined && {
+        credentialLifetimeMs: opts.credentialLifetimeMs,
+      }),
+    },
+    loaded,
+  );
+  identity.adoptLegacy(opts.clock.now());
   const createdOperatorToken = identity.ensureOperatorToken();
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
   const audit = new AuditLog(store.database, () => opts.clock.now());
@@ -158,10 +177,18 @@ function startDeployer(
   return deployer;
 }
 
-/** The offline detection loop; returns its iteration and its stop. */
-function startLiveness(opts: HubOptions, fleet: Fleet): { check(): string[]; stop(): void } {
+/** The offline detection loop, which also closes connections whose credential expired; returns
+ * its iteration and its stop. */
+function startLiveness(
+  opts: HubOptions,
+  fleet: Fleet,
+  sessions: AgentSessions,
+): { check(): string[]; stop(): void } {
   const heartbeat = opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs;
-  const check = () => fleet.checkLiveness(opts.clock.now());
+  const check = () => {
+    sessions.closeExpired(opts.clock.now());
+    return fleet.checkLiveness(opts.clock.now());
+  };
   let cancel: (() => void) | undefined;
   const loop = () => {
     check();
@@ -245,18 +272,23 @@ interface Served {
   pods: PodStreamDeps;
 }
 
-/** Bun.serve with the hub's upgrades, sockets and API. */
-function serve({ opts, state, sessions, api, pods }: Served) {
+/** Bun.serve with the hub's upgrades, sockets and API, with `tls` (absent: plain HTTP) on
+ * `port` (0: any free one). */
+function serve(
+  { opts, state, sessions, api, pods }: Served,
+  tls: HubTls | undefined,
+  port: number,
+) {
   const heartbeat = opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs;
   const maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const agentUpgrade = (req: Request, _url: URL, server: Server<SocketData>) => {
-    const secure = opts.tls !== undefined || isLoopback(server.requestIP(req)?.address);
+    const secure = tls !== undefined || isLoopback(server.requestIP(req)?.address);
     return { data: sessions.newData(bearerToken(req.headers.get("authorization")), secure) };
   };
   return serveHub({
     hostname: opts.hostname,
-    port: opts.port,
-    ...(opts.tls !== undefined && { tls: { cert: opts.tls.cert, key: opts.tls.key } }),
+    port,
+    ...(tls !== undefined && { tls: { cert: tls.cert, key: tls.key } }),
     maxPayloadLength: maxMessageBytes * 2,
     idleTimeoutSeconds: Math.min(960, Math.ceil((6 * heartbeat) / 1000)),
     upgrades: { [AGENT_CONNECT_PATH]: agentUpgrade, [WATCH_PATH]: watchUpgrade(state.identity) },
@@ -305,6 +337,11 @@ function agentSessions(
   });
 }
 
+/** The listener serving `s`, renewing the hub's own certificate (tls/renew.ts). */
+function listen(s: Served) {
+  return listenRenewing((tls, port) => serve(s, tls, port), s.opts);
+}
+
 export function startHub(opts: HubOptions): Hub {
   let deployer: Deployer | undefined;
   const state = openState(opts, () => deployer?.markDirty());
@@ -326,13 +363,13 @@ export function startHub(opts: HubOptions): Hub {
   sessions = agentSessions(opts, state, flusher, broker, () => deployer);
   const stopDeploy = new AbortController();
   deployer = startDeployer(opts, state, sessions, flush, stopDeploy.signal);
-  const liveness = startLiveness(opts, state.fleet);
+  const liveness = startLiveness(opts, state.fleet, sessions);
   const api = apiDepsOf(opts, state, deployer, sessions);
-  const server = serve({ opts, state, sessions, api, pods: podStreamsOf(state, broker) });
+  const listener = listen({ opts, state, sessions, api, pods: podStreamsOf(state, broker) });
   const scheme = opts.tls === undefined ? "http" : "https";
   const agents = sessions;
   return {
-    url: `${scheme}://${opts.hostname.includes(":") ? `[${opts.hostname}]` : opts.hostname}:${server.port}`,
+    url: `${scheme}://${opts.hostname.includes(":") ? `[${opts.hostname}]` : opts.hostname}:${listener.port}`,
     ...(state.createdOperatorToken !== undefined && {
       createdOperatorToken: state.createdOperatorToken,
     }),
@@ -349,7 +386,7 @@ export function startHub(opts: HubOptions): Hub {
       state.watch.closeAll();
       flusher.stop();
       flush();
-      await server.stop(true);
+      await listener.stop();
       state.store.close();
     },
   };

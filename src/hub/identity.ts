@@ -1,19 +1,49 @@
 // Who may talk to the hub: the operator token, join tokens, and per-node credentials
-// (docs/protocol.md, "Identities and tokens", "Joining"). Only hashes are kept. Refusals are
-// StatusErrors with a message that says what failed.
+// (docs/protocol.md, "Identities and tokens", "Joining", "Rotating the node credential"). Only
+// hashes are kept. Refusals are StatusErrors with a message that says what failed.
+// Invariants: `credentials` maps the hash of every node's current credential, and of its pending
+// one when it has one, to the node's name; a node credential is refused once it expired; the
+// operator token is compared in constant time; join tokens and credentials are found by their
+// SHA-256 (a lookup by a hash of the secret tells a timing attacker nothing about the secret).
 import { isDNS1123Subdomain } from "../api/index.ts";
 import { StatusError } from "../api/status.ts";
 import type { JoinRequest, JoinTokenResponse } from "../protocol/index.ts";
 import { parseJoinToken } from "../protocol/trust.ts";
-import type { HubStore, JoinTokenRecord, LoadedState, NodeRecord } from "./store.ts";
-import { generateToken, hashToken, tokenId } from "./tokens.ts";
+import type {
+  CredentialRecord,
+  HubStore,
+  JoinTokenRecord,
+  LoadedState,
+  NodeRecord,
+} from "./store.ts";
+import { generateToken, hashToken, sameHash, tokenId } from "./tokens.ts";
 
 export interface IdentityDeps {
   store: HubStore;
   /** The fleet's node records (shared with Fleet). */
   nodes: Map<string, NodeRecord>;
   newToken?: typeof generateToken;
+  /** How long a node credential is valid (default DEFAULT_CREDENTIAL_LIFETIME_MS). */
+  credentialLifetimeMs?: number;
+  /** The hub's time, for callers of authenticate() that give none (default Date.now). */
+  now?: () => number;
 }
+
+/** The default lifetime of a node credential: 90 days. */
+const DEFAULT_CREDENTIAL_LIFETIME_MS = 90 * 86_400_000;
+/** The agent is asked to renew its credential once this much of its lifetime has passed. */
+const RENEW_AFTER_FRACTION = 2 / 3;
+
+/** A credential's expiry and when its agent should ask for the next (welcome, credential). */
+export interface CredentialTimes {
+  expiresAt: string;
+  renewInMs: number;
+}
+
+/** Why a credential is refused, or whose it is. */
+export type Authentication =
+  | { ok: true; nodeName: string }
+  | { ok: false; code: "unauthorized" | "revoked"; reason: string };
 
 function rfc3339(ms: number): string {
   return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
@@ -24,6 +54,7 @@ export class Identity {
   private readonly joinTokens = new Map<string, JoinTokenRecord>();
   private readonly credentials = new Map<string, string>();
   private readonly newToken: typeof generateToken;
+  private readonly lifetimeMs: number;
 
   constructor(
     private readonly deps: IdentityDeps,
@@ -31,8 +62,22 @@ export class Identity {
   ) {
     this.operatorHash = loaded.operatorHash;
     for (const t of loaded.joinTokens) this.joinTokens.set(t.hash, t);
-    for (const n of loaded.nodes) this.credentials.set(n.credentialHash, n.name);
+    for (const n of loaded.nodes) {
+      this.credentials.set(n.credentialHash, n.name);
+      if (n.pendingCredential !== undefined) this.credentials.set(n.pendingCredential.hash, n.name);
+    }
     this.newToken = deps.newToken ?? generateToken;
+    this.lifetimeMs = deps.credentialLifetimeMs ?? DEFAULT_CREDENTIAL_LIFETIME_MS;
+  }
+
+  /** Gives every node stored before credentials had a lifetime one from `now` (migration). */
+  adoptLegacy(now: number): void {
+    for (const rec of this.deps.nodes.values()) {
+      if (rec.credentialExpiresAt !== undefined) continue;
+      rec.credentialIssuedAt = now;
+      rec.credentialExpiresAt = now + this.lifetimeMs;
+      this.saveNow(rec);
+    }
   }
 
   /** Creates the operator token if there is none; returns it only when it was just created. */
@@ -44,15 +89,19 @@ export class Identity {
     return token;
   }
 
+  /** Whether `token` is the operator token (compared in constant time). */
   isOperator(token: string | undefined): boolean {
-    return (
-      token !== undefined &&
-      this.operatorHash !== undefined &&
-      hashToken(token) === this.operatorHash
-    );
+    if (token === undefined || this.operatorHash === undefined) return false;
+    return sameHash(hashToken(token), this.operatorHash);
   }
 
-  createJoinToken(ttlMs: number, labels: Record<string, string>, now: number): JoinTokenResponse {
+  /** A new join token valid `ttlMs` from `now`, for `maxUses` joins (absent: any number). */
+  createJoinToken(
+    ttlMs: number,
+    labels: Record<string, string>,
+    now: number,
+    maxUses?: number,
+  ): JoinTokenResponse {
     const token = this.newToken("join");
     const hash = hashToken(token);
     const rec: JoinTokenRecord = {
@@ -62,10 +111,18 @@ export class Identity {
       labels,
       revoked: false,
       createdAt: now,
+      ...(maxUses !== undefined && { maxUses }),
+      used: 0,
     };
     this.deps.store.saveJoinToken(rec);
     this.joinTokens.set(hash, rec);
-    return { id: rec.id, token, expiresAt: rfc3339(rec.expiresAt), labels };
+    return {
+      id: rec.id,
+      token,
+      expiresAt: rfc3339(rec.expiresAt),
+      labels,
+      ...(maxUses !== undefined && { uses: maxUses }),
+    };
   }
 
   /** Revokes the join token with public id `id`; false when there is none. */
@@ -87,56 +144,158 @@ export class Identity {
         "BadRequest",
         `invalid node name ${JSON.stringify(req.nodeName)}: ${nameErrors.join("; ")}`,
       );
-    const token = this.joinTokens.get(hashToken(parseJoinToken(req.joinToken).secret));
-    if (token === undefined) throw new StatusError("Unauthorized", "unknown join token");
-    if (token.revoked) throw new StatusError("Unauthorized", "join token revoked");
-    if (token.expiresAt <= now)
-      throw new StatusError("Unauthorized", `join token expired at ${rfc3339(token.expiresAt)}`);
+    const token = this.usableJoinToken(req.joinToken, now);
     const existing = this.deps.nodes.get(req.nodeName);
     if (existing?.revokedAt !== undefined)
       throw new StatusError("Forbidden", `node "${req.nodeName}" was revoked`);
-    if (existing?.connected === true)
+    if (existing?.connected === true && !this.expired(existing, now))
       throw new StatusError("AlreadyExists", `node "${req.nodeName}" already joined`);
     const credential = this.newToken("credential");
-    const rec: NodeRecord = {
-      name: req.nodeName,
-      credentialHash: hashToken(credential),
-      hubLabels: { ...token.labels, ...req.labels },
-      joinedAt: now,
-      ackedSeq: 0,
-      connected: false,
-      desiredGeneration: 0,
-      ackedGeneration: 0,
-    };
-    if (existing !== undefined) this.credentials.delete(existing.credentialHash);
-    this.deps.store.saveNodeNow(rec);
+    const cred = this.newCredential(credential, now);
+    const hubLabels = { ...existing?.hubLabels, ...token.labels, ...req.labels };
+    // A node whose credential expired keeps its history (streams, generations) under the new one.
+    const rec: NodeRecord =
+      existing?.connected === true
+        ? { ...existing, hubLabels }
+        : {
+            name: req.nodeName,
+            credentialHash: cred.hash,
+            hubLabels,
+            joinedAt: now,
+            ackedSeq: 0,
+            connected: false,
+            desiredGeneration: 0,
+            ackedGeneration: 0,
+          };
+    if (existing !== undefined) this.forgetHashes(existing);
+    this.setCurrent(rec, cred);
+    token.used++;
+    const { node: _node, ...progress } = rec;
+    this.deps.store.saveJoinNow(token, progress);
     this.deps.nodes.set(rec.name, rec);
     this.credentials.set(rec.credentialHash, rec.name);
     return { nodeName: rec.name, credential };
   }
 
-  /**
-   * The node a credential speaks for, or why it is refused: `unauthorized` (missing or unknown)
-   * or `revoked`.
-   */
+  /** The join token `joinToken` names, if it may be used at `now`; else why not. */
+  private usableJoinToken(joinToken: string, now: number): JoinTokenRecord {
+    const token = this.joinTokens.get(hashToken(parseJoinToken(joinToken).secret));
+    if (token === undefined) throw new StatusError("Unauthorized", "unknown join token");
+    if (token.revoked) throw new StatusError("Unauthorized", "join token revoked");
+    if (token.expiresAt <= now)
+      throw new StatusError("Unauthorized", `join token expired at ${rfc3339(token.expiresAt)}`);
+    if (token.maxUses !== undefined && token.used >= token.maxUses)
+      throw new StatusError(
+        "Unauthorized",
+        `join token ${token.id} was already used: it allowed ${token.maxUses} join${token.maxUses === 1 ? "" : "s"}`,
+      );
+    return token;
+  }
+
+  /** The node a credential speaks for at `now`, or why it is refused. Using a node's pending
+   * (rotated) credential makes it the current one. */
   authenticate(
     credential: string | undefined,
-  ):
-    | { ok: true; nodeName: string }
-    | { ok: false; code: "unauthorized" | "revoked"; reason: string } {
+    now = (this.deps.now ?? Date.now)(),
+  ): Authentication {
     if (credential === undefined)
       return {
         ok: false,
         code: "unauthorized",
         reason: "no node credential (Authorization: Bearer)",
       };
-    const name = this.credentials.get(hashToken(credential));
+    const hash = hashToken(credential);
+    const name = this.credentials.get(hash);
     const rec = name === undefined ? undefined : this.deps.nodes.get(name);
     if (rec === undefined)
       return { ok: false, code: "unauthorized", reason: "unknown node credential" };
     if (rec.revokedAt !== undefined)
       return { ok: false, code: "revoked", reason: `node "${rec.name}" was revoked` };
+    if (rec.pendingCredential?.hash === hash) this.promote(rec);
+    const expired = this.expiredReason(rec.name, now);
+    if (expired !== undefined) return { ok: false, code: "unauthorized", reason: expired };
     return { ok: true, nodeName: rec.name };
+  }
+
+  /** Why node `name`'s current credential is refused at `now` when it expired; else undefined. */
+  expiredReason(name: string, now: number): string | undefined {
+    const expiresAt = this.deps.nodes.get(name)?.credentialExpiresAt;
+    if (expiresAt === undefined || expiresAt > now) return undefined;
+    return `the credential of node "${name}" expired at ${rfc3339(expiresAt)}: the device needs a new join token (remove <rootDir>/hub/credential on it and start its agent with --join-token)`;
+  }
+
+  /** The expiry of node `name`'s current credential and when its agent should renew it. */
+  credentialTimes(name: string, now: number): CredentialTimes | undefined {
+    const rec = this.deps.nodes.get(name);
+    if (rec?.credentialExpiresAt === undefined) return undefined;
+    return this.times(rec.credentialIssuedAt ?? now, rec.credentialExpiresAt, now);
+  }
+
+  /**
+   * A new credential for node `name` (its agent asked over its connection), kept as the node's
+   * pending one (replacing an earlier pending one) and stored before it is returned; the current
+   * one keeps working until the new one is used or the current one expires.
+   */
+  renewCredential(name: string, now: number): { credential: string } & CredentialTimes {
+    const rec = this.deps.nodes.get(name);
+    if (rec === undefined) throw new Error(`node "${name}" is not known`);
+    if (rec.pendingCredential !== undefined) this.credentials.delete(rec.pendingCredential.hash);
+    const credential = this.newToken("credential");
+    const pending = this.newCredential(credential, now);
+    rec.pendingCredential = pending;
+    this.saveNow(rec);
+    this.credentials.set(pending.hash, name);
+    return { credential, ...this.times(pending.issuedAt, pending.expiresAt, now) };
+  }
+
+  /** The agent of `name` saved its pending credential: it becomes the only one. */
+  credentialSaved(name: string): void {
+    const rec = this.deps.nodes.get(name);
+    if (rec?.pendingCredential !== undefined) this.promote(rec);
+  }
+
+  private newCredential(credential: string, now: number): CredentialRecord {
+    return { hash: hashToken(credential), issuedAt: now, expiresAt: now + this.lifetimeMs };
+  }
+
+  private times(issuedAt: number, expiresAt: number, now: number): CredentialTimes {
+    const renewAt = issuedAt + Math.floor((expiresAt - issuedAt) * RENEW_AFTER_FRACTION);
+    return { expiresAt: rfc3339(expiresAt), renewInMs: Math.max(0, renewAt - now) };
+  }
+
+  /** Whether every credential of `rec` (current and pending) expired at `now`. */
+  private expired(rec: NodeRecord, now: number): boolean {
+    const latest = Math.max(
+      rec.credentialExpiresAt ?? Infinity,
+      rec.pendingCredential?.expiresAt ?? 0,
+    );
+    return latest <= now;
+  }
+
+  private setCurrent(rec: NodeRecord, cred: CredentialRecord): void {
+    rec.credentialHash = cred.hash;
+    rec.credentialIssuedAt = cred.issuedAt;
+    rec.credentialExpiresAt = cred.expiresAt;
+    delete rec.pendingCredential;
+  }
+
+  /** Makes the pending credential of `rec` its current one and forgets the old; stored now. */
+  private promote(rec: NodeRecord): void {
+    const pending = rec.pendingCredential;
+    if (pending === undefined) return;
+    this.credentials.delete(rec.credentialHash);
+    this.setCurrent(rec, pending);
+    this.saveNow(rec);
+  }
+
+  private forgetHashes(rec: NodeRecord): void {
+    this.credentials.delete(rec.credentialHash);
+    if (rec.pendingCredential !== undefined) this.credentials.delete(rec.pendingCredential.hash);
+  }
+
+  private saveNow(rec: NodeRecord): void {
+    const { node: _node, ...progress } = rec;
+    this.deps.store.saveNodeNow(progress);
   }
 
   /**
@@ -148,7 +307,7 @@ export class Identity {
     if (rec === undefined) throw new StatusError("NotFound", `nodes "${name}" not found`);
     if (rec.revokedAt === undefined)
       throw new StatusError("Conflict", `node "${name}" is not revoked; revoke it first`);
-    this.credentials.delete(rec.credentialHash);
+    this.forgetHashes(rec);
   }
 
   /** Revokes node `name`: its credential is refused from now on. */
@@ -157,8 +316,7 @@ export class Identity {
     if (rec === undefined) throw new StatusError("NotFound", `nodes "${name}" not found`);
     if (rec.revokedAt === undefined) {
       rec.revokedAt = now;
-      const { node: _node, ...progress } = rec;
-      this.deps.store.saveNodeNow(progress);
+      this.saveNow(rec);
     }
     return rec;
   }

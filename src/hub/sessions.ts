@@ -89,7 +89,7 @@ export class AgentSessions {
   newData(credential: string | undefined, secure = false): AgentSocketData {
     return {
       kind: "agent",
-      auth: this.opts.identity.authenticate(credential),
+      auth: this.opts.identity.authenticate(credential, this.opts.clock.now()),
       bucket: new TokenBucket(this.opts.rateLimit, this.opts.clock.now()),
       closed: false,
       secure,
@@ -206,11 +206,35 @@ export class AgentSessions {
     msg: AgentMessage,
     now: number,
   ): Refusal | undefined {
+    if (msg.type === "credential.request" || msg.type === "credential.saved") {
+      this.credentialMessage(ws, name, msg.type, now);
+      return undefined;
+    }
     return routeAgentMessage(name, msg, now, (text) => ws.send(text), {
       fleet: this.opts.fleet,
       markDirty: (node) => this.opts.markDirty(node),
       ...(this.opts.onDesiredAck !== undefined && { onDesiredAck: this.opts.onDesiredAck }),
     });
+  }
+
+  /** Rotation over the connection (docs/protocol.md, "Rotating the node credential"): a new
+   * credential, stored as pending before it is sent; or the agent saved it. */
+  private credentialMessage(
+    ws: AgentSocket,
+    name: string,
+    type: "credential.request" | "credential.saved",
+    now: number,
+  ): void {
+    const { identity, fleet, log } = this.opts;
+    fleet.touch(name, now);
+    if (type === "credential.saved") {
+      identity.credentialSaved(name);
+      log.info("node credential rotated", { node: name });
+      return;
+    }
+    const renewed = identity.renewCredential(name, now);
+    ws.send(JSON.stringify({ type: "credential", ...renewed }));
+    log.info("sent a new node credential", { node: name, expiresAt: renewed.expiresAt });
   }
 
   private hello(ws: AgentSocket, msg: AgentMessage, now: number): Refusal | undefined {
@@ -259,6 +283,8 @@ export class AgentSessions {
       rateLimit: this.opts.rateLimit,
       ...(streams && this.opts.broker !== undefined && { streams: this.opts.broker.settings() }),
     };
+    const credential = this.opts.identity.credentialTimes(name, now);
+    if (credential !== undefined) welcome.credential = credential;
     ws.send(JSON.stringify(welcome));
     ws.data.runsDesired = msg.features?.includes(AGENT_FEATURES.desiredPods) === true;
     if (ws.data.runsDesired) {
@@ -275,6 +301,15 @@ export class AgentSessions {
   /** Sends `ack` to the connection of `name`, if any. */
   ack(name: string, seq: number): void {
     if (seq > 0) this.byNode.get(name)?.send(`{"type":"ack","seq":${seq}}`);
+  }
+
+  /** Closes the connections whose node credential expired at `now` (an agent that did not
+   * rotate it); the liveness loop calls this. */
+  closeExpired(now: number): void {
+    for (const [name, ws] of [...this.byNode]) {
+      const reason = this.opts.identity.expiredReason(name, now);
+      if (reason !== undefined) this.refuse(ws, "unauthorized", reason);
+    }
   }
 
   /** Closes the connection of a node that was just revoked. */

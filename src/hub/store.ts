@@ -2,6 +2,7 @@
 // once; what agents report is queued and written in one transaction per flush, coalesced by key,
 // so that ingest costs a map update per message. Everything is loaded into memory at start.
 import { Database } from "bun:sqlite";
+import { chmodSync, closeSync, existsSync, openSync } from "node:fs";
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 
@@ -12,6 +13,17 @@ export interface JoinTokenRecord {
   labels: Record<string, string>;
   revoked: boolean;
   createdAt: number;
+  /** How many joins the token allows; absent: any number until it expires. */
+  maxUses?: number;
+  /** How many joins it was used for (counted with the join, in one transaction). */
+  used: number;
+}
+
+/** A node credential's hash and its times (ms). */
+export interface CredentialRecord {
+  hash: string;
+  issuedAt: number;
+  expiresAt: number;
 }
 
 /** What the hub knows of a node that joined. */
@@ -20,6 +32,13 @@ export interface NodeRecord {
   credentialHash: string;
   /** Labels given at join (join token's and the join request's). */
   hubLabels: Record<string, string>;
+  /** When `credentialHash` was issued and expires (ms); absent on records stored before
+   * credentials had a lifetime (the hub gives them one on start: Identity.adoptLegacy). */
+  credentialIssuedAt?: number;
+  credentialExpiresAt?: number;
+  /** A rotated credential handed to the agent and not yet used: the old one keeps working until
+   * the agent uses this one (connects with it or says it saved it) or the old one expires. */
+  pendingCredential?: CredentialRecord;
   joinedAt: number;
   revokedAt?: number;
   /** The agent's outbox id; seqs are counted per stream. */
@@ -60,6 +79,16 @@ CREATE TABLE IF NOT EXISTS pods (node TEXT NOT NULL, uid TEXT NOT NULL, pod TEXT
 CREATE TABLE IF NOT EXISTS events (node TEXT NOT NULL, name TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (node, name));
 `;
 
+/**
+ * Makes the database file (and its WAL and shared-memory files, which SQLite creates with the
+ * database's mode) readable by the hub's user only: it holds the hashes of every credential and
+ * token, and the deploy store's Secrets.
+ */
+function ownerOnly(path: string): void {
+  closeSync(openSync(path, "a", 0o600));
+  for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
+}
+
 export class HubStore {
   private readonly db: Database;
   /** The database, for the deploy store's tables (deploy/store.ts). */
@@ -72,10 +101,21 @@ export class HubStore {
 
   /** Opens (creating) the store at `path`; ":memory:" for tests. */
   constructor(path: string) {
+    if (path !== ":memory:") ownerOnly(path);
     this.db = new Database(path, { create: true, strict: true });
     this.database = this.db;
     this.db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
     this.db.exec(SCHEMA);
+    this.addTokenUseColumns();
+  }
+
+  /** Adds the join token use counts to a database made before them (additive). */
+  private addTokenUseColumns(): void {
+    const cols = this.db.query("PRAGMA table_info(join_tokens)").all() as { name: string }[];
+    const have = new Set(cols.map((c) => c.name));
+    if (!have.has("max_uses")) this.db.exec("ALTER TABLE join_tokens ADD COLUMN max_uses INTEGER");
+    if (!have.has("used"))
+      this.db.exec("ALTER TABLE join_tokens ADD COLUMN used INTEGER NOT NULL DEFAULT 0");
   }
 
   load(): LoadedState {
@@ -89,6 +129,8 @@ export class HubStore {
       labels: string;
       revoked: number;
       created_at: number;
+      max_uses: number | null;
+      used: number;
     }[];
     const nodes = this.db.query("SELECT progress, node FROM nodes").all() as {
       progress: string;
@@ -111,6 +153,8 @@ export class HubStore {
         labels: JSON.parse(t.labels),
         revoked: t.revoked !== 0,
         createdAt: t.created_at,
+        ...(t.max_uses !== null && { maxUses: t.max_uses }),
+        used: t.used,
       })),
       nodes: nodes.map((n) => ({
         ...(JSON.parse(n.progress) as NodeProgress),
@@ -129,8 +173,28 @@ export class HubStore {
 
   saveJoinToken(t: JoinTokenRecord): void {
     this.db
-      .query("INSERT OR REPLACE INTO join_tokens VALUES (?, ?, ?, ?, ?, ?)")
-      .run(t.id, t.hash, t.expiresAt, JSON.stringify(t.labels), t.revoked ? 1 : 0, t.createdAt);
+      .query(
+        "INSERT OR REPLACE INTO join_tokens (id, hash, expires_at, labels, revoked, created_at, max_uses, used) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      )
+      .run(
+        t.id,
+        t.hash,
+        t.expiresAt,
+        JSON.stringify(t.labels),
+        t.revoked ? 1 : 0,
+        t.createdAt,
+        t.maxUses ?? null,
+        t.used,
+      );
+  }
+
+  /** A join: the token's use count and the node's record in one transaction. */
+  saveJoinNow(t: JoinTokenRecord, progress: NodeProgress): void {
+    this.queueProgress(progress);
+    this.db.transaction(() => {
+      this.saveJoinToken(t);
+      this.flush();
+    })();
   }
 
   /** Writes a node's identity and progress now (join, revoke), with what is queued before it. */

@@ -1,6 +1,6 @@
 // Tokens of the hub (docs/protocol.md, "Identities and tokens"): 32 random bytes in base64url
 // behind a prefix saying what the token is for. The hub keeps only SHA-256 hashes.
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { TOKEN_PREFIX } from "../protocol/index.ts";
 
 export type TokenKind = keyof typeof TOKEN_PREFIX;
@@ -16,6 +16,16 @@ export function generateToken(
 /** The hex SHA-256 of a token: what the hub stores and looks tokens up by. */
 export function hashToken(token: string): string {
   return createHash("sha256").update(token, "utf8").digest("hex");
+}
+
+/**
+ * Whether two hex hashes are equal, in time that does not depend on where they differ
+ * (crypto.timingSafeEqual over the digests; hashes of different lengths are unequal).
+ */
+export function sameHash(a: string, b: string): boolean {
+  const x = Buffer.from(a, "hex");
+  const y = Buffer.from(b, "hex");
+  return x.length === y.length && x.length > 0 && timingSafeEqual(x, y);
 }
 
 /** A short public id for a join token (the first 12 hex chars of its hash). */

@@ -95,8 +95,10 @@ const agentTypes = new Set([
   "event",
   "hb",
   "desired.ack",
+  "credential.request",
+  "credential.saved",
 ]);
-const hubTypes = new Set(["welcome", "ack", "hb", "desired", "error"]);
+const hubTypes = new Set(["welcome", "ack", "hb", "desired", "error", "credential"]);
 
 /** Decodes a frame the hub received from an agent. */
 export function decodeAgentMessage(

@@ -31,10 +31,12 @@ export type JoinRequest = z.output<typeof joinRequestSchema>;
 
 export const joinResponseSchema = z.object({ nodeName: z.string(), credential: z.string() });
 
-/** POST /api/v1/join-tokens; `ttl` is a duration such as "24h" (default 24h). */
+/** POST /api/v1/join-tokens; `ttl` is a duration such as "24h" (default 24h); `uses`: how
+ * many joins it allows (absent: any number until it expires). */
 export const joinTokenRequestSchema = z.object({
   ttl: z.string().max(32).optional(),
   labels: labels.optional(),
+  uses: z.int().min(1).max(1_000_000).optional(),
 });
 
 const joinTokenResponseSchema = z.object({
@@ -42,5 +44,6 @@ const joinTokenResponseSchema = z.object({
   token: z.string(),
   expiresAt: z.string(),
   labels: z.record(z.string(), z.string()),
+  uses: z.int().optional(),
 });
 export type JoinTokenResponse = z.output<typeof joinTokenResponseSchema>;

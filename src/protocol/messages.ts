@@ -64,6 +64,13 @@ const eventMessageSchema = z.object({ type: z.literal("event"), seq, event: even
 
 const heartbeatSchema = z.object({ type: z.literal("hb") });
 
+/** Asks for a new node credential over the connection (docs/protocol.md, "Rotating the node
+ * credential"); sent only to a hub whose welcome carried `credential`. */
+const credentialRequestSchema = z.object({ type: z.literal("credential.request") });
+
+/** The credential the hub sent is saved on disk: the hub forgets the old one. */
+const credentialSavedSchema = z.object({ type: z.literal("credential.saved") });
+
 /** A hub pod of the stored desired state that the device does not run (name taken by a file pod). */
 const desiredConflictSchema = z.object({
   /** namespace/name */
@@ -90,6 +97,8 @@ export const agentMessageSchema = z.discriminatedUnion("type", [
   eventMessageSchema,
   heartbeatSchema,
   desiredAckSchema,
+  credentialRequestSchema,
+  credentialSavedSchema,
 ]);
 
 export type Hello = z.output<typeof helloSchema>;
@@ -141,6 +150,12 @@ export const CLOSE_CODES: Record<ErrorCode, number> = {
   "shutting-down": 1001,
 };
 
+const credentialTimesSchema = z.object({
+  /** RFC 3339. */
+  expiresAt: z.string().max(64),
+  renewInMs: z.int().min(0).max(Number.MAX_SAFE_INTEGER),
+});
+
 const welcomeSchema = z.object({
   type: z.literal("welcome"),
   protocolVersion: z.int(),
@@ -157,6 +172,9 @@ const welcomeSchema = z.object({
       maxFrameBytes: z.int().min(1024),
     })
     .optional(),
+  /** The connection's credential: when it expires, and in how long to ask for a new one
+   * (a duration, so that a device's wrong clock does not matter). Absent from older hubs. */
+  credential: credentialTimesSchema.optional(),
 });
 
 const ackSchema = z.object({ type: z.literal("ack"), seq });
@@ -179,15 +197,24 @@ const errorSchema = z.object({
   reason: z.string(),
 });
 
+/** A new node credential, the answer to credential.request. */
+const credentialSchema = z.object({
+  type: z.literal("credential"),
+  credential: z.string().min(1).max(256),
+  ...credentialTimesSchema.shape,
+});
+
 export const hubMessageSchema = z.discriminatedUnion("type", [
   welcomeSchema,
   ackSchema,
   heartbeatSchema,
   desiredSchema,
   errorSchema,
+  credentialSchema,
 ]);
 
 export type Welcome = z.output<typeof welcomeSchema>;
 export type Desired = z.output<typeof desiredSchema>;
 export type ErrorMessage = z.output<typeof errorSchema>;
+export type CredentialMessage = z.output<typeof credentialSchema>;
 export type HubMessage = z.output<typeof hubMessageSchema>;

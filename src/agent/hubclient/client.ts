@@ -30,6 +30,10 @@ export interface HubClientDeps {
   outbox: Outbox;
   /** The node credential (read, or obtained by joining); rejects with JoinError. */
   credential: () => Promise<string>;
+  /** Saves a rotated credential for the next connections (absent: the agent never rotates). */
+  saveCredential?: (credential: string) => void;
+  /** Where the credential is kept, to say what to do when the hub refuses it. */
+  credentialPath?: string;
   dial: Dial;
   /** The node as last built. */
   node: () => Node;
@@ -158,7 +162,18 @@ class Client implements HubClient {
     signal.removeEventListener("abort", onAbort);
     this.session = undefined;
     const code = result.error?.code;
-    return { ...result, permanent: code === "unauthorized" || code === "revoked" };
+    const permanent = code === "unauthorized" || code === "revoked";
+    if (permanent) this.refused(result.error?.reason ?? "");
+    return { ...result, permanent };
+  }
+
+  /** Says that the hub refuses the credential, and what brings the device back. */
+  private refused(reason: string): void {
+    const where = this.deps.credentialPath ?? "the credential file";
+    this.log.error("the hub refuses this device's credential; its pods keep running", {
+      reason,
+      help: `to join again: get a new join token (fleetlet hub token create), remove ${where} and start the agent with --join-token (hub.joinToken)`,
+    });
   }
 
   async run(signal: AbortSignal): Promise<void> {
@@ -220,6 +235,7 @@ class Client implements HubClient {
         if (deps.desired !== undefined) s.report(this.desired.report());
       },
       onDesired: (d) => this.desired.take(d),
+      ...(deps.saveCredential !== undefined && { saveCredential: deps.saveCredential }),
       ...(streams !== undefined && {
         extension: (conn) =>
           new StreamMux({

@@ -18,6 +18,7 @@ import type { SessionExtension } from "../streams/mux.ts";
 import { Connection, type SessionResult } from "./connection.ts";
 import type { Outbox } from "./outbox.ts";
 import { OutboxPump } from "./pump.ts";
+import { CredentialRenewal } from "./rotation.ts";
 import { type DesiredReceived, type HubMessageHandlers, routeHubFrame } from "./router.ts";
 import type { Dial } from "./socket.ts";
 
@@ -41,6 +42,8 @@ export interface SessionDeps {
   welcomeTimeoutMs?: number;
   /** Builds the streams part on the session's connection (absent: no streams). */
   extension?: (conn: Connection) => SessionExtension;
+  /** Saves a rotated node credential (rotation.ts); absent: the session never asks for one. */
+  saveCredential?: (credential: string) => void;
 }
 
 export interface Session {
@@ -82,6 +85,7 @@ function sessionHandlers(
   conn: Connection,
   pump: OutboxPump,
   extension: SessionExtension | undefined,
+  renewal: CredentialRenewal | undefined,
 ): HubMessageHandlers {
   const log = deps.logger;
   return {
@@ -99,6 +103,7 @@ function sessionHandlers(
       extension?.welcomed(w);
       startHeartbeat(conn, pump, w.heartbeatIntervalMs, deps.clock, log);
       pump.start(w);
+      renewal?.welcomed(w);
     },
     ack(seq) {
       if (seq > deps.outbox.lastSeq) {
@@ -124,6 +129,9 @@ function sessionHandlers(
       conn.hubError = e;
       log.warn("the hub refused the connection", { code: e.code, reason: e.reason });
     },
+    other(m) {
+      if (m.type === "credential" && conn.welcomed) renewal?.received(m);
+    },
     ...(extension !== undefined && { extension }),
     refuse: (code, reason) => conn.close(code, reason),
   };
@@ -147,7 +155,12 @@ export function startSession(deps: SessionDeps): Session {
   });
   const pump = new OutboxPump(conn, deps.outbox, deps.clock, deps.logger);
   extension = deps.extension?.(conn);
-  handlers = sessionHandlers(deps, conn, pump, extension);
+  const save = deps.saveCredential;
+  const renewal =
+    save === undefined
+      ? undefined
+      : new CredentialRenewal({ conn, clock: deps.clock, log: deps.logger, save });
+  handlers = sessionHandlers(deps, conn, pump, extension, renewal);
   conn.setTimer(deps.welcomeTimeoutMs ?? 10_000, () => {
     if (!conn.welcomed) conn.close(4000, "no welcome from the hub in time");
   });

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
 import { CREDENTIAL_FILE, STREAM_DEFAULTS } from "../../protocol/index.ts";
+import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { insecureHubUrl } from "../config/agent-config-checks.ts";
@@ -90,6 +91,7 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
   const log = input.logger.with({ component: "hubclient" });
   const trust = hubTrust(input, log);
   const dir = join(input.rootDir, "hub");
+  const credentialPath = join(input.rootDir, CREDENTIAL_FILE);
   const outbox = openOutbox({
     path: join(dir, "outbox"),
     maxEvents: input.outboxMaxEvents,
@@ -103,6 +105,8 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
     agentVersion: input.version,
     outbox,
     credential: credentialOf(input, trust),
+    saveCredential: (c) => writeFileAtomic(credentialPath, `${c}\n`, { mode: 0o600 }),
+    credentialPath,
     dial: (url, headers, events) => dialWebSocket(trust.current())(url, headers, events),
     node: () => input.nodeStatus.node(),
     pod: input.pod,

@@ -8,6 +8,7 @@ import { isIP } from "node:net";
 import { hostname, networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { caHash } from "../../protocol/trust.ts";
+import { writeFileAtomic } from "../../util/atomic-file.ts";
 import { ipBytes, issue } from "./certs.ts";
 
 export interface HubTls {
@@ -46,22 +47,38 @@ function sanKey(s: string): string {
   return isIP(s) !== 0 ? ipBytes(s).toString("hex") : s.toLowerCase();
 }
 
-/** Whether the serving certificate at `path` is valid past `now` + 30 days for every name. */
-function servingUsable(path: string, sans: string[], now: number): boolean {
-  if (!existsSync(path)) return false;
+/** How long before its end a serving certificate of `lifetimeMs` is made again: 30 days, or a
+ * third of a shorter lifetime. */
+function renewBefore(lifetimeMs: number): number {
+  return Math.min(RENEW_BEFORE, Math.floor(lifetimeMs / 3));
+}
+
+/** Whether the serving certificate at `path` is valid past `now` + `before` for every name, and
+ * `keyPath` holds its key (a renewal cut short between the two files leaves them apart). */
+function servingUsable(
+  path: string,
+  keyPath: string,
+  sans: string[],
+  now: number,
+  before: number,
+): boolean {
+  if (!existsSync(path) || !existsSync(keyPath)) return false;
   const cert = new X509Certificate(readFileSync(path));
-  if (Date.parse(cert.validTo) - now < RENEW_BEFORE) return false;
+  if (Date.parse(cert.validTo) - now < before) return false;
+  if (!cert.checkPrivateKey(createPrivateKey(readFileSync(keyPath)))) return false;
   const have = new Set(
     (cert.subjectAltName ?? "").split(", ").map((s) => sanKey(s.replace(/^(DNS|IP Address):/, ""))),
   );
   return sans.every((s) => have.has(sanKey(s)));
 }
 
-/** The hub's own CA and serving certificate in `<dataDir>/tls`, made or renewed as needed. */
+/** The hub's own CA and serving certificate in `<dataDir>/tls`, made or renewed as needed;
+ * `servingLifetimeMs`: how long a new serving certificate is valid (default 1 year). */
 export function ownTls(
   dataDir: string,
   sans: string[],
   now: number,
+  servingLifetimeMs = SERVING_LIFETIME,
 ): HubTls & { renewed: boolean } {
   const dir = join(dataDir, "tls");
   if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -80,12 +97,13 @@ export function ownTls(
   const servingCert = join(dir, "serving.crt");
   const servingKey = join(dir, "serving.key");
   let renewed = false;
-  if (!servingUsable(servingCert, sans, now) || !existsSync(servingKey)) {
+  const before = renewBefore(servingLifetimeMs);
+  if (!servingUsable(servingCert, servingKey, sans, now, before)) {
     const key = createPrivateKey(readFileSync(caKey));
     const serving = issue({
       commonName: "fleetlet-hub",
       notBefore: now - 60_000,
-      notAfter: Math.min(now + SERVING_LIFETIME, Date.parse(new X509Certificate(caPem).validTo)),
+      notAfter: Math.min(now + servingLifetimeMs, Date.parse(new X509Certificate(caPem).validTo)),
       sans,
       issuer: {
         commonName: new X509Certificate(caPem).subject.replace(/^.*CN=/s, "").trim(),
@@ -93,8 +111,8 @@ export function ownTls(
         publicKey: createPublicKey(key),
       },
     });
-    writeSecret(servingKey, serving.keyPem);
-    writeFileSync(servingCert, serving.certPem, { mode: 0o644 });
+    writeFileAtomic(servingKey, serving.keyPem, { mode: 0o600 });
+    writeFileAtomic(servingCert, serving.certPem, { mode: 0o644 });
     renewed = true;
   }
   return {

@@ -178,7 +178,10 @@ describe("HubStore", () => {
       connected: true,
     });
     expect(b.fleet.podsOf("cam-1").get(p.metadata.uid ?? "")).toEqual(p);
-    expect(b.identity.authenticate(a.credential)).toEqual({ ok: true, nodeName: "cam-1" });
+    expect(b.identity.authenticate(a.credential, clock.now())).toEqual({
+      ok: true,
+      nodeName: "cam-1",
+    });
     b.store.close();
     remove();
   });
