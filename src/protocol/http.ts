@@ -17,6 +17,8 @@ export const HUB_ANNOTATIONS = {
   lastSeen: "hub.fleetlet.io/last-seen",
   pods: "hub.fleetlet.io/pods",
   revoked: "hub.fleetlet.io/revoked",
+  /** The device's clock minus the hub's, as a Go duration (docs/protocol.md, "Clock skew"). */
+  clockSkew: "hub.fleetlet.io/clock-skew",
 } as const;
 
 const labels = z.record(z.string().max(317), z.string().max(63));
