@@ -21,6 +21,9 @@ export const HUB_ANNOTATIONS = {
   clockSkew: "hub.fleetlet.io/clock-skew",
 } as const;
 
+/** A device clock further off than this from the hub's is flagged (docs/protocol.md, "Clock skew"). */
+export const CLOCK_SKEW_WARN_MS = 120_000;
+
 const labels = z.record(z.string().max(317), z.string().max(63));
 
 /** POST /api/v1/join */
