@@ -31,6 +31,17 @@ export function sleepQuietly(clock: Clock, ms: number, signal?: AbortSignal): Pr
   return clock.sleep(ms, signal).catch(() => {});
 }
 
+/**
+ * The monotonic reading at which something stamped `at` on a wall clock happened (a container's
+ * startedAt or finishedAt from the runtime), as well as `clock` can tell now: its wall-clock age,
+ * never less than zero (a time in the future, after the wall clock stepped back, is now). Callers
+ * translate an event once, when they first see it, and keep the result: later wall steps then
+ * do not move it.
+ */
+export function monotonicOf(clock: Clock, at: number): number {
+  return clock.monotonic() - Math.max(0, clock.now() - at);
+}
+
 export const realClock: Clock = {
   now: () => Date.now(),
   monotonic: () => performance.now(),

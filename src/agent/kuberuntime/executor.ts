@@ -181,7 +181,7 @@ function makeCore(deps: RuntimeManagerDeps): Core {
         ...(deps.credentials ? { credentialsPath: deps.credentials } : {}),
         ...(deps.objects && { podCredentials: podCredentialsFrom(deps.objects) }),
       }),
-    crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff),
+    crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff, deps.clock),
     hostFiles: new HostFiles(),
     startCall: (pod, call, signal) => starts.run(startKey(pod), call, signal),
     lifecycle(extraMs = 0, signal?: AbortSignal): CallOptions {
@@ -311,7 +311,7 @@ class GenericRuntimeManager implements RuntimeManager {
   }
 
   gc(): void {
-    this.core.crashLoop.gc(this.deps.clock.now());
+    this.core.crashLoop.gc();
     this.core.images.gc();
   }
 
