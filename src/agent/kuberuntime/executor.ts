@@ -240,11 +240,11 @@ class GenericRuntimeManager implements RuntimeManager {
   }
 
   getPodStatus(uid: string, name: string, namespace: string): Promise<PodStatus> {
-    return readPodStatus(this.deps.cri, { uid, name, namespace }, this.deps.clock.now());
+    return readPodStatus(this.deps.cri, { uid, name, namespace }, this.deps.clock.monotonic());
   }
 
   getPodStatusAfter(before: PodStatus, changes: SyncChanges): Promise<PodStatus> {
-    return readPodStatusAfter(this.deps.cri, before, changes, this.deps.clock.now());
+    return readPodStatusAfter(this.deps.cri, before, changes, this.deps.clock.monotonic());
   }
 
   async syncPod(
