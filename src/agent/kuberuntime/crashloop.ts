@@ -41,20 +41,28 @@ export class CrashLoopBackoff {
     return eventMono - entry.lastUpdate > 2 * this.opts.maxMs;
   }
 
-  /** The monotonic time of the exit of `key` at wall time `finishedAt`, fixed when first seen. */
-  private exitOf(key: string, finishedAt: number): number {
+  /**
+   * The monotonic time of the exit of `key` at wall time `finishedAt`, fixed when first seen: its
+   * wall-clock age then, but never before the restart that started this container plus the time
+   * it ran (`ranMs`, from the runtime's own startedAt and finishedAt), so that an age made up by a
+   * wall step, or by a runtime whose clock is behind the agent's, cannot end a back-off early.
+   */
+  private exitOf(key: string, finishedAt: number, ranMs: number): number {
     const seen = this.exits.get(key);
     if (seen?.finishedAt === finishedAt) return seen.mono;
-    const mono = monotonicOf(this.clock, finishedAt);
+    const now = this.clock.monotonic();
+    const restarted = this.entries.get(key)?.lastUpdate;
+    const earliest = restarted === undefined ? 0 : Math.min(now, restarted + Math.max(0, ranMs));
+    const mono = Math.max(monotonicOf(this.clock, finishedAt), earliest);
     this.exits.set(key, { finishedAt, mono });
     return mono;
   }
 
-  /** Whether a container that finished at `finishedAt` (the runtime's wall clock) must still
-   * wait now. */
-  isInBackOffSince(key: string, finishedAt: number): boolean {
+  /** Whether a container that ran `ranMs` and finished at `finishedAt` (the runtime's wall
+   * clock) must still wait now. */
+  isInBackOffSince(key: string, finishedAt: number, ranMs = 0): boolean {
     const entry = this.entries.get(key);
-    const exit = this.exitOf(key, finishedAt);
+    const exit = this.exitOf(key, finishedAt, ranMs);
     if (!entry || this.expired(entry, exit)) return false;
     return this.clock.monotonic() - exit < entry.delayMs;
   }
@@ -64,11 +72,11 @@ export class CrashLoopBackoff {
     return this.entries.get(key)?.delayMs ?? 0;
   }
 
-  /** Records a restart now of a container that finished at `finishedAt`. */
-  next(key: string, finishedAt: number): void {
+  /** Records a restart now of a container that ran `ranMs` and finished at `finishedAt`. */
+  next(key: string, finishedAt: number, ranMs = 0): void {
     const entry = this.entries.get(key);
     const delayMs =
-      !entry || this.expired(entry, this.exitOf(key, finishedAt))
+      !entry || this.expired(entry, this.exitOf(key, finishedAt, ranMs))
         ? this.opts.initialMs
         : Math.min(entry.delayMs * 2, this.opts.maxMs);
     this.entries.set(key, { delayMs, lastUpdate: this.clock.monotonic() });

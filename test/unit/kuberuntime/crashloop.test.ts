@@ -79,6 +79,24 @@ describe("CrashLoopBackoff", () => {
     expect(b.isInBackOffSince("k", finishedAt)).toBe(false);
   });
 
+  test("an exit stamped hours before the agent's wall clock (the runtime's clock is behind) cannot end the back-off before the container's restart plus its run", () => {
+    const clock = new FakeClock();
+    const b = new CrashLoopBackoff(opts, clock);
+    const behind = 6 * 3_600_000;
+    b.next("k", clock.now() - behind);
+    clock.step(1_000);
+    b.next("k", clock.now() - behind, 500);
+    expect(b.get("k")).toBe(20_000);
+    clock.step(500);
+    const finishedAt = clock.now() - behind;
+    clock.step(300);
+    expect(b.isInBackOffSince("k", finishedAt, 500)).toBe(true);
+    clock.step(19_699);
+    expect(b.isInBackOffSince("k", finishedAt, 500)).toBe(true);
+    clock.step(1);
+    expect(b.isInBackOffSince("k", finishedAt, 500)).toBe(false);
+  });
+
   test("gc() forgets keys not restarted within 2 × maxMs, whatever the wall clock did", () => {
     const clock = new FakeClock();
     const b = new CrashLoopBackoff(opts, clock);
