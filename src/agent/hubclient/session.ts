@@ -57,23 +57,52 @@ export interface Session {
   readonly welcomed: boolean;
 }
 
+/** The round trip of hello → welcome and of hb → hb, on the monotonic clock: sent in the next hb
+ * for the hub's clock skew (docs/protocol.md, "Clock skew"). One probe is timed at a time. */
+class RoundTrip {
+  /** When the timed message was sent (monotonic ms), while its answer is awaited. */
+  private sentAt: number | undefined;
+  /** The last round trip measured (ms). */
+  last: number | undefined;
+
+  constructor(private readonly clock: Clock) {}
+
+  sent(): void {
+    this.sentAt ??= this.clock.monotonic();
+  }
+
+  answered(): void {
+    if (this.sentAt === undefined) return;
+    this.last = Math.min(3_600_000, Math.round(this.clock.monotonic() - this.sentAt));
+    this.sentAt = undefined;
+  }
+}
+
 /** Heartbeats after welcome: one when nothing was sent for 90% of the interval (paid from the
- * pump's rate budget); a hub silent for three intervals ends the session. */
+ * pump's rate budget), with the agent's wall clock and the last round trip; a hub silent for
+ * three intervals ends the session. Silence is measured on the monotonic clock. */
 function startHeartbeat(
   conn: Connection,
   pump: OutboxPump,
   intervalMs: number,
-  clock: Clock,
-  log: Logger,
+  deps: { clock: Clock; log: Logger; rtt: RoundTrip },
 ): void {
+  const { clock, log, rtt } = deps;
   const beat = () => {
-    const now = clock.now();
+    const now = clock.monotonic();
     if (now - conn.lastHeard >= 3 * intervalMs) {
       log.warn("the hub stopped answering; reconnecting", { silentMs: now - conn.lastHeard });
       conn.close(4000, "the hub did not answer for three heartbeat intervals");
       return;
     }
-    if (now - conn.lastSent >= intervalMs * 0.9 && pump.take()) conn.sendJson({ type: "hb" });
+    if (now - conn.lastSent >= intervalMs * 0.9 && pump.take()) {
+      const hb = {
+        type: "hb",
+        clock: Math.max(0, Math.round(clock.now())),
+        ...(rtt.last !== undefined && { rttMs: rtt.last }),
+      };
+      if (conn.sendJson(hb)) rtt.sent();
+    }
     conn.setTimer(intervalMs, beat);
   };
   conn.setTimer(intervalMs, beat);
@@ -85,11 +114,13 @@ function sessionHandlers(
   conn: Connection,
   pump: OutboxPump,
   extension: SessionExtension | undefined,
+  rtt: RoundTrip,
   renewal: CredentialRenewal | undefined,
 ): HubMessageHandlers {
   const log = deps.logger;
   return {
     welcome(w) {
+      rtt.answered();
       if (conn.welcomed) {
         conn.close(CLOSE_CODES.protocol, "a second welcome");
         return;
@@ -101,7 +132,7 @@ function sessionHandlers(
       conn.welcomed = true;
       deps.onWelcome(w);
       extension?.welcomed(w);
-      startHeartbeat(conn, pump, w.heartbeatIntervalMs, deps.clock, log);
+      startHeartbeat(conn, pump, w.heartbeatIntervalMs, { clock: deps.clock, log, rtt });
       pump.start(w);
       renewal?.welcomed(w);
     },
@@ -131,6 +162,7 @@ function sessionHandlers(
     },
     other(m) {
       if (m.type === "credential" && conn.welcomed) renewal?.received(m);
+      if (m.type === "hb") rtt.answered();
     },
     ...(extension !== undefined && { extension }),
     refuse: (code, reason) => conn.close(code, reason),
@@ -140,14 +172,18 @@ function sessionHandlers(
 export function startSession(deps: SessionDeps): Session {
   let extension: SessionExtension | undefined;
   let handlers: HubMessageHandlers | undefined;
+  const rtt = new RoundTrip(deps.clock);
   const conn = new Connection({
     clock: deps.clock,
     logger: deps.logger,
     dial: deps.dial,
     url: deps.url,
     credential: deps.credential,
-    onOpen: () =>
-      conn.sendJson({ type: "hello", protocolVersion: PROTOCOL_VERSION, ...deps.hello }),
+    onOpen: () => {
+      const clock = Math.max(0, Math.round(deps.clock.now()));
+      if (conn.sendJson({ type: "hello", protocolVersion: PROTOCOL_VERSION, ...deps.hello, clock }))
+        rtt.sent();
+    },
     onFrame: (data) => {
       if (handlers !== undefined) routeHubFrame(data, conn.welcomed, handlers, deps.logger);
     },
@@ -160,7 +196,7 @@ export function startSession(deps: SessionDeps): Session {
     save === undefined
       ? undefined
       : new CredentialRenewal({ conn, clock: deps.clock, log: deps.logger, save });
-  handlers = sessionHandlers(deps, conn, pump, extension, renewal);
+  handlers = sessionHandlers(deps, conn, pump, extension, rtt, renewal);
   conn.setTimer(deps.welcomeTimeoutMs ?? 10_000, () => {
     if (!conn.welcomed) conn.close(4000, "no welcome from the hub in time");
   });

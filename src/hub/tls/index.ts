@@ -24,6 +24,10 @@ const DAY = 86_400_000;
 const CA_LIFETIME = 3650 * DAY;
 const SERVING_LIFETIME = 365 * DAY;
 const RENEW_BEFORE = 30 * DAY;
+/** notBefore of the hub's own CA and serving certificate: the Unix epoch, so that a device whose
+ * clock is behind (a board without a real-time clock boots in 1970 or at its build date) still
+ * accepts them (docs/protocol.md, "TLS and trust"). */
+const OWN_NOT_BEFORE = 0;
 
 /** The names the serving certificate should cover: loopback, this host, its addresses (not
  * link-local ones, which no client dials by), and the extra ones. */
@@ -53,7 +57,8 @@ function renewBefore(lifetimeMs: number): number {
   return Math.min(RENEW_BEFORE, Math.floor(lifetimeMs / 3));
 }
 
-/** Whether the serving certificate at `path` is valid past `now` + `before` for every name, and
+/** Whether the serving certificate at `path` is valid from the epoch (a hub made before the
+ * backdating remakes it) past `now` + `before` for every name, and
  * `keyPath` holds its key (a renewal cut short between the two files leaves them apart). */
 function servingUsable(
   path: string,
@@ -65,6 +70,7 @@ function servingUsable(
   if (!existsSync(path) || !existsSync(keyPath)) return false;
   const cert = new X509Certificate(readFileSync(path));
   if (Date.parse(cert.validTo) - now < before) return false;
+  if (Date.parse(cert.validFrom) > OWN_NOT_BEFORE) return false;
   if (!cert.checkPrivateKey(createPrivateKey(readFileSync(keyPath)))) return false;
   const have = new Set(
     (cert.subjectAltName ?? "").split(", ").map((s) => sanKey(s.replace(/^(DNS|IP Address):/, ""))),
@@ -87,7 +93,7 @@ export function ownTls(
   if (!existsSync(caCert) || !existsSync(caKey)) {
     const ca = issue({
       commonName: `fleetlet-hub-ca@${Math.floor(now / 1000)}`,
-      notBefore: now - 60_000,
+      notBefore: OWN_NOT_BEFORE,
       notAfter: now + CA_LIFETIME,
     });
     writeSecret(caKey, ca.keyPem);
@@ -102,7 +108,7 @@ export function ownTls(
     const key = createPrivateKey(readFileSync(caKey));
     const serving = issue({
       commonName: "fleetlet-hub",
-      notBefore: now - 60_000,
+      notBefore: OWN_NOT_BEFORE,
       notAfter: Math.min(now + servingLifetimeMs, Date.parse(new X509Certificate(caPem).validTo)),
       sans,
       issuer: {
