@@ -20,6 +20,7 @@ import { type ConfigObject, objectKey } from "../../api/pod-objects.ts";
 import { validateConfigMap, validateSecret } from "../../api/validate-objects.ts";
 import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { Logger } from "../../util/log.ts";
+import { ignoreStateWrites, reportedWrite, type StateWrites } from "../events/state-writes.ts";
 import { CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION } from "./parse.ts";
 
 /** A desired state as the hub sends it; the objects are not decoded yet. */
@@ -47,6 +48,8 @@ export interface HubPodSourceDeps {
   apply(pods: Pod[]): void;
   /** Hands the complete set of the hub's ConfigMaps and Secrets to the object store. */
   applyObjects(objects: ConfigObject[]): void;
+  /** Where a failed save of the file is said (the state is then refused to the hub). */
+  stateWrites?: StateWrites;
 }
 
 export interface HubPodSource {
@@ -150,6 +153,19 @@ function makeHubPod(decoded: Pod, nodeName: string): Pod {
   return { ...pod, metadata, spec: { ...pod.spec, nodeName } };
 }
 
+/** Saves `state` to deps.path; why it could not (a full disk), or undefined. */
+function save(deps: HubPodSourceDeps, state: DesiredState): string | undefined {
+  const text = `${JSON.stringify(state)}\n`;
+  try {
+    reportedWrite(deps.stateWrites ?? ignoreStateWrites, deps.path, () =>
+      writeFileAtomic(deps.path, text),
+    );
+    return undefined;
+  } catch (err) {
+    return `cannot save the desired state: ${(err as Error).message}`;
+  }
+}
+
 export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
   let generation = 0;
   const use = (state: DesiredState) => {
@@ -197,14 +213,8 @@ export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
     accept(input) {
       const decoded = decodeDesired(input, deps.nodeName);
       if (!decoded.ok) return decoded;
-      try {
-        writeFileAtomic(deps.path, `${JSON.stringify(decoded.state)}\n`);
-      } catch (err) {
-        return {
-          ok: false,
-          reason: `cannot save the desired state to ${deps.path}: ${(err as Error).message}`,
-        };
-      }
+      const unsaved = save(deps, decoded.state);
+      if (unsaved !== undefined) return { ok: false, reason: unsaved };
       use(decoded.state);
       return { ok: true };
     },

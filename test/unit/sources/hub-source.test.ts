@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHubPodSource, decodeDesired } from "../../../src/agent/sources/index.ts";
@@ -185,5 +185,31 @@ describe("createHubPodSource() with ConfigMaps and Secrets", () => {
       reason: expect.stringContaining('secrets[0] ("creds"): data[password]'),
     });
     expect(objects).toHaveLength(1);
+  });
+});
+
+describe("createHubPodSource() on a disk that cannot be written", () => {
+  test("refuses the state with the file and the error, keeps what runs, and takes it once writes work", () => {
+    const { path, applied, make } = setup();
+    const source = make();
+    expect(source.accept({ generation: 1, pods: [hubPod("a", "u1")] })).toEqual({ ok: true });
+    // A folder in the way of the temp file fails the write as a full disk would, without root.
+    mkdirSync(`${path}.tmp`);
+    const r = source.accept({ generation: 2, pods: [hubPod("a", "u1"), hubPod("b", "u2")] });
+    expect(r.ok).toBe(false);
+    expect(r.ok === false && r.reason).toStartWith(
+      `cannot save the desired state: cannot write ${path}: `,
+    );
+    expect({ generation: source.generation, applied: applied.length }).toEqual({
+      generation: 1,
+      applied: 1,
+    });
+    expect(JSON.parse(readFileSync(path, "utf8")).generation).toBe(1);
+    rmSync(`${path}.tmp`, { recursive: true });
+    expect(source.accept({ generation: 2, pods: [hubPod("a", "u1"), hubPod("b", "u2")] })).toEqual({
+      ok: true,
+    });
+    expect(source.generation).toBe(2);
+    expect(applied.at(-1)?.length).toBe(2);
   });
 });
