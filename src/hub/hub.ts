@@ -13,6 +13,7 @@ import { type ApiDeps, handleApi, operatorOnly, patchNodeLabels, revokeNode } fr
 import { AuditLog } from "./audit.ts";
 import { createLocalBus } from "./bus.ts";
 import { isDashboardPath, serveDashboard } from "./dashboard/index.ts";
+import { DeferredDeployWrites } from "./deploy/deferred-store.ts";
 import { Deployer } from "./deploy/deployer.ts";
 import { ownerDaemonSet } from "./deploy/pods.ts";
 import { SqliteDeployStore } from "./deploy/store.ts";
@@ -140,7 +141,11 @@ function startDeployer(
   flush: () => void,
   signal: AbortSignal,
 ): Deployer {
-  const deployStore = new SqliteDeployStore(state.store.database);
+  const deployStore = new DeferredDeployWrites(
+    new SqliteDeployStore(state.store.database),
+    opts.log.with({ component: "deploy" }),
+    () => opts.clock.now(),
+  );
   const bus = createLocalBus();
   const deployer = new Deployer({
     store: deployStore,
