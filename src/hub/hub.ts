@@ -2,11 +2,13 @@
 // the agents' sessions with their stream broker, the acknowledging flusher, the deployer, the
 // offline detection loop, and one Bun.serve for agents, watches, the dashboard, the operator API,
 // the Kubernetes API and pods' logs, exec and port-forward.
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+
+import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Server } from "bun";
 import type { Pod } from "../api/types.ts";
 import { AGENT_CONNECT_PATH, DEFAULT_MAX_MESSAGE_BYTES, WATCH_PATH } from "../protocol/index.ts";
+import { writeFileAtomic } from "../util/atomic-file.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { type ApiDeps, handleApi, operatorOnly, patchNodeLabels, revokeNode } from "./api.ts";
@@ -98,8 +100,7 @@ function isLoopback(address: string | undefined): boolean {
 
 function saveOperatorToken(dataDir: string, token: string): void {
   const file = join(dataDir, "operator-token");
-  writeFileSync(file, `${token}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600);
+  writeFileAtomic(file, `${token}\n`, { mode: 0o600 });
 }
 
 /** The hub's state: its store and what is loaded from it, and the parts that keep it. */
