@@ -356,7 +356,15 @@ export function startHub(opts: HubOptions): Hub {
       flusher.stop();
       flush();
       await server.stop(true);
-      state.store.close();
+      const closed = state.store.close();
+      if (closed.unstored > 0)
+        opts.log.warn(
+          "hub stopped with writes not stored; agents resend what was not acknowledged",
+          {
+            unstored: closed.unstored,
+            error: closed.error,
+          },
+        );
     },
   };
 }

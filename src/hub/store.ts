@@ -281,8 +281,16 @@ export class HubStore {
     })();
   }
 
-  close(): void {
-    this.flush();
-    this.db.close();
+  /** Writes what is queued and closes the database, even when the write fails (the data disk
+   * full): then returns how many queued writes were not stored (agents resend them). */
+  close(): { unstored: number; error?: unknown } {
+    try {
+      this.flush();
+      return { unstored: 0 };
+    } catch (error) {
+      return { unstored: this.pending(), error };
+    } finally {
+      this.db.close();
+    }
   }
 }

@@ -89,6 +89,13 @@ describe("the hub store on a full disk", () => {
     expect(again.events.map((e) => e.event.metadata.name).sort()).toEqual(["e1", "e2"]);
   });
 
+  test("closing on a full disk closes the database and counts what was not stored", () => {
+    const store = new HubStore(tempDb());
+    store.queueEvent("cam-1", "e1", big("e1"));
+    fill(store.database);
+    expect(store.close()).toMatchObject({ unstored: 1 });
+  });
+
   test("a node saved now whose write fails leaves nothing of it queued", () => {
     const store = new HubStore(tempDb());
     fill(store.database);
