@@ -12,7 +12,7 @@ import { TestAgent } from "../lib/agent.ts";
 import { containerIdOf, isRunning, podManifest } from "../lib/eviction.ts";
 import { TestHub } from "../lib/hub.ts";
 import { SmallContainerd } from "../lib/small-containerd.ts";
-import { fill, free, mountTmpfs, unmount } from "../lib/small-fs.ts";
+import { fill, free, leave, mountTmpfs, unmount } from "../lib/small-fs.ts";
 import { eventually } from "../lib/testbed.ts";
 
 const quiet = ["--eviction-hard", "", "--node-status-update-frequency", "1s"];
@@ -143,20 +143,33 @@ describe("full disks (needs root and the test bed)", () => {
     const keep = await imageAgent.waitPod("keep", "Running", isRunning);
     const filler = fill(small.root);
     fillers.push(filler);
+    // Room for a sandbox (a few small files), none for a 16 MiB image. Full to the last byte,
+    // containerd cannot create the sandbox: the pod says FailedCreatePodSandBox, no space left.
+    leave(filler, 4 * 1024 * 1024);
     const big = podManifest(imageAgent, "big", { script: "sleep 3600" }).replace(
       tb.busybox,
       tb.filler["16m"],
     );
     imageAgent.writeManifest("big.yaml", big);
-    const waiting = await imageAgent.waitPod(
-      "big",
-      "waiting for its image",
-      (p) =>
-        /ErrImagePull|ImagePullBackOff/.test(
-          p.status?.containerStatuses?.[0]?.state?.waiting?.reason ?? "",
-        ),
-      40_000,
-    );
+    const waiting = await imageAgent
+      .waitPod(
+        "big",
+        "waiting for its image",
+        (p) =>
+          /ErrImagePull|ImagePullBackOff/.test(
+            p.status?.containerStatuses?.[0]?.state?.waiting?.reason ?? "",
+          ),
+        40_000,
+      )
+      .catch(async (err) => {
+        const p = await imageAgent.pod("big");
+        const ev = (await imageAgent.events()).map((e) => `${e.reason}: ${e.message}`).join("\n");
+        const log = readFileSync(join(small.dir, "containerd.log"), "utf8").slice(-2500);
+        console.log(`EVENTS\n${ev}\nCONTAINERD\n${log}`);
+        throw new Error(
+          `${err.message}\nstatus: ${JSON.stringify(p?.status)}\nagent: ${imageAgent.output.slice(-2500)}`,
+        );
+      });
     const pulled = await localEvent(imageAgent, "Failed", tb.filler["16m"]);
     expect(pulled.message).toContain("no space left on device");
     expect(waiting.status?.phase).toBe("Pending");

@@ -8,6 +8,8 @@ import {
   readFileSync,
   rmSync,
   statfsSync,
+  statSync,
+  truncateSync,
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
@@ -63,6 +65,11 @@ export function fill(dir: string, name = "fill-to-full"): string {
     closeSync(fd);
   }
   return path;
+}
+
+/** Gives back `bytes` of what fill() took (room for small writes, not for large ones). */
+export function leave(path: string, bytes: number): void {
+  truncateSync(path, Math.max(0, statSync(path).size - bytes));
 }
 
 /** Frees what fill() took. */
