@@ -17,6 +17,7 @@ import { ActivePodsPort, setupDeviceManager } from "./cm/devicemanager/setup.ts"
 import { setupContainerManager, toResourceList } from "./cm/index.ts";
 import type { AgentConfig } from "./config/index.ts";
 import { createEventRecorder, type EventRecorder } from "./events/index.ts";
+import { createStateWrites, type StateWrites } from "./events/state-writes.ts";
 import { registerEvictionMetrics } from "./eviction/metrics.ts";
 import { createLoggedPsiReader, formatNodePsi, setupEviction } from "./eviction/setup.ts";
 import { createAgentGC, podGCState } from "./gc/setup.ts";
@@ -64,7 +65,13 @@ export async function runAgent(
   const { clock = realClock, logger: log } = deps;
   const [hostIP, version] = [detectHostIP(), logStart(config, log)];
   const recorder = createEventRecorder({ clock, nodeName: config.nodeName, log });
-  const base: Base = { config, clock, logger: log, recorder, hostIP, version };
+  const stateWrites = createStateWrites({
+    clock,
+    logger: log,
+    recorder,
+    nodeName: config.nodeName,
+  });
+  const base: Base = { config, clock, logger: log, recorder, stateWrites, hostIP, version };
   const rt = await runtimeManagers(base);
   const pm = podManagers(base, rt, signal);
   const nm = await nodeManagers(base, rt, pm);
@@ -90,7 +97,7 @@ export async function runAgent(
   await pleg.relist();
   await health.check();
   const hub = await startHub(config, {
-    ...{ version, clock, logger: log, nodeStatus, statusManager, recorder, streams },
+    ...{ version, clock, logger: log, nodeStatus, statusManager, recorder, streams, stateWrites },
     pods: () => pods.pods(),
     podsSynced: () => pm.podConfig.seenAllSources(),
     ...(pm.desired && { desired: pm.desired }),
@@ -113,6 +120,8 @@ interface Base {
   clock: Clock;
   logger: Logger;
   recorder: EventRecorder;
+  /** Where every failed write of a state file is said (a node event, at a bounded rate). */
+  stateWrites: StateWrites;
   /** status.hostIP of every pod. */
   hostIP: string;
   /** The agent's version. */
@@ -122,12 +131,15 @@ interface Base {
 /** The runtime side: CRI, the runtime's pod listing, the container manager (cgroups, CPU
  * manager), the sources' objects, the volumes, and the runtime manager. */
 async function runtimeManagers(base: Base) {
-  const { config, clock, logger } = base;
+  const { config, clock, logger, stateWrites } = base;
   const cri = connectRuntime(config, logger);
   // PLEG relists it; housekeeping and the CPU manager take its last listing.
   const listing = createRuntimeListing(cri, config, clock);
   // Detects the cgroup version, creates kubepods and the QoS cgroups, restores the CPU manager.
-  const cm = await setupContainerManager(config, { logger, cpusets: cpusets(cri, listing) });
+  const cm = await setupContainerManager(config, {
+    ...{ logger, stateWrites },
+    cpusets: cpusets(cri, listing),
+  });
   const objects = setupObjectStore(base);
   const allocatable = () => cm.allocatable();
   const volumes = setupVolumeManager({ ...base, objects, allocatable });
@@ -155,7 +167,8 @@ function podManagers(
   ];
   const [hubPort, workersPort] = [new HubPort(), new PodWorkersPort()];
   const podConfig = setupPodConfig(base, () => hubPort.desiredChanged());
-  const desired = config.hub && hubDesiredState(config, podConfig, rt.objects, log);
+  const desired =
+    config.hub && hubDesiredState(config, podConfig, rt.objects, log, base.stateWrites);
   const prober = createAgentProber({
     ...{ ...base, logger: log.with({ component: "prober" }), cri, statusManager },
     pod: (uid) => pods.pod(uid),

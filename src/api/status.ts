@@ -14,7 +14,8 @@ export type StatusReason =
   | "UnsupportedMediaType"
   | "TooManyRequests"
   | "InternalError"
-  | "ServiceUnavailable";
+  | "ServiceUnavailable"
+  | "InsufficientStorage";
 
 /** One field's problem in a 422 (Kubernetes' StatusCause). */
 interface StatusCause {
@@ -78,6 +79,7 @@ const codes: Record<StatusReason, number> = {
   TooManyRequests: 429,
   InternalError: 500,
   ServiceUnavailable: 503,
+  InsufficientStorage: 507,
 };
 
 /** A request the server refuses; thrown inside handlers and turned into a Status response. */

@@ -20,6 +20,7 @@ import type { Fleet } from "./fleet.ts";
 import { decodeSegment, readJson } from "./http.ts";
 import type { Identity } from "./identity.ts";
 import type { KubeApi } from "./kube/index.ts";
+import { storeWriteStatus } from "./store.ts";
 import { bearerToken } from "./tokens.ts";
 
 export interface ApiDeps {
@@ -238,6 +239,8 @@ export async function handleApi(deps: ApiDeps, req: Request): Promise<Response> 
     return await operatorRoute(deps, req, url);
   } catch (err) {
     if (err instanceof StatusError) return err.toResponse();
+    const unstored = storeWriteStatus(err, `${req.method} ${url.pathname}`);
+    if (unstored !== undefined) return unstored.toResponse();
     return new StatusError(
       "InternalError",
       `${req.method} ${url.pathname} failed: ${(err as Error).message}`,

@@ -1,6 +1,10 @@
 // The hub's outbound acknowledgements: received agent messages are written to the store in
 // batches (one transaction per `intervalMs`), and only then is each sender told with `ack` that
-// everything up to its last seq is stored. A failed write sends no ack: agents resend.
+// everything up to its last seq is stored. A failed write (the data disk full) sends no ack:
+// the messages stay in the agents' outboxes and in the store's queue, the hub's view in memory
+// stays current, and the flush is tried again after a backoff (1 s doubling to 30 s) until it
+// works, with no restart. Invariants: a node is acknowledged only up to what the store wrote;
+// while writes fail, the failure is logged once, then once a minute with what waits.
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import type { Fleet } from "./fleet.ts";
@@ -8,7 +12,7 @@ import type { HubStore } from "./store.ts";
 
 export interface FlusherDeps {
   fleet: Pick<Fleet, "markReceived" | "stored">;
-  store: Pick<HubStore, "flush">;
+  store: Pick<HubStore, "flush" | "pending">;
   clock: Clock;
   log: Logger;
   intervalMs: number;
@@ -16,9 +20,28 @@ export interface FlusherDeps {
   ack(node: string, seq: number): void;
 }
 
+/** How the store's writes go, for the API and the logs. */
+export interface FlushHealth {
+  /** Flushes that failed since the hub started. */
+  failedFlushes: number;
+  /** When the current run of failures began (undefined: the last flush worked). */
+  failingSince?: number;
+  /** The last failure's message. */
+  lastError?: string;
+}
+
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 30_000;
+const SAY_EVERY_MS = 60_000;
+
 export class Flusher {
   private readonly dirty = new Set<string>();
   private cancel: (() => void) | undefined;
+  private readonly state: FlushHealth = { failedFlushes: 0 };
+  /** The wait before the next retry while flushes fail. */
+  private retryMs = RETRY_FIRST_MS;
+  /** When the failure was last logged. */
+  private saidAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly deps: FlusherDeps) {}
 
@@ -34,22 +57,58 @@ export class Flusher {
     this.cancel = undefined;
     const acks: [string, number][] = [];
     for (const name of this.dirty) acks.push([name, this.deps.fleet.markReceived(name)]);
-    this.dirty.clear();
     try {
       this.deps.store.flush();
     } catch (err) {
-      this.deps.log.error("hub store write failed; agents will resend", { error: err });
+      this.failed(err);
       return;
     }
+    this.dirty.clear();
+    this.recovered();
     for (const [name, seq] of acks) {
       this.deps.fleet.stored(name, seq);
       this.deps.ack(name, seq);
     }
   }
 
+  health(): FlushHealth {
+    return { ...this.state };
+  }
+
   /** Stops the pending flush timer (the hub stops; call flush() after). */
   stop(): void {
     this.cancel?.();
     this.cancel = undefined;
+  }
+
+  /** Keeps the dirty nodes, says the failure (bounded), and tries again after the backoff. */
+  private failed(err: unknown): void {
+    const now = this.deps.clock.now();
+    this.state.failedFlushes++;
+    this.state.failingSince ??= now;
+    this.state.lastError = err instanceof Error ? err.message : String(err);
+    if (now - this.saidAt >= SAY_EVERY_MS) {
+      this.saidAt = now;
+      this.deps.log.error("hub store write failed; agents keep their unacknowledged messages", {
+        error: this.state.lastError,
+        failedFlushes: this.state.failedFlushes,
+        waitingWrites: this.deps.store.pending(),
+        nodesWaitingForAck: this.dirty.size,
+        retryInMs: this.retryMs,
+      });
+    }
+    this.cancel = this.deps.clock.setTimer(this.retryMs, () => this.flush());
+    this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
+  }
+
+  private recovered(): void {
+    if (this.state.failingSince === undefined) return;
+    this.deps.log.info("hub store writes work again", {
+      failedFlushes: this.state.failedFlushes,
+      failingForMs: this.deps.clock.now() - this.state.failingSince,
+    });
+    delete this.state.failingSince;
+    this.retryMs = RETRY_FIRST_MS;
+    this.saidAt = Number.NEGATIVE_INFINITY;
   }
 }

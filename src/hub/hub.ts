@@ -2,17 +2,20 @@
 // the agents' sessions with their stream broker, the acknowledging flusher, the deployer, the
 // offline detection loop, and one Bun.serve for agents, watches, the dashboard, the operator API,
 // the Kubernetes API and pods' logs, exec and port-forward.
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+
+import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Server } from "bun";
 import type { Pod } from "../api/types.ts";
 import { AGENT_CONNECT_PATH, DEFAULT_MAX_MESSAGE_BYTES, WATCH_PATH } from "../protocol/index.ts";
+import { writeFileAtomic } from "../util/atomic-file.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { type ApiDeps, handleApi, operatorOnly, patchNodeLabels, revokeNode } from "./api.ts";
 import { AuditLog } from "./audit.ts";
 import { createLocalBus } from "./bus.ts";
 import { isDashboardPath, serveDashboard } from "./dashboard/index.ts";
+import { DeferredDeployWrites } from "./deploy/deferred-store.ts";
 import { Deployer } from "./deploy/deployer.ts";
 import { ownerDaemonSet } from "./deploy/pods.ts";
 import { SqliteDeployStore } from "./deploy/store.ts";
@@ -105,8 +108,7 @@ function isLoopback(address: string | undefined): boolean {
 
 function saveOperatorToken(dataDir: string, token: string): void {
   const file = join(dataDir, "operator-token");
-  writeFileSync(file, `${token}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600);
+  writeFileAtomic(file, `${token}\n`, { mode: 0o600 });
 }
 
 /** The hub's state: its store and what is loaded from it, and the parts that keep it. */
@@ -159,7 +161,11 @@ function startDeployer(
   flush: () => void,
   signal: AbortSignal,
 ): Deployer {
-  const deployStore = new SqliteDeployStore(state.store.database);
+  const deployStore = new DeferredDeployWrites(
+    new SqliteDeployStore(state.store.database),
+    opts.log.with({ component: "deploy" }),
+    () => opts.clock.now(),
+  );
   const bus = createLocalBus();
   const deployer = new Deployer({
     store: deployStore,
@@ -387,7 +393,15 @@ export function startHub(opts: HubOptions): Hub {
       flusher.stop();
       flush();
       await listener.stop();
-      state.store.close();
+      const closed = state.store.close();
+      if (closed.unstored > 0)
+        opts.log.warn(
+          "hub stopped with writes not stored; agents resend what was not acknowledged",
+          {
+            unstored: closed.unstored,
+            error: closed.error,
+          },
+        );
     },
   };
 }

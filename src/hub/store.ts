@@ -1,9 +1,12 @@
 // The hub's durable store (bun:sqlite). Identity changes (tokens, joins, revokes) are written at
 // once; what agents report is queued and written in one transaction per flush, coalesced by key,
 // so that ingest costs a map update per message. Everything is loaded into memory at start.
+// A write that fails (SQLITE_FULL: the data disk is full) throws and loses nothing queued: the
+// queue is put back, newer entries winning, and written by the next flush that works.
 import { Database } from "bun:sqlite";
 import { chmodSync, closeSync, existsSync, openSync } from "node:fs";
 import type { Node } from "../api/node.ts";
+import { StatusError } from "../api/status.ts";
 import type { Event, Pod } from "../api/types.ts";
 
 export interface JoinTokenRecord {
@@ -68,6 +71,34 @@ export interface LoadedState {
   nodes: NodeRecord[];
   pods: { node: string; pod: Pod }[];
   events: { node: string; event: Event }[];
+}
+
+/** The SQLite code of a failed statement ("SQLITE_FULL"), if it is one. */
+function sqliteCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && code.startsWith("SQLITE_") ? code : undefined;
+}
+
+/**
+ * The Status to answer `request` with when the store could not write what it needed: 507 when
+ * the data disk is full (SQLITE_FULL), 503 when the database cannot be written for another reason
+ * (I/O error, read-only, locked); undefined for any other error.
+ */
+export function storeWriteStatus(err: unknown, request: string): StatusError | undefined {
+  const code = sqliteCode(err);
+  if (code === undefined) return undefined;
+  const why = (err as Error).message;
+  if (code === "SQLITE_FULL")
+    return new StatusError(
+      "InsufficientStorage",
+      `${request} was not stored: the hub's data disk is full (${why}); reads keep working, free space in the hub's data folder and try again`,
+    );
+  if (/^SQLITE_(IOERR|READONLY|BUSY|LOCKED|CANTOPEN)/.test(code))
+    return new StatusError(
+      "ServiceUnavailable",
+      `${request} was not stored: the hub's database cannot be written (${code}: ${why}); reads keep working, try again`,
+    );
+  return undefined;
 }
 
 const SCHEMA = `
@@ -197,10 +228,18 @@ export class HubStore {
     })();
   }
 
-  /** Writes a node's identity and progress now (join, revoke), with what is queued before it. */
+  /** Writes a node's identity and progress now (join, revoke), with what is queued before it.
+   * When the write fails, nothing of `progress` stays queued (the caller was told it failed). */
   saveNodeNow(progress: NodeProgress): void {
+    const before = this.progress.get(progress.name);
     this.queueProgress(progress);
-    this.flush();
+    try {
+      this.flush();
+    } catch (err) {
+      if (before === undefined) this.progress.delete(progress.name);
+      else this.progress.set(progress.name, before);
+      throw err;
+    }
   }
 
   /** Removes node `name` with its pods and events now, and whatever of it is queued. */
@@ -254,19 +293,34 @@ export class HubStore {
     );
   }
 
-  /** Writes everything queued in one transaction. */
+  /** Writes everything queued in one transaction; when it fails, everything stays queued. */
   flush(): void {
     if (this.pending() === 0) return;
-    const progress = this.progress;
-    const nodeObjects = this.nodeObjects;
-    const pods = this.pods;
-    const events = this.events;
-    const cleared = this.clearedPods;
+    const { progress, nodeObjects, pods, events, clearedPods: cleared } = this;
     this.progress = new Map();
     this.nodeObjects = new Map();
     this.pods = new Map();
     this.events = new Map();
     this.clearedPods = new Set();
+    try {
+      this.write(progress, nodeObjects, cleared, pods, events);
+    } catch (err) {
+      this.progress = new Map([...progress, ...this.progress]);
+      this.nodeObjects = new Map([...nodeObjects, ...this.nodeObjects]);
+      this.pods = new Map([...pods, ...this.pods]);
+      this.events = new Map([...events, ...this.events]);
+      this.clearedPods = new Set([...cleared, ...this.clearedPods]);
+      throw err;
+    }
+  }
+
+  private write(
+    progress: Map<string, NodeProgress>,
+    nodeObjects: Map<string, Node>,
+    cleared: Set<string>,
+    pods: HubStore["pods"],
+    events: HubStore["events"],
+  ): void {
     const upsertProgress = this.db.query(
       "INSERT INTO nodes (name, progress) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET progress = excluded.progress",
     );
@@ -291,8 +345,16 @@ export class HubStore {
     })();
   }
 
-  close(): void {
-    this.flush();
-    this.db.close();
+  /** Writes what is queued and closes the database, even when the write fails (the data disk
+   * full): then returns how many queued writes were not stored (agents resend them). */
+  close(): { unstored: number; error?: unknown } {
+    try {
+      this.flush();
+      return { unstored: 0 };
+    } catch (error) {
+      return { unstored: this.pending(), error };
+    } finally {
+      this.db.close();
+    }
   }
 }

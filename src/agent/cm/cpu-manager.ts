@@ -1,8 +1,11 @@
 // The CPU manager (policies "none" and "static"): restores its state from the checkpoint at start
 // (refusing a corrupt one, or one of another policy), assigns exclusive CPUs at admission, gives
-// each container its cpuset at creation, and frees the CPUs of pods that are gone.
+// each container its cpuset at creation, and frees the CPUs of pods that are gone. A checkpoint
+// that cannot be written (a full disk) is said, never fatal: the state in memory rules, and the
+// write is tried again at each change and each removeStale() (housekeeping) until it works.
 import type { Container, Pod } from "../../api/types.ts";
 import type { Logger } from "../../util/log.ts";
+import { ignoreStateWrites, reportedWrite, type StateWrites } from "../events/state-writes.ts";
 import { readCheckpoint, writeCheckpoint } from "./cpu-checkpoint.ts";
 import {
   allocatePod,
@@ -23,6 +26,8 @@ export interface CpuManagerOptions {
   reserved: CpuSet;
   stateFile: string;
   logger: Logger;
+  /** Where a failed write of the checkpoint is said. */
+  stateWrites?: StateWrites;
 }
 
 export interface CpuManager {
@@ -42,8 +47,10 @@ export function createCpuManager(opts: CpuManagerOptions): CpuManager {
 }
 
 class CpuManagerImpl implements CpuManager {
-  /** The assignments, as last checkpointed (or initial before start()). */
+  /** The assignments (initial before start()). */
   private current: CpuManagerState;
+  /** `current` is not in the checkpoint yet: its write failed. */
+  private unsaved = false;
 
   constructor(private readonly opts: CpuManagerOptions) {
     this.current = initialState(opts.policy, opts.topology);
@@ -62,7 +69,7 @@ class CpuManagerImpl implements CpuManager {
     }
     const restored = readCheckpoint(opts.stateFile);
     if (restored === undefined) {
-      writeCheckpoint(opts.stateFile, this.current);
+      this.checkpoint();
       return;
     }
     if (restored.policyName !== opts.policy) {
@@ -106,10 +113,24 @@ class CpuManagerImpl implements CpuManager {
     this.save(next);
   }
 
-  /** Checkpoints `next` when it differs, then makes it current (not when the write fails). */
+  /** Makes `next` current and checkpoints it when it differs, or when a write is owed. */
   private save(next: CpuManagerState): void {
-    if (next === this.current) return;
-    writeCheckpoint(this.opts.stateFile, next);
+    if (next === this.current && !this.unsaved) return;
     this.current = next;
+    this.checkpoint();
+  }
+
+  private checkpoint(): void {
+    const file = this.opts.stateFile;
+    try {
+      reportedWrite(this.opts.stateWrites ?? ignoreStateWrites, file, () =>
+        writeCheckpoint(file, this.current),
+      );
+      this.unsaved = false;
+    } catch (err) {
+      if (!this.unsaved)
+        this.opts.logger.warn("cannot write the CPU manager checkpoint", { error: err });
+      this.unsaved = true;
+    }
   }
 }

@@ -6,6 +6,7 @@ import { totalmem } from "node:os";
 import { dirname } from "node:path";
 import type { Logger } from "../../util/log.ts";
 import type { AgentConfig } from "../config/index.ts";
+import type { StateWrites } from "../events/state-writes.ts";
 import { type NodeResources, parseReservation, type Reservation } from "./allocatable.ts";
 import type { CgroupManager } from "./cgroup.ts";
 import { createCgroupV1 } from "./cgroup-v1.ts";
@@ -45,6 +46,8 @@ export interface SetupDeps {
   cgroups?: CgroupManager;
   /** The runtime's pods and the CRI cpuset update, to move running containers (static policy). */
   cpusets?: Pick<CpuReconcilerDeps, "runningPods" | "updateCpuset">;
+  /** Where a failed write of the CPU manager's checkpoint is said. */
+  stateWrites?: StateWrites;
 }
 
 /** "/" + "kubepods" → "/kubepods"; "/fleetlet-x" → "/fleetlet-x/kubepods". */
@@ -145,6 +148,7 @@ export async function setupContainerManager(
     reserved,
     stateFile: config.cpuManagerStateFile,
     logger: log,
+    ...(deps.stateWrites !== undefined && { stateWrites: deps.stateWrites }),
   });
   cpu.start();
   let cgroups: CgroupManager | undefined;

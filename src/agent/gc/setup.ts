@@ -1,11 +1,13 @@
 // The agent's garbage collectors, configured from the agent config: container GC, image GC and
 // log rotation, each with its own loop. Node events go to the agent's recorder.
+
 import { join } from "node:path";
 import type { CriRuntime } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { AgentConfig } from "../config/index.ts";
 import type { EventRecorder } from "../events/index.ts";
+import type { StateWrites } from "../events/state-writes.ts";
 import { createImageGC, type ImageGC, type ImagesFreed } from "../images/index.ts";
 import type { RuntimeManager } from "../kuberuntime/index.ts";
 import { type ContainerGC, type ContainersFreed, createContainerGC } from "./container-gc.ts";
@@ -22,6 +24,7 @@ export interface AgentGCInput {
   /** Whether every pod source was seen once. */
   sourcesReady(): boolean;
   podState(uid: string): PodGCState;
+  stateWrites?: StateWrites;
 }
 
 /** The disk reclaim steps the eviction manager takes before it evicts pods, in the kubelet's
@@ -110,6 +113,7 @@ function agentImageGC(input: AgentGCInput, nodeEvent: NodeEvent): ImageGC {
     maxImagesInStatus: config.nodeStatusMaxImages,
     recordsPath: join(config.rootDir, "state", "image-gc.json"),
     nodeEvent,
+    ...(input.stateWrites !== undefined && { stateWrites: input.stateWrites }),
   });
 }
 

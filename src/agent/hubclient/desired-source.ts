@@ -3,6 +3,7 @@
 import { join } from "node:path";
 import type { Logger } from "../../util/log.ts";
 import type { AgentConfig } from "../config/index.ts";
+import type { StateWrites } from "../events/state-writes.ts";
 import { createHubPodSource, type ObjectStore, type PodConfig } from "../sources/index.ts";
 import type { DesiredHandler } from "./desired.ts";
 
@@ -16,8 +17,10 @@ export function hubDesiredState(
   podConfig: PodConfig,
   objects: ObjectStore,
   log: Logger,
+  stateWrites?: StateWrites,
 ): DesiredHandler {
   const source = createHubPodSource({
+    ...(stateWrites !== undefined && { stateWrites }),
     nodeName: config.nodeName,
     path: join(config.rootDir, "hub", "desired.json"),
     log: log.with({ component: "hubsource" }),

@@ -45,6 +45,9 @@ export interface JoinInput {
   credentialPath: string;
   /** fetch with the hub's CA applied (injected for tests). */
   fetch: (url: string, init: RequestInit) => Promise<Response>;
+  /** Called when the credential the hub gave cannot be saved (a full disk): the credential is
+   * then returned all the same, for the caller to keep and save later. Absent: the error throws. */
+  onUnsaved?: (credential: string, error: unknown) => void;
 }
 
 /** The node credential: read from disk, else obtained with the join token and saved. */
@@ -82,6 +85,12 @@ export async function loadOrJoin(input: JoinInput): Promise<string> {
   if (!parsed.success) {
     throw new JoinError(`the hub answered the join with an unexpected body from ${url}`, false);
   }
-  writeFileAtomic(input.credentialPath, `${parsed.data.credential}\n`);
-  return parsed.data.credential;
+  const credential = parsed.data.credential;
+  try {
+    writeFileAtomic(input.credentialPath, `${credential}\n`);
+  } catch (err) {
+    if (input.onUnsaved === undefined) throw err;
+    input.onUnsaved(credential, err);
+  }
+  return credential;
 }

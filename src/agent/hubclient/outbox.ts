@@ -5,13 +5,17 @@
 //   (a repeat of an event replaces its older count); so entries are bounded by pods + maxEvents;
 // - at most `maxEvents` events are kept: the oldest are dropped and counted (`takeDropped`);
 // - the file is append-only JSON lines, rewritten (atomically) when it grows past twice its
-//   live size, so disk use is bounded too; a torn last line (crash while writing) is skipped.
+//   live size, so disk use is bounded too; a torn last line (crash while writing) is skipped;
+// - a write that fails (a full disk) keeps the entry in memory, and from then on the file is only
+//   ever rewritten whole (never appended to after a possibly torn line), at most once per
+//   `retryMs`, until a rewrite works: then the file holds everything again.
 import { randomBytes } from "node:crypto";
 import { appendFileSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import type { SequencedMessage } from "../../protocol/index.ts";
 import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { Logger } from "../../util/log.ts";
+import { ignoreStateWrites, type StateWrites } from "../events/state-writes.ts";
 
 /** A message without its seq, as pushed; the outbox assigns the seq. */
 export type OutboxInput = SequencedMessage extends infer M
@@ -26,7 +30,28 @@ export interface OutboxOptions {
   /** Events kept at most (oldest dropped first); 1000 by default. */
   maxEvents?: number;
   logger: Logger;
+  /** Where failed writes of the file are said (default: nowhere but the log). */
+  stateWrites?: StateWrites;
+  /** The file calls (injected in tests to fail like a full disk). */
+  files?: OutboxFiles;
+  /** Milliseconds now, for spacing rewrites after a failure (default Date.now). */
+  now?: () => number;
+  /** A failed write is retried (as a whole rewrite) at most this often; 1 s by default. */
+  retryMs?: number;
 }
+
+/** How the outbox writes its file. */
+export interface OutboxFiles {
+  /** Appends `text`; throws when it cannot (a part may be written). */
+  append(path: string, text: string): void;
+  /** Replaces the file with `text` atomically; throws when it cannot (the old file stays). */
+  replace(path: string, text: string): void;
+}
+
+const realFiles: OutboxFiles = {
+  append: (path, text) => appendFileSync(path, text, { mode: 0o600 }),
+  replace: (path, text) => writeFileAtomic(path, text),
+};
 
 export interface Outbox {
   /** Names this outbox towards the hub; kept across restarts, new when the file is lost. */
@@ -116,9 +141,14 @@ class FileOutbox implements Outbox {
   private appendedBytes = 0;
   /** The size of the file as last rewritten (only live entries). */
   private liveBytes = 0;
-  /** The last write failed (a full disk): the file lacks entries until the next rewrite. */
-  private failing = false;
-  private writesWhileFailing = 0;
+  /** The file lacks something in memory (a write failed): rewrite it whole, never append. */
+  private unsaved = false;
+  /** When a rewrite was last tried while `unsaved`. */
+  private triedAt = Number.NEGATIVE_INFINITY;
+  private readonly files: OutboxFiles;
+  private readonly stateWrites: StateWrites;
+  private readonly now: () => number;
+  private readonly retryMs: number;
 
   constructor(opts: OutboxOptions) {
     const maxEvents = opts.maxEvents ?? 1000;
@@ -128,6 +158,10 @@ class FileOutbox implements Outbox {
     this.maxEvents = maxEvents;
     this.log = opts.logger;
     this.path = opts.path;
+    this.files = opts.files ?? realFiles;
+    this.stateWrites = opts.stateWrites ?? ignoreStateWrites;
+    this.now = opts.now ?? Date.now;
+    this.retryMs = opts.retryMs ?? 1000;
     mkdirSync(dirname(opts.path), { recursive: true, mode: 0o700 });
     this.load();
     if (this.currentStreamId === "") this.currentStreamId = randomBytes(12).toString("base64url");
@@ -216,28 +250,24 @@ class FileOutbox implements Outbox {
     };
     const lines = [header, ...[...this.live.values()].map((m): Line => ({ t: "m", m }))];
     const text = lines.map((l) => `${JSON.stringify(l)}\n`).join("");
+    this.triedAt = this.now();
     try {
-      writeFileAtomic(this.path, text);
+      this.files.replace(this.path, text);
     } catch (err) {
-      this.writeFailed(err);
+      this.failed("cannot rewrite the hub outbox; kept in memory", err);
       return;
     }
-    if (this.failing) this.log.info("the hub outbox is written again", { file: this.path });
-    this.failing = false;
-    this.writesWhileFailing = 0;
+    this.unsaved = false;
+    this.stateWrites.succeeded(this.path);
     this.liveBytes = text.length;
     this.appendedBytes = 0;
   }
 
-  /** A write failed: logged once per run of failures; the next write rewrites the whole file,
-   * so that no line missed on disk is missing after a restart. */
-  private writeFailed(err: unknown): void {
-    if (!this.failing)
-      this.log.warn("cannot write the hub outbox; kept in memory, written again later", {
-        file: this.path,
-        error: err,
-      });
-    this.failing = true;
+  /** A write failed: the file lacks what memory holds until a rewrite works. */
+  private failed(what: string, err: unknown): void {
+    if (!this.unsaved) this.log.warn(what, { file: this.path, error: err });
+    this.unsaved = true;
+    this.stateWrites.failed(this.path, err);
   }
 
   /** Replays the file; a line that does not parse is skipped and counted. */
@@ -327,18 +357,18 @@ class FileOutbox implements Outbox {
     }
   }
 
-  /** Appends a line; rewrites the file when appends pass twice its live size (64 KiB at least). */
+  /** Appends a line; rewrites the file when appends pass twice its live size (64 KiB at least),
+   * or, after a failure, in place of the append (at most once per retryMs). */
   private write(line: Line): void {
-    if (this.failing) {
-      // Every 32nd write tries the whole file again: a full disk is not hammered on every push.
-      if (++this.writesWhileFailing % 32 === 0) this.compact();
+    if (this.unsaved) {
+      if (this.now() - this.triedAt >= this.retryMs) this.compact();
       return;
     }
     const text = `${JSON.stringify(line)}\n`;
     try {
-      appendFileSync(this.path, text, { mode: 0o600 });
+      this.files.append(this.path, text);
     } catch (err) {
-      this.writeFailed(err);
+      this.failed("cannot append to the hub outbox; kept in memory", err);
       return;
     }
     this.appendedBytes += text.length;

@@ -8,6 +8,7 @@ import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { insecureHubUrl } from "../config/agent-config-checks.ts";
+import { ignoreStateWrites, reportedWrite, type StateWrites } from "../events/state-writes.ts";
 import type { OpenStream } from "../streams/mux.ts";
 import { createHubClient, type HubClient } from "./client.ts";
 import type { DesiredHandler } from "./desired.ts";
@@ -50,6 +51,8 @@ export interface AgentHubInput {
   desired?: DesiredHandler;
   /** Opens the hub's logs, exec and port-forward streams on this device. */
   streams?: OpenStream;
+  /** Where failed writes of the outbox, the credential and the saved CA are said. */
+  stateWrites?: StateWrites;
 }
 
 /** The agent's trust in the hub (trust.ts), after warning of a plain hub URL off loopback. */
@@ -65,23 +68,42 @@ function hubTrust(input: AgentHubInput, log: Logger): HubTrust {
     ...(input.hub.joinToken !== undefined && { joinToken: input.hub.joinToken }),
     rootDir: input.rootDir,
     log,
+    ...(input.stateWrites !== undefined && { stateWrites: input.stateWrites }),
   });
 }
 
-/** The node credential: the saved one, or one joined for, once the hub's CA is trusted. */
+/** The node credential: the saved one, or one joined for, once the hub's CA is trusted. One that
+ * could not be saved (a full disk) is kept in memory, used, and saved again at each call. */
 function credentialOf(input: AgentHubInput, trust: HubTrust): () => Promise<string> {
   const hubFetch = (url: string, init: RequestInit) => {
     const ca = trust.current();
     return fetch(url, { ...init, ...(ca !== undefined && { tls: { ca } }) } as RequestInit);
   };
+  const path = join(input.rootDir, CREDENTIAL_FILE);
+  const writes = input.stateWrites ?? ignoreStateWrites;
+  let unsaved: string | undefined;
   return async () => {
+    if (unsaved !== undefined) {
+      const credential = unsaved;
+      try {
+        reportedWrite(writes, path, () => writeFileAtomic(path, `${credential}\n`));
+        unsaved = undefined;
+      } catch {
+        // said by the reporter; the credential in memory serves meanwhile
+      }
+      return credential;
+    }
     await trust.resolve();
     return loadOrJoin({
       hubUrl: input.hub.url,
       joinToken: input.hub.joinToken,
       nodeName: input.nodeName,
-      credentialPath: join(input.rootDir, CREDENTIAL_FILE),
+      credentialPath: path,
       fetch: hubFetch,
+      onUnsaved: (credential, err) => {
+        unsaved = credential;
+        writes.failed(path, err);
+      },
     });
   };
 }
@@ -96,6 +118,8 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
     path: join(dir, "outbox"),
     maxEvents: input.outboxMaxEvents,
     logger: log,
+    now: () => input.clock.now(),
+    ...(input.stateWrites !== undefined && { stateWrites: input.stateWrites }),
   });
   const client = createHubClient({
     clock: input.clock,
@@ -164,6 +188,7 @@ export interface AgentHubWiring {
   podsSynced: () => boolean;
   desired?: DesiredHandler;
   streams?: OpenStream;
+  stateWrites?: StateWrites;
 }
 
 /** The hub client of an agent whose config names a hub; undefined when it runs alone. */
@@ -197,6 +222,7 @@ export function createAgentHub(
     podsSynced: w.podsSynced,
     ...(w.desired !== undefined && { desired: w.desired }),
     ...(w.streams !== undefined && { streams: w.streams }),
+    ...(w.stateWrites !== undefined && { stateWrites: w.stateWrites }),
   });
   return {
     desiredChanged: () => client.desiredChanged(),

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { caHash, HUB_CA_PATH, parseJoinToken, SAVED_CA_FILE } from "../../protocol/index.ts";
 import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { Logger } from "../../util/log.ts";
+import type { StateWrites } from "../events/state-writes.ts";
 import { hubEndpoints, JoinError } from "./join.ts";
 
 export interface TrustInput {
@@ -15,6 +16,8 @@ export interface TrustInput {
   joinToken?: string;
   rootDir: string;
   log: Logger;
+  /** Where a failed save of the CA is said (it is trusted for this run all the same). */
+  stateWrites?: StateWrites;
   /** Fetches the hub's CA without verifying the hub (injected for tests). */
   fetchUnverified?: (url: string) => Promise<Response>;
 }
@@ -100,12 +103,24 @@ export class HubTrust {
         `the hub's CA ${have} is not the one the join token names (${this.wanted}); not trusting ${this.input.hubUrl}`,
         false,
       );
-    writeFileAtomic(this.savedPath, pem);
+    this.save(pem);
     this.input.log.info("trusting the hub's CA named by the join token", {
       hash: have,
       saved: this.savedPath,
     });
     this.ca = pem;
     return pem;
+  }
+
+  /** Saves the checked CA; when it cannot (a full disk), it is trusted for this run only and
+   * fetched and checked against the token again at the next start. */
+  private save(pem: string): void {
+    try {
+      writeFileAtomic(this.savedPath, pem);
+      this.input.stateWrites?.succeeded(this.savedPath);
+    } catch (err) {
+      this.input.log.warn("cannot save the hub's CA; trusted for this run", { error: err });
+      this.input.stateWrites?.failed(this.savedPath, err);
+    }
   }
 }

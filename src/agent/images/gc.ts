@@ -11,11 +11,13 @@
 // - run() never throws. A pass that fails, or cannot free enough, is logged; freeing too little
 //   is a FreeDiskSpaceFailed node event, and a second failed pass in a row an ImageGCFailed one.
 // - Passes never overlap (the eviction manager's deleteUnusedImages waits for a running pass).
+
 import { statfs as fsStatfs } from "node:fs/promises";
 import type { ContainerImage } from "../../api/node.ts";
 import type { CriRuntime, Image } from "../../cri/index.ts";
 import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import { ignoreStateWrites, reportedWrite, type StateWrites } from "../events/state-writes.ts";
 import {
   bytesToFree,
   detectImages,
@@ -46,6 +48,8 @@ export interface ImageGCDeps {
   recordsPath: string;
   /** A Warning event about the node. */
   nodeEvent(reason: string, message: string): void;
+  /** Where a failed write of the records is said. */
+  stateWrites?: StateWrites;
   /** Size and free space of the filesystem holding `path`; statfs by default. */
   statfs?: (path: string) => Promise<{ capacity: number; available: number }>;
 }
@@ -307,8 +311,11 @@ class ImageGCManager implements ImageGC {
 
   private persist(granularityMs?: number): void {
     if (this.records === undefined || !this.store.needsSave(this.records, granularityMs)) return;
+    const records = this.records;
     try {
-      this.store.save(this.records);
+      reportedWrite(this.deps.stateWrites ?? ignoreStateWrites, this.deps.recordsPath, () =>
+        this.store.save(records),
+      );
     } catch (err) {
       this.deps.logger.warn("cannot save image records", { error: message(err) });
     }

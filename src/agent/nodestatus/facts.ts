@@ -1,6 +1,6 @@
-// The node's static facts, gathered once at start: identity files, kernel and OS, hardware
-// (node:os; the CPU model from `lscpu` where the kernel's cpuinfo names none, as on ARM), and what
-// the config says. Reading them never fails the agent: a fact that cannot be read is left empty
+// The node's static facts, gathered once at start: identity files (each with the fallbacks boards
+// without systemd or DMI need), kernel and OS, hardware (node:os; the CPU model from `lscpu`
+// where node:os names none or "unknown", as on ARM), and what the config says. Reading them never fails the agent: a fact that cannot be read is left empty
 // and logged. (A hardware library did this before; it stayed in memory for the agent's whole
 // life, 2.2 MB of RSS, for three facts: scripts/bench/README.md, agent-memory.)
 import { readFile, statfs } from "node:fs/promises";
@@ -76,12 +76,38 @@ async function lscpu(): Promise<string> {
   return (await p.exited) === 0 ? out : "";
 }
 
+/** A CPU model as node:os reports it, or "" when it names none (Bun says "unknown" on arm64). */
+function knownModel(model: string | undefined): string {
+  const m = model?.trim() ?? "";
+  return m.toLowerCase() === "unknown" ? "" : m;
+}
+
+/** The CPU model node:os reports, else the one `lscpu` prints (run only then), else "". */
+export async function cpuModel(
+  reported: string | undefined,
+  runLscpu: () => Promise<string>,
+): Promise<string> {
+  const model = knownModel(reported);
+  return model !== "" ? model : lscpuModelName(await runLscpu());
+}
+
 async function systemHardware(): Promise<{ cores: number; model: string; memoryBytes: number }> {
   const list = cpus();
-  let model = list[0]?.model.trim() ?? "";
-  if (model === "") model = lscpuModelName(await lscpu());
+  const model = await cpuModel(list[0]?.model, lscpu);
   return { cores: list.length || 1, model, memoryBytes: totalmem() };
 }
+
+/** Where each identity is read, first to last: the first file that reads non-empty wins. */
+const IDENTITY_FILES = {
+  /** dbus keeps its own copy on systems without systemd's. */
+  machineID: ["/etc/machine-id", "/var/lib/dbus/machine-id"],
+  /** DMI where the firmware has it (x86), else the device tree's serial number (ARM boards). */
+  systemUUID: [
+    "/sys/class/dmi/id/product_uuid",
+    "/proc/device-tree/serial-number",
+    "/sys/firmware/devicetree/base/serial-number",
+  ],
+} as const;
 
 function withTimeout<T>(clock: Clock, p: Promise<T>, ms: number, what: string): Promise<T> {
   let cancel = () => {};
@@ -95,15 +121,27 @@ function withTimeout<T>(clock: Clock, p: Promise<T>, ms: number, what: string): 
 export async function gatherNodeFacts(input: GatherFactsInput): Promise<NodeFacts> {
   const read = input.readText ?? ((p: string) => readFile(p, "utf8"));
   const log = input.logger;
+  // Device-tree strings end in a NUL.
   const text = async (path: string, fallback = ""): Promise<string> => {
     try {
-      return (await read(path)).trim();
+      return (await read(path)).replaceAll("\0", "").trim();
     } catch (err) {
       log.debug("cannot read node fact", { file: path, error: err });
       return fallback;
     }
   };
-  let hw = { cores: cpus().length || 1, model: cpus()[0]?.model ?? "", memoryBytes: totalmem() };
+  const first = async (paths: readonly string[]): Promise<string> => {
+    for (const p of paths) {
+      const value = await text(p);
+      if (value !== "") return value;
+    }
+    return "";
+  };
+  let hw = {
+    cores: cpus().length || 1,
+    model: knownModel(cpus()[0]?.model),
+    memoryBytes: totalmem(),
+  };
   try {
     hw = await withTimeout(
       input.clock ?? realClock,
@@ -118,8 +156,8 @@ export async function gatherNodeFacts(input: GatherFactsInput): Promise<NodeFact
     nodeName: input.nodeName,
     hostname: hostname(),
     hostIP: input.hostIP,
-    machineID: await text("/etc/machine-id"),
-    systemUUID: await text("/sys/class/dmi/id/product_uuid"),
+    machineID: await first(IDENTITY_FILES.machineID),
+    systemUUID: await first(IDENTITY_FILES.systemUUID),
     bootID: await text("/proc/sys/kernel/random/boot_id"),
     kernelVersion: release(),
     osImage: prettyName(await text("/etc/os-release")),

@@ -27,6 +27,7 @@ import { validateConfigMap, validateSecret } from "../../api/validate-objects.ts
 import { writeFileAtomic } from "../../util/atomic-file.ts";
 import { type Clock, realClock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import { ignoreStateWrites, reportedWrite, type StateWrites } from "../events/state-writes.ts";
 import { CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION } from "./parse.ts";
 
 /** A desired state as the hub sends it; the objects are not decoded yet. */
@@ -58,6 +59,8 @@ export interface HubPodSourceDeps {
   clock?: Clock;
   /** How long after a failed save it is tried again (ms; default 5000). */
   retrySaveMs?: number;
+  /** Where each save of the file is said (FailedToWriteState, then StateWritten). */
+  stateWrites?: StateWrites;
 }
 
 export interface HubPodSource {
@@ -177,13 +180,14 @@ class DesiredFile {
     private readonly log: Logger,
     private readonly clock: Clock,
     private readonly retryMs: number,
+    private readonly stateWrites: StateWrites,
   ) {}
 
   /** Saves `text`; returns false (and retries later) when it could not. */
   save(text: string): boolean {
     this.cancelRetry();
     try {
-      writeFileAtomic(this.path, text);
+      reportedWrite(this.stateWrites, this.path, () => writeFileAtomic(this.path, text));
     } catch (err) {
       const first = this.unsaved === undefined;
       this.unsaved = `cannot save the desired state to ${this.path}: ${(err as Error).message}`;
@@ -243,6 +247,7 @@ export function createHubPodSource(deps: HubPodSourceDeps): HubPodSource {
     deps.log,
     deps.clock ?? realClock,
     deps.retrySaveMs ?? 5000,
+    deps.stateWrites ?? ignoreStateWrites,
   );
   const use = (state: DesiredState) => {
     deps.applyObjects([...state.configMaps, ...state.secrets]);

@@ -2,8 +2,9 @@
 // when given, else the hub's own CA and a serving certificate in <data>/tls, made on first start
 // and made again (same CA) when the serving certificate nears expiry or its names no longer
 // cover the wanted ones.
+
 import { createPrivateKey, createPublicKey, X509Certificate } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { hostname, networkInterfaces } from "node:os";
 import { join } from "node:path";
@@ -41,9 +42,9 @@ export function defaultSans(listenHost: string, extra: string[]): string[] {
   return [...names];
 }
 
+/** Written whole or not at all: a torn key or certificate would stop the hub's next start. */
 function writeSecret(path: string, text: string): void {
-  writeFileSync(path, text, { mode: 0o600 });
-  chmodSync(path, 0o600);
+  writeFileAtomic(path, text, { mode: 0o600 });
 }
 
 /** A name or address in one comparable form (addresses as bytes: "::1" = "0:0:0:0:0:0:0:1"). */
@@ -97,7 +98,7 @@ export function ownTls(
       notAfter: now + CA_LIFETIME,
     });
     writeSecret(caKey, ca.keyPem);
-    writeFileSync(caCert, ca.certPem, { mode: 0o644 });
+    writeFileAtomic(caCert, ca.certPem, { mode: 0o644 });
   }
   const caPem = readFileSync(caCert, "utf8");
   const servingCert = join(dir, "serving.crt");
@@ -117,7 +118,7 @@ export function ownTls(
         publicKey: createPublicKey(key),
       },
     });
-    writeFileAtomic(servingKey, serving.keyPem, { mode: 0o600 });
+    writeSecret(servingKey, serving.keyPem);
     writeFileAtomic(servingCert, serving.certPem, { mode: 0o644 });
     renewed = true;
   }

@@ -170,6 +170,7 @@ describe("Flusher (the acknowledging part)", () => {
         flush() {
           throw new Error("disk full");
         },
+        pending: () => 1,
       },
       clock,
       log: nullLogger,

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHubPodSource, decodeDesired } from "../../../src/agent/sources/index.ts";
@@ -211,5 +211,41 @@ describe("createHubPodSource() with ConfigMaps and Secrets", () => {
       reason: expect.stringContaining('secrets[0] ("creds"): data[password]'),
     });
     expect(objects).toHaveLength(1);
+  });
+});
+
+describe("createHubPodSource() on a disk that cannot be written", () => {
+  test("says each failed save of the file to the state-write reporter, then that it is written", () => {
+    const clock = new FakeClock();
+    const { path } = setup();
+    const said: string[] = [];
+    const source = createHubPodSource({
+      nodeName: "cam-1",
+      path,
+      log: nullLogger,
+      apply: () => {},
+      applyObjects: () => {},
+      clock,
+      retrySaveMs: 5000,
+      stateWrites: {
+        failed: (file) => said.push(`failed ${file}`),
+        succeeded: (file) => said.push(`written ${file}`),
+        failing: () => [],
+      },
+    });
+    expect(source.accept({ generation: 1, pods: [hubPod("a", "u1")] })).toEqual({ ok: true });
+    // A folder in the way of the temp file fails the write as a full disk would, without root.
+    mkdirSync(`${path}.tmp`);
+    expect(source.accept({ generation: 2, pods: [hubPod("b", "u2")] })).toEqual({ ok: true });
+    clock.step(5000);
+    rmSync(`${path}.tmp`, { recursive: true });
+    clock.step(5000);
+    expect(said).toEqual([
+      `written ${path}`,
+      `failed ${path}`,
+      `failed ${path}`,
+      `written ${path}`,
+    ]);
+    expect(JSON.parse(readFileSync(path, "utf8")).generation).toBe(2);
   });
 });

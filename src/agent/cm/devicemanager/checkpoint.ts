@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import { describeZodError } from "../../../protocol/decode.ts";
 import { writeFileAtomic } from "../../../util/atomic-file.ts";
+import { ignoreStateWrites, reportedWrite, type StateWrites } from "../../events/state-writes.ts";
 import type { ContainerDevicesEntry } from "./types.ts";
 
 export const CHECKPOINT_FILE = "kubelet_internal_checkpoint";
@@ -152,10 +153,14 @@ function moveAside(path: string): string {
   }
 }
 
-/** Writes `cp` to the checkpoint in `dir` (mode 0644, as the kubelet); throws when it cannot. */
-export function writeCheckpoint(dir: string, cp: DeviceCheckpoint): void {
-  writeFileAtomic(join(dir, CHECKPOINT_FILE), encodeCheckpoint(cp), {
-    mode: 0o644,
-    dirMode: 0o755,
-  });
+/** Writes `cp` to the checkpoint in `dir` (mode 0644, as the kubelet); throws when it cannot,
+ * after saying so to `writes`. */
+export function writeCheckpoint(
+  dir: string,
+  cp: DeviceCheckpoint,
+  writes: StateWrites = ignoreStateWrites,
+): void {
+  const path = join(dir, CHECKPOINT_FILE);
+  const text = encodeCheckpoint(cp);
+  reportedWrite(writes, path, () => writeFileAtomic(path, text, { mode: 0o644, dirMode: 0o755 }));
 }

@@ -19,6 +19,7 @@ import type {
 } from "../../../api/types.ts";
 import { type Clock, sleepQuietly } from "../../../util/clock.ts";
 import type { Logger } from "../../../util/log.ts";
+import type { StateWrites } from "../../events/state-writes.ts";
 import type { AdmitFailure } from "../../lifecycle/index.ts";
 import { type CheckpointEntry, readCheckpoint, writeCheckpoint } from "./checkpoint.ts";
 import type { DeviceManager, DevicePreparation, DeviceStats } from "./index.ts";
@@ -59,6 +60,8 @@ export interface DeviceManagerCoreDeps {
   /** Whether every pod source was seen once; until then no pod's devices are freed (a pod not
    * seen yet may be running with them). Absent: always. */
   sourcesReady?: () => boolean;
+  /** Where a failed write of the checkpoint is said. */
+  stateWrites?: StateWrites;
 }
 
 const uidOf = (pod: Pod) => pod.metadata.uid ?? "";
@@ -314,7 +317,7 @@ export class DeviceManagerCore implements DeviceManager {
         this.allocateCalls++;
         if (failed) this.allocateFailures++;
       },
-      save: () => writeCheckpoint(this.deps.checkpointDir, this.snapshot()),
+      save: () => writeCheckpoint(this.deps.checkpointDir, this.snapshot(), this.deps.stateWrites),
     };
   }
 
@@ -376,7 +379,7 @@ export class DeviceManagerCore implements DeviceManager {
 
   private saveQuietly(): void {
     try {
-      writeCheckpoint(this.deps.checkpointDir, this.snapshot());
+      writeCheckpoint(this.deps.checkpointDir, this.snapshot(), this.deps.stateWrites);
     } catch (err) {
       this.deps.logger.error("Cannot write the device checkpoint", {
         dir: this.deps.checkpointDir,

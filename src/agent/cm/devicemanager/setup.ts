@@ -2,11 +2,13 @@
 // host device group, and, while it runs, the Registration service on kubelet.sock, each accepted
 // plugin connected and added. The active pods come through a port, bound once the pod workers
 // exist (the manager is created before them: the runtime manager reads it).
+
 import type { Pod } from "../../../api/types.ts";
 import type { Clock } from "../../../util/clock.ts";
 import type { Logger } from "../../../util/log.ts";
 import type { AgentConfig } from "../../config/index.ts";
 import { type EventRecorder, podRef } from "../../events/index.ts";
+import type { StateWrites } from "../../events/state-writes.ts";
 import { KUBELET_SOCKET } from "./api.ts";
 import { connectDevicePlugin } from "./endpoint.ts";
 import { createHostDeviceGroup } from "./host-devices.ts";
@@ -22,6 +24,7 @@ export interface AgentDeviceManagerInput {
   clock: Clock;
   logger: Logger;
   recorder: Pick<EventRecorder, "event">;
+  stateWrites?: StateWrites;
 }
 
 /** The pods that hold or may hold devices, and whether every pod source was seen once (until
@@ -62,6 +65,7 @@ export function setupDeviceManager(
     event: (pod, type, reason, message) => input.recorder.event(podRef(pod), type, reason, message),
     activePods: () => active.activePods(),
     sourcesReady: () => active.sourcesReady(),
+    ...(input.stateWrites !== undefined && { stateWrites: input.stateWrites }),
   });
   for (const group of config.hostDevices)
     core.addEndpoint(createHostDeviceGroup(group, { clock, log: logger }));

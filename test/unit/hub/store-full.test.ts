@@ -1,0 +1,206 @@
+// The hub on a full data disk: SQLite refuses writes with SQLITE_FULL (made here with
+// PRAGMA max_page_count, the same error a full filesystem gives), and then takes them again.
+// Nothing queued is lost, agents are acknowledged only for what is stored, operators' writes
+// fail with a 507 Status, and everything resumes with no restart.
+import { Database } from "bun:sqlite";
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ConfigObject } from "../../../src/api/pod-objects.ts";
+import { DeferredDeployWrites } from "../../../src/hub/deploy/deferred-store.ts";
+import { ConfigObjectCatalog } from "../../../src/hub/deploy/objects.ts";
+import { SqliteDeployStore } from "../../../src/hub/deploy/store.ts";
+import { Fleet } from "../../../src/hub/fleet.ts";
+import { Flusher } from "../../../src/hub/flusher.ts";
+import { HubStore, storeWriteStatus } from "../../../src/hub/store.ts";
+import { FakeClock } from "../../../src/util/clock.ts";
+import { nullLogger } from "../../../src/util/log.ts";
+import { makeEvent, makePod } from "../hubclient/fixtures.ts";
+
+let dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  dirs = [];
+});
+
+function tempDb(): string {
+  const dir = mkdtempSync(join(tmpdir(), "fleetlet-hub-full-"));
+  dirs.push(dir);
+  return join(dir, "hub.db");
+}
+
+/** Fills the database: no page beyond those it has. */
+function fill(db: Database): void {
+  const { page_count } = db.query("PRAGMA page_count").get() as { page_count: number };
+  db.exec(`PRAGMA max_page_count = ${page_count}`);
+}
+function free(db: Database): void {
+  db.exec("PRAGMA max_page_count = 1073741823");
+}
+
+/** A payload that needs new pages. */
+const big = (name: string) => ({ ...makeEvent(name), message: "x".repeat(20_000) });
+
+function hubParts(path: string) {
+  const clock = new FakeClock();
+  const store = new HubStore(path);
+  store.saveNodeNow({
+    name: "cam-1",
+    credentialHash: "h",
+    hubLabels: {},
+    joinedAt: 0,
+    ackedSeq: 0,
+    connected: true,
+    desiredGeneration: 0,
+    ackedGeneration: 0,
+  });
+  const fleet = new Fleet(
+    {
+      store,
+      maxEventsPerNode: 50,
+      offlineAfterMs: 30_000,
+      onChange: () => {},
+      now: () => clock.now(),
+    },
+    store.load(),
+  );
+  return { clock, store, fleet };
+}
+
+describe("the hub store on a full disk", () => {
+  test("a failed flush keeps everything queued; the next one that works writes it all", () => {
+    const path = tempDb();
+    const store = new HubStore(path);
+    store.queuePod("cam-1", "u1", makePod("u1"));
+    store.queueEvent("cam-1", "e1", big("e1"));
+    fill(store.database);
+    expect(() => store.flush()).toThrow("database or disk is full");
+    expect(store.pending()).toBe(2);
+    store.queueEvent("cam-1", "e2", big("e2"));
+    expect(() => store.flush()).toThrow("database or disk is full");
+    expect(store.pending()).toBe(3);
+    free(store.database);
+    store.flush();
+    expect(store.pending()).toBe(0);
+    store.close();
+    const again = new HubStore(path).load();
+    expect(again.pods.map((p) => p.pod.metadata.uid)).toEqual(["u1"]);
+    expect(again.events.map((e) => e.event.metadata.name).sort()).toEqual(["e1", "e2"]);
+  });
+
+  test("closing on a full disk closes the database and counts what was not stored", () => {
+    const store = new HubStore(tempDb());
+    store.queueEvent("cam-1", "e1", big("e1"));
+    fill(store.database);
+    expect(store.close()).toMatchObject({ unstored: 1 });
+  });
+
+  test("a node saved now whose write fails leaves nothing of it queued", () => {
+    const store = new HubStore(tempDb());
+    fill(store.database);
+    const progress = {
+      ...{ name: "cam-9", credentialHash: "h".repeat(4000), hubLabels: {}, joinedAt: 0 },
+      ...{ ackedSeq: 0, connected: false, desiredGeneration: 0, ackedGeneration: 0 },
+    };
+    expect(() => store.saveNodeNow(progress)).toThrow("database or disk is full");
+    expect(store.pending()).toBe(0);
+  });
+
+  test("the flusher acknowledges nothing while writes fail, and everything once they work, by itself", () => {
+    const { clock, store, fleet } = hubParts(tempDb());
+    const acks: [string, number][] = [];
+    const flusher = new Flusher({
+      ...{ fleet, store, clock, log: nullLogger, intervalMs: 20 },
+      ack: (n, s) => acks.push([n, s]),
+    });
+    fill(store.database);
+    fleet.ingest("cam-1", { type: "event", seq: 1, event: big("a") });
+    flusher.markDirty("cam-1");
+    clock.step(20);
+    fleet.ingest("cam-1", { type: "event", seq: 2, event: big("b") });
+    flusher.markDirty("cam-1");
+    clock.step(1000);
+    expect(acks).toEqual([]);
+    expect(flusher.health()).toMatchObject({ failedFlushes: 2 });
+    expect(flusher.health().lastError).toContain("database or disk is full");
+    // Reads keep working from memory.
+    expect(fleet.allEvents().length).toBe(2);
+    free(store.database);
+    clock.step(2000);
+    expect(acks).toEqual([["cam-1", 2]]);
+    expect(flusher.health().failingSince).toBeUndefined();
+  });
+
+  test("an operator's ConfigMap is refused with 507 and not kept; taken once space returns", () => {
+    const db = new Database(tempDb());
+    db.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+    const store = new SqliteDeployStore(db);
+    let rv = 0;
+    const catalog = new ConfigObjectCatalog(store, store.load(), () => ++rv);
+    const cm = {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "settings", namespace: "default" },
+      data: { big: "x".repeat(50_000) },
+    } as ConfigObject;
+    fill(db);
+    let thrown: unknown;
+    try {
+      catalog.apply(cm, 0);
+    } catch (err) {
+      thrown = err;
+    }
+    const status = storeWriteStatus(thrown, "POST /api/v1/namespaces/default/configmaps");
+    expect(status?.code).toBe(507);
+    expect(status?.toStatus()).toMatchObject({
+      kind: "Status",
+      reason: "InsufficientStorage",
+      code: 507,
+    });
+    expect(status?.message).toStartWith(
+      "POST /api/v1/namespaces/default/configmaps was not stored: the hub's data disk is full",
+    );
+    expect(catalog.get("ConfigMap/default/settings")).toBeUndefined();
+    free(db);
+    expect(catalog.apply(cm, 0).result).toBe("created");
+  });
+
+  test("storeWriteStatus() maps SQLite's write failures and leaves other errors alone", () => {
+    const sqlite = (code: string) => Object.assign(new Error("boom"), { code });
+    const cases: [unknown, number | undefined][] = [
+      [sqlite("SQLITE_FULL"), 507],
+      [sqlite("SQLITE_IOERR_WRITE"), 503],
+      [sqlite("SQLITE_READONLY"), 503],
+      [sqlite("SQLITE_CONSTRAINT_PRIMARYKEY"), undefined],
+      [Object.assign(new Error("x"), { code: "ENOSPC" }), undefined],
+      [new Error("plain"), undefined],
+    ];
+    for (const [err, code] of cases)
+      expect({
+        err: (err as { code?: string }).code,
+        code: storeWriteStatus(err, "PUT /x")?.code,
+      }).toEqual({
+        err: (err as { code?: string }).code,
+        code,
+      });
+  });
+
+  test("rollout progress that cannot be written is kept and written by the next pass that can", () => {
+    const db = new Database(tempDb());
+    db.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+    const inner = new SqliteDeployStore(db);
+    const store = new DeferredDeployWrites(inner, nullLogger, () => 0);
+    const hash = "h".repeat(20_000);
+    fill(db);
+    store.putAssignments([{ dsUid: "ds1", node: "cam-1", hash, at: 1 }]);
+    store.putAssignments([{ dsUid: "ds2", node: "cam-1", hash, at: 1 }]);
+    expect(store.waiting).toBe(2);
+    store.dropDaemonSet("ds2");
+    expect(store.waiting).toBe(1);
+    free(db);
+    store.putAssignments([]);
+    expect(store.waiting).toBe(0);
+    expect(inner.load().assignments.map((a) => [a.dsUid, a.node])).toEqual([["ds1", "cam-1"]]);
+  });
+});
