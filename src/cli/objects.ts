@@ -5,10 +5,10 @@
 // document as written (the hub validates and decodes it again).
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { parseAllDocuments } from "yaml";
 import { validateDaemonSet } from "../api/daemonset.ts";
 import { DEFAULT_NAMESPACE, type FieldError, formatInvalidObject } from "../api/index.ts";
 import { validateConfigMap, validateSecret } from "../api/validate-objects.ts";
+import { yamlDocuments } from "../api/yaml.ts";
 import { CliError } from "./errors.ts";
 
 /** One object of the files, validated. */
@@ -65,11 +65,9 @@ function documents(file: string): unknown[] {
     throw new CliError(`cannot read ${file}: ${(err as Error).message}`);
   }
   const out: unknown[] = [];
-  for (const doc of parseAllDocuments(text)) {
-    const error = doc.errors[0];
-    if (error !== undefined)
-      throw new CliError(`error parsing ${file}: ${error.message.split("\n")[0]}`);
-    const value = doc.toJS({ maxAliasCount: 100 }) as unknown;
+  for (const doc of yamlDocuments(text)) {
+    if ("error" in doc) throw new CliError(`error parsing ${file}: ${doc.error}`);
+    const value = doc.value;
     if (value === null || value === undefined) continue;
     const list = value as { kind?: unknown; items?: unknown };
     if (list.kind === "List" && Array.isArray(list.items)) out.push(...list.items);

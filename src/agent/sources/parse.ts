@@ -4,7 +4,6 @@
 // does. A file is all or nothing: one bad document makes the whole file invalid.
 
 import { createHash } from "node:crypto";
-import { parseAllDocuments, type ScalarTag } from "yaml";
 import {
   applyPodDefaults,
   DEFAULT_NAMESPACE,
@@ -17,6 +16,7 @@ import {
   validateSecret,
 } from "../../api/index.ts";
 import { type ConfigObject, objectKey, objectKeyOf } from "../../api/pod-objects.ts";
+import { yamlDocuments } from "../../api/yaml.ts";
 import { canonicalJSON } from "../../util/canonical.ts";
 
 export const CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash";
@@ -113,47 +113,6 @@ function decodeDocument(obj: unknown, ctx: ManifestContext): DecodedDocument {
   return { ok: false, message: label + listErrors(result.errors) };
 }
 
-/** An integer written with a leading zero ("0644") is octal, as in the YAML 1.1 that Kubernetes
- * reads manifests with: file modes are written so. ("0o644" is octal in YAML 1.2 too.) */
-const octalInt: ScalarTag = {
-  tag: "tag:yaml.org,2002:int",
-  format: "OCT",
-  default: true,
-  test: /^[-+]?0[0-7]+$/,
-  resolve: (text: string) => {
-    const value = Number.parseInt(text.replace(/^[-+]/, ""), 8);
-    return text.startsWith("-") ? -value : value;
-  },
-};
-
-/** The documents of a manifest file, each its value or why it is not valid YAML. */
-function yamlDocuments(text: string): ({ value: unknown } | { error: string })[] {
-  return parseAllDocuments(text, { customTags: (tags) => [octalInt, ...tags] }).map((doc) => {
-    const firstError = doc.errors[0];
-    if (firstError !== undefined) return { error: yamlMessage(firstError) };
-    try {
-      const value: unknown = doc.toJS({ maxAliasCount: 100 });
-      if (holdsItself(value, new Set()))
-        return { error: "an alias refers to a node that holds it (a cycle)" };
-      return { value };
-    } catch (err) {
-      return { error: (err as Error).message };
-    }
-  });
-}
-
-/** Whether `v` holds itself, which an alias inside its own anchor's node makes (`a: &a [*a]`);
- * `open` holds the objects on the path from the root. An alias of a finished node is shared,
- * not a cycle. */
-function holdsItself(v: unknown, open: Set<object>): boolean {
-  if (v === null || typeof v !== "object") return false;
-  if (open.has(v)) return true;
-  open.add(v);
-  const found = Object.values(v).some((x) => holdsItself(x, open));
-  open.delete(v);
-  return found;
-}
-
 /** One line, at most MAX_MESSAGE characters: line breaks (a map key may hold them) are escaped. */
 function fail(where: string, message: string): ParseManifestResult {
   let line = `${where}: ${message}`.replace(/\r/g, "\\r").replace(/\n/g, "\\n");
@@ -184,10 +143,6 @@ function listErrors(errors: readonly FieldError[]): string {
   );
   const more = errors.length - shown.length;
   return shown.join("; ") + (more > 0 ? `; and ${more} more` : "");
-}
-
-function yamlMessage(err: Error): string {
-  return (err.message.split("\n")[0] ?? "").replace(/:$/, "");
 }
 
 function describeKind(obj: unknown): string {
