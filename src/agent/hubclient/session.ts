@@ -54,8 +54,10 @@ export interface Session {
   readonly welcomed: boolean;
 }
 
-/** Heartbeats after welcome: one when nothing was sent for 90% of the interval (paid from the
- * pump's rate budget); a hub silent for three intervals ends the session. */
+/** Heartbeats after welcome: one when nothing was sent, or nothing heard, for 90% of the
+ * interval (paid from the pump's rate budget); a hub silent for three intervals ends the session.
+ * The hub answers a heartbeat at once, so a live hub that acknowledges nothing for a while (its
+ * store cannot write) is not taken for a dead one while the agent keeps reporting. */
 function startHeartbeat(
   conn: Connection,
   pump: OutboxPump,
@@ -70,7 +72,8 @@ function startHeartbeat(
       conn.close(4000, "the hub did not answer for three heartbeat intervals");
       return;
     }
-    if (now - conn.lastSent >= intervalMs * 0.9 && pump.take()) conn.sendJson({ type: "hb" });
+    const quiet = Math.max(now - conn.lastSent, now - conn.lastHeard) >= intervalMs * 0.9;
+    if (quiet && pump.take()) conn.sendJson({ type: "hb" });
     conn.setTimer(intervalMs, beat);
   };
   conn.setTimer(intervalMs, beat);
