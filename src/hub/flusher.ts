@@ -4,7 +4,8 @@
 // the messages stay in the agents' outboxes and in the store's queue, the hub's view in memory
 // stays current, and the flush is tried again after a backoff (1 s doubling to 30 s) until it
 // works, with no restart. Invariants: a node is acknowledged only up to what the store wrote;
-// while writes fail, the failure is logged once, then once a minute with what waits.
+// while writes fail, the failure is logged as an error once, then once a minute with what waits,
+// and every retry that fails at debug level (with the count, so each attempt can be told).
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import type { Fleet } from "./fleet.ts";
@@ -87,16 +88,18 @@ export class Flusher {
     this.state.failedFlushes++;
     this.state.failingSince ??= now;
     this.state.lastError = err instanceof Error ? err.message : String(err);
+    const said = {
+      error: this.state.lastError,
+      failedFlushes: this.state.failedFlushes,
+      waitingWrites: this.deps.store.pending(),
+      nodesWaitingForAck: this.dirty.size,
+      retryInMs: this.retryMs,
+    };
+    const message = "hub store write failed; agents keep their unacknowledged messages";
     if (now - this.saidAt >= SAY_EVERY_MS) {
       this.saidAt = now;
-      this.deps.log.error("hub store write failed; agents keep their unacknowledged messages", {
-        error: this.state.lastError,
-        failedFlushes: this.state.failedFlushes,
-        waitingWrites: this.deps.store.pending(),
-        nodesWaitingForAck: this.dirty.size,
-        retryInMs: this.retryMs,
-      });
-    }
+      this.deps.log.error(message, said);
+    } else this.deps.log.debug(message, said);
     this.cancel = this.deps.clock.setTimer(this.retryMs, () => this.flush());
     this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
   }

@@ -7,7 +7,6 @@ import {
   openSync,
   readFileSync,
   rmSync,
-  statfsSync,
   statSync,
   truncateSync,
   writeSync,
@@ -29,12 +28,6 @@ export function unmount(dir: string): void {
     .split("\n")
     .some((l) => l.split(" ")[1] === dir);
   if (mounted) Bun.spawnSync(["umount", "-l", dir]);
-}
-
-/** Bytes free to an unprivileged writer on the filesystem of `dir`. */
-export function available(dir: string): number {
-  const st = statfsSync(dir);
-  return st.bavail * st.bsize;
 }
 
 /** Fills the filesystem of `dir` with the file `<dir>/<name>` until a write fails with ENOSPC;

@@ -8,7 +8,8 @@
 //   live size, so disk use is bounded too; a torn last line (crash while writing) is skipped;
 // - a write that fails (a full disk) keeps the entry in memory, and from then on the file is only
 //   ever rewritten whole (never appended to after a possibly torn line), at most once per
-//   `retryMs`, until a rewrite works: then the file holds everything again.
+//   `retryMs` at a write, and by a timer `retryMs` after each failure (so a quiet agent's file is
+//   rewritten too), until a rewrite works: then the file holds everything again.
 import { randomBytes } from "node:crypto";
 import { appendFileSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
@@ -38,6 +39,9 @@ export interface OutboxOptions {
   now?: () => number;
   /** A failed write is retried (as a whole rewrite) at most this often; 1 s by default. */
   retryMs?: number;
+  /** Arms a timer (the agent's clock), for the rewrite `retryMs` after a failure; without it,
+   * only a later write retries. Returns its cancel. */
+  setTimer?: (ms: number, fn: () => void) => () => void;
 }
 
 /** How the outbox writes its file. */
@@ -145,6 +149,9 @@ class FileOutbox implements Outbox {
   private unsaved = false;
   /** When a rewrite was last tried while `unsaved`. */
   private triedAt = Number.NEGATIVE_INFINITY;
+  /** Whether the timer of a rewrite after a failure is armed. */
+  private retryArmed = false;
+  private readonly setTimer: OutboxOptions["setTimer"];
   private readonly files: OutboxFiles;
   private readonly stateWrites: StateWrites;
   private readonly now: () => number;
@@ -162,6 +169,7 @@ class FileOutbox implements Outbox {
     this.stateWrites = opts.stateWrites ?? ignoreStateWrites;
     this.now = opts.now ?? Date.now;
     this.retryMs = opts.retryMs ?? 1000;
+    this.setTimer = opts.setTimer;
     mkdirSync(dirname(opts.path), { recursive: true, mode: 0o700 });
     this.load();
     if (this.currentStreamId === "") this.currentStreamId = randomBytes(12).toString("base64url");
@@ -268,6 +276,17 @@ class FileOutbox implements Outbox {
     if (!this.unsaved) this.log.warn(what, { file: this.path, error: err });
     this.unsaved = true;
     this.stateWrites.failed(this.path, err);
+    this.retryLater();
+  }
+
+  /** Arms the timer that rewrites the file `retryMs` from now, if it is not armed. */
+  private retryLater(): void {
+    if (this.setTimer === undefined || this.retryArmed) return;
+    this.retryArmed = true;
+    this.setTimer(this.retryMs, () => {
+      this.retryArmed = false;
+      if (this.unsaved) this.compact();
+    });
   }
 
   /** Replays the file; a line that does not parse is skipped and counted. */

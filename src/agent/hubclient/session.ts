@@ -78,9 +78,11 @@ class RoundTrip {
   }
 }
 
-/** Heartbeats after welcome: one when nothing was sent for 90% of the interval (paid from the
- * pump's rate budget), with the agent's wall clock and the last round trip; a hub silent for
- * three intervals ends the session. Silence is measured on the monotonic clock. */
+/** Heartbeats after welcome: one when nothing was sent, or nothing heard, for 90% of the
+ * interval (paid from the pump's rate budget), with the agent's wall clock and the last round
+ * trip; a hub silent for three intervals ends the session. The hub answers a heartbeat at once,
+ * so a live hub that acknowledges nothing for a while (its store cannot write) is not taken for a
+ * dead one while the agent keeps reporting. Silence is measured on the monotonic clock. */
 function startHeartbeat(
   conn: Connection,
   pump: OutboxPump,
@@ -95,7 +97,8 @@ function startHeartbeat(
       conn.close(4000, "the hub did not answer for three heartbeat intervals");
       return;
     }
-    if (now - conn.lastSent >= intervalMs * 0.9 && pump.take()) {
+    const quiet = Math.max(now - conn.lastSent, now - conn.lastHeard) >= intervalMs * 0.9;
+    if (quiet && pump.take()) {
       const hb = {
         type: "hb",
         clock: Math.max(0, Math.round(clock.now())),

@@ -119,6 +119,7 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
     maxEvents: input.outboxMaxEvents,
     logger: log,
     now: () => input.clock.now(),
+    setTimer: (ms, fn) => input.clock.setTimer(ms, fn),
     ...(input.stateWrites !== undefined && { stateWrites: input.stateWrites }),
   });
   const client = createHubClient({

@@ -15,7 +15,7 @@ import { Fleet } from "../../../src/hub/fleet.ts";
 import { Flusher } from "../../../src/hub/flusher.ts";
 import { HubStore, storeWriteStatus } from "../../../src/hub/store.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
-import { nullLogger } from "../../../src/util/log.ts";
+import { createLogger, nullLogger } from "../../../src/util/log.ts";
 import { makeEvent, makePod } from "../hubclient/fixtures.ts";
 
 let dirs: string[] = [];
@@ -130,6 +130,28 @@ describe("the hub store on a full disk", () => {
     clock.step(2000);
     expect(acks).toEqual([["cam-1", 2]]);
     expect(flusher.health().failingSince).toBeUndefined();
+  });
+
+  test("every failed flush is logged: an error the first time and once a minute, debug between", () => {
+    const { clock, store, fleet } = hubParts(tempDb());
+    const lines: string[] = [];
+    const log = createLogger({ level: "debug", write: (l) => lines.push(l), now: () => 0 });
+    const flusher = new Flusher({ fleet, store, clock, log, intervalMs: 20, ack: () => {} });
+    fill(store.database);
+    fleet.ingest("cam-1", { type: "event", seq: 1, event: big("a") });
+    flusher.markDirty("cam-1");
+    // Retries after 1, 2, 4, 8, 16, 30 s: the sixth failure is 31 s in, the seventh 61 s in.
+    clock.step(20 + 1000 + 2000 + 4000 + 8000 + 16_000 + 30_000);
+    const said = lines.map((l) => [
+      / (ERROR|DEBUG) /.exec(l)?.[1],
+      /failedFlushes=(\d+)/.exec(l)?.[1],
+    ]);
+    expect(said).toEqual([
+      ["ERROR", "1"],
+      ...["2", "3", "4", "5", "6"].map((n) => ["DEBUG", n]),
+      ["ERROR", "7"],
+    ]);
+    expect(lines.every((l) => l.includes("hub store write failed"))).toBe(true);
   });
 
   test("an operator's ConfigMap is refused with 507 and not kept; taken once space returns", () => {

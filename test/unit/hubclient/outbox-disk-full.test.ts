@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { StateWrites } from "../../../src/agent/events/state-writes.ts";
 import { type OutboxFiles, openOutbox } from "../../../src/agent/hubclient/outbox.ts";
 import { writeFileAtomic } from "../../../src/util/atomic-file.ts";
+import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { makeEvent, makePod, tempDir } from "./fixtures.ts";
 
@@ -101,6 +102,29 @@ describe("the hub outbox on a full disk", () => {
     const again = open();
     expect(again.entries().map((m) => m.seq)).toEqual([1, 2, 3, 4, 5]);
     expect(again.lastSeq).toBe(5);
+  });
+
+  test("with a timer, a quiet outbox rewrites itself once space returns, with no new entry", () => {
+    const { path, d, r } = setup();
+    const clock = new FakeClock();
+    const ob = openOutbox({
+      ...{ path, logger: nullLogger, files: d.files, stateWrites: r.reporter, retryMs: 1000 },
+      now: () => clock.now(),
+      setTimer: (ms, fn) => clock.setTimer(ms, fn),
+    });
+    ob.push({ type: "event", event: makeEvent("before") });
+    d.state.full = true;
+    ob.push({ type: "event", event: makeEvent("during") });
+    // The timer tries again every second while the disk stays full.
+    clock.step(3000);
+    expect(d.state.rewrites).toBe(1 + 3);
+    expect(r.said.at(-1)).toStartWith("failed");
+    d.state.full = false;
+    clock.step(1000);
+    expect(r.said.at(-1)).toBe(`ok ${path}`);
+    expect(lines(path).length).toBe(3);
+    clock.step(5000);
+    expect(d.state.rewrites).toBe(1 + 4);
   });
 
   test("a restart while the disk is full finds every line before the torn one", () => {

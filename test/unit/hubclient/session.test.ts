@@ -172,6 +172,29 @@ describe("startSession()", () => {
     expect(conn.closed?.code).toBe(4000);
   });
 
+  test("a hub that answers heartbeats but acknowledges nothing (its store cannot write) is kept while the agent keeps reporting", async () => {
+    const { conn, clock, outbox, session } = setup();
+    conn.open();
+    conn.welcome(0);
+    // A report every half interval for six intervals: nothing acknowledged, heartbeats answered.
+    for (let i = 0; i < 12; i++) {
+      outbox.push({ type: "event", event: makeEvent(`e${i}`) });
+      session.wake();
+      clock.step(5_000);
+      if (conn.sent.at(-1)?.type === "hb") conn.receive({ type: "hb" });
+    }
+    expect(types(conn.sent).filter((t) => t === "hb").length).toBeGreaterThan(0);
+    expect(conn.closed).toBeUndefined();
+    expect(outbox.ackedSeq).toBe(0);
+    // Silent, it is left after three intervals, reports or not.
+    for (let i = 0; i < 6; i++) {
+      outbox.push({ type: "event", event: makeEvent(`s${i}`) });
+      session.wake();
+      clock.step(5_000);
+    }
+    expect((await session.done).code).toBe(4000);
+  });
+
   test("closes when no welcome comes in time", async () => {
     const { conn, clock, session } = setup();
     conn.open();
