@@ -122,6 +122,8 @@ type Handshake = keyof typeof HANDSHAKES | "cut off";
 type Auth = "none" | "garbage" | "join token" | "operator token" | "cam-3";
 
 interface Input {
+  /** The agents' endpoint, or the operators' watch stream (which ignores what it is sent). */
+  path: "agent" | "watch";
   handshake: Handshake;
   auth: Auth;
   body: { frames: FrameSpec[] } | { bytes: Uint8Array };
@@ -129,6 +131,10 @@ interface Input {
 }
 
 const input: fc.Arbitrary<Input> = fc.record({
+  path: fc.oneof(
+    { weight: 4, arbitrary: fc.constant("agent" as const) },
+    { weight: 1, arbitrary: fc.constant("watch" as const) },
+  ),
   handshake: fc.oneof(
     { weight: 12, arbitrary: fc.constant("valid" as const) },
     {
@@ -205,7 +211,7 @@ afterAll(async () => {
 function request(i: Input): string {
   const auth = bearer[i.auth];
   const lines = [
-    "GET /api/v1/agent/connect HTTP/1.1",
+    `GET /api/v1/${i.path === "agent" ? "agent/connect" : "watch"} HTTP/1.1`,
     `Host: 127.0.0.1:${port}`,
     "Upgrade: websocket",
     "Connection: Upgrade",
@@ -235,11 +241,12 @@ function checkFrames(i: Input, frames: FrameSpec[], rest: Buffer): void {
       ? (close.payload[0] as number) * 256 + (close.payload[1] as number)
       : undefined;
   expect(close).toBeDefined();
-  if (i.auth !== "cam-3") {
+  if (i.path === "agent" && i.auth !== "cam-3") {
     expect(code).toBe(CLOSE_CODES.unauthorized);
     return;
   }
   const v = verdictOf(frames);
+  if (i.path === "watch") v.messages = 0;
   const pongs = got.filter((f) => f.opcode === OP.pong).map((f) => [...f.payload]);
   const pings = v.pings.map((p) => [...p]);
   expect(pings.slice(0, pongs.length)).toEqual(pongs);
@@ -261,6 +268,11 @@ async function send(i: Input): Promise<void> {
     if (status !== undefined) expect(status >= 400 && status < 500).toBe(true);
     c.end();
     return closedInTime(c, `handshake "${i.handshake}"`);
+  }
+  if (i.path === "watch" && i.auth !== "operator token") {
+    expect(status).toBe(401);
+    c.end();
+    return closedInTime(c, "a watch without the operator token");
   }
   expect(status).toBe(101);
   if ("bytes" in i.body) {
@@ -289,14 +301,15 @@ describe("the hub's WebSocket endpoint under hostile frames and handshakes", () 
       "websocket-frames connections",
       input,
       async (i) => {
-        const before = snapshot(i.auth);
+        const who = i.path === "agent" ? i.auth : "none";
+        const before = snapshot(who);
         await send(i);
         await until(
           "only cam-1 and cam-2 connected",
           () => h.hub.connectedAgents() === 2,
           DEADLINE_MS,
         );
-        expect(snapshot(i.auth)).toBe(before);
+        expect(snapshot(who)).toBe(before);
         await otherAgentServed(h);
         expect((await h.api("/api/v1/nodes")).status).toBe(200);
       },

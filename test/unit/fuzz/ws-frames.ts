@@ -56,7 +56,6 @@ const frame = (opcode: number, payload: Uint8Array, fin = true): FrameSpec => ({
 const agentText = fc.oneof(
   { weight: 3, arbitrary: nearValidText(agentMessage(1)) },
   { weight: 1, arbitrary: brokenText(agentMessage(1)) },
-  { weight: 1, arbitrary: fc.constant(JSON.stringify(helloOf("cam-3"))) },
 );
 
 /** Frames a server must accept: messages (some in fragments, a ping between them), pings, pongs. */
@@ -123,16 +122,35 @@ const truncated: fc.Arbitrary<FrameSpec[]> = fc
   .tuple(fc.uint8Array({ maxLength: 100 }), fc.integer({ min: 1, max: MAX_PAYLOAD - 100 }))
   .map(([b, more]) => [{ ...frame(OP.binary, b), declared: BigInt(b.length + more) }]);
 
-/** A client's frames: valid ones, then maybe broken or cut-off ones, then maybe valid ones. */
+/** A valid close frame: no payload, or a code a client may send and a reason. */
+const validClose: fc.Arbitrary<FrameSpec[]> = fc.oneof(
+  fc.constant<FrameSpec[]>([frame(OP.close, new Uint8Array())]),
+  fc
+    .tuple(fc.constantFrom(1000, 1001, 1003, 1011, 3000, 4000, 4999), fc.string({ maxLength: 40 }))
+    .map(([code, reason]) => [frame(OP.close, closePayload(code, utf8(reason).subarray(0, 123)))]),
+);
+
+/** A client's frames: maybe a hello of cam-3 first, valid frames, then maybe broken, cut-off or
+ * closing ones, then maybe more valid ones. */
 export const clientFrames: fc.Arbitrary<FrameSpec[]> = fc
   .tuple(
+    fc.boolean(),
     fc.array(validFrames, { maxLength: 3 }),
     fc.option(
-      fc.oneof({ weight: 4, arbitrary: brokenFrames }, { weight: 1, arbitrary: truncated }),
+      fc.oneof(
+        { weight: 6, arbitrary: brokenFrames },
+        { weight: 2, arbitrary: truncated },
+        { weight: 1, arbitrary: validClose },
+      ),
     ),
     fc.array(validFrames, { maxLength: 2 }),
   )
-  .map(([before, bad, after]) => [...before.flat(), ...(bad ?? []), ...after.flat()]);
+  .map(([hello, before, bad, after]) => [
+    ...(hello ? [frame(OP.text, utf8(JSON.stringify(helloOf("cam-3"))))] : []),
+    ...before.flat(),
+    ...(bad ?? []),
+    ...after.flat(),
+  ]);
 
 /** What a server must make of a client's frames. */
 export interface Verdict {
