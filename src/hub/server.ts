@@ -44,6 +44,17 @@ export interface HubServerOptions {
   fetch(req: Request, server: Server<SocketData>): Response | Promise<Response>;
 }
 
+/**
+ * `res` with `Connection: close`: the connection ends once it is sent. A refused upgrade (a broken
+ * handshake, or a client not allowed in) must not stay as an idle keep-alive connection, which
+ * this server (no idle timeout on HTTP) would otherwise hold for as long as the client likes.
+ */
+function closing(res: Response): Response {
+  const headers = new Headers(res.headers);
+  headers.set("connection", "close");
+  return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
+}
+
 async function upgrade(
   decide: Upgrade,
   req: Request,
@@ -51,11 +62,13 @@ async function upgrade(
   server: Server<SocketData>,
 ): Promise<Response | undefined> {
   const decided = await decide(req, url, server);
-  if (decided instanceof Response) return decided;
+  if (decided instanceof Response) return closing(decided);
   const headers = decided.headers;
   if (server.upgrade(req, { data: decided.data, ...(headers !== undefined && { headers }) }))
     return undefined;
-  return new StatusError("BadRequest", `${url.pathname} needs a WebSocket upgrade`).toResponse();
+  return closing(
+    new StatusError("BadRequest", `${url.pathname} needs a WebSocket upgrade`).toResponse(),
+  );
 }
 
 function handlerOf(sockets: Record<string, SocketHandler>, data: SocketData): SocketHandler {
