@@ -77,6 +77,15 @@ function handlerOf(sockets: Record<string, SocketHandler>, data: SocketData): So
   return h;
 }
 
+/**
+ * Bytes that may wait to be sent on one WebSocket. Past it Bun would drop every later message
+ * without a word and keep the connection; the hub closes it instead (an agent reconnects and
+ * resumes from its acks). Above the watch streams' own limit (16 MiB, watch.ts), which closes
+ * them first with 1008. (Bun's automatic pongs stop at 16 MiB waiting, whatever this limit:
+ * a peer that pings and never reads gets no more pongs, and no close.)
+ */
+const SEND_BUFFER_LIMIT = 20 * 1024 * 1024;
+
 /** Starts serving; returns the server (its port, stop()). */
 export function serveHub(opts: HubServerOptions): Server<SocketData> {
   const { sockets } = opts;
@@ -99,6 +108,8 @@ export function serveHub(opts: HubServerOptions): Server<SocketData> {
       maxPayloadLength: opts.maxPayloadLength,
       idleTimeout: opts.idleTimeoutSeconds,
       perMessageDeflate: false,
+      backpressureLimit: SEND_BUFFER_LIMIT,
+      closeOnBackpressureLimit: true,
       open: (ws) => handlerOf(sockets, ws.data).open(ws),
       message: (ws, message) => handlerOf(sockets, ws.data).message(ws, message),
       close: (ws, code, reason) => handlerOf(sockets, ws.data).close(ws, code, reason),
