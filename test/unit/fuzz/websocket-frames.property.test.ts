@@ -129,6 +129,8 @@ interface Input {
   auth: Auth;
   body: { frames: FrameSpec[] } | { bytes: Uint8Array };
   key: Uint8Array;
+  /** Frames to the agents' endpoint go right behind the request, before the 101 came. */
+  pipelined: boolean;
 }
 
 const input: fc.Arbitrary<Input> = fc.record({
@@ -158,6 +160,7 @@ const input: fc.Arbitrary<Input> = fc.record({
     },
   ),
   key: fc.uint8Array({ minLength: 4, maxLength: 4 }),
+  pipelined: fc.boolean(),
 });
 
 let h: InProcessHub;
@@ -262,6 +265,9 @@ function checkFrames(i: Input, frames: FrameSpec[], rest: Buffer): void {
 async function send(i: Input): Promise<void> {
   const c = await Raw.open(port);
   c.write(request(i));
+  const frames = "frames" in i.body ? i.body.frames : [];
+  const early = i.pipelined && i.handshake === "valid" && i.path === "agent";
+  if (early) for (const f of frames) c.write(encodeFrame(f, i.key));
   if (i.handshake === "cut off") c.end();
   await c.wait(() => c.response().status !== undefined);
   const { status } = c.response();
@@ -280,8 +286,7 @@ async function send(i: Input): Promise<void> {
     c.end();
     return closedInTime(c, "random bytes");
   }
-  const frames = i.body.frames;
-  for (const f of frames) c.write(encodeFrame(f, i.key));
+  if (!early) for (const f of frames) c.write(encodeFrame(f, i.key));
   const v = verdictOf(frames);
   if (v.incomplete) c.end();
   else if (v.violation === undefined && v.clientClose === undefined)
