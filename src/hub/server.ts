@@ -44,6 +44,17 @@ export interface HubServerOptions {
   fetch(req: Request, server: Server<SocketData>): Response | Promise<Response>;
 }
 
+/**
+ * `res` with `Connection: close`: the connection ends once it is sent. A refused upgrade (a broken
+ * handshake, or a client not allowed in) must not stay as an idle keep-alive connection, which
+ * this server (no idle timeout on HTTP) would otherwise hold for as long as the client likes.
+ */
+function closing(res: Response): Response {
+  const headers = new Headers(res.headers);
+  headers.set("connection", "close");
+  return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
+}
+
 async function upgrade(
   decide: Upgrade,
   req: Request,
@@ -51,11 +62,13 @@ async function upgrade(
   server: Server<SocketData>,
 ): Promise<Response | undefined> {
   const decided = await decide(req, url, server);
-  if (decided instanceof Response) return decided;
+  if (decided instanceof Response) return closing(decided);
   const headers = decided.headers;
   if (server.upgrade(req, { data: decided.data, ...(headers !== undefined && { headers }) }))
     return undefined;
-  return new StatusError("BadRequest", `${url.pathname} needs a WebSocket upgrade`).toResponse();
+  return closing(
+    new StatusError("BadRequest", `${url.pathname} needs a WebSocket upgrade`).toResponse(),
+  );
 }
 
 function handlerOf(sockets: Record<string, SocketHandler>, data: SocketData): SocketHandler {
@@ -63,6 +76,15 @@ function handlerOf(sockets: Record<string, SocketHandler>, data: SocketData): So
   if (h === undefined) throw new Error(`no handler for sockets of kind ${data.kind}`);
   return h;
 }
+
+/**
+ * Bytes that may wait to be sent on one WebSocket. Past it Bun would drop every later message
+ * without a word and keep the connection; the hub closes it instead (an agent reconnects and
+ * resumes from its acks). Above the watch streams' own limit (16 MiB, watch.ts), which closes
+ * them first with 1008. (Bun's automatic pongs stop at 16 MiB waiting, whatever this limit:
+ * a peer that pings and never reads gets no more pongs, and no close.)
+ */
+const SEND_BUFFER_LIMIT = 20 * 1024 * 1024;
 
 /** Starts serving; returns the server (its port, stop()). */
 export function serveHub(opts: HubServerOptions): Server<SocketData> {
@@ -86,6 +108,8 @@ export function serveHub(opts: HubServerOptions): Server<SocketData> {
       maxPayloadLength: opts.maxPayloadLength,
       idleTimeout: opts.idleTimeoutSeconds,
       perMessageDeflate: false,
+      backpressureLimit: SEND_BUFFER_LIMIT,
+      closeOnBackpressureLimit: true,
       open: (ws) => handlerOf(sockets, ws.data).open(ws),
       message: (ws, message) => handlerOf(sockets, ws.data).message(ws, message),
       close: (ws, code, reason) => handlerOf(sockets, ws.data).close(ws, code, reason),
