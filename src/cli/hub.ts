@@ -2,9 +2,10 @@
 // `fleetlet get nodes|pods|events --hub URL`. The hub client they share is hub-client.ts.
 // `fleetlet hub` itself (the server) is hub-serve.ts.
 
+import { parseDuration } from "../api/duration.ts";
 import type { Node } from "../api/node.ts";
 import type { Pod } from "../api/types.ts";
-import { HUB_ANNOTATIONS, type JoinTokenResponse } from "../protocol/index.ts";
+import { CLOCK_SKEW_WARN_MS, HUB_ANNOTATIONS, type JoinTokenResponse } from "../protocol/index.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { auditCommand } from "./audit.ts";
 import { CliError, UsageError } from "./errors.ts";
@@ -101,12 +102,24 @@ export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   return serveHubCommand(argv, io, HUB_USAGE);
 }
 
+/** Whether the node's clock skew annotation says its clock is off by more than the hub flags. */
+function clockSkewed(skew: string | undefined): boolean {
+  if (skew === undefined) return false;
+  try {
+    return Math.abs(parseDuration(skew)) > CLOCK_SKEW_WARN_MS;
+  } catch {
+    return false;
+  }
+}
+
 /** `fleetlet get nodes` output: NAME STATUS ONLINE LAST-SEEN PODS VERSION AGE (+ wide). STATUS
- * is the Ready condition, then ",Revoked" and each pressure condition that is True
- * ("Ready,DiskPressure"), so that a device under pressure stands out. */
+ * is the Ready condition, then ",Revoked", each pressure condition that is True
+ * ("Ready,DiskPressure") and ",ClockSkew" for a clock off by more than 2 minutes, so that such a
+ * device stands out. */
 export function printNodeTable(nodes: Node[], now: number, wide = false): string {
   const header = ["NAME", "STATUS", "ONLINE", "LAST-SEEN", "PODS", "VERSION", "AGE"];
   if (wide) header.push("INTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME");
+  if (wide) header.push("CLOCK-SKEW");
   const rows = nodes.map((n) => {
     const ann = n.metadata.annotations ?? {};
     const ready = n.status.conditions?.find((c) => c.type === "Ready");
@@ -116,6 +129,7 @@ export function printNodeTable(nodes: Node[], now: number, wide = false): string
       ...(n.status.conditions ?? [])
         .filter((c) => c.type !== "Ready" && c.status === "True")
         .map((c) => c.type),
+      ...(clockSkewed(ann[HUB_ANNOTATIONS.clockSkew]) ? ["ClockSkew"] : []),
     ].join(",");
     const lastSeen = ann[HUB_ANNOTATIONS.lastSeen];
     const row = [
@@ -132,6 +146,7 @@ export function printNodeTable(nodes: Node[], now: number, wide = false): string
       const ip = n.status.addresses?.find((a) => a.type === "InternalIP")?.address;
       row.push(ip ?? "<none>", info?.osImage ?? "<unknown>", info?.kernelVersion ?? "<unknown>");
       row.push(info?.containerRuntimeVersion || "<unknown>");
+      row.push(ann[HUB_ANNOTATIONS.clockSkew] ?? "<unknown>");
     }
     return row;
   });

@@ -1,6 +1,6 @@
 // The message-routing part of an agent connection on the hub: what each message of a connected
 // node does (after the connection part checked who it is and decoded it): heartbeats are
-// answered, desired.ack updates the node's desired report, sequenced messages go to the fleet
+// answered (and their clock gives the node's clock skew), desired.ack updates the node's desired report, sequenced messages go to the fleet
 // and are queued for storing and acknowledging. Returns why the connection must close, if it
 // must.
 import type { AgentMessage, ErrorCode } from "../protocol/index.ts";
@@ -13,11 +13,17 @@ export interface Refusal {
 }
 
 export interface AgentRouteDeps {
-  fleet: Pick<Fleet, "touch" | "setDesiredAck" | "ingest">;
+  fleet: Pick<Fleet, "touch" | "setDesiredAck" | "ingest" | "setClockSkew">;
   /** The node sent messages to store and acknowledge. */
   markDirty(node: string): void;
   /** The agent of `node` reported on its desired state. */
   onDesiredAck?(node: string): void;
+}
+
+/** The device's clock minus the hub's when it sent a message carrying `agentClock`, received at
+ * `now` (docs/protocol.md, "Clock skew"): the message left half a round trip before `now`. */
+export function clockSkew(agentClock: number, now: number, rttMs = 0): number {
+  return agentClock - (now - rttMs / 2);
 }
 
 /** Applies message `msg` of node `name`, received at `now`; `reply` answers on its connection. */
@@ -30,8 +36,11 @@ export function routeAgentMessage(
 ): Refusal | undefined {
   deps.fleet.touch(name, now);
   if (msg.type === "hello") return { code: "protocol", reason: "hello was already received" };
-  if (msg.type === "hb") reply('{"type":"hb"}');
-  else if (msg.type === "desired.ack") {
+  if (msg.type === "hb") {
+    reply('{"type":"hb"}');
+    if (msg.clock !== undefined)
+      deps.fleet.setClockSkew(name, clockSkew(msg.clock, now, msg.rttMs));
+  } else if (msg.type === "desired.ack") {
     deps.fleet.setDesiredAck(name, msg);
     deps.onDesiredAck?.(name);
   } else if (isSequenced(msg)) {

@@ -46,6 +46,8 @@ export class Fleet {
   /** The highest seq received per node (not yet necessarily stored). */
   private readonly received = new Map<string, number>();
   private readonly desiredReports = new Map<string, DesiredReport>();
+  /** The clock skew shown per node (ms, device − hub), from its last hello or hb with a clock. */
+  private readonly clockSkews = new Map<string, number>();
 
   constructor(
     private readonly opts: FleetOptions,
@@ -90,6 +92,7 @@ export class Fleet {
       online: this.online.has(name),
       ...(offlineSince !== undefined && { offlineSince }),
       podCount: this.pods.get(name)?.size ?? 0,
+      ...(this.clockSkews.has(name) && { clockSkewMs: this.clockSkews.get(name) }),
     });
   }
 
@@ -163,6 +166,7 @@ export class Fleet {
     this.pods.delete(name);
     this.events.delete(name);
     this.desiredReports.delete(name);
+    this.clockSkews.delete(name);
     this.nodes.delete(name);
     this.online.delete(name);
     this.offlineSince.delete(name);
@@ -228,6 +232,17 @@ export class Fleet {
       conflicts: ack.conflicts ?? [],
     });
     this.progress(rec);
+  }
+
+  /** The skew of `name`'s clock measured now (ms, device − hub). The shown figure changes (and
+   * watchers hear of it) only when it moved by 2 s or more, so that the jitter of round trips
+   * does not make every heartbeat a change. */
+  setClockSkew(name: string, skewMs: number): void {
+    if (!this.nodes.has(name)) return;
+    const shown = this.clockSkews.get(name);
+    if (shown !== undefined && Math.abs(shown - skewMs) < 2_000) return;
+    this.clockSkews.set(name, skewMs);
+    this.emitNode(name);
   }
 
   desiredReport(name: string): DesiredReport | undefined {

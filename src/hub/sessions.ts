@@ -18,7 +18,7 @@ import {
 import { isStreamType } from "../protocol/streams.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
-import { type Refusal, routeAgentMessage } from "./agent-router.ts";
+import { clockSkew, type Refusal, routeAgentMessage } from "./agent-router.ts";
 import type { Fleet } from "./fleet.ts";
 import type { Identity } from "./identity.ts";
 import { type RateLimit, TokenBucket } from "./ratelimit.ts";
@@ -246,6 +246,7 @@ export class AgentSessions {
     ws.data.nodeName = name;
     this.byNode.set(name, ws);
     const ackedSeq = fleet.connect(name, msg, now);
+    if (msg.clock !== undefined) fleet.setClockSkew(name, clockSkew(msg.clock, now));
     ws.data.agentVersion = msg.agentVersion;
     const streams =
       this.opts.broker !== undefined && msg.features?.includes(AGENT_FEATURES.streams) === true;

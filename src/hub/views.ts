@@ -28,6 +28,19 @@ export interface NodeFacts {
   /** When the node went offline (for the Ready condition's transition time). */
   offlineSince?: number;
   podCount: number;
+  /** The device's clock minus the hub's (ms), when the agent sent its clock. */
+  clockSkewMs?: number;
+}
+
+/** A signed duration rounded to the second, as Go prints it: "-3h0m12s", "45s", "0s". */
+export function skewText(ms: number): string {
+  const total = Math.round(Math.abs(ms) / 1000);
+  const sign = total > 0 && ms < 0 ? "-" : "";
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = total % 60;
+  if (h > 0) return `${sign}${h}h${m}m${s}s`;
+  return m > 0 ? `${sign}${m}m${s}s` : `${sign}${s}s`;
 }
 
 /** A node's uid: fixed by its name and when it joined (a node that joins again is a new one). */
@@ -45,6 +58,8 @@ export function nodeView(rec: NodeRecord, facts: NodeFacts): Node {
   };
   if (rec.lastSeen !== undefined) annotations[HUB_ANNOTATIONS.lastSeen] = rfc3339(rec.lastSeen);
   if (rec.revokedAt !== undefined) annotations[HUB_ANNOTATIONS.revoked] = rfc3339(rec.revokedAt);
+  if (facts.clockSkewMs !== undefined)
+    annotations[HUB_ANNOTATIONS.clockSkew] = skewText(facts.clockSkewMs);
   let conditions = reported?.status.conditions;
   if (!facts.online && reported !== undefined) {
     const ready = conditions?.find((c) => c.type === "Ready");

@@ -17,7 +17,12 @@ export const HUB_ANNOTATIONS = {
   lastSeen: "hub.fleetlet.io/last-seen",
   pods: "hub.fleetlet.io/pods",
   revoked: "hub.fleetlet.io/revoked",
+  /** The device's clock minus the hub's, as a Go duration (docs/protocol.md, "Clock skew"). */
+  clockSkew: "hub.fleetlet.io/clock-skew",
 } as const;
+
+/** A device clock further off than this from the hub's is flagged (docs/protocol.md, "Clock skew"). */
+export const CLOCK_SKEW_WARN_MS = 120_000;
 
 const labels = z.record(z.string().max(317), z.string().max(63));
 

@@ -24,6 +24,8 @@ const generation = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
 /** A DNS-1123 subdomain, as node names are (checked in full by the hub on join). */
 const nodeName = z.string().min(1).max(253);
 const uid = z.string().min(1).max(128);
+/** A wall-clock reading in ms since the epoch (docs/protocol.md, "Clock skew"). */
+const wallClock = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
 
 // ---- agent → hub ----
 
@@ -40,6 +42,8 @@ const helloSchema = z.object({
   desiredGeneration: generation.optional(),
   /** What this agent does beyond reporting (AGENT_FEATURES); absent on older agents. */
   features: z.array(z.string().max(64)).max(32).optional(),
+  /** The agent's wall clock when it sent hello (ms since the epoch), for the hub's skew. */
+  clock: wallClock.optional(),
 });
 
 const nodeMessageSchema = z.object({ type: z.literal("node"), seq, node: nodeSchema });
@@ -62,7 +66,13 @@ const podDeleteSchema = z.object({ type: z.literal("pod.delete"), seq, uid });
 
 const eventMessageSchema = z.object({ type: z.literal("event"), seq, event: eventSchema });
 
-const heartbeatSchema = z.object({ type: z.literal("hb") });
+const heartbeatSchema = z.object({
+  type: z.literal("hb"),
+  /** The agent's wall clock when it sent hb (ms since the epoch); absent in the hub's answer. */
+  clock: wallClock.optional(),
+  /** The round trip of the agent's last answered hb or hello (ms, monotonic). */
+  rttMs: z.int().min(0).max(3_600_000).optional(),
+});
 
 /** A hub pod of the stored desired state that the device does not run (name taken by a file pod). */
 const desiredConflictSchema = z.object({

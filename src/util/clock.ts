@@ -1,10 +1,19 @@
 /**
  * Injected time. Everything in the agent that waits or reads the time takes a Clock, so unit tests
  * drive time with FakeClock.step() instead of waiting.
+ *
+ * Two readings: now() is the wall clock, for times that are shown or stored (startedAt, events,
+ * transition times); it may step forward or back (a board without a real-time clock boots in 1970
+ * and NTP steps it by years). monotonic() only moves forward, at the rate of real time, and is
+ * what every duration, deadline, age kept in memory and back-off is measured on. Timers and
+ * sleeps run on the monotonic clock.
  */
 export interface Clock {
-  /** Milliseconds since the epoch. */
+  /** Milliseconds since the epoch (wall clock; may step). */
   now(): number;
+  /** Milliseconds from an arbitrary origin (fixed for the process), never stepped: for durations.
+   * Never compare it with now() or with times from another process. */
+  monotonic(): number;
   /** Resolves after `ms`; rejects with the signal's reason if aborted first. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
   /** Calls `fn` once after `ms`; returns a cancel function. */
@@ -22,8 +31,20 @@ export function sleepQuietly(clock: Clock, ms: number, signal?: AbortSignal): Pr
   return clock.sleep(ms, signal).catch(() => {});
 }
 
+/**
+ * The monotonic reading at which something stamped `at` on a wall clock happened (a container's
+ * startedAt or finishedAt from the runtime), as well as `clock` can tell now: its wall-clock age,
+ * never less than zero (a time in the future, after the wall clock stepped back, is now). Callers
+ * translate an event once, when they first see it, and keep the result: later wall steps then
+ * do not move it.
+ */
+export function monotonicOf(clock: Clock, at: number): number {
+  return clock.monotonic() - Math.max(0, clock.now() - at);
+}
+
 export const realClock: Clock = {
   now: () => Date.now(),
+  monotonic: () => performance.now(),
   sleep(ms, signal) {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(abortReason(signal));
@@ -50,9 +71,20 @@ interface PendingTimer {
   fn: () => void;
 }
 
-/** A clock that moves only when step() or set() is called; timers fire in due order. */
+/** The monotonic origin of a FakeClock: far from any wall time a test uses, so that a duration
+ * that mixes the two readings shows as a wild figure. */
+const FAKE_MONOTONIC_START = 1_000_000_000;
+
+/**
+ * A clock that moves only when step(), set() or stepWall() is called. Timers are due on the
+ * monotonic reading and fire in due order; step() moves both readings, stepWall() only the wall.
+ */
 export class FakeClock implements Clock {
+  /** The wall reading. */
   private current: number;
+  /** The monotonic reading. */
+  private mono = FAKE_MONOTONIC_START;
+  /** Timers, `at` on the monotonic reading. */
   private timers: PendingTimer[] = [];
   private nextId = 1;
 
@@ -64,9 +96,13 @@ export class FakeClock implements Clock {
     return this.current;
   }
 
+  monotonic(): number {
+    return this.mono;
+  }
+
   setTimer(ms: number, fn: () => void): () => void {
     const id = this.nextId++;
-    this.timers.push({ id, at: this.current + Math.max(0, ms), fn });
+    this.timers.push({ id, at: this.mono + Math.max(0, ms), fn });
     return () => {
       this.timers = this.timers.filter((t) => t.id !== id);
     };
@@ -92,22 +128,35 @@ export class FakeClock implements Clock {
     return this.timers.length;
   }
 
-  /** Moves time forward by `ms`, firing every timer that falls due, in order. */
+  /** Lets `ms` pass (both readings move), firing every timer that falls due, in order. */
   step(ms: number): void {
-    this.set(this.current + ms);
-  }
-
-  /** Moves time to `at` (never backwards), firing due timers in order. */
-  set(at: number): void {
+    const end = this.mono + Math.max(0, ms);
     for (;;) {
       const due = this.timers
-        .filter((t) => t.at <= at)
+        .filter((t) => t.at <= end)
         .sort((a, b) => a.at - b.at || a.id - b.id)[0];
       if (due === undefined) break;
       this.timers = this.timers.filter((t) => t.id !== due.id);
-      this.current = Math.max(this.current, due.at);
+      this.advance(due.at);
       due.fn();
     }
-    this.current = Math.max(this.current, at);
+    this.advance(end);
+  }
+
+  /** Lets time pass until the wall reading is `at` (never backwards), firing due timers. */
+  set(at: number): void {
+    this.step(at - this.current);
+  }
+
+  /** Steps the wall reading alone by `ms` (negative: back), as NTP or an operator would; the
+   * monotonic reading and the timers are untouched. */
+  stepWall(ms: number): void {
+    this.current += ms;
+  }
+
+  private advance(mono: number): void {
+    if (mono <= this.mono) return;
+    this.current += mono - this.mono;
+    this.mono = mono;
   }
 }

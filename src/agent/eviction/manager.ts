@@ -121,7 +121,7 @@ class Eviction implements EvictionManager {
   private readonly signals: ReadonlySet<Signal>;
   private state: EvictionState = INITIAL_STATE;
   private current: readonly PressureCondition[] = [];
-  /** When each condition last became False; all are False from the start. */
+  /** When each condition last became False (monotonic ms); all are False from the start. */
   private readonly falseSince = new Map<PressureCondition, number>();
   private readonly started: number;
   /** The last error of each signal that could not be read (reported once). */
@@ -134,7 +134,7 @@ class Eviction implements EvictionManager {
     this.log = deps.logger;
     this.readmission = createReadmission({ transitionMs: deps.pressureTransitionMs });
     this.signals = new Set(deps.thresholds.map((t) => t.signal));
-    this.started = deps.clock.now();
+    this.started = deps.clock.monotonic();
   }
 
   conditions(): readonly PressureCondition[] {
@@ -153,7 +153,7 @@ class Eviction implements EvictionManager {
         fullName(pod),
         this.current,
         false,
-        this.deps.clock.now(),
+        this.deps.clock.monotonic(),
       );
     return failure;
   }
@@ -161,7 +161,7 @@ class Eviction implements EvictionManager {
   readmissionsDue(): string[] {
     const falseSince = (c: PressureCondition) =>
       this.current.includes(c) ? undefined : (this.falseSince.get(c) ?? this.started);
-    return this.readmission.due(falseSince, this.deps.clock.now());
+    return this.readmission.due(falseSince, this.deps.clock.monotonic());
   }
 
   forgetReadmission(uid: string): void {
@@ -174,7 +174,7 @@ class Eviction implements EvictionManager {
       thresholds: this.deps.thresholds,
       observations: obs,
       state: this.state,
-      now: this.deps.clock.now(),
+      now: this.deps.clock.monotonic(),
       pressureTransitionMs: this.deps.pressureTransitionMs,
     });
     this.state = plan.state;
@@ -199,8 +199,8 @@ class Eviction implements EvictionManager {
 
   async waitForCleanup(pods: readonly Pod[], signal?: AbortSignal): Promise<void> {
     const { clock } = this.deps;
-    const deadline = clock.now() + POD_CLEANUP_TIMEOUT_MS;
-    while (clock.now() < deadline && !signal?.aborted) {
+    const deadline = clock.monotonic() + POD_CLEANUP_TIMEOUT_MS;
+    while (clock.monotonic() < deadline && !signal?.aborted) {
       await sleepQuietly(clock, POD_CLEANUP_POLL_MS, signal);
       if (pods.every((p) => this.deps.podCleanedUp(uidOf(p)))) return;
     }
@@ -238,7 +238,7 @@ class Eviction implements EvictionManager {
   }
 
   private setConditions(next: readonly PressureCondition[]): void {
-    const now = this.deps.clock.now();
+    const now = this.deps.clock.monotonic();
     const before = this.current;
     for (const c of before) if (!next.includes(c)) this.falseSince.set(c, now);
     this.current = next;
@@ -259,7 +259,7 @@ class Eviction implements EvictionManager {
     }
     this.log.info("evicting pod", { pod: fullName(pod), message: request.message.trim() });
     this.evicted.set(label, (this.evicted.get(label) ?? 0) + 1);
-    this.readmission.record(uidOf(pod), fullName(pod), cause, true, this.deps.clock.now());
+    this.readmission.record(uidOf(pod), fullName(pod), cause, true, this.deps.clock.monotonic());
     this.deps.evictPod(pod, request);
     return true;
   }

@@ -40,6 +40,7 @@ export interface CycleInput {
   thresholds: readonly Threshold[];
   observations: Observations;
   state: EvictionState;
+  /** The monotonic clock (ms): grace and transition periods are durations. */
   now: number;
   pressureTransitionMs: number;
 }

@@ -105,7 +105,7 @@ function memoryLimit(cg: MemoryCgroup): number | undefined {
 function imageFsLocator(input: AgentEvictionInput): () => Promise<string> {
   let cached: { path: string; at: number } | undefined;
   return async () => {
-    const now = input.clock.now();
+    const now = input.clock.monotonic();
     if (cached !== undefined && now - cached.at < 60_000) return cached.path;
     const info = await input.cri.imageFsInfo({}, { timeoutMs: 10_000 });
     const path = info.imageFilesystems[0]?.fsId?.mountpoint;

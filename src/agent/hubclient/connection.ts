@@ -35,13 +35,14 @@ export interface ConnectionDeps {
 
 export class Connection {
   readonly done: Promise<SessionResult>;
-  /** When anything was last received or sent (ms, the clock's). */
+  /** When anything was last received or sent (ms, the clock's monotonic reading). */
   lastHeard: number;
   lastSent: number;
   /** Set by the session once welcome arrived. */
   welcomed = false;
   /** The hub's `error` message, kept for the result. */
   hubError: ErrorMessage | undefined;
+  /** When the connection was dialled (monotonic ms). */
   private readonly started: number;
   private socket: HubSocket | undefined;
   private ended = false;
@@ -49,7 +50,7 @@ export class Connection {
   private resolve: (r: SessionResult) => void = () => {};
 
   constructor(private readonly deps: ConnectionDeps) {
-    this.started = deps.clock.now();
+    this.started = deps.clock.monotonic();
     this.lastHeard = this.started;
     this.lastSent = this.started;
     this.done = new Promise((r) => {
@@ -65,7 +66,7 @@ export class Connection {
           },
           onMessage: (data) => {
             if (this.ended) return;
-            this.lastHeard = deps.clock.now();
+            this.lastHeard = deps.clock.monotonic();
             deps.onFrame(data);
           },
           onClose: (code, reason) => this.finish(code, reason || "connection closed"),
@@ -95,7 +96,7 @@ export class Connection {
     if (this.ended || this.socket === undefined) return false;
     try {
       this.socket.send(data);
-      this.lastSent = this.deps.clock.now();
+      this.lastSent = this.deps.clock.monotonic();
       return true;
     } catch (err) {
       this.close(1011, `cannot send to the hub: ${(err as Error).message}`);
@@ -135,7 +136,7 @@ export class Connection {
     }
     this.resolve({
       welcomed: this.welcomed,
-      durationMs: this.deps.clock.now() - this.started,
+      durationMs: this.deps.clock.monotonic() - this.started,
       code,
       reason,
       ...(this.hubError !== undefined && { error: this.hubError }),

@@ -29,7 +29,7 @@ export class OutboxPump {
   start(w: Welcome): void {
     this.welcome = w;
     this.tokens = Math.max(1, w.rateLimit.burst - 1);
-    this.refilledAt = this.clock.now();
+    this.refilledAt = this.clock.monotonic();
     this.cursor = Math.min(w.ackedSeq, this.outbox.lastSeq);
     this.pump();
   }
@@ -70,7 +70,7 @@ export class OutboxPump {
     const w = this.welcome;
     if (w === undefined) return;
     const { messagesPerSecond, burst } = w.rateLimit;
-    const now = this.clock.now();
+    const now = this.clock.monotonic();
     this.tokens = Math.min(
       Math.max(1, burst - 1),
       this.tokens + ((now - this.refilledAt) / 1000) * messagesPerSecond * 0.9,

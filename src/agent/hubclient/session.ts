@@ -54,23 +54,52 @@ export interface Session {
   readonly welcomed: boolean;
 }
 
+/** The round trip of hello → welcome and of hb → hb, on the monotonic clock: sent in the next hb
+ * for the hub's clock skew (docs/protocol.md, "Clock skew"). One probe is timed at a time. */
+class RoundTrip {
+  /** When the timed message was sent (monotonic ms), while its answer is awaited. */
+  private sentAt: number | undefined;
+  /** The last round trip measured (ms). */
+  last: number | undefined;
+
+  constructor(private readonly clock: Clock) {}
+
+  sent(): void {
+    this.sentAt ??= this.clock.monotonic();
+  }
+
+  answered(): void {
+    if (this.sentAt === undefined) return;
+    this.last = Math.min(3_600_000, Math.round(this.clock.monotonic() - this.sentAt));
+    this.sentAt = undefined;
+  }
+}
+
 /** Heartbeats after welcome: one when nothing was sent for 90% of the interval (paid from the
- * pump's rate budget); a hub silent for three intervals ends the session. */
+ * pump's rate budget), with the agent's wall clock and the last round trip; a hub silent for
+ * three intervals ends the session. Silence is measured on the monotonic clock. */
 function startHeartbeat(
   conn: Connection,
   pump: OutboxPump,
   intervalMs: number,
-  clock: Clock,
-  log: Logger,
+  deps: { clock: Clock; log: Logger; rtt: RoundTrip },
 ): void {
+  const { clock, log, rtt } = deps;
   const beat = () => {
-    const now = clock.now();
+    const now = clock.monotonic();
     if (now - conn.lastHeard >= 3 * intervalMs) {
       log.warn("the hub stopped answering; reconnecting", { silentMs: now - conn.lastHeard });
       conn.close(4000, "the hub did not answer for three heartbeat intervals");
       return;
     }
-    if (now - conn.lastSent >= intervalMs * 0.9 && pump.take()) conn.sendJson({ type: "hb" });
+    if (now - conn.lastSent >= intervalMs * 0.9 && pump.take()) {
+      const hb = {
+        type: "hb",
+        clock: Math.max(0, Math.round(clock.now())),
+        ...(rtt.last !== undefined && { rttMs: rtt.last }),
+      };
+      if (conn.sendJson(hb)) rtt.sent();
+    }
     conn.setTimer(intervalMs, beat);
   };
   conn.setTimer(intervalMs, beat);
@@ -82,10 +111,12 @@ function sessionHandlers(
   conn: Connection,
   pump: OutboxPump,
   extension: SessionExtension | undefined,
+  rtt: RoundTrip,
 ): HubMessageHandlers {
   const log = deps.logger;
   return {
     welcome(w) {
+      rtt.answered();
       if (conn.welcomed) {
         conn.close(CLOSE_CODES.protocol, "a second welcome");
         return;
@@ -97,7 +128,7 @@ function sessionHandlers(
       conn.welcomed = true;
       deps.onWelcome(w);
       extension?.welcomed(w);
-      startHeartbeat(conn, pump, w.heartbeatIntervalMs, deps.clock, log);
+      startHeartbeat(conn, pump, w.heartbeatIntervalMs, { clock: deps.clock, log, rtt });
       pump.start(w);
     },
     ack(seq) {
@@ -124,6 +155,9 @@ function sessionHandlers(
       conn.hubError = e;
       log.warn("the hub refused the connection", { code: e.code, reason: e.reason });
     },
+    other(m) {
+      if (m.type === "hb") rtt.answered();
+    },
     ...(extension !== undefined && { extension }),
     refuse: (code, reason) => conn.close(code, reason),
   };
@@ -132,14 +166,18 @@ function sessionHandlers(
 export function startSession(deps: SessionDeps): Session {
   let extension: SessionExtension | undefined;
   let handlers: HubMessageHandlers | undefined;
+  const rtt = new RoundTrip(deps.clock);
   const conn = new Connection({
     clock: deps.clock,
     logger: deps.logger,
     dial: deps.dial,
     url: deps.url,
     credential: deps.credential,
-    onOpen: () =>
-      conn.sendJson({ type: "hello", protocolVersion: PROTOCOL_VERSION, ...deps.hello }),
+    onOpen: () => {
+      const clock = Math.max(0, Math.round(deps.clock.now()));
+      if (conn.sendJson({ type: "hello", protocolVersion: PROTOCOL_VERSION, ...deps.hello, clock }))
+        rtt.sent();
+    },
     onFrame: (data) => {
       if (handlers !== undefined) routeHubFrame(data, conn.welcomed, handlers, deps.logger);
     },
@@ -147,7 +185,7 @@ export function startSession(deps: SessionDeps): Session {
   });
   const pump = new OutboxPump(conn, deps.outbox, deps.clock, deps.logger);
   extension = deps.extension?.(conn);
-  handlers = sessionHandlers(deps, conn, pump, extension);
+  handlers = sessionHandlers(deps, conn, pump, extension, rtt);
   conn.setTimer(deps.welcomeTimeoutMs ?? 10_000, () => {
     if (!conn.welcomed) conn.close(4000, "no welcome from the hub in time");
   });

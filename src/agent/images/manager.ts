@@ -106,7 +106,7 @@ class Images implements ImageManager {
   }
 
   gc(): void {
-    this.backoff.gc(this.deps.clock.now());
+    this.backoff.gc(this.deps.clock.monotonic());
   }
 
   async ensureImageExists(
@@ -151,7 +151,7 @@ class Images implements ImageManager {
       return { ok: false, reason: "ErrImageNeverPull", message };
     }
     const key = `${pod.metadata.uid ?? ""}_${image}`;
-    if (this.backoff.isInBackoff(key, deps.clock.now())) {
+    if (this.backoff.isInBackoff(key, deps.clock.monotonic())) {
       const message = `Back-off pulling image ${JSON.stringify(image)}`;
       event("Normal", "BackOff", message);
       return { ok: false, reason: "ImagePullBackOff", message };
@@ -215,27 +215,27 @@ class Images implements ImageManager {
     event: ContainerEvent,
   ): Promise<EnsureImageResult> {
     const deps = this.deps;
-    const queuedAt = deps.clock.now();
+    const queuedAt = deps.clock.monotonic();
     try {
       const result = await this.serialized(async () => {
         event("Normal", "Pulling", `Pulling image ${JSON.stringify(image)}`);
-        const startedAt = deps.clock.now();
+        const startedAt = deps.clock.monotonic();
         const pulled = await this.pull(pod, ref, spec, opts);
-        return { ...pulled, pullMs: deps.clock.now() - startedAt };
+        return { ...pulled, pullMs: deps.clock.monotonic() - startedAt };
       });
-      const total = formatElapsed(deps.clock.now() - queuedAt);
+      const total = formatElapsed(deps.clock.monotonic() - queuedAt);
       event(
         "Normal",
         "Pulled",
         `Successfully pulled image ${JSON.stringify(image)} in ${formatElapsed(result.pullMs)} (${total} including waiting). Image size: ${result.size} bytes.`,
       );
-      this.backoff.gc(deps.clock.now());
+      this.backoff.gc(deps.clock.monotonic());
       return { ok: true, imageRef: result.imageRef };
     } catch (err) {
       const detail = (err as Error).message;
       deps.logger.warn("image pull failed", { pod: pod.metadata.name, image, error: detail });
       event("Warning", "Failed", `Failed to pull image ${JSON.stringify(image)}: ${detail}`);
-      this.backoff.next(key, deps.clock.now());
+      this.backoff.next(key, deps.clock.monotonic());
       return { ok: false, reason: "ErrImagePull", message: detail };
     }
   }

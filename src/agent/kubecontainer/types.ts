@@ -55,7 +55,8 @@ export interface PodStatus {
   ips: string[];
   sandboxes: SandboxStatus[];
   containers: ContainerStatus[];
-  /** When this status was read (epoch ms). */
+  /** When this status was read (the agent's monotonic ms: the PLEG cache orders reads by it,
+   * and a wall step must not make a newer read look older). */
   timestamp: number;
 }
 

@@ -181,7 +181,7 @@ function makeCore(deps: RuntimeManagerDeps): Core {
         ...(deps.credentials ? { credentialsPath: deps.credentials } : {}),
         ...(deps.objects && { podCredentials: podCredentialsFrom(deps.objects) }),
       }),
-    crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff),
+    crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff, deps.clock),
     hostFiles: new HostFiles(),
     startCall: (pod, call, signal) => starts.run(startKey(pod), call, signal),
     lifecycle(extraMs = 0, signal?: AbortSignal): CallOptions {
@@ -240,11 +240,11 @@ class GenericRuntimeManager implements RuntimeManager {
   }
 
   getPodStatus(uid: string, name: string, namespace: string): Promise<PodStatus> {
-    return readPodStatus(this.deps.cri, { uid, name, namespace }, this.deps.clock.now());
+    return readPodStatus(this.deps.cri, { uid, name, namespace }, this.deps.clock.monotonic());
   }
 
   getPodStatusAfter(before: PodStatus, changes: SyncChanges): Promise<PodStatus> {
-    return readPodStatusAfter(this.deps.cri, before, changes, this.deps.clock.now());
+    return readPodStatusAfter(this.deps.cri, before, changes, this.deps.clock.monotonic());
   }
 
   async syncPod(
@@ -311,7 +311,7 @@ class GenericRuntimeManager implements RuntimeManager {
   }
 
   gc(): void {
-    this.core.crashLoop.gc(this.deps.clock.now());
+    this.core.crashLoop.gc();
     this.core.images.gc();
   }
 

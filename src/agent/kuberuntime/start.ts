@@ -60,8 +60,8 @@ function checkBackoff(core: Core, run: SyncRun, spec: StartSpec): boolean {
     .sort((a, b) => b.createdAt - a.createdAt)[0];
   if (!dead) return true;
   const key = crashLoopKey(run.pod, c);
-  const now = core.deps.clock.now();
-  if (core.crashLoop.isInBackOffSince(key, dead.finishedAt, now)) {
+  const ranMs = dead.startedAt > 0 ? dead.finishedAt - dead.startedAt : 0;
+  if (core.crashLoop.isInBackOffSince(key, dead.finishedAt, ranMs)) {
     const pod = formatPod(run.pod);
     core.event(
       run.pod,
@@ -73,7 +73,7 @@ function checkBackoff(core: Core, run: SyncRun, spec: StartSpec): boolean {
     const message = `back-off ${goDuration(core.crashLoop.get(key))} restarting failed container=${c.name} pod=${pod}`;
     return fail(core, run, spec, "CrashLoopBackOff", message, message);
   }
-  core.crashLoop.next(key, dead.finishedAt, now);
+  core.crashLoop.next(key, dead.finishedAt, ranMs);
   return true;
 }
 

@@ -81,7 +81,7 @@ export interface PLEG {
   healthy(): boolean;
   /** Why healthy() is false, or undefined. */
   healthMessage(): string | undefined;
-  /** Start of the last successful relist (epoch ms), if any. */
+  /** Start of the last successful relist (monotonic ms), if any. */
   lastRelistTime(): number | undefined;
   /** Events dropped because the reader fell behind. */
   droppedEvents(): number;
@@ -159,11 +159,11 @@ class GenericPLEG implements PLEG {
 
   notify(event: ContainerEvent): void {
     this.stats.events++;
-    if (this.schedule.notify(event, this.deps.clock.now())) this.stats.eventRelists++;
+    if (this.schedule.notify(event, this.deps.clock.monotonic())) this.stats.eventRelists++;
   }
 
   setEventsFlowing(flowing: boolean): void {
-    this.schedule.setFlowing(flowing, this.deps.clock.now());
+    this.schedule.setFlowing(flowing, this.deps.clock.monotonic());
   }
 
   next(signal?: AbortSignal): Promise<PodLifecycleEvent> {
@@ -175,7 +175,7 @@ class GenericPLEG implements PLEG {
   }
 
   updateCache(uid: string, status: PodStatus): boolean {
-    return this.cache.set(uid, status, status.timestamp || this.deps.clock.now());
+    return this.cache.set(uid, status, status.timestamp || this.deps.clock.monotonic());
   }
 
   healthy(): boolean {
@@ -184,7 +184,7 @@ class GenericPLEG implements PLEG {
 
   healthMessage(): string | undefined {
     if (this.relistTime === undefined) return "PLEG has not relisted successfully yet";
-    const now = this.deps.clock.now();
+    const now = this.deps.clock.monotonic();
     const elapsed = now - this.relistTime;
     // A long evented period must not make a PLEG that relists on time look stuck.
     const threshold = Math.max(this.threshold, 2 * this.schedule.period(now));
@@ -206,13 +206,13 @@ class GenericPLEG implements PLEG {
   }
 
   private async relistOnce(): Promise<void> {
-    const timestamp = this.deps.clock.now();
+    const timestamp = this.deps.clock.monotonic();
     let pods: RelistPod[];
     try {
       pods = await this.deps.listPods();
     } catch (error) {
       this.deps.logger.error("Cannot list pods from the runtime", { error });
-      this.schedule.relisted(undefined, this.deps.clock.now());
+      this.schedule.relisted(undefined, this.deps.clock.monotonic());
       return;
     }
     this.relistTime = timestamp;
@@ -242,8 +242,12 @@ class GenericPLEG implements PLEG {
     this.cache.updateTime(timestamp);
     this.toReinspect = needsReinspection;
     // Changes left for later are taken within a relist period, whatever the evented period.
-    this.schedule.relisted(pods, this.deps.clock.now(), deferred || needsReinspection.size > 0);
-    const took = this.deps.clock.now() - timestamp;
+    this.schedule.relisted(
+      pods,
+      this.deps.clock.monotonic(),
+      deferred || needsReinspection.size > 0,
+    );
+    const took = this.deps.clock.monotonic() - timestamp;
     this.stats.count++;
     this.stats.totalMs += took;
     this.stats.lastMs = took;
@@ -266,7 +270,7 @@ class GenericPLEG implements PLEG {
       this.cache.set(uid, cached.status, listedAt);
       return this.deps.settledBySync?.(uid, cached.status) ? "settled" : "confirmed";
     }
-    const timestamp = this.deps.clock.now();
+    const timestamp = this.deps.clock.monotonic();
     const previous = cached?.status;
     try {
       const status = await this.deps.getPodStatus(uid, pod.name, pod.namespace);

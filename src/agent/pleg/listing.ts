@@ -17,7 +17,7 @@ export function createListingCache<T>(
 ): ListingCache<T> {
   let kept: { at: number; items: T[] } | undefined;
   const fresh = async () => {
-    const at = clock.now();
+    const at = clock.monotonic();
     const items = await list();
     if (kept === undefined || at >= kept.at) kept = { at, items };
     return items;
@@ -25,7 +25,7 @@ export function createListingCache<T>(
   return {
     fresh,
     recent: () =>
-      kept !== undefined && clock.now() - kept.at <= maxAgeMs
+      kept !== undefined && clock.monotonic() - kept.at <= maxAgeMs
         ? Promise.resolve(kept.items)
         : fresh(),
   };

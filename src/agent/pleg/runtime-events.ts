@@ -68,7 +68,7 @@ export function createRuntimeEventWatch(deps: RuntimeEventWatchDeps): RuntimeEve
   async function run(signal: AbortSignal): Promise<void> {
     let attempt = 0;
     while (!signal.aborted) {
-      const opened = deps.clock.now();
+      const opened = deps.clock.monotonic();
       const error = await watchOnce(signal);
       if (signal.aborted) return;
       if (error.code === "Unimplemented") {
@@ -77,7 +77,7 @@ export function createRuntimeEventWatch(deps: RuntimeEventWatchDeps): RuntimeEve
         });
         return;
       }
-      if (deps.clock.now() - opened >= HEALTHY_STREAM_MS) attempt = 0;
+      if (deps.clock.monotonic() - opened >= HEALTHY_STREAM_MS) attempt = 0;
       const delay = fullJitter(attempt++, base, max, random);
       log.info("the runtime's container event stream ended; opening it again", {
         error: error.message,

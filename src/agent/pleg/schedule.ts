@@ -1,4 +1,4 @@
-// When the PLEG relists (pure functions of its state and the time): every relist period; every
+// When the PLEG relists (pure functions of its state and the time, all on the monotonic clock): every relist period; every
 // evented period instead while the runtime's event stream has been open for at least one relist
 // period (the relist is then the safety net); and soon after a container event, again shortly
 // while the listing does not show the event yet (containerd publishes a task's exit before its
@@ -18,7 +18,7 @@ export interface ScheduleState {
   eventedRelistPeriodMs: number;
   /** When the event stream (re)opened, while it is open. */
   flowingSince: number | undefined;
-  /** When the last relist ended (epoch ms; 0 before the first). */
+  /** When the last relist ended (monotonic ms; 0 before the first). */
   lastEnd: number;
   /** When a relist is due sooner than the period (events, retries), if one is. */
   soonAt: number | undefined;
@@ -30,7 +30,7 @@ export function currentPeriod(s: Omit<ScheduleState, "lastEnd" | "soonAt">): num
   return trusted ? s.eventedRelistPeriodMs : s.relistPeriodMs;
 }
 
-/** When the next relist is due (epoch ms). */
+/** When the next relist is due (monotonic ms). */
 export function nextRelistAt(s: ScheduleState): number {
   const periodic = s.lastEnd + currentPeriod(s);
   return s.soonAt === undefined ? periodic : Math.min(periodic, s.soonAt);
@@ -125,7 +125,7 @@ export class RelistScheduler {
   /** Sleeps until the next relist is due; resolves early when aborted or woken by an event. */
   async wait(clock: Clock, signal: AbortSignal): Promise<void> {
     for (;;) {
-      const delay = this.nextAt(clock.now()) - clock.now();
+      const delay = this.nextAt(clock.monotonic()) - clock.monotonic();
       if (delay <= 0 || signal.aborted) return;
       this.wake = new AbortController();
       try {

@@ -97,7 +97,7 @@ export type SyncOptions = {
 export interface CachedStatus {
   status: PodStatus | undefined;
   error?: Error;
-  /** When the status was read (epoch ms). */
+  /** When the status was read (monotonic ms, as PodStatus.timestamp). */
   timestamp: number;
 }
 

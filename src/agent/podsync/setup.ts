@@ -45,7 +45,8 @@ export function setupPodSync(input: AgentPodSyncInput): PodSync {
     rootDir: input.config.rootDir,
     hostIP: () => input.hostIP,
     // As PLEG stores a status it is given (PLEG.updateCache).
-    updateCache: (uid, status) => void cache.set(uid, status, status.timestamp || clock.now()),
+    updateCache: (uid, status) =>
+      void cache.set(uid, status, status.timestamp || clock.monotonic()),
     isDesired: (uid) => input.pods.has(uid),
     cachedStatus: (uid) => cache.get(uid),
     hasActions: (pod, status, opts) => planSteps(computePodActions(pod, status, opts)).length > 0,

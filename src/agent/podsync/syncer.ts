@@ -37,7 +37,7 @@ export class PodSyncer implements PodSync {
   private readonly errors = new Map<string, ReadonlyMap<string, SyncError>>();
   /** Pods whose last sync waited for a device plugin to register. */
   private readonly devicesWaiting = new Set<string>();
-  /** When a sync last let the runtime act on the pod (epoch ms). */
+  /** When a sync last let the runtime act on the pod (monotonic ms, as the cache's times). */
   private readonly lastActed = new Map<string, number>();
   /** Pods a sync is acting on; each such sync reads the pod's status when done. */
   private readonly acting = new Set<string>();
@@ -92,7 +92,7 @@ export class PodSyncer implements PodSync {
       const running = await this.runningPodOf(pod);
       const terminal = !this.deps.isDesired(uid) || kill.reason !== undefined;
       this.publish(pod, await this.readStatus(pod), { terminating: true, terminal, kill });
-      this.lastActed.set(uid, this.deps.clock.now());
+      this.lastActed.set(uid, this.deps.clock.monotonic());
       await this.deps.runtime.killPod(pod, running, gracePeriodSeconds);
       this.publish(pod, await this.readStatus(pod), { terminating: true, terminal: true, kill });
     } finally {
@@ -122,7 +122,7 @@ export class PodSyncer implements PodSync {
     this.errors.delete(uid);
     this.lastActed.delete(uid);
     this.settledStatus.delete(uid);
-    deps.updateCache(uid, emptyStatus(pod, deps.clock.now()));
+    deps.updateCache(uid, emptyStatus(pod, deps.clock.monotonic()));
     if (!desired) deps.statusManager.removePod(uid);
   }
 
@@ -204,7 +204,7 @@ export class PodSyncer implements PodSync {
     const uid = uidOf(pod);
     const acts = deps.hasActions?.(pod, before, opts) ?? true;
     if (acts) {
-      this.lastActed.set(uid, deps.clock.now());
+      this.lastActed.set(uid, deps.clock.monotonic());
       this.acting.add(uid);
     }
     try {
@@ -246,7 +246,8 @@ export class PodSyncer implements PodSync {
     if (this.deps.cachedStatus === undefined) return this.readStatus(pod);
     const entry = this.deps.cachedStatus(uid);
     const acted = this.lastActed.get(uid);
-    if (entry === undefined && acted === undefined) return emptyStatus(pod, this.deps.clock.now());
+    if (entry === undefined && acted === undefined)
+      return emptyStatus(pod, this.deps.clock.monotonic());
     if (entry !== undefined && entry.error === undefined && entry.timestamp >= (acted ?? 0)) {
       return entry.status ?? emptyStatus(pod, entry.timestamp);
     }

@@ -14,7 +14,7 @@ import type {
   ContainerStatus,
   Pod,
 } from "../../api/types.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, monotonicOf } from "../../util/clock.ts";
 import { type Logger, nullLogger } from "../../util/log.ts";
 import type { ProbeResults } from "../status/index.ts";
 import { runProbe } from "./prober.ts";
@@ -94,6 +94,7 @@ class Prober implements ProberManager {
   /** Pod uid → the keys of its workers. */
   private readonly byPod = new Map<string, Set<string>>();
   private readonly delays: DelayStats = createDelayStats();
+  /** When the manager started (monotonic ms). */
   private readonly startedAt: number;
   /** Whether run() is under way: a worker started then loops at once. */
   private running = false;
@@ -103,7 +104,7 @@ class Prober implements ProberManager {
 
   constructor(private readonly deps: ProberManagerDeps) {
     this.log = deps.logger ?? nullLogger;
-    this.startedAt = deps.clock.now();
+    this.startedAt = deps.clock.monotonic();
     this.results = createResultsManager(
       (change) => this.passOn(change),
       (error, change) =>
@@ -294,7 +295,9 @@ class Prober implements ProberManager {
         kind,
         probe: probeSpec(c, kind) as NonNullable<ReturnType<typeof probeSpec>>,
         podUid: uid,
-        startedAt: Number.isNaN(started) ? deps.clock.now() : started,
+        startedAt: Number.isNaN(started)
+          ? deps.clock.monotonic()
+          : monotonicOf(deps.clock, started),
         target: { pod, container: c, containerId, host },
       },
     );

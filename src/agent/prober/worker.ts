@@ -36,7 +36,7 @@ export interface WorkerDeps {
   isStarted(containerId: string): boolean;
   /** Is the pod being terminated? */
   isTerminating(): boolean;
-  /** When the prober manager started (epoch ms). */
+  /** When the prober manager started (monotonic ms). */
   managerStartedAt: number;
   /** Reports how late a scheduled probe ran (ms). */
   recordDelay(ms: number): void;
@@ -49,7 +49,9 @@ export interface WorkerSpec {
   probe: Probe;
   target: ProbeTarget;
   podUid: string;
-  /** When the container started (epoch ms). */
+  /** When the container started (monotonic ms: its wall-clock startedAt placed on the monotonic
+   * clock when the worker was made, so that a wall step neither skips nor stretches
+   * initialDelaySeconds). */
   startedAt: number;
 }
 
@@ -109,7 +111,7 @@ export class ProbeWorker {
     if (this.stopped) return false;
     if (this.moot()) return this.endAsSuccess();
     if (this.onHold) return true;
-    const elapsed = this.deps.clock.now() - this.spec.startedAt;
+    const elapsed = this.deps.clock.monotonic() - this.spec.startedAt;
     if (elapsed < (probe.initialDelaySeconds ?? 0) * 1000) return true;
     const started = this.deps.isStarted(target.containerId);
     if (kind === "startup" ? started : !started) return true;
@@ -139,20 +141,21 @@ export class ProbeWorker {
     }
   }
 
-  /** Probes until stopped: jittered first run, then every period (or when triggered). */
+  /** Probes until stopped: jittered first run, then every period (or when triggered); periods
+   * are kept on the monotonic clock. */
   async run(): Promise<void> {
     const { clock } = this.deps;
     const period = this.periodMs;
-    if (clock.now() - this.deps.managerStartedAt < period) {
+    if (clock.monotonic() - this.deps.managerStartedAt < period) {
       await this.wait(Math.floor(this.deps.random() * period));
     }
-    let tick = clock.now();
+    let tick = clock.monotonic();
     while (!this.stopped) {
       const triggered = this.triggered;
       this.triggered = false;
-      if (!triggered) this.deps.recordDelay(Math.max(0, clock.now() - tick));
+      if (!triggered) this.deps.recordDelay(Math.max(0, clock.monotonic() - tick));
       if (!(await this.doProbe())) break;
-      const now = clock.now();
+      const now = clock.monotonic();
       if (!triggered) tick += period;
       if (tick <= now) tick += Math.ceil((now - tick + 1) / period) * period;
       if (this.stopped) break;

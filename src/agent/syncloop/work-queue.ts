@@ -13,12 +13,12 @@ export interface WorkQueue {
 }
 
 export function createWorkQueue(clock: Clock): WorkQueue {
-  /** When each pod should sync again (epoch ms). */
+  /** When each pod should sync again (monotonic ms: a wall step neither hurries nor holds it). */
   const due = new Map<string, number>();
   return {
-    enqueue: (uid, delayMs) => void due.set(uid, clock.now() + delayMs),
+    enqueue: (uid, delayMs) => void due.set(uid, clock.monotonic() + delayMs),
     takeDue() {
-      const now = clock.now();
+      const now = clock.monotonic();
       const out: string[] = [];
       for (const [uid, at] of due) {
         if (at > now) continue;

@@ -14,6 +14,7 @@ import {
   pressures,
   restarts,
 } from "./model.js";
+import { clockSkewState } from "./skew.js";
 
 /** Device rows drawn at most (a fleet of thousands is searched with the filter). */
 const MAX_ROWS = 500;
@@ -89,12 +90,17 @@ function nodeRow(n, pods, now) {
   const name = n.metadata.name;
   const ready = nodeState(n);
   const conn = connState(n);
+  const skew = clockSkewState(n);
   const c = podCounts(pods);
   const info = n.status?.nodeInfo ?? {};
   const cap = n.status?.capacity ?? {};
   return [
     h("span", { cls: "strong" }, link(["nodes", name], name)),
-    [badge(ready.label, ready.tone, ready.message), ...pressures(n).map((p) => badge(p, "warn"))],
+    [
+      badge(ready.label, ready.tone, ready.message),
+      ...pressures(n).map((p) => badge(p, "warn")),
+      ...(skew?.tone === "warn" ? [badge("ClockSkew", "warn", skew.label)] : []),
+    ],
     [
       badge(conn.label, conn.tone),
       conn.tone === "ok"

@@ -19,6 +19,7 @@ const DASHBOARD_ASSETS: Readonly<Record<string, Asset>> = {
   "/ui/app.js": { body: asset("app.js"), type: JS },
   "/ui/dom.js": { body: asset("dom.js"), type: JS },
   "/ui/model.js": { body: asset("model.js"), type: JS },
+  "/ui/skew.js": { body: asset("skew.js"), type: JS },
   "/ui/live.js": { body: asset("live.js"), type: JS },
   "/ui/fleet-view.js": { body: asset("fleet-view.js"), type: JS },
   "/ui/node-view.js": { body: asset("node-view.js"), type: JS },

@@ -14,6 +14,7 @@ import {
   ready,
   restarts,
 } from "./model.js";
+import { clockSkewState } from "./skew.js";
 
 /** @typedef {import("./live.js").FleetState} FleetState */
 /** @typedef {import("./model.js").KObject} KObject */
@@ -205,6 +206,7 @@ export function mountNode(root, state, name) {
     }
     const st = nodeState(n);
     const conn = connState(n);
+    const skew = clockSkewState(n);
     root.replaceChildren(
       crumbs,
       h(
@@ -217,6 +219,7 @@ export function mountNode(root, state, name) {
           badge(st.label, st.tone, st.message),
           badge(conn.label, conn.tone),
           ...pressures(n).map((p) => badge(p, "warn")),
+          ...(skew?.tone === "warn" ? [badge("ClockSkew", "warn", skew.label)] : []),
         ),
         h(
           "p",
@@ -225,6 +228,8 @@ export function mountNode(root, state, name) {
           ago(n.metadata.annotations?.[ANNOTATION.lastSeen], now),
           " · joined ",
           ago(n.metadata.creationTimestamp, now),
+          skew ? " · " : "",
+          skew ? h("span", { cls: skew.tone === "warn" ? "warn-text" : "" }, skew.label) : "",
           st.tone !== "ok" && st.message ? ` · ${st.message}` : "",
         ),
       ),

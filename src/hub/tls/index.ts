@@ -23,6 +23,10 @@ const DAY = 86_400_000;
 const CA_LIFETIME = 3650 * DAY;
 const SERVING_LIFETIME = 365 * DAY;
 const RENEW_BEFORE = 30 * DAY;
+/** notBefore of the hub's own CA and serving certificate: the Unix epoch, so that a device whose
+ * clock is behind (a board without a real-time clock boots in 1970 or at its build date) still
+ * accepts them (docs/protocol.md, "TLS and trust"). */
+const OWN_NOT_BEFORE = 0;
 
 /** The names the serving certificate should cover: loopback, this host, its addresses (not
  * link-local ones, which no client dials by), and the extra ones. */
@@ -46,11 +50,13 @@ function sanKey(s: string): string {
   return isIP(s) !== 0 ? ipBytes(s).toString("hex") : s.toLowerCase();
 }
 
-/** Whether the serving certificate at `path` is valid past `now` + 30 days for every name. */
+/** Whether the serving certificate at `path` is valid from the epoch (a hub made before the
+ * backdating remakes it) past `now` + 30 days for every name. */
 function servingUsable(path: string, sans: string[], now: number): boolean {
   if (!existsSync(path)) return false;
   const cert = new X509Certificate(readFileSync(path));
   if (Date.parse(cert.validTo) - now < RENEW_BEFORE) return false;
+  if (Date.parse(cert.validFrom) > OWN_NOT_BEFORE) return false;
   const have = new Set(
     (cert.subjectAltName ?? "").split(", ").map((s) => sanKey(s.replace(/^(DNS|IP Address):/, ""))),
   );
@@ -70,7 +76,7 @@ export function ownTls(
   if (!existsSync(caCert) || !existsSync(caKey)) {
     const ca = issue({
       commonName: `fleetlet-hub-ca@${Math.floor(now / 1000)}`,
-      notBefore: now - 60_000,
+      notBefore: OWN_NOT_BEFORE,
       notAfter: now + CA_LIFETIME,
     });
     writeSecret(caKey, ca.keyPem);
@@ -84,7 +90,7 @@ export function ownTls(
     const key = createPrivateKey(readFileSync(caKey));
     const serving = issue({
       commonName: "fleetlet-hub",
-      notBefore: now - 60_000,
+      notBefore: OWN_NOT_BEFORE,
       notAfter: Math.min(now + SERVING_LIFETIME, Date.parse(new X509Certificate(caPem).validTo)),
       sans,
       issuer: {

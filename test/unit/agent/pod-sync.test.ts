@@ -17,6 +17,8 @@ import { nullLogger } from "../../../src/util/log.ts";
 import { makePod } from "../../lib/builders.ts";
 
 const T0 = Date.UTC(2024, 4, 1, 10, 0, 0);
+/** The monotonic reading of a FakeClock started at T0: what cache entries are timed by. */
+const M0 = new FakeClock(T0).monotonic();
 const noChanges = () => ({ sandboxes: [], containers: [] });
 
 function runningStatus(pod: Pod, at: number): PodStatus {
@@ -168,7 +170,7 @@ describe("createPodSync() syncPod reading the runtime", () => {
   test("plans a resync from the cache when the entry was read after its last action", async () => {
     const s = setup({ acts: false });
     const uid = s.pod.metadata.uid as string;
-    s.cache.set(uid, { status: runningStatus(s.pod, T0), timestamp: T0 });
+    s.cache.set(uid, { status: runningStatus(s.pod, M0), timestamp: M0 });
     await s.sync.syncPod(s.pod, "sync");
     await s.sync.syncPod(s.pod, "sync");
     expect(s.reads).toEqual([]);
@@ -180,7 +182,7 @@ describe("createPodSync() syncPod reading the runtime", () => {
     const s = setup({ acts: true });
     const uid = s.pod.metadata.uid as string;
     await s.sync.syncPod(s.pod, "create");
-    s.cache.set(uid, { status: runningStatus(s.pod, T0 - 1000), timestamp: T0 - 1000 });
+    s.cache.set(uid, { status: runningStatus(s.pod, M0 - 1000), timestamp: M0 - 1000 });
     s.reads.length = 0;
     await s.sync.syncPod(s.pod, "sync");
     expect(s.reads).toEqual(["status", "status"]); // before planning, and after acting
@@ -190,7 +192,7 @@ describe("createPodSync() syncPod reading the runtime", () => {
   test("reads the runtime when the last read of the cached entry failed", async () => {
     const s = setup({ acts: false });
     const uid = s.pod.metadata.uid as string;
-    s.cache.set(uid, { status: undefined, timestamp: T0, error: new Error("boom") });
+    s.cache.set(uid, { status: undefined, timestamp: M0, error: new Error("boom") });
     await s.sync.syncPod(s.pod, "sync");
     expect(s.reads).toEqual(["status"]);
     s.done();
@@ -199,7 +201,7 @@ describe("createPodSync() syncPod reading the runtime", () => {
   test("publishes the pod's status once when nothing is to be done", async () => {
     const s = setup({ acts: false });
     const uid = s.pod.metadata.uid as string;
-    s.cache.set(uid, { status: runningStatus(s.pod, T0), timestamp: T0 });
+    s.cache.set(uid, { status: runningStatus(s.pod, M0), timestamp: M0 });
     const result = await s.sync.syncPod(s.pod, "sync");
     expect(result).toEqual({ terminal: false, retry: false });
     expect(s.reads).toEqual([]);
@@ -407,7 +409,7 @@ describe("createPodSync() with a volume manager", () => {
       },
     );
     const uid = s.pod.metadata.uid as string;
-    s.cache.set(uid, { status: runningStatus(s.pod, T0), timestamp: T0 + 1 });
+    s.cache.set(uid, { status: runningStatus(s.pod, M0), timestamp: M0 + 1 });
     try {
       expect(await s.sync.syncPod(s.pod, "sync")).toEqual({ terminal: false, retry: true });
       expect(statusManager.getPodStatus(uid)?.phase).not.toBe("Failed");

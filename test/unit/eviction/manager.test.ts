@@ -281,3 +281,41 @@ describe("eviction manager run()", () => {
     await running;
   });
 });
+
+describe("eviction manager and wall-clock steps", () => {
+  test.each([
+    ["forward", 86_400_000],
+    ["back", -86_400_000],
+  ])(
+    "a wall step %s of a day neither ends a soft grace period early nor holds it",
+    async (_d, step) => {
+      const h = harness({
+        evictionSoft: { "memory.available": "1Gi" },
+        evictionSoftGracePeriod: { "memory.available": 5000 },
+      });
+      h.pods = [pod("p")];
+      h.signals.set("memory.available", { available: 512 * Mi, capacity: 8 * Gi });
+      const m = createEvictionManager(h.deps);
+      await m.synchronize();
+      h.clock.stepWall(step);
+      h.clock.step(4_999);
+      await m.synchronize();
+      expect(h.evicted).toHaveLength(0);
+      h.clock.step(1);
+      await m.synchronize();
+      expect(h.evicted).toHaveLength(1);
+    },
+  );
+
+  test("a wall step back keeps the transition period: the condition clears after 10 s", async () => {
+    const h = harness({ evictionHard: { "memory.available": "1Gi" } });
+    h.signals.set("memory.available", { available: 512 * Mi, capacity: 8 * Gi });
+    const m = createEvictionManager(h.deps);
+    await m.synchronize();
+    h.signals.set("memory.available", { available: 4 * Gi, capacity: 8 * Gi });
+    h.clock.stepWall(-86_400_000);
+    h.clock.step(10_000);
+    await m.synchronize();
+    expect(m.conditions()).toEqual([]);
+  });
+});

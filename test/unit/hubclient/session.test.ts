@@ -53,6 +53,7 @@ describe("startSession()", () => {
       nodeName: "cam-1",
       agentVersion: "0.1.0",
       streamId: expect.any(String),
+      clock: expect.any(Number),
     });
   });
 
@@ -161,7 +162,7 @@ describe("startSession()", () => {
     conn.open();
     conn.welcome(0);
     clock.step(10_000);
-    expect(conn.sent.at(-1)).toEqual({ type: "hb" });
+    expect(conn.sent.at(-1)).toMatchObject({ type: "hb" });
     conn.receive({ type: "hb" });
     clock.step(20_000);
     expect(conn.closed).toBeUndefined();

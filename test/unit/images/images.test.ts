@@ -130,6 +130,20 @@ describe("ensureImageExists() pull back-off", () => {
     expect(await s.ensure(missing)).toMatchObject({ reason: "ErrImagePull" });
     expect(s.cri.callsOf("pullImage")).toHaveLength(3);
   });
+
+  test.each([
+    ["back", -86_400_000],
+    ["forward", 86_400_000],
+  ])("a wall step %s of a day neither holds nor ends the back-off", async (_d, step) => {
+    const s = setup();
+    const missing = { image: "127.0.0.1:5055/none:v1", imagePullPolicy: "IfNotPresent" as const };
+    await s.ensure(missing);
+    s.clock.stepWall(step);
+    s.clock.step(9_999);
+    expect(await s.ensure(missing)).toMatchObject({ reason: "ImagePullBackOff" });
+    s.clock.step(1);
+    expect(await s.ensure(missing)).toMatchObject({ reason: "ErrImagePull" });
+  });
 });
 
 describe("registry credentials", () => {

@@ -2,7 +2,6 @@ import { describe, expect, test } from "bun:test";
 import {
   ANNOTATION_HASH,
   ContainerConfigError,
-  CrashLoopBackoff,
   containerAnnotations,
   containerLabels,
   containerResources,
@@ -339,34 +338,7 @@ describe("labels and hash", () => {
   });
 });
 
-describe("CrashLoopBackoff", () => {
-  test("doubles the delay at each restart up to the cap, measured from the container's exit", () => {
-    const b = new CrashLoopBackoff({ initialMs: 10_000, maxMs: 300_000 });
-    let now = 0;
-    const delays: number[] = [];
-    for (let i = 0; i < 7; i++) {
-      const finishedAt = now;
-      expect(b.isInBackOffSince("k", finishedAt, now)).toBe(i > 0);
-      now += b.get("k");
-      expect(b.isInBackOffSince("k", finishedAt, now)).toBe(false);
-      b.next("k", finishedAt, now);
-      delays.push(b.get("k"));
-      now += 1000;
-    }
-    expect(delays).toEqual([10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000]);
-  });
-
-  test("starts again from the initial delay after a container ran more than 10 minutes", () => {
-    const b = new CrashLoopBackoff({ initialMs: 10_000, maxMs: 300_000 });
-    b.next("k", 0, 0);
-    b.next("k", 20_000, 30_000);
-    expect(b.get("k")).toBe(20_000);
-    const finishedAt = 30_000 + 600_001;
-    expect(b.isInBackOffSince("k", finishedAt, finishedAt)).toBe(false);
-    b.next("k", finishedAt, finishedAt);
-    expect(b.get("k")).toBe(10_000);
-  });
-
+describe("goDuration()", () => {
   test("formats delays like Go durations", () => {
     expect([10_000, 80_000, 300_000].map(goDuration)).toEqual(["10s", "1m20s", "5m0s"]);
   });

@@ -82,7 +82,7 @@ describe("probe worker semantics", () => {
         },
         isStarted: () => true,
         isTerminating: () => false,
-        managerStartedAt: clock.now() - 60_000,
+        managerStartedAt: clock.monotonic() - 60_000,
         recordDelay: () => {},
         reportError: (e) => errors.push(e),
       },
@@ -90,7 +90,7 @@ describe("probe worker semantics", () => {
         kind: "readiness",
         probe: probe(),
         podUid: uid(pod),
-        startedAt: clock.now(),
+        startedAt: clock.monotonic(),
         target: { pod, container, containerId: "one", host: "127.0.0.1" },
       },
     );

@@ -45,3 +45,33 @@ describe("FakeClock", () => {
     expect(fired).toBe(false);
   });
 });
+
+describe("FakeClock's two readings", () => {
+  test("step() moves the wall and the monotonic reading together; stepWall() moves the wall alone", () => {
+    const clock = new FakeClock(5_000);
+    const mono = clock.monotonic();
+    clock.step(100);
+    expect([clock.now(), clock.monotonic() - mono]).toEqual([5_100, 100]);
+    clock.stepWall(-86_400_000);
+    expect([clock.now(), clock.monotonic() - mono]).toEqual([5_100 - 86_400_000, 100]);
+    clock.stepWall(2 * 86_400_000);
+    expect([clock.now(), clock.monotonic() - mono]).toEqual([5_100 + 86_400_000, 100]);
+  });
+
+  test("timers are due on the monotonic reading: a wall step neither fires nor delays them", () => {
+    const clock = new FakeClock(0);
+    const fired: number[] = [];
+    clock.setTimer(1_000, () => fired.push(clock.now()));
+    clock.stepWall(86_400_000);
+    clock.step(999);
+    expect(fired).toEqual([]);
+    clock.stepWall(-2 * 86_400_000);
+    clock.step(1);
+    expect(fired).toEqual([1_000 - 86_400_000]);
+  });
+
+  test("the monotonic origin is far from the wall reading, so mixing them shows", () => {
+    const clock = new FakeClock(Date.UTC(2026, 0, 1));
+    expect(Math.abs(clock.now() - clock.monotonic())).toBeGreaterThan(365 * 86_400_000);
+  });
+});
