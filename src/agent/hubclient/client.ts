@@ -3,8 +3,10 @@
 // 60 s; the attempt count resets after a connection that was welcomed and lasted a minute). On
 // each welcome it converges the hub's view: a full node, the dropped-events count, every pod the
 // hub has not seen as it is now, and deletes for pods that are gone, then a desired.ack reporting
-// its desired state. The hub's desired state goes to the `desired` handler (the "api" pod
-// source), whose answer is acknowledged; the client itself never touches pods.
+// its desired state; unless the welcome's seq shows that the hub's record of the stream differs
+// from the outbox's: then the outbox starts a new stream and the client dials again at once. The
+// hub's desired state goes to the `desired` handler (the "api" pod source), whose answer is
+// acknowledged; the client itself never touches pods.
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
 import { AGENT_FEATURES, type Welcome } from "../../protocol/index.ts";
@@ -100,6 +102,9 @@ class Client implements HubClient {
   private session: Session | undefined;
   /** The desired state's reports (generation, conflicts) and its handler. */
   private readonly desired: DesiredReports;
+  /** The last session closed to start a new stream: the next dial waits the base back-off only
+   * (a hub that keeps answering with a seq the outbox cannot have is dialled at that pace). */
+  private redialAtOnce = false;
 
   constructor(private readonly deps: HubClientDeps) {
     this.log = deps.logger;
@@ -182,12 +187,13 @@ class Client implements HubClient {
       const r = await this.connectOnce(signal);
       if (signal.aborted) break;
       if (r.welcomed && r.durationMs >= this.stableAfterMs) attempt = 0;
-      const delay = reconnectDelay(attempt, r.permanent, {
+      const delay = reconnectDelay(this.redialAtOnce ? 0 : attempt, r.permanent, {
         baseMs: this.baseMs,
         maxMs: this.maxMs,
         random: this.random,
       });
       attempt++;
+      this.redialAtOnce = false;
       this.log.info("disconnected from the hub; pods keep running", {
         code: r.code,
         reason: r.error?.reason ?? r.reason,
@@ -231,6 +237,11 @@ class Client implements HubClient {
           ackedSeq: w.ackedSeq,
           pending: outbox.size,
         });
+        if (this.streamDiffers(w)) {
+          this.redialAtOnce = true;
+          s.close(4000, "the hub's record of the stream differs; starting a new stream");
+          return;
+        }
         this.converge(w);
         if (deps.desired !== undefined) s.report(this.desired.report());
       },
@@ -258,22 +269,32 @@ class Client implements HubClient {
     return true;
   }
 
+  /**
+   * Whether the hub's record of the stream differs from the outbox's, after a welcome: the hub
+   * stored more than the outbox holds (its newest records never reached the disk: a full disk or a
+   * power cut, then a restart), or less than it acknowledged (the hub's store lost its newest
+   * records). Either way which pods the hub shows is unknown, so no pod.delete could be sent for
+   * a pod it shows and the device no longer has: the outbox starts a new stream (the hub forgets
+   * the node's pods on it) and the session closes, so that the next hello names it.
+   */
+  private streamDiffers(w: Welcome): boolean {
+    const { outbox } = this;
+    if (w.ackedSeq <= outbox.lastSeq && w.ackedSeq >= outbox.ackedSeq) return false;
+    this.log.warn("the hub's record of this stream differs from the outbox; starting a new one", {
+      ackedSeq: w.ackedSeq,
+      outboxAckedSeq: outbox.ackedSeq,
+      outboxLastSeq: outbox.lastSeq,
+    });
+    outbox.ack(Math.min(w.ackedSeq, outbox.lastSeq));
+    outbox.newStream();
+    return true;
+  }
+
   /** Brings the hub's view up to date after a welcome (see the top of the file). */
   private converge(w: Welcome): void {
-    const { outbox, log, deps } = this;
-    if (w.ackedSeq > outbox.lastSeq) {
-      // The hub stored more of this stream than the outbox holds: its newest records never
-      // reached the disk (a power cut). The hub would ignore seqs it has seen: go on above its
-      // seq, and send every pod again, as what it last got from us is unknown.
-      log.warn("the hub has more of this stream than the outbox; going on after the hub's seq", {
-        ackedSeq: w.ackedSeq,
-        lastSeq: outbox.lastSeq,
-      });
-      outbox.skipTo(w.ackedSeq);
-      outbox.forgetReported();
-    }
-    if (w.ackedSeq === 0 || w.ackedSeq < outbox.ackedSeq) outbox.forgetReported();
-    outbox.ack(Math.min(w.ackedSeq, outbox.lastSeq));
+    const { outbox, deps } = this;
+    if (w.ackedSeq === 0) outbox.forgetReported();
+    outbox.ack(w.ackedSeq);
     outbox.push({ type: "node", node: deps.node() });
     this.reportDropped();
     const current = deps.pods();

@@ -1,6 +1,7 @@
 // The outbox: every sequenced message for the hub (node, pod.*, event) waits here, on disk, until
 // the hub acknowledges it. Invariants:
-// - seqs increase by one per push and survive restarts (with the streamId, in the file);
+// - seqs increase by one per push and survive restarts (with the streamId, in the file); only a
+//   new stream (a new streamId) starts them at 1 again;
 // - state coalesces: one entry for the node, one per pod uid (newest wins), one per event name
 //   (a repeat of an event replaces its older count); so entries are bounded by pods + maxEvents;
 // - at most `maxEvents` events are kept: the oldest are dropped and counted (`takeDropped`);
@@ -82,9 +83,11 @@ export interface Outbox {
   readonly dropped: number;
   /** Pod uid → fingerprint of the last pod.upsert pushed (absent after a pod.delete). */
   reported(): ReadonlyMap<string, string>;
-  /** Moves the seq (and the acknowledged seq) up to `seq`: the next push gets seq + 1. For an
-   * outbox that lost records the hub had stored; lower seqs are ignored. */
-  skipTo(seq: number): void;
+  /** Starts a new stream, for an outbox whose history differs from the hub's: a new streamId,
+   * seqs from 1 again, nothing reported; the events waiting are kept (renumbered, in order), the
+   * node and pod entries dropped (the hub forgets the node's pods on a new stream, and the next
+   * welcome sends the node and every pod again). */
+  newStream(): void;
   /** Forgets what was reported, when the hub has lost it. */
   forgetReported(): void;
   /** Rewrites the file with only the live entries. */
@@ -121,6 +124,11 @@ function keyOf(m: OutboxInput | SequencedMessage): string {
 /** A short fingerprint of a pod as reported, to tell whether it changed since. */
 export function fingerprint(value: unknown): string {
   return Bun.hash(JSON.stringify(value)).toString(36);
+}
+
+/** A stream's name: random, so that the hub never takes a new stream for an old one. */
+function newStreamId(): string {
+  return randomBytes(12).toString("base64url");
 }
 
 export function openOutbox(opts: OutboxOptions): Outbox {
@@ -172,7 +180,7 @@ class FileOutbox implements Outbox {
     this.setTimer = opts.setTimer;
     mkdirSync(dirname(opts.path), { recursive: true, mode: 0o700 });
     this.load();
-    if (this.currentStreamId === "") this.currentStreamId = randomBytes(12).toString("base64url");
+    if (this.currentStreamId === "") this.currentStreamId = newStreamId();
     this.compact();
   }
 
@@ -231,10 +239,15 @@ class FileOutbox implements Outbox {
     return n;
   }
 
-  skipTo(seq: number): void {
-    if (seq <= this.highestSeq) return;
-    this.forget(seq);
-    this.highestSeq = seq;
+  newStream(): void {
+    const events = [...this.live.values()].filter((m) => m.type === "event");
+    this.live.clear();
+    this.events = 0;
+    this.reportedPods.clear();
+    this.currentStreamId = newStreamId();
+    this.highestSeq = 0;
+    this.highestAcked = 0;
+    for (const m of events) this.store({ ...m, seq: this.highestSeq + 1 }, undefined);
     this.compact();
   }
 

@@ -91,6 +91,34 @@ describe("openOutbox()", () => {
     expect(outboxAt(dir()).streamId).not.toBe(outboxAt(dir()).streamId);
   });
 
+  test("a new stream has a new id and seqs from 1, keeps the waiting events in order and drops the pods, the node and what was reported, across a restart too", () => {
+    const d = dir();
+    const ob = outboxAt(d);
+    ob.push({ type: "pod.upsert", uid: "u1", pod: makePod("u1") });
+    ob.push({ type: "event", event: makeEvent("e1") });
+    ob.push({ type: "node.patch", status: {} });
+    ob.push({ type: "event", event: makeEvent("e2") });
+    ob.ack(1);
+    const old = ob.streamId;
+    ob.newStream();
+    const seen = (o: typeof ob) => ({
+      stream: o.streamId === old ? "old" : "new",
+      entries: o.entries().map((m) => `${m.type} ${m.seq}`),
+      lastSeq: o.lastSeq,
+      ackedSeq: o.ackedSeq,
+      reported: [...o.reported().keys()],
+    });
+    const expected = {
+      stream: "new",
+      entries: ["event 1", "event 2"],
+      lastSeq: 2,
+      ackedSeq: 0,
+      reported: [],
+    };
+    expect(seen(ob)).toEqual(expected);
+    expect(seen(outboxAt(d))).toEqual(expected);
+  });
+
   test("skips a torn last line left by a crash", () => {
     const d = dir();
     const ob = outboxAt(d);
