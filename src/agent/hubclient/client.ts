@@ -105,6 +105,8 @@ class Client implements HubClient {
   /** The last session closed to start a new stream: the next dial waits the base back-off only
    * (a hub that keeps answering with a seq the outbox cannot have is dialled at that pace). */
   private redialAtOnce = false;
+  /** Cancels the next look for gone pods, while the pod sources are not all seen yet. */
+  private cancelDeleteGone: (() => void) | undefined;
 
   constructor(private readonly deps: HubClientDeps) {
     this.log = deps.logger;
@@ -297,14 +299,33 @@ class Client implements HubClient {
     outbox.ack(w.ackedSeq);
     outbox.push({ type: "node", node: deps.node() });
     this.reportDropped();
-    const current = deps.pods();
-    for (const pod of current) this.upsertIfChanged(pod);
-    if (deps.podsSynced()) {
-      const present = new Set(current.map((p) => p.metadata.uid));
-      for (const uid of [...outbox.reported().keys()]) {
-        if (!present.has(uid)) outbox.push({ type: "pod.delete", uid });
-      }
+    for (const pod of deps.pods()) this.upsertIfChanged(pod);
+    this.deleteGone();
+  }
+
+  /**
+   * Deletes for the reported pods the agent no longer has, once every pod source was seen (before
+   * that, a pod missing from the list may only not be read yet); until then it looks again every
+   * second. A pod removed at start without ever being in the list (an orphan of a manifest that
+   * is now invalid, found in the runtime) is only deleted so.
+   */
+  private deleteGone(): void {
+    const { outbox, deps } = this;
+    if (!deps.podsSynced()) {
+      this.cancelDeleteGone ??= deps.clock.setTimer(1000, () => {
+        this.cancelDeleteGone = undefined;
+        this.deleteGone();
+      });
+      return;
     }
+    const present = new Set(deps.pods().map((p) => p.metadata.uid));
+    let deleted = false;
+    for (const uid of [...outbox.reported().keys()]) {
+      if (present.has(uid)) continue;
+      outbox.push({ type: "pod.delete", uid });
+      deleted = true;
+    }
+    if (deleted) this.wake();
   }
 
   /** Logs and records the events the outbox dropped while disconnected. */

@@ -117,6 +117,34 @@ describe("createHubClient()", () => {
     await running;
   });
 
+  test("a welcome before every pod source was seen deletes the gone pods once they all are", async () => {
+    let synced = false;
+    const { client, conns, pods, outbox, clock } = setup({ podsSynced: () => synced });
+    outbox.push({ type: "pod.upsert", uid: "gone", pod: makePod("gone") });
+    outbox.push({ type: "pod.upsert", uid: "u1", pod: makePod("u1") });
+    outbox.ack(2);
+    pods.set("u1", makePod("u1"));
+    const ac = new AbortController();
+    const running = client.run(ac.signal);
+    await flush();
+    const conn = conns[0];
+    conn?.open();
+    conn?.welcome(2);
+    const types = () => conn?.sent.slice(1).map((m) => [m.type, m.uid]) ?? [];
+    clock.step(3000);
+    await flush();
+    expect(types()).toEqual([["node", undefined]]);
+    synced = true;
+    clock.step(1000);
+    await flush();
+    expect(types()).toEqual([
+      ["node", undefined],
+      ["pod.delete", "gone"],
+    ]);
+    ac.abort();
+    await running;
+  });
+
   test("on welcome sends the node, every pod not yet reported, and deletes for gone pods", async () => {
     const { client, conns, pods, outbox } = setup();
     outbox.push({ type: "pod.upsert", uid: "gone", pod: makePod("gone") });
