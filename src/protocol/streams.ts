@@ -123,7 +123,9 @@ function decodeWith<M>(schema: z.ZodType<M>, value: Record<string, unknown>): De
   if (r.success) return { ok: true, message: r.data };
   const issue = r.error.issues[0];
   const where = issue?.path.map(String).join(".") ?? "";
-  const reason = `bad ${String(value.type)} message: ${where === "" ? "" : `${where}: `}${issue?.message ?? "invalid"}`;
+  // A type that is not a string may be an object whose toString is not a function.
+  const type = typeof value.type === "string" ? value.type : "stream";
+  const reason = `bad ${type} message: ${where === "" ? "" : `${where}: `}${issue?.message ?? "invalid"}`;
   const sid = value.id;
   return typeof sid === "number" && Number.isInteger(sid) && sid > 0
     ? { ok: false, id: sid, reason }

@@ -22,6 +22,12 @@ function envNumber(name: string): number | undefined {
   return n;
 }
 
+/** A property test's timeout: `ms` in the suite, multiplied by the campaign's scale (a property
+ * run a hundred times over needs a hundred times as long on a loaded machine). */
+export function fuzzTimeout(ms: number): number {
+  return ms * Math.max(1, envNumber("FLEETLET_FUZZ_SCALE") ?? 1);
+}
+
 /**
  * Asserts `check` for every value `arb` makes (an async check is awaited); on failure
  * fast-check's error names the seed, the path and the shrunk counterexample.

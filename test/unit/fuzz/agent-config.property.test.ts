@@ -10,10 +10,10 @@ import {
   ConfigError,
   loadAgentConfig,
 } from "../../../src/agent/config/index.ts";
-import { fuzz } from "../../lib/fuzz.ts";
+import { fuzz, fuzzTimeout } from "../../lib/fuzz.ts";
 import { arbitraryText, hostileYaml, nearValid, type Obj } from "../../lib/kube-arbitraries.ts";
 
-const TIMEOUT = 60_000;
+const TIMEOUT = fuzzTimeout(60_000);
 const FILE = "/etc/fleetlet/config.yaml";
 const MAX_MESSAGE = 2048;
 

@@ -30,7 +30,7 @@ import { startGrpcServer } from "../../../src/cri/grpc-server.ts";
 import { TransportError } from "../../../src/cri/grpc-wire.ts";
 import { createH2Transport } from "../../../src/cri/transport.ts";
 import { nullLogger } from "../../../src/util/log.ts";
-import { fuzz } from "../../lib/fuzz.ts";
+import { fuzz, fuzzTimeout } from "../../lib/fuzz.ts";
 import { message } from "../../lib/proto-arbitrary.ts";
 import { mutated } from "../../lib/wire-mutations.ts";
 
@@ -129,124 +129,142 @@ describe("device plugin registration and endpoints under hostile plugins", () =>
     options: { preStartRequired: false, getPreferredAllocationAvailable: true },
   };
 
-  test("the registration server passes on only checked registrations, and serves a good plugin after each hostile one", async () => {
-    const got: Registration[] = [];
-    const server = await startRegistrationServer({
-      socketPath: join(dir, "kubelet.sock"),
-      logger: nullLogger,
-      onRegister: (r) => {
-        got.push(r);
-      },
-    });
-    const plugin = createH2Transport({
-      address: { unix: server.socketPath },
-      maxReceiveBytes: 1 << 20,
-      windowBytes: 1 << 20,
-      maxHeaderListBytes: 1 << 20,
-    });
-    const request = fc.record({
-      version: fc.constantFrom("v1beta1", "v1alpha", "", "v1beta1\0"),
-      endpoint: fc.constantFrom("gpu.sock", "", ".", "..", "../x.sock", "kubelet.sock", "a\0b"),
-      resourceName: fc.constantFrom("vendor.example/gpu", "gpu", "kubernetes.io/gpu", "", "a/b/c"),
-      options: fc.option(
-        fc.record({
-          preStartRequired: fc.boolean(),
-          getPreferredAllocationAvailable: fc.boolean(),
-        }),
-        { nil: null },
-      ),
-    });
-    const hostile = fc.oneof(
-      request.chain((r) => mutated(encode("RegisterRequest", r), 3)),
-      fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b)),
-    );
-    try {
-      await fuzz(
-        "device-plugin-registration",
-        hostile,
-        async (bytes) => {
-          got.length = 0;
-          await plugin.call(REGISTER_PATH, bytes, 5000).catch((err) => {
-            expect(err).toBeInstanceOf(TransportError);
-          });
-          for (const r of got) {
-            expect(r.version).toBe("v1beta1");
-            expect(isExtendedResourceName(r.resourceName)).toBe(true);
-            expect(r.endpoint).not.toMatch(/^$|^\.\.?$|\/|\0|^kubelet\.sock$/);
-          }
-          got.length = 0;
-          await plugin.call(REGISTER_PATH, encode("RegisterRequest", GOOD), 5000);
-          expect(got).toEqual([GOOD]);
+  test(
+    "the registration server passes on only checked registrations, and serves a good plugin after each hostile one",
+    async () => {
+      const got: Registration[] = [];
+      const server = await startRegistrationServer({
+        socketPath: join(dir, "kubelet.sock"),
+        logger: nullLogger,
+        onRegister: (r) => {
+          got.push(r);
         },
-        { seed: 30_743, runs: 150 },
+      });
+      const plugin = createH2Transport({
+        address: { unix: server.socketPath },
+        maxReceiveBytes: 1 << 20,
+        windowBytes: 1 << 20,
+        maxHeaderListBytes: 1 << 20,
+      });
+      const request = fc.record({
+        version: fc.constantFrom("v1beta1", "v1alpha", "", "v1beta1\0"),
+        endpoint: fc.constantFrom("gpu.sock", "", ".", "..", "../x.sock", "kubelet.sock", "a\0b"),
+        resourceName: fc.constantFrom(
+          "vendor.example/gpu",
+          "gpu",
+          "kubernetes.io/gpu",
+          "",
+          "a/b/c",
+        ),
+        options: fc.option(
+          fc.record({
+            preStartRequired: fc.boolean(),
+            getPreferredAllocationAvailable: fc.boolean(),
+          }),
+          { nil: null },
+        ),
+      });
+      const hostile = fc.oneof(
+        request.chain((r) => mutated(encode("RegisterRequest", r), 3)),
+        fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b)),
       );
-    } finally {
-      plugin.close();
-      server.close();
-    }
-  }, 60_000);
-
-  test("an endpoint to a plugin answering hostile bytes gives values or errors naming the plugin and the call", async () => {
-    const answers = { options: Buffer.alloc(0), lists: [] as Buffer[], allocate: Buffer.alloc(0) };
-    const server = await startGrpcServer({
-      socketPath: join(dir, "hostile.sock"),
-      unary: {
-        [DEVICE_PLUGIN_PATHS.getDevicePluginOptions]: () => answers.options,
-        [DEVICE_PLUGIN_PATHS.allocate]: () => answers.allocate,
-        [DEVICE_PLUGIN_PATHS.getPreferredAllocation]: () => answers.allocate,
-      },
-      serverStreams: {
-        [DEVICE_PLUGIN_PATHS.listAndWatch]: (_req, send) => {
-          for (const l of answers.lists) send(l);
-        },
-      },
-    });
-    /** A valid answer of `type` a third of the time (most of the time for the options, so
-     * that the calls after them are reached), else a mutated or random one. */
-    const hostileOf = (type: string, validWeight = 1) =>
-      fc.oneof(
-        { weight: validWeight, arbitrary: message(schema(type), 1).map((m) => encode(type, m)) },
-        message(schema(type), 1).chain((m) => mutated(encode(type, m), 4)),
-        fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b)),
-      );
-    const NAMED = /^device plugin "vendor\.example\/gpu" \(hostile\.sock\): /;
-    try {
-      await fuzz(
-        "device-plugin-endpoint",
-        fc.record({
-          options: hostileOf("DevicePluginOptions", 8),
-          lists: fc.array(hostileOf("ListAndWatchResponse"), { maxLength: 3 }),
-          allocate: hostileOf("AllocateResponse"),
-        }),
-        async (a) => {
-          Object.assign(answers, a);
-          const registration = { ...GOOD, endpoint: "hostile.sock" };
-          const opts = { dir, logger: nullLogger, callTimeoutMs: 5000 };
-          const endpoint = await connectDevicePlugin(registration, opts).catch((err: Error) => {
-            expect(err.message).toMatch(NAMED);
-            return undefined;
-          });
-          if (endpoint === undefined) return;
-          try {
-            const ended = new Promise<Error | undefined>((resolve) => {
-              endpoint.watch(() => {}, resolve);
+      try {
+        await fuzz(
+          "device-plugin-registration",
+          hostile,
+          async (bytes) => {
+            got.length = 0;
+            await plugin.call(REGISTER_PATH, bytes, 5000).catch((err) => {
+              expect(err).toBeInstanceOf(TransportError);
             });
-            const error = await ended;
-            if (error !== undefined) expect(error.message).toMatch(NAMED);
-            for (const call of [
-              () => endpoint.allocate(["d1"]),
-              () => endpoint.preferredAllocation(["d1", "d2"], [], 1),
-            ]) {
-              await call().catch((err: Error) => expect(err.message).toMatch(NAMED));
+            for (const r of got) {
+              expect(r.version).toBe("v1beta1");
+              expect(isExtendedResourceName(r.resourceName)).toBe(true);
+              expect(r.endpoint).not.toMatch(/^$|^\.\.?$|\/|\0|^kubelet\.sock$/);
             }
-          } finally {
-            endpoint.close();
-          }
+            got.length = 0;
+            await plugin.call(REGISTER_PATH, encode("RegisterRequest", GOOD), 5000);
+            expect(got).toEqual([GOOD]);
+          },
+          { seed: 30_743, runs: 150 },
+        );
+      } finally {
+        plugin.close();
+        server.close();
+      }
+    },
+    fuzzTimeout(60_000),
+  );
+
+  test(
+    "an endpoint to a plugin answering hostile bytes gives values or errors naming the plugin and the call",
+    async () => {
+      const answers = {
+        options: Buffer.alloc(0),
+        lists: [] as Buffer[],
+        allocate: Buffer.alloc(0),
+      };
+      const server = await startGrpcServer({
+        socketPath: join(dir, "hostile.sock"),
+        unary: {
+          [DEVICE_PLUGIN_PATHS.getDevicePluginOptions]: () => answers.options,
+          [DEVICE_PLUGIN_PATHS.allocate]: () => answers.allocate,
+          [DEVICE_PLUGIN_PATHS.getPreferredAllocation]: () => answers.allocate,
         },
-        { seed: 30_744, runs: 40 },
-      );
-    } finally {
-      server.close();
-    }
-  }, 60_000);
+        serverStreams: {
+          [DEVICE_PLUGIN_PATHS.listAndWatch]: (_req, send) => {
+            for (const l of answers.lists) send(l);
+          },
+        },
+      });
+      /** A valid answer of `type` a third of the time (most of the time for the options, so
+       * that the calls after them are reached), else a mutated or random one. */
+      const hostileOf = (type: string, validWeight = 1) =>
+        fc.oneof(
+          { weight: validWeight, arbitrary: message(schema(type), 1).map((m) => encode(type, m)) },
+          message(schema(type), 1).chain((m) => mutated(encode(type, m), 4)),
+          fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b)),
+        );
+      const NAMED = /^device plugin "vendor\.example\/gpu" \(hostile\.sock\): /;
+      try {
+        await fuzz(
+          "device-plugin-endpoint",
+          fc.record({
+            options: hostileOf("DevicePluginOptions", 8),
+            lists: fc.array(hostileOf("ListAndWatchResponse"), { maxLength: 3 }),
+            allocate: hostileOf("AllocateResponse"),
+          }),
+          async (a) => {
+            Object.assign(answers, a);
+            const registration = { ...GOOD, endpoint: "hostile.sock" };
+            const opts = { dir, logger: nullLogger, callTimeoutMs: 5000 };
+            const endpoint = await connectDevicePlugin(registration, opts).catch((err: Error) => {
+              expect(err.message).toMatch(NAMED);
+              return undefined;
+            });
+            if (endpoint === undefined) return;
+            try {
+              const ended = new Promise<Error | undefined>((resolve) => {
+                endpoint.watch(() => {}, resolve);
+              });
+              const error = await ended;
+              if (error !== undefined) expect(error.message).toMatch(NAMED);
+              for (const call of [
+                () => endpoint.allocate(["d1"]),
+                () => endpoint.preferredAllocation(["d1", "d2"], [], 1),
+              ]) {
+                await call().catch((err: Error) => expect(err.message).toMatch(NAMED));
+              }
+            } finally {
+              endpoint.close();
+            }
+          },
+          { seed: 30_744, runs: 40 },
+        );
+      } finally {
+        server.close();
+      }
+    },
+    fuzzTimeout(60_000),
+  );
 });

@@ -15,7 +15,7 @@ import { startGrpcServer } from "../../../src/cri/grpc-server.ts";
 import { H2Connection, type StreamHandler } from "../../../src/cri/h2.ts";
 import { H2ServerConnection } from "../../../src/cri/h2-server.ts";
 import { createH2Transport } from "../../../src/cri/transport.ts";
-import { fuzz } from "../../lib/fuzz.ts";
+import { fuzz, fuzzTimeout } from "../../lib/fuzz.ts";
 import {
   clientExchange,
   frameTypes,
@@ -236,44 +236,50 @@ describe("gRPC server over real sockets after hostile clients", () => {
   const dir = mkdtempSync(join(tmpdir(), "fleetlet-h2-fuzz-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  test("each hostile connection ends open or with GOAWAY, and a well-behaved client is served after it", async () => {
-    const server = await startGrpcServer({
-      socketPath: join(dir, "s.sock"),
-      maxHeaderListBytes: MAX_HEADER_LIST,
-      unary: { [METHOD]: (req) => Buffer.from(`ok:${req}`) },
-    });
-    const client = createH2Transport({
-      address: { unix: server.socketPath },
-      maxReceiveBytes: 1 << 20,
-      windowBytes: 1 << 20,
-      maxHeaderListBytes: 1 << 20,
-    });
-    try {
-      await fuzz(
-        "h2-server-sockets",
-        peerBytes(clientExchange.slice(1), [1, 2, 3, 0], [REQUEST, TRAILERS]),
-        async (chunks) => {
-          const c: RawConn = await rawClient(server.socketPath);
-          for (const chunk of chunks) {
-            c.write(chunk);
-            if (!(await c.flushed())) break;
-          }
-          // A PING after the input: its ACK says the server read everything before it (unless
-          // the input ended inside a frame, which the PING then completes or extends).
-          c.send(T.PING, 0, 0, Buffer.alloc(8));
-          await Promise.race([
-            c.frame((f) => f.type === T.PING && (f.flags & F.ACK) !== 0, 100).catch(() => {}),
-            c.whenClosed,
-          ]);
-          if (c.closed) expect(c.goaway()).toBeDefined();
-          c.close();
-          expect((await client.call(METHOD, Buffer.from("sane"), 5000)).toString()).toBe("ok:sane");
-        },
-        { seed: 30_733, runs: 30 },
-      );
-    } finally {
-      client.close();
-      server.close();
-    }
-  }, 60_000);
+  test(
+    "each hostile connection ends open or with GOAWAY, and a well-behaved client is served after it",
+    async () => {
+      const server = await startGrpcServer({
+        socketPath: join(dir, "s.sock"),
+        maxHeaderListBytes: MAX_HEADER_LIST,
+        unary: { [METHOD]: (req) => Buffer.from(`ok:${req}`) },
+      });
+      const client = createH2Transport({
+        address: { unix: server.socketPath },
+        maxReceiveBytes: 1 << 20,
+        windowBytes: 1 << 20,
+        maxHeaderListBytes: 1 << 20,
+      });
+      try {
+        await fuzz(
+          "h2-server-sockets",
+          peerBytes(clientExchange.slice(1), [1, 2, 3, 0], [REQUEST, TRAILERS]),
+          async (chunks) => {
+            const c: RawConn = await rawClient(server.socketPath);
+            for (const chunk of chunks) {
+              c.write(chunk);
+              if (!(await c.flushed())) break;
+            }
+            // A PING after the input: its ACK says the server read everything before it (unless
+            // the input ended inside a frame, which the PING then completes or extends).
+            c.send(T.PING, 0, 0, Buffer.alloc(8));
+            await Promise.race([
+              c.frame((f) => f.type === T.PING && (f.flags & F.ACK) !== 0, 100).catch(() => {}),
+              c.whenClosed,
+            ]);
+            if (c.closed) expect(c.goaway()).toBeDefined();
+            c.close();
+            expect((await client.call(METHOD, Buffer.from("sane"), 5000)).toString()).toBe(
+              "ok:sane",
+            );
+          },
+          { seed: 30_733, runs: 30 },
+        );
+      } finally {
+        client.close();
+        server.close();
+      }
+    },
+    fuzzTimeout(60_000),
+  );
 });

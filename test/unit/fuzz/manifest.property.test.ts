@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { parseManifestFile } from "../../../src/agent/sources/parse.ts";
 import { applyPodDefaults, type Pod, validatePod } from "../../../src/api/index.ts";
-import { fuzz } from "../../lib/fuzz.ts";
+import { fuzz, fuzzTimeout } from "../../lib/fuzz.ts";
 import {
   arbitraryText,
   hostileYaml,
@@ -24,7 +24,7 @@ const ctx = { path: "/etc/fleetlet/manifests/web.yaml", nodeName: "dev1" };
 /** The longest message a bad manifest may give (it is logged and becomes an event). */
 const MAX_MESSAGE = 4096;
 /** Generous: the suite's machine may be busy; scripts/fuzz reports the time. */
-const TIMEOUT = 60_000;
+const TIMEOUT = fuzzTimeout(60_000);
 
 /** Parses `text`, asserting the result's shape; returns it. */
 function parseChecked(text: string) {

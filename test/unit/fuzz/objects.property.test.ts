@@ -17,7 +17,7 @@ import {
 } from "../../../src/api/index.ts";
 import { objectsUsedBy } from "../../../src/api/pod-objects.ts";
 import { getPodQOS } from "../../../src/api/qos.ts";
-import { fuzz } from "../../lib/fuzz.ts";
+import { fuzz, fuzzTimeout } from "../../lib/fuzz.ts";
 import {
   nearValid,
   type Obj,
@@ -27,7 +27,7 @@ import {
   validSecret,
 } from "../../lib/kube-arbitraries.ts";
 
-const TIMEOUT = 60_000;
+const TIMEOUT = fuzzTimeout(60_000);
 
 /** Every error names a field (a dotted path, or "" for the whole object) and formats to text. */
 function checkErrors(errors: readonly FieldError[]): void {

@@ -26,9 +26,9 @@ import {
 } from "../../../src/api/selectors.ts";
 import type { Pod } from "../../../src/api/types.ts";
 import { validateFieldRef, validateResourceFieldRef } from "../../../src/api/validate-env.ts";
-import { fuzz } from "../../lib/fuzz.ts";
+import { fuzz, fuzzTimeout } from "../../lib/fuzz.ts";
 
-const TIMEOUT = 60_000;
+const TIMEOUT = fuzzTimeout(60_000);
 const spaces = fc.constantFrom("", " ", "  ");
 /** Label keys and values; the names of Object's own members too, which a plain object lookup
  * would find on any map. */

@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { CLOSE_CODES } from "../../../src/protocol/index.ts";
-import { fuzz } from "../../lib/fuzz.ts";
+import { fuzz, fuzzTimeout } from "../../lib/fuzz.ts";
 import { until } from "../../lib/until.ts";
 import {
   canaryState,
@@ -301,25 +301,29 @@ async function send(i: Input): Promise<void> {
 }
 
 describe("the hub's WebSocket endpoint under hostile frames and handshakes", () => {
-  test("closes each hostile connection with the right code in time, takes nothing from it, serves the others", async () => {
-    await fuzz(
-      "websocket-frames connections",
-      input,
-      async (i) => {
-        const who = i.path === "agent" ? i.auth : "none";
-        const before = snapshot(who);
-        await send(i);
-        await until(
-          "only cam-1 and cam-2 connected",
-          () => h.hub.connectedAgents() === 2,
-          DEADLINE_MS,
-        );
-        expect(snapshot(who)).toBe(before);
-        await otherAgentServed(h);
-        expect((await h.api("/api/v1/nodes")).status).toBe(200);
-      },
-      { seed: 30_901, runs: 250 },
-    );
-    expect(await canaryState(h)).toEqual(canaries);
-  }, 600_000);
+  test(
+    "closes each hostile connection with the right code in time, takes nothing from it, serves the others",
+    async () => {
+      await fuzz(
+        "websocket-frames connections",
+        input,
+        async (i) => {
+          const who = i.path === "agent" ? i.auth : "none";
+          const before = snapshot(who);
+          await send(i);
+          await until(
+            "only cam-1 and cam-2 connected",
+            () => h.hub.connectedAgents() === 2,
+            DEADLINE_MS,
+          );
+          expect(snapshot(who)).toBe(before);
+          await otherAgentServed(h);
+          expect((await h.api("/api/v1/nodes")).status).toBe(200);
+        },
+        { seed: 30_901, runs: 250 },
+      );
+      expect(await canaryState(h)).toEqual(canaries);
+    },
+    fuzzTimeout(600_000),
+  );
 });
