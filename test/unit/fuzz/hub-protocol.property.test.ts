@@ -11,7 +11,6 @@ import fc from "fast-check";
 import { DesiredReports } from "../../../src/agent/hubclient/desired.ts";
 import { type HubMessageHandlers, routeHubFrame } from "../../../src/agent/hubclient/router.ts";
 import { createHubPodSource } from "../../../src/agent/sources/index.ts";
-import { Fleet } from "../../../src/hub/fleet.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { AgentSessions, type AgentSocket } from "../../../src/hub/sessions.ts";
 import { HubStore } from "../../../src/hub/store.ts";
@@ -37,6 +36,7 @@ import {
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { fuzz } from "../../lib/fuzz.ts";
+import { testFleet } from "../../lib/hub-fleet.ts";
 import { agentMessage, helloOf, hubMessage, validDesired } from "./hub-messages.ts";
 import { brokenText, type Json, nearValidText } from "./json-mutations.ts";
 
@@ -154,16 +154,7 @@ function hub() {
   const clock = new FakeClock();
   const store = new HubStore(":memory:");
   const loaded = store.load();
-  const fleet = new Fleet(
-    {
-      store,
-      maxEventsPerNode: 10,
-      offlineAfterMs: 30_000,
-      onChange: () => {},
-      now: () => clock.now(),
-    },
-    loaded,
-  );
+  const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
   const credential = (node: string) => {
     const tok = identity.createJoinToken(60_000, {}, clock.now());

@@ -2,7 +2,7 @@
 // an agent sends in hello and hb, kept on the node and shown as an annotation of its Node.
 import { describe, expect, test } from "bun:test";
 import { clockSkew } from "../../../src/hub/agent-router.ts";
-import { type Change, Fleet } from "../../../src/hub/fleet.ts";
+import type { Change } from "../../../src/hub/fleet.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { AgentSessions, type AgentSocket } from "../../../src/hub/sessions.ts";
 import { HubStore } from "../../../src/hub/store.ts";
@@ -10,6 +10,7 @@ import { skewText } from "../../../src/hub/views.ts";
 import { HUB_ANNOTATIONS, PROTOCOL_VERSION } from "../../../src/protocol/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
+import { testFleet } from "../../lib/hub-fleet.ts";
 
 const HOUR = 3_600_000;
 
@@ -18,16 +19,7 @@ function hub() {
   const store = new HubStore(":memory:");
   const loaded = store.load();
   const changes: Change[] = [];
-  const fleet = new Fleet(
-    {
-      store,
-      maxEventsPerNode: 10,
-      offlineAfterMs: 30_000,
-      onChange: (c) => changes.push(c),
-      now: () => clock.now(),
-    },
-    loaded,
-  );
+  const fleet = testFleet(store, loaded, clock, (c) => changes.push(c));
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
   const tok = identity.createJoinToken(60_000, {}, clock.now());
   const { credential } = identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now());

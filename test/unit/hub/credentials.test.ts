@@ -1,7 +1,7 @@
 // Node credentials with a lifetime, rotated over the connection; one-use join tokens; the
 // operator token compared in constant time (src/hub/identity.ts, sessions.ts, store.ts).
 import { describe, expect, test } from "bun:test";
-import { Fleet } from "../../../src/hub/fleet.ts";
+import type { Fleet } from "../../../src/hub/fleet.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { AgentSessions, type AgentSocket } from "../../../src/hub/sessions.ts";
 import { HubStore } from "../../../src/hub/store.ts";
@@ -9,6 +9,7 @@ import { hashToken } from "../../../src/hub/tokens.ts";
 import { PROTOCOL_VERSION } from "../../../src/protocol/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
+import { testFleet } from "../../lib/hub-fleet.ts";
 
 const DAY = 86_400_000;
 const LIFETIME = 90 * DAY;
@@ -16,16 +17,7 @@ const LIFETIME = 90 * DAY;
 /** An identity over `store` (a restart of the hub is a second call on the same store). */
 function identityOver(store: HubStore, clock: FakeClock, lifetimeMs = LIFETIME) {
   const loaded = store.load();
-  const fleet = new Fleet(
-    {
-      store,
-      maxEventsPerNode: 10,
-      offlineAfterMs: 30_000,
-      onChange: () => {},
-      now: () => clock.now(),
-    },
-    loaded,
-  );
+  const fleet = testFleet(store, loaded, clock);
   const identity = new Identity(
     { store, nodes: fleet.nodes, credentialLifetimeMs: lifetimeMs },
     loaded,

@@ -7,12 +7,12 @@ import type { Pod } from "../../../src/api/types.ts";
 import { createLocalBus } from "../../../src/hub/bus.ts";
 import { Deployer } from "../../../src/hub/deploy/deployer.ts";
 import { SqliteDeployStore } from "../../../src/hub/deploy/store.ts";
-import { Fleet } from "../../../src/hub/fleet.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { HubStore } from "../../../src/hub/store.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { reportedStatus } from "../../lib/deploy.ts";
+import { testFleet } from "../../lib/hub-fleet.ts";
 
 let dirs: string[] = [];
 afterEach(() => {
@@ -24,16 +24,7 @@ afterEach(() => {
 function hub(file: string, clock: FakeClock) {
   const store = new HubStore(file);
   const loaded = store.load();
-  const fleet = new Fleet(
-    {
-      store,
-      maxEventsPerNode: 10,
-      offlineAfterMs: 30_000,
-      onChange: () => {},
-      now: () => clock.now(),
-    },
-    loaded,
-  );
+  const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
   const bus = createLocalBus();
   const sent: string[] = [];

@@ -2,7 +2,6 @@
 // WebSocket is closed with `revoked`, and every logs, exec, port-forward stream the hub relays
 // for it ends with a Status that says the node was revoked.
 import { describe, expect, test } from "bun:test";
-import { Fleet } from "../../../src/hub/fleet.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { AgentSessions, type AgentSocket } from "../../../src/hub/sessions.ts";
 import { HubStore } from "../../../src/hub/store.ts";
@@ -11,21 +10,13 @@ import { AGENT_FEATURES, PROTOCOL_VERSION, type StreamOpen } from "../../../src/
 import type { StreamError } from "../../../src/protocol/streams.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
+import { testFleet } from "../../lib/hub-fleet.ts";
 
 function hubWithDevice() {
   const clock = new FakeClock();
   const store = new HubStore(":memory:");
   const loaded = store.load();
-  const fleet = new Fleet(
-    {
-      store,
-      maxEventsPerNode: 10,
-      offlineAfterMs: 30_000,
-      onChange: () => {},
-      now: () => clock.now(),
-    },
-    loaded,
-  );
+  const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes, now: () => clock.now() }, loaded);
   const tok = identity.createJoinToken(60_000, {}, clock.now());
   const { credential } = identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now());

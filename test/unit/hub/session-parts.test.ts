@@ -2,7 +2,6 @@
 // message routing (routeAgentMessage) and the acknowledging flusher.
 import { describe, expect, test } from "bun:test";
 import { routeAgentMessage } from "../../../src/hub/agent-router.ts";
-import { Fleet } from "../../../src/hub/fleet.ts";
 import { Flusher } from "../../../src/hub/flusher.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { AgentSessions, type AgentSocket } from "../../../src/hub/sessions.ts";
@@ -10,22 +9,14 @@ import { HubStore } from "../../../src/hub/store.ts";
 import { PROTOCOL_VERSION } from "../../../src/protocol/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
+import { testFleet } from "../../lib/hub-fleet.ts";
 import { makeEvent } from "../hubclient/fixtures.ts";
 
 function hubParts() {
   const clock = new FakeClock();
   const store = new HubStore(":memory:");
   const loaded = store.load();
-  const fleet = new Fleet(
-    {
-      store,
-      maxEventsPerNode: 10,
-      offlineAfterMs: 30_000,
-      onChange: () => {},
-      now: () => clock.now(),
-    },
-    loaded,
-  );
+  const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
   const tok = identity.createJoinToken(60_000, {}, clock.now());
   const { credential } = identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now());
