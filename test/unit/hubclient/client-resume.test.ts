@@ -10,11 +10,18 @@
 //   30 s and kept old pod uids for as long as the step.
 import { afterEach, describe, expect, test } from "bun:test";
 import { createHubClient } from "../../../src/agent/hubclient/index.ts";
-import { buildNode } from "../../../src/agent/nodestatus/index.ts";
 import type { Pod } from "../../../src/api/types.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
-import { type FakeConn, fakeDial, makeEvent, makePod, outboxAt, tempDir } from "./fixtures.ts";
+import {
+  type FakeConn,
+  fakeDial,
+  makeEvent,
+  makePod,
+  node,
+  outboxAt,
+  tempDir,
+} from "./fixtures.ts";
 
 const SECOND = 1000;
 const HEARTBEAT = 10 * SECOND;
@@ -26,31 +33,6 @@ afterEach(() => {
   for (const c of cleanups) c();
   cleanups = [];
 });
-
-const node = () =>
-  buildNode(
-    {
-      nodeName: "cam-1",
-      hostname: "cam-1",
-      hostIP: "10.0.0.7",
-      machineID: "m",
-      systemUUID: "",
-      bootID: "b",
-      kernelVersion: "6.1",
-      operatingSystem: "linux",
-      osImage: "Linux",
-      architecture: "arm64",
-      kubeletVersion: "fleetlet/0.1.0",
-      cpuCores: 4,
-      cpuModel: "",
-      memoryBytes: 1024 ** 3,
-      maxPods: 110,
-      configLabels: {},
-    },
-    { runtimeHealthy: true, runtimeReasons: [], runtimeVersion: "", ephemeralStorageBytes: 0 },
-    Date.UTC(2026, 0, 1),
-    undefined,
-  );
 
 const flush = async () => {
   for (let i = 0; i < 10; i++) await Bun.sleep(0);

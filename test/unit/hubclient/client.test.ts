@@ -10,42 +10,16 @@ import {
   reconnectDelay,
   secretsAllowed,
 } from "../../../src/agent/hubclient/index.ts";
-import { buildNode } from "../../../src/agent/nodestatus/index.ts";
 import type { Pod } from "../../../src/api/types.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
-import { fakeDial, makePod, outboxAt, tempDir } from "./fixtures.ts";
+import { fakeDial, makePod, node, outboxAt, tempDir } from "./fixtures.ts";
 
 let cleanups: (() => void)[] = [];
 afterEach(() => {
   for (const c of cleanups) c();
   cleanups = [];
 });
-
-const node = () =>
-  buildNode(
-    {
-      nodeName: "cam-1",
-      hostname: "cam-1",
-      hostIP: "10.0.0.7",
-      machineID: "m",
-      systemUUID: "",
-      bootID: "b",
-      kernelVersion: "6.1",
-      osImage: "Linux",
-      operatingSystem: "linux",
-      architecture: "arm64",
-      kubeletVersion: "fleetlet/0.1.0",
-      cpuCores: 4,
-      cpuModel: "",
-      memoryBytes: 1024 ** 3,
-      maxPods: 110,
-      configLabels: {},
-    },
-    { runtimeHealthy: true, runtimeReasons: [], runtimeVersion: "", ephemeralStorageBytes: 0 },
-    Date.UTC(2026, 0, 1),
-    undefined,
-  );
 
 function setup(overrides: Partial<HubClientDeps> = {}) {
   const t = tempDir();

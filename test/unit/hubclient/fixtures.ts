@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openOutbox } from "../../../src/agent/hubclient/index.ts";
+import { buildNode } from "../../../src/agent/nodestatus/index.ts";
 import type { Event, Pod } from "../../../src/api/types.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 
@@ -98,3 +99,29 @@ export function fakeDial(): { dial: Dial; conns: FakeConn[] } {
   };
   return { dial, conns };
 }
+
+/** The node cam-1 as the agent builds it (a 4-core arm64 board). */
+export const node = () =>
+  buildNode(
+    {
+      nodeName: "cam-1",
+      hostname: "cam-1",
+      hostIP: "10.0.0.7",
+      machineID: "m",
+      systemUUID: "",
+      bootID: "b",
+      kernelVersion: "6.1",
+      osImage: "Linux",
+      operatingSystem: "linux",
+      architecture: "arm64",
+      kubeletVersion: "fleetlet/0.1.0",
+      cpuCores: 4,
+      cpuModel: "",
+      memoryBytes: 1024 ** 3,
+      maxPods: 110,
+      configLabels: {},
+    },
+    { runtimeHealthy: true, runtimeReasons: [], runtimeVersion: "", ephemeralStorageBytes: 0 },
+    Date.UTC(2026, 0, 1),
+    undefined,
+  );
