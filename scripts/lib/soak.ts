@@ -34,7 +34,7 @@ soak report (seed ${report.seed}, ${(report.elapsedMs / 60_000).toFixed(1)} min)
   operations        ${sum(report.operations)} (${table(report.operations)})
   faults            ${sum(report.faults)} (${table(report.faults)})
   checks            ${report.checks}
-  excused restarts  ${report.excused} (starts cut by an agent kill)
+  excused restarts  ${report.excused} (starts cut by an agent or containerd kill)
   violations        ${report.violations.length}
   agent max RSS     ${(report.maxRssBytes / 1048576).toFixed(1)} MiB
   agent max fds     ${report.maxOpenFiles}

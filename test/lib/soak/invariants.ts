@@ -30,14 +30,31 @@ interface CheckResult {
  * restart count. */
 export type FirstContainers = Map<string, { id: string; restarts: number }>;
 
+/** What happened in the round being checked that may cut a container's start. */
+interface RoundFaults {
+  agentKilled: boolean;
+  runtimeKilled: boolean;
+}
+
 /**
- * Whether a new container of a pod that never restarts has a reason after all: the agent was
- * killed during the round while it was starting the container, so containerd cancelled the start
- * ("context canceled") and the next agent started it again. The container never ran.
+ * Why a new container of a pod that never restarts has a reason after all, or undefined. Its
+ * previous instance never ran because its start was cut: the agent killed while starting it
+ * (containerd cancelled the start, StartError "context canceled"), or containerd killed while
+ * the agent's StartContainer was in flight (the instance stays created, never started: its last
+ * state says nothing ran). The next sync started a new attempt, as the kubelet does.
  */
-function startCutByAgentKill(cs: NonNullable<Pod["status"]>["containerStatuses"], killed: boolean) {
-  const t = cs?.[0]?.lastState?.terminated;
-  return killed && t?.reason === "StartError" && /context canceled/.test(t.message ?? "");
+function startCut(
+  cs: NonNullable<Pod["status"]>["containerStatuses"],
+  round: RoundFaults,
+): string | undefined {
+  const last = cs?.[0]?.lastState;
+  const t = last?.terminated;
+  if (round.agentKilled && t?.reason === "StartError" && /context canceled/.test(t.message ?? ""))
+    return "a start cut by the agent's kill, started again";
+  const neverRan = last?.running === undefined && t === undefined;
+  if (round.runtimeKilled && neverRan && (cs?.[0]?.restartCount ?? 0) === 1)
+    return "a start cut by containerd's kill, started again";
+  return undefined;
 }
 
 function podGen(p: Pod): number {
@@ -49,7 +66,7 @@ function checkAgentPods(
   pods: Pod[],
   wanted: Map<string, WantedPod>,
   first: FirstContainers,
-  agentKilled: boolean,
+  round: RoundFaults,
   excused: string[],
 ): CheckResult {
   const differences: string[] = [];
@@ -78,9 +95,9 @@ function checkAgentPods(
     const now = { id: cs.containerID ?? "", restarts: cs.restartCount ?? 0 };
     const before = first.get(uid) ?? { id: now.id, restarts: 0 };
     if (now.id === before.id && now.restarts === before.restarts) first.set(uid, now);
-    else if (startCutByAgentKill(p.status?.containerStatuses, agentKilled)) {
+    else if (startCut(p.status?.containerStatuses, round) !== undefined) {
       first.set(uid, now);
-      excused.push(`${w.fullName}: a start cut by the agent's kill, started again`);
+      excused.push(`${w.fullName}: ${startCut(p.status?.containerStatuses, round)}`);
     } else
       differences.push(
         `pod ${w.fullName} (${w.kind}) restarted: container ${now.id} restartCount ${now.restarts}, was ${before.id} ${before.restarts}; last state ${JSON.stringify(cs.lastState)}`,
@@ -175,10 +192,10 @@ export async function checkOnce(
   wanted: Map<string, WantedPod>,
   first: FirstContainers,
   bounds: Bounds,
-  round: { agentKilled: boolean; excused: string[] },
+  round: RoundFaults & { excused: string[] },
 ): Promise<string[]> {
   const pods = await world.agent.pods();
-  const agent = checkAgentPods(pods, wanted, first, round.agentKilled, round.excused);
+  const agent = checkAgentPods(pods, wanted, first, round, round.excused);
   const uids = new Set(agent.uids.values());
   const differences = [
     ...agent.differences,

@@ -46,7 +46,7 @@ export interface SoakReport {
   operations: Record<string, number>;
   faults: Record<string, number>;
   checks: number;
-  /** Restarts of never-restarting pods with a reason: a start cut by the agent's kill. */
+  /** Restarts of never-restarting pods with a reason: a start cut by the agent's or containerd's kill. */
   excused: number;
   violations: Violation[];
   maxRssBytes: number;
@@ -68,6 +68,8 @@ class Soak {
   private lastStep = "(none)";
   /** Whether the agent was killed since the last quiet period. */
   private agentKilled = false;
+  /** containerd was killed during the current round (a start in flight may have been cut). */
+  private runtimeKilled = false;
 
   constructor(readonly opts: SoakOptions) {
     this.rand = prng(opts.seed);
@@ -204,6 +206,7 @@ class Soak {
         this.model.agentRestarted();
         this.agentKilled = true;
       }
+      if (kind === "containerd-restart") this.runtimeKilled = true;
     } else {
       line = await this.operate();
     }
@@ -222,7 +225,11 @@ class Soak {
     let differences: string[] = [];
     for (;;) {
       this.report.checks++;
-      const round = { agentKilled: this.agentKilled, excused: [] as string[] };
+      const round = {
+        agentKilled: this.agentKilled,
+        runtimeKilled: this.runtimeKilled,
+        excused: [] as string[],
+      };
       differences = await checkOnce(this.world, wanted, this.first, this.opts.bounds, round).catch(
         (err: unknown) => [`a check failed: ${(err as Error).message}`],
       );
@@ -234,6 +241,7 @@ class Soak {
     }
     await this.noteSeen();
     this.agentKilled = false;
+    this.runtimeKilled = false;
     if (differences.length === 0) {
       this.opts.log(`round ${round}: all invariants hold (${wanted.size} pods wanted)`);
       return;
