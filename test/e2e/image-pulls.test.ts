@@ -1,8 +1,8 @@
 // Image pull settings end to end: the compiled agent against a containerd of its own (so that the
-// test bed's filler images are absent and really pulled from its registry), two pods at a time.
+// test bed's filler images are absent and really pulled from its registry), pods written together.
 // With registryPullQPS 1 and registryBurst 1 and pulls in parallel, one of two pulls begun
 // together is refused with the kubelet's "pull QPS exceeded" and pulls after its back-off; with
-// the default serialized pulls, the second pull waits for the first and its Pulled event says so.
+// the default serialized pulls, four pulls wait for each other and their Pulled events say so.
 // Needs root and the test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Event, Pod } from "../../src/api/types.ts";
