@@ -10,7 +10,7 @@ import { CliError } from "./errors.ts";
 import { hubTarget } from "./hub-client.ts";
 import type { CliIO } from "./io.ts";
 
-export interface RemoteExecTarget {
+interface RemoteExecTarget {
   /** ws(s):// URL of the exec or attach endpoint with its query. */
   url: string;
   /** What runs there, for messages: "exec" (the default) or "attach". */
@@ -20,7 +20,7 @@ export interface RemoteExecTarget {
   ca?: string;
 }
 
-export interface RemoteExecIO {
+interface RemoteExecIO {
   stdin: NodeJS.ReadStream | null;
   stdout: { write(b: Uint8Array): unknown };
   stderr: { write(b: Uint8Array | string): unknown };
@@ -73,7 +73,7 @@ function sendSize(ws: WsClient, io: RemoteExecIO): void {
 }
 
 /** Runs the exec or attach; resolves to the command's exit code (an attach's: 0). */
-export async function remoteExec(
+async function remoteExec(
   target: RemoteExecTarget,
   io: RemoteExecIO,
   where: string,
