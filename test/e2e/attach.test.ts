@@ -153,7 +153,7 @@ describe("fleetlet attach and kubectl attach against containerd (needs root and 
     expect(r.code).toBe(0);
   }, 20_000);
 
-  test("attach -it through the hub (kubectl where installed, else fleetlet --hub) joins the shell; the audit log shows it", async () => {
+  test("attach -it through the hub (kubectl where installed, else fleetlet --hub) joins the shell, attach without -i streams output; the audit log shows it", async () => {
     const cmd =
       kubectl === null
         ? `${fleetletBin} attach ${pod()} -c hubshell -i -t --hub ${hub.url}`
@@ -170,6 +170,18 @@ describe("fleetlet attach and kubectl attach against containerd (needs root and 
     expect(r.out).toContain("15 70");
     expect(r.out).toContain("c55d");
     expect(r.code).toBe(0);
+    const follow = new Background(
+      kubectl === null
+        ? [fleetletBin, "attach", pod(), "-c", "ticker", "--hub", hub.url]
+        : [kubectl, "attach", pod(), "-c", "ticker"],
+      env,
+    );
+    try {
+      const first = Number((await follow.waitFor(/tick (\d+)/, "a first line"))[1]);
+      await follow.waitFor(new RegExp(`tick ${first + 3}\\b`), "three lines more");
+    } finally {
+      await follow.stop();
+    }
     const audit = await run([fleetletBin, "hub", "audit", "--hub", hub.url], { env });
     expect(audit.stdout).toMatch(
       new RegExp(`attach\\s+${agent.nodeName}\\s+default/${pod()}\\s+hubshell\\s+-t \\(attach\\)`),
