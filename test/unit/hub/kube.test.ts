@@ -178,7 +178,12 @@ describe("discovery", () => {
       }[];
     };
     const pods = body.items[0]?.versions[0]?.resources.find((r) => r.resource === "pods");
-    expect(pods?.subresources?.map((s) => s.subresource)).toEqual(["log", "exec", "portforward"]);
+    expect(pods?.subresources?.map((s) => s.subresource)).toEqual([
+      "log",
+      "exec",
+      "attach",
+      "portforward",
+    ]);
   });
 
   test("serves the legacy group list, resource lists and an OpenAPI v3 document with fieldValidation", async () => {
