@@ -40,6 +40,10 @@ const commands: Record<string, { run: Command; help: string }> = {
     run: async (argv) => (await import("./cli/commands.ts")).execCommand(argv, processIO()),
     help: "run a command in a container (-it: interactive; --hub: on any device of the hub)",
   },
+  attach: {
+    run: async (argv) => (await import("./cli/attach.ts")).attachCommand(argv, processIO()),
+    help: "join a container's running process (-i: its stdin, -t: its terminal; --hub)",
+  },
   "port-forward": {
     run: async (argv) =>
       (await import("./cli/port-forward.ts")).portForwardCommand(argv, processIO()),

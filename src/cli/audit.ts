@@ -1,4 +1,5 @@
-// `fleetlet hub audit`: the hub's audit log of execs and port-forwards into devices, newest last.
+// `fleetlet hub audit`: the hub's audit log of execs, attaches and port-forwards into devices,
+// newest last.
 import type { AuditRecord } from "../hub/audit.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { UsageError } from "./errors.ts";
@@ -8,7 +9,7 @@ import { parseOutputFormat, printObjects } from "./printers.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
 const AUDIT_USAGE = `usage: fleetlet hub audit --hub URL [--token T] [--node NAME] [--limit 100] [-o json|yaml]
-  Every exec and port-forward into a device: who, from where, which pod and command or ports,
+  Every exec, attach and port-forward into a device: who, from where, which pod and command or ports,
   when, for how long, and how it ended.
 `;
 
@@ -24,6 +25,7 @@ const flags = {
 
 function what(r: AuditRecord): string {
   if (r.kind === "exec") return `${r.tty ? "-t " : ""}${(r.command ?? []).join(" ")}`;
+  if (r.kind === "attach") return r.tty ? "-t (attach)" : "(attach)";
   return `ports ${(r.ports ?? []).join(",") || "(any)"}; ${r.connections ?? 0} connections`;
 }
 

@@ -25,7 +25,7 @@ import {
   printObjects,
   printPodTable,
 } from "./printers.ts";
-import { execPath, remoteExec } from "./remote-exec.ts";
+import { execPath, runRemote } from "./remote-exec.ts";
 import { getDaemonSets } from "./rollout.ts";
 
 const common = {
@@ -338,38 +338,13 @@ function interactiveExec(
   flags: Flags<typeof execFlags>,
   io: CliIO,
 ): Promise<number> {
+  const stdin = flags.stdin === true;
   const tty = flags.tty === true;
   const path = execPath(ns, pod, {
     command,
-    stdin: flags.stdin === true,
+    stdin,
     tty,
     ...(flags.container !== undefined && { container: flags.container }),
   });
-  const local = flags.hub === undefined;
-  const socket = resolveSocketPath(flags.socket, io.env);
-  const target = local ? undefined : hubTarget(flags, io);
-  return remoteExec(
-    target === undefined
-      ? { url: `ws://localhost${path}`, unixPath: socket }
-      : {
-          url: `${target.url.replace(/^http/, "ws")}${path}`,
-          headers: { authorization: `Bearer ${target.token}` },
-          ...(target.ca !== undefined && { ca: target.ca }),
-        },
-    {
-      stdin: flags.stdin === true ? process.stdin : null,
-      stdout: process.stdout,
-      stderr: process.stderr,
-      tty,
-      size: () =>
-        process.stdout.isTTY
-          ? { columns: process.stdout.columns, rows: process.stdout.rows }
-          : undefined,
-      onResize: (fn) => {
-        process.stdout.on("resize", fn);
-        return () => process.stdout.off("resize", fn);
-      },
-    },
-    local ? `the agent at ${socket}` : `the hub at ${target?.url}`,
-  );
+  return runRemote(flags, io, path, { kind: "exec", stdin, tty });
 }

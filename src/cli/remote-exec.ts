@@ -1,21 +1,26 @@
-// An interactive exec from the command line (`fleetlet exec -it`): a WebSocket speaking the
-// remote-command channel protocol v5.channel.k8s.io to the hub (--hub) or to the agent's local
-// API (its unix socket); the same client either way. With -t and a terminal on stdin, the
-// terminal is put in raw mode and its size is sent at start and on every resize. The end of
-// stdin is sent as v5's CLOSE; the command's exit code becomes ours.
+// An interactive exec or attach from the command line (`fleetlet exec -it`, `fleetlet attach`):
+// a WebSocket speaking the remote-command channel protocol v5.channel.k8s.io to the hub (--hub) or
+// to the agent's local API (its unix socket); the same client either way. With -t and a terminal
+// on stdin, the terminal is put in raw mode and its size is sent at start and on every resize.
+// The end of stdin is sent as v5's CLOSE; an exec's exit code becomes ours.
 import { RC, readStatus } from "../protocol/remotecommand.ts";
 import { connectWebSocket, type WsClient, WsHandshakeError } from "../util/ws-client.ts";
+import { resolveSocketPath } from "./client.ts";
 import { CliError } from "./errors.ts";
+import { hubTarget } from "./hub-client.ts";
+import type { CliIO } from "./io.ts";
 
-export interface RemoteExecTarget {
-  /** ws(s):// URL of the exec endpoint with its query. */
+interface RemoteExecTarget {
+  /** ws(s):// URL of the exec or attach endpoint with its query. */
   url: string;
+  /** What runs there, for messages: "exec" (the default) or "attach". */
+  kind?: "exec" | "attach";
   unixPath?: string;
   headers?: Record<string, string>;
   ca?: string;
 }
 
-export interface RemoteExecIO {
+interface RemoteExecIO {
   stdin: NodeJS.ReadStream | null;
   stdout: { write(b: Uint8Array): unknown };
   stderr: { write(b: Uint8Array | string): unknown };
@@ -67,8 +72,8 @@ function sendSize(ws: WsClient, io: RemoteExecIO): void {
   );
 }
 
-/** Runs the exec; resolves to the command's exit code. */
-export async function remoteExec(
+/** Runs the exec or attach; resolves to the command's exit code (an attach's: 0). */
+async function remoteExec(
   target: RemoteExecTarget,
   io: RemoteExecIO,
   where: string,
@@ -116,9 +121,56 @@ export async function remoteExec(
   if (raw) io.stdin?.setRawMode?.(false);
   stdin?.pause();
   stdin?.destroy?.();
-  if (result === undefined) throw new CliError(`the exec at ${where} ended without an exit status`);
+  if (result === undefined)
+    throw new CliError(`the ${target.kind ?? "exec"} at ${where} ended without an exit status`);
   if ("error" in result) throw new CliError(`Error from server: ${result.error}`);
   if (result.exitCode !== 0)
     io.stderr.write(`command terminated with exit code ${result.exitCode}\n`);
   return result.exitCode;
+}
+
+/** Where an interactive exec or attach goes: the hub (--hub) or this device's agent. */
+export interface RemoteFlags {
+  socket?: string | undefined;
+  hub?: string | undefined;
+  token?: string | undefined;
+  "ca-file"?: string | undefined;
+}
+
+/** Runs the exec or attach at `path` (with its query) through the hub or the agent's socket,
+ * with this process's stdin (when `stdin`), stdout, stderr and terminal. */
+export function runRemote(
+  flags: RemoteFlags,
+  io: CliIO,
+  path: string,
+  o: { kind: "exec" | "attach"; stdin: boolean; tty: boolean },
+): Promise<number> {
+  const local = flags.hub === undefined;
+  const socket = resolveSocketPath(flags.socket, io.env);
+  const target = local ? undefined : hubTarget(flags, io);
+  return remoteExec(
+    target === undefined
+      ? { url: `ws://localhost${path}`, unixPath: socket, kind: o.kind }
+      : {
+          url: `${target.url.replace(/^http/, "ws")}${path}`,
+          kind: o.kind,
+          headers: { authorization: `Bearer ${target.token}` },
+          ...(target.ca !== undefined && { ca: target.ca }),
+        },
+    {
+      stdin: o.stdin ? process.stdin : null,
+      stdout: process.stdout,
+      stderr: process.stderr,
+      tty: o.tty,
+      size: () =>
+        process.stdout.isTTY
+          ? { columns: process.stdout.columns, rows: process.stdout.rows }
+          : undefined,
+      onResize: (fn) => {
+        process.stdout.on("resize", fn);
+        return () => process.stdout.off("resize", fn);
+      },
+    },
+    local ? `the agent at ${socket}` : `the hub at ${target?.url}`,
+  );
 }

@@ -1,4 +1,4 @@
-// The hub's audit log of every exec and port-forward into a device (docs/kubectl.md, "Audit"):
+// The hub's audit log of every exec, attach and port-forward into a device (docs/kubectl.md, "Audit"):
 // who asked (the operator, from which address, with which client), into which device, pod and
 // container, what command or ports, when it started and ended, and how it ended. Written to
 // the hub's database when the session starts and again when it ends, so a session cut by a hub
@@ -7,7 +7,7 @@ import type { Database } from "bun:sqlite";
 
 export interface AuditRecord {
   id: number;
-  kind: "exec" | "portforward";
+  kind: "exec" | "attach" | "portforward";
   /** Who: "operator" (the hub has one operator identity). */
   user: string;
   /** The client's address and user agent. */
@@ -17,7 +17,8 @@ export interface AuditRecord {
   namespace: string;
   pod: string;
   container?: string;
-  /** exec: the command; portforward: the ports. */
+  /** exec: the command (attach has none: it joins the container's process); portforward: the
+   * ports. */
   command?: string[];
   ports?: number[];
   tty?: boolean;

@@ -20,10 +20,10 @@ const FRAME_DATA = 1;
 /** Header: type (1), stream id (4), channel (1). */
 const FRAME_HEADER_BYTES = 6;
 
-/** Channels: exec stdin/stdout/stderr, logs on 1, port-forward on 0 both ways. */
+/** Channels: exec and attach stdin/stdout/stderr, logs on 1, port-forward on 0 both ways. */
 export const CHANNEL = { stdin: 0, stdout: 1, stderr: 2, data: 0 } as const;
 
-export type StreamKind = "logs" | "exec" | "portforward";
+export type StreamKind = "logs" | "exec" | "attach" | "portforward";
 
 const id = z.int().min(1).max(0x7fffffff);
 const bytes = z.int().min(0).max(0x7fffffff);
@@ -66,6 +66,15 @@ const streamOpenSchema = z.discriminatedUnion("kind", [
     kind: z.literal("exec"),
     ...target,
     command: z.array(z.string().max(65536)).min(1).max(1024),
+    tty: z.boolean().optional(),
+    stdin: z.boolean().optional(),
+    stdout: z.boolean().optional(),
+    stderr: z.boolean().optional(),
+  }),
+  z.object({
+    type: z.literal("stream.open"),
+    kind: z.literal("attach"),
+    ...target,
     tty: z.boolean().optional(),
     stdin: z.boolean().optional(),
     stdout: z.boolean().optional(),
@@ -174,7 +183,7 @@ export function decodeFrame(data: Uint8Array, maxPayload: number): DecodedFrame 
 
 /** The channels a stream of `kind` may carry from the hub (to the agent) and from the agent. */
 export function channelsOf(kind: StreamKind): { fromHub: number[]; fromAgent: number[] } {
-  if (kind === "exec")
+  if (kind === "exec" || kind === "attach")
     return { fromHub: [CHANNEL.stdin], fromAgent: [CHANNEL.stdout, CHANNEL.stderr] };
   if (kind === "logs") return { fromHub: [], fromAgent: [CHANNEL.stdout] };
   return { fromHub: [CHANNEL.data], fromAgent: [CHANNEL.data] };

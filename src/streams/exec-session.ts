@@ -1,6 +1,6 @@
-// One interactive exec as a client sees it: a WebSocket speaking the remote-command channel
-// protocol (v5.channel.k8s.io and its older versions) on one side, a stream's work on the other
-// (the hub's broker to a device, or the device's own runtime for the local API). Client stdin,
+// One interactive exec or attach as a client sees it: a WebSocket speaking the remote-command
+// channel protocol (v5.channel.k8s.io and its older versions) on one side, a stream's work on the
+// other (the hub's broker to a device, or the device's own runtime for the local API). Client stdin,
 // terminal resizes and (v5) the end of stdin go to the work; the work's stdout and stderr come
 // back, and its end is written on the error channel as the API server does (Success, the exit
 // code, or what failed) before the socket closes. A message the protocol does not allow ends
@@ -23,12 +23,15 @@ interface SessionEnd {
   error?: string;
 }
 
+/** The streams a session serves: an exec's command, or an attach to a container's process. */
+export type RemoteCommandOpen = Extract<StreamOpen, { kind: "exec" | "attach" }>;
+
 export interface ExecSessionOptions {
   socket: ClientSocket;
   /** The subprotocol agreed with the client. */
   protocol: string;
   open: OpenStream;
-  req: Extract<StreamOpen, { kind: "exec" }>;
+  req: RemoteCommandOpen;
   onEnd?(end: SessionEnd): void;
 }
 
@@ -88,7 +91,7 @@ export class ExecSession {
     else if (m.channel === RC.resize) this.resize(work, m.data);
     else if (m.channel === RC.close && this.o.protocol.startsWith("v5.") && m.data[0] === RC.stdin)
       work.eof?.();
-    else this.bad(`a message on channel ${m.channel}, which this exec does not read`);
+    else this.bad(`a message on channel ${m.channel}, which this ${this.o.req.kind} does not read`);
   }
 
   private resize(work: StreamWork, data: Uint8Array): void {
@@ -131,12 +134,12 @@ export class ExecSession {
     const status =
       r.error !== undefined
         ? failureStatus(r.error.reason, r.error.message, r.error.code)
-        : exitStatus(r.exitCode ?? 0, this.o.req.command);
+        : exitStatus(r.exitCode ?? 0, this.o.req.kind === "exec" ? this.o.req.command : []);
     this.o.socket.send(
       encodeChannel(this.o.protocol, RC.error, Buffer.from(JSON.stringify(status))),
     );
     this.o.socket.close(1000, "");
-    this.abort.abort(new Error("the exec ended"));
+    this.abort.abort(new Error(`the ${this.o.req.kind} ended`));
     this.drain();
     this.o.onEnd?.(
       r.error !== undefined ? { error: r.error.message } : { exitCode: r.exitCode ?? 0 },

@@ -1,6 +1,6 @@
-// A pod's log or exec request as the API server reads its query (container, command, stdin,
-// tty, follow, tailLines, ...), checked against the pod (a container it has, a command) and
-// turned into the stream it opens. Shared by the hub and the agent's local API; refusals are the
+// A pod's log, exec or attach request as the API server reads its query (container, command,
+// stdin, tty, follow, tailLines, ...), checked against the pod (a container it has, a command,
+// an attach's stdin) and turned into the stream it opens. Shared by the hub and the agent's local API; refusals are the
 // API server's Status errors.
 import { resolveContainer } from "../api/containers.ts";
 import { StatusError } from "../api/status.ts";
@@ -81,4 +81,38 @@ export function execRequest(
     stdout: flag(q, "stdout", true),
     stderr: !tty && flag(q, "stderr", true),
   };
+}
+
+/** The streams an attach wants, as the kubelet reads them: at least one of the three. */
+function attachStreams(q: URLSearchParams, tty: boolean) {
+  const streams = {
+    stdin: flag(q, "stdin"),
+    stdout: flag(q, "stdout", true),
+    stderr: !tty && flag(q, "stderr", true),
+  };
+  if (!streams.stdin && !streams.stdout && !streams.stderr)
+    throw new StatusError("BadRequest", "you must specify at least 1 of stdin, stdout, stderr");
+  return streams;
+}
+
+/**
+ * .../attach's query as an attach stream to a container the pod has. The terminal is the
+ * container's own (`tty` in its spec, as the kubelet decides; a request cannot change it), and
+ * stdin is refused for a container that has none (`stdin: true` in its spec), where the runtime
+ * would take the client's input and pass it nowhere.
+ */
+export function attachRequest(
+  q: URLSearchParams,
+  namespace: string,
+  pod: Pod,
+): Extract<StreamOpen, { kind: "attach" }> {
+  const container = resolveContainer(pod, q.get("container"));
+  const tty = container.tty === true;
+  const streams = attachStreams(q, tty);
+  if (streams.stdin && container.stdin !== true)
+    throw new StatusError(
+      "BadRequest",
+      `container ${container.name} of pod ${pod.metadata.name} has no stdin to attach to (its spec does not set stdin: true)`,
+    );
+  return { ...target(namespace, pod, container.name), kind: "attach", tty, ...streams };
 }

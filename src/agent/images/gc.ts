@@ -1,9 +1,9 @@
-// The image GC (kubelet's image GC manager). Every period: look at the images and the containers
-// using them (records of first sight and last use, kept on disk), remove unused images unused for
-// longer than imageMaximumGCAge, then, when the image filesystem is at or above the high
-// threshold, remove unused images least recently used first (none younger than the minimum age)
-// until the low threshold is reached. Every 30 s (and after each pass) the image list that
-// Node.status.images shows is refreshed.
+// The image GC (kubelet's image GC manager). At start and every period: look at the images and
+// the containers using them (records of first sight and last use, kept on disk), remove unused
+// images unused for longer than imageMaximumGCAge, then, when the image filesystem is at or above
+// the high threshold, remove unused images least recently used first (none younger than the
+// minimum age) until the low threshold is reached. Every 30 s (and after each pass) the image list
+// that Node.status.images shows is refreshed.
 //
 // Invariants:
 // - Never removed: an image a container uses (running or not), a pinned image, the runtime's
@@ -136,9 +136,14 @@ class ImageGCManager implements ImageGC {
     const { highThresholdPercent, maxAgeMs } = this.deps.policy;
     const enabled = highThresholdPercent < 100 || maxAgeMs > 0;
     if (!enabled) this.deps.logger.info("image GC is off: high threshold 100 and no maximum age");
+    // The first pass runs at start, as the kubelet's does: the images are seen (first seen now
+    // for one without a record) and an image already eligible goes at once, so a device that
+    // restarts more often than the period still collects. Off, the images are still seen each
+    // period, for the eviction manager's deleteUnusedImages.
+    const pass = enabled ? () => this.periodic() : () => this.detectOnly();
     await Promise.all([
       this.loop(signal, this.deps.listPeriodMs ?? 30_000, () => this.refreshImageList(), true),
-      enabled ? this.loop(signal, this.deps.periodMs, () => this.periodic(), false) : undefined,
+      this.loop(signal, this.deps.periodMs, pass, true),
     ]);
     await this.running;
     this.persist(0); // the last uses as they are, not as of the last write
@@ -179,6 +184,14 @@ class ImageGCManager implements ImageGC {
       }
       this.lastFailed = true;
     }
+  }
+
+  /** Looks at the images and updates the records, removing nothing; a failure is logged. */
+  private detectOnly(): Promise<void> {
+    return this.serialized(async () => {
+      await this.detect(this.deps.clock.now());
+      this.persist();
+    }).catch((err) => this.deps.logger.warn("cannot look at the images", { error: message(err) }));
   }
 
   private serialized<T>(fn: () => Promise<T>): Promise<T> {

@@ -1,46 +1,50 @@
-// The local API's interactive exec (`fleetlet exec -it` on the device): a WebSocket upgrade of
-// .../pods/NAME/exec speaking the remote-command channel protocol, run by the same stream
-// handlers as the hub's exec (src/agent/streams), so both paths behave alike.
+// The local API's interactive exec and attach (`fleetlet exec -it`, `fleetlet attach -it` on the
+// device): a WebSocket upgrade of .../pods/NAME/exec or .../attach speaking the remote-command
+// channel protocol, run by the same stream handlers as the hub's (src/agent/streams), so both
+// paths behave alike.
 import type { Server, ServerWebSocket } from "bun";
 import { pickProtocol, REMOTE_COMMAND_PROTOCOLS } from "../../protocol/remotecommand.ts";
-import type { StreamOpen } from "../../protocol/streams.ts";
-import { ExecSession } from "../../streams/exec-session.ts";
-import { execRequest } from "../../streams/requests.ts";
+import { ExecSession, type RemoteCommandOpen } from "../../streams/exec-session.ts";
+import { attachRequest, execRequest } from "../../streams/requests.ts";
 import type { OpenStream } from "../../streams/types.ts";
 import { badRequest, podNotFound } from "./status.ts";
 import type { ServerDeps } from "./types.ts";
 
 export interface ExecSocketData {
   protocol: string;
-  req: Extract<StreamOpen, { kind: "exec" }>;
+  req: RemoteCommandOpen;
   session?: ExecSession;
 }
 
-/** Upgrades an exec request; returns undefined once upgraded, or throws a StatusError. */
-export function upgradeExec(
+/** Upgrades an exec or attach request; returns undefined once upgraded, or throws a
+ * StatusError. */
+export function upgradeRemoteCommand(
   deps: ServerDeps,
   req: Request,
   url: URL,
   server: Server<ExecSocketData>,
-  namespace: string,
-  name: string,
+  target: { kind: RemoteCommandOpen["kind"]; namespace: string; name: string },
 ): undefined {
+  const { kind, namespace, name } = target;
   const pod = deps.getPod(namespace, name);
   if (pod === undefined) throw podNotFound(name);
-  const execReq = execRequest(url.searchParams, namespace, pod);
+  const build = kind === "exec" ? execRequest : attachRequest;
+  const streamReq = build(url.searchParams, namespace, pod);
   const protocol = pickProtocol(
     req.headers.get("sec-websocket-protocol"),
     REMOTE_COMMAND_PROTOCOLS,
   );
   if (protocol === undefined)
-    throw badRequest(`exec needs one of the subprotocols ${REMOTE_COMMAND_PROTOCOLS.join(", ")}`);
-  const data: ExecSocketData = { protocol, req: execReq };
+    throw badRequest(
+      `${kind} needs one of the subprotocols ${REMOTE_COMMAND_PROTOCOLS.join(", ")}`,
+    );
+  const data: ExecSocketData = { protocol, req: streamReq };
   if (server.upgrade(req, { data, headers: { "Sec-WebSocket-Protocol": protocol } }))
     return undefined;
-  throw badRequest("exec with a terminal or stdin needs a WebSocket upgrade");
+  throw badRequest(`${kind} with a terminal or stdin needs a WebSocket upgrade`);
 }
 
-/** The WebSocket events of interactive execs. */
+/** The WebSocket events of interactive execs and attaches. */
 export function execWebSocket(open: OpenStream) {
   return {
     open(ws: ServerWebSocket<ExecSocketData>) {

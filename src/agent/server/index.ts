@@ -1,6 +1,6 @@
 // The agent's local API: Kubernetes-shaped JSON over HTTP on a unix socket that only root can
 // open (the socket is 0600, its directory 0700 when we create it). Serves pods, logs, exec,
-// events, health and metrics. A request never crashes the server: failures become Status bodies.
+// attach, events, health and metrics. A request never crashes the server: failures become Status bodies.
 import { chmod, lstat, mkdir, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Server } from "bun";
@@ -8,7 +8,7 @@ import { SelectorError } from "../../api/selectors.ts";
 import type { OpenStream } from "../../streams/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import { type Logger, nullLogger } from "../../util/log.ts";
-import { type ExecSocketData, execWebSocket, upgradeExec } from "./exec-socket.ts";
+import { type ExecSocketData, execWebSocket, upgradeRemoteCommand } from "./exec-socket.ts";
 import { FrozenJson } from "./frozen-json.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "./metrics.ts";
 import { nodeRoute } from "./node-route.ts";
@@ -28,7 +28,8 @@ export interface ServerOptions {
   logPollIntervalMs?: number;
   /** How often a pod watch compares the pods without being told of a change; 1 s by default. */
   watchResyncMs?: number;
-  /** Opens interactive exec streams on this device (the local `fleetlet exec -it`). */
+  /** Opens interactive exec and attach streams on this device (the local `fleetlet exec -it`,
+   * `fleetlet attach`); without it, attach is not served. */
   streams?: OpenStream;
 }
 
@@ -137,7 +138,7 @@ function podsRoute(deps: ServerDeps, opts: Serving, method: string, namespace?: 
   );
 }
 
-/** One pod, its log, or an exec in it. */
+/** One pod, its log, or an exec or attach in it. */
 function podRoute(
   deps: ServerDeps,
   opts: Serving,
@@ -157,25 +158,41 @@ function podRoute(
       });
     });
   }
+  if (sub === "attach") return opts.streams === undefined ? undefined : attachRoute(deps, ns, name);
   if (sub !== "exec") return undefined;
   if (opts.streams !== undefined) return execRoute(deps, method, ns, name);
   if (method !== "POST") return "POST";
   return (req: Request) => podExec(deps, findPod(deps, ns, name), req);
 }
 
+const isUpgrade = (req: Request) => req.headers.get("upgrade")?.toLowerCase() === "websocket";
+
+/** Upgrades an exec or attach to its WebSocket (a StatusError when refused). */
+function upgrade(
+  deps: ServerDeps,
+  req: Request,
+  u: URL,
+  server: Server<undefined>,
+  target: Parameters<typeof upgradeRemoteCommand>[4],
+): Response {
+  const s = server as unknown as Server<ExecSocketData>;
+  return upgradeRemoteCommand(deps, req, u, s, target) as unknown as Response;
+}
+
+/** An attach: always a WebSocket upgrade, as the kubelet serves it only as a stream. */
+function attachRoute(deps: ServerDeps, ns: string, name: string): Routed {
+  return (req, u, server) => {
+    if (!isUpgrade(req))
+      throw badRequest("attach needs a WebSocket upgrade with the remote-command protocol");
+    return upgrade(deps, req, u, server, { kind: "attach", namespace: ns, name });
+  };
+}
+
 /** An exec with streams on: a WebSocket upgrade (interactive), or a POST (one command). */
 function execRoute(deps: ServerDeps, method: string, ns: string, name: string): Route {
-  const isUpgrade = (req: Request) => req.headers.get("upgrade")?.toLowerCase() === "websocket";
   return (req: Request, u: URL, server: Server<undefined>) =>
     isUpgrade(req)
-      ? (upgradeExec(
-          deps,
-          req,
-          u,
-          server as unknown as Server<ExecSocketData>,
-          ns,
-          name,
-        ) as unknown as Response)
+      ? upgrade(deps, req, u, server, { kind: "exec", namespace: ns, name })
       : method === "POST"
         ? podExec(deps, findPod(deps, ns, name), req)
         : new StatusError(

@@ -1,8 +1,8 @@
 // The work behind each kind of stream on the device: a container's log (its current or previous
-// run, tail, since, limit, follow), an exec through CRI Exec and the runtime's streaming server
-// (over SPDY, which can end the command's stdin), and a port-forward to the pod's network through
-// CRI PortForward (over WebSocket). The same handlers serve the
-// hub's streams and the local API's interactive exec.
+// run, tail, since, limit, follow), an exec through CRI Exec and an attach through CRI Attach,
+// both on the runtime's streaming server (over SPDY, which can end stdin), and a port-forward to
+// the pod's network through CRI PortForward (over WebSocket). The same handlers serve the hub's
+// streams and the local API's interactive exec and attach.
 import { StatusError } from "../../api/status.ts";
 import type { Pod } from "../../api/types.ts";
 import type { CriRuntime } from "../../cri/index.ts";
@@ -21,7 +21,7 @@ export interface StreamDeps {
   pod(namespace: string, name: string): Pod | undefined;
   /** The CRI log file of a container (its previous run with `previous`). */
   logPath(pod: Pod, container: string, previous: boolean): string | undefined;
-  cri: Pick<CriRuntime, "exec" | "portForward" | "listPodSandbox">;
+  cri: Pick<CriRuntime, "exec" | "attach" | "portForward" | "listPodSandbox">;
   log: Logger;
   clock: Clock;
   /** How often a followed log is polled besides its change notifications (250 ms). */
@@ -111,30 +111,34 @@ async function openLogs(
   return {};
 }
 
-async function openExec(
-  deps: StreamDeps,
-  req: Extract<StreamOpen, { kind: "exec" }>,
+/** What a remote command (exec or attach) asks of the runtime's streaming server. */
+interface RemoteStreams {
+  stdin: boolean;
+  stdout: boolean;
+  stderr: boolean;
+  tty: boolean;
+}
+
+function remoteStreams(req: Extract<StreamOpen, { kind: "exec" | "attach" }>): RemoteStreams {
+  const tty = req.tty === true;
+  return {
+    stdin: req.stdin === true,
+    stdout: req.stdout !== false,
+    stderr: !tty && req.stderr !== false,
+    tty,
+  };
+}
+
+/** Runs a remote command on the runtime's streaming server at `url` (an Exec's or an Attach's):
+ * its output to `out`, its end (the error channel's status) as the stream's end. */
+async function runRemoteCommand(
+  url: string,
+  streams: RemoteStreams,
+  what: string,
   out: StreamOutput,
   signal: AbortSignal,
 ): Promise<StreamWork> {
-  const pod = targetPod(deps, req);
-  const container = resolveContainer(pod, req.container).name;
-  const containerId = runningContainer(pod, container);
-  const tty = req.tty === true;
-  const { url } = await deps.cri.exec({
-    containerId,
-    cmd: req.command,
-    tty,
-    stdin: req.stdin === true,
-    stdout: req.stdout !== false,
-    stderr: !tty && req.stderr !== false,
-  });
-  const ch = await openRuntimeSpdy(url, {
-    stdin: req.stdin === true,
-    stdout: req.stdout !== false,
-    stderr: !tty && req.stderr !== false,
-    tty,
-  });
+  const ch = await openRuntimeSpdy(url, streams);
   let result: { exitCode: number } | { error: string } | undefined;
   ch.onData((c, data) => {
     if (c === CHANNEL.stdout || c === CHANNEL.stderr) return out.write(c, data);
@@ -146,7 +150,7 @@ async function openExec(
         error: {
           code: 500,
           reason: "InternalError",
-          message: "the runtime ended the exec without an exit status",
+          message: `the runtime ended the ${what} without an exit status`,
         },
       });
     else if ("exitCode" in result) out.end({ exitCode: result.exitCode });
@@ -159,6 +163,35 @@ async function openExec(
     resize: (width, height) =>
       void ch.send(4, new TextEncoder().encode(JSON.stringify({ Width: width, Height: height }))),
   };
+}
+
+async function openExec(
+  deps: StreamDeps,
+  req: Extract<StreamOpen, { kind: "exec" }>,
+  out: StreamOutput,
+  signal: AbortSignal,
+): Promise<StreamWork> {
+  const pod = targetPod(deps, req);
+  const containerId = runningContainer(pod, resolveContainer(pod, req.container).name);
+  const streams = remoteStreams(req);
+  const { url } = await deps.cri.exec({ containerId, cmd: req.command, ...streams });
+  return runRemoteCommand(url, streams, "exec", out, signal);
+}
+
+/** An attach to the container's main process. The container's spec decides its terminal (the
+ * hub and the local API built the request from it); the runtime decides what the end of stdin
+ * does (with `stdinOnce` it closes the container's stdin, else it only detaches). */
+async function openAttach(
+  deps: StreamDeps,
+  req: Extract<StreamOpen, { kind: "attach" }>,
+  out: StreamOutput,
+  signal: AbortSignal,
+): Promise<StreamWork> {
+  const pod = targetPod(deps, req);
+  const containerId = runningContainer(pod, resolveContainer(pod, req.container).name);
+  const streams = remoteStreams(req);
+  const { url } = await deps.cri.attach({ containerId, ...streams });
+  return runRemoteCommand(url, streams, "attach", out, signal);
 }
 
 async function sandboxOf(deps: StreamDeps, pod: Pod): Promise<string> {
@@ -209,6 +242,7 @@ export function createStreamOpener(deps: StreamDeps): OpenStream {
     try {
       if (req.kind === "logs") return await openLogs(deps, req, out, signal);
       if (req.kind === "exec") return await openExec(deps, req, out, signal);
+      if (req.kind === "attach") return await openAttach(deps, req, out, signal);
       return await openPortForward(deps, req, out, signal);
     } catch (err) {
       throw failure(err);

@@ -1,6 +1,6 @@
-// An exec on the runtime's streaming server over SPDY/3.1 (an HTTP upgrade; the remote-command
-// protocol v4.channel.k8s.io): one SPDY stream per channel (error, stdin, stdout, stderr,
-// resize). Used where the WebSocket protocol falls short: it cannot end a command's stdin while
+// An exec (or an attach: the same protocol) on the runtime's streaming server over SPDY/3.1 (an
+// HTTP upgrade; the remote-command protocol v4.channel.k8s.io): one SPDY stream per channel
+// (error, stdin, stdout, stderr, resize). Used where the WebSocket protocol falls short: it cannot end a command's stdin while
 // reading its output, and SPDY can (a FIN on the stdin stream), so `echo x | kubectl exec -i pod
 // -- cat` ends. Reading pauses while what was read waits to be sent on (flow control).
 import net from "node:net";

@@ -3,6 +3,7 @@
 // (apidiscovery.k8s.io/v2), and an OpenAPI v3 document per group-version that lists the write
 // operations with their `fieldValidation` parameter, so kubectl leaves field validation to the
 // hub (which refuses unknown fields with fieldValidation=Strict) instead of wanting a schema.
+import { StatusError } from "../../api/status.ts";
 import { buildInfo } from "../../util/version.ts";
 import type { KubeResource } from "./resources.ts";
 
@@ -115,8 +116,20 @@ function aggregated(groups: string[], resources: KubeResource[]): Response {
 const namedGroups = (resources: KubeResource[]) =>
   [...new Set(resources.map((r) => r.group))].filter((g) => g !== "").sort();
 
-/** Answers a discovery path, or undefined when `path` is not one. */
+/** Answers a discovery path, or undefined when `path` is not one; a discovery path is read
+ * only: any other method is refused with 405 MethodNotAllowed, as the API server does. */
 export function discovery(
+  path: string,
+  req: Request,
+  resources: KubeResource[],
+  now: Date,
+): Response | undefined {
+  const res = discoveryRead(path, req, resources, now);
+  if (res === undefined || req.method === "GET" || req.method === "HEAD") return res;
+  throw new StatusError("MethodNotAllowed", `${req.method} is not allowed on ${path}`);
+}
+
+function discoveryRead(
   path: string,
   req: Request,
   resources: KubeResource[],

@@ -111,6 +111,7 @@ function pods(d: ResourceDeps): KubeResource {
     subresources: [
       { name: "log", kind: "Pod", verbs: ["get"] },
       { name: "exec", kind: "PodExecOptions", verbs: ["create", "get"] },
+      { name: "attach", kind: "PodAttachOptions", verbs: ["create", "get"] },
       { name: "portforward", kind: "PodPortForwardOptions", verbs: ["create", "get"] },
     ],
     list,

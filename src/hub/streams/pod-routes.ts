@@ -1,13 +1,12 @@
-// A pod's log, exec and port-forward at their Kubernetes paths (docs/kubectl.md): the request is
-// checked at the hub (operator token, pod, container, options) so refusals are the API server's
-// Status, then carried to the pod's device as a stream (broker.ts). Exec and port-forward are
-// WebSockets and are written to the audit log.
+// A pod's log, exec, attach and port-forward at their Kubernetes paths (docs/kubectl.md): the
+// request is checked at the hub (operator token, pod, container, options) so refusals are the API
+// server's Status, then carried to the pod's device as a stream (broker.ts). Exec, attach and
+// port-forward are WebSockets and are written to the audit log.
 import type { Server, ServerWebSocket } from "bun";
 import { StatusError } from "../../api/status.ts";
 import { pickProtocol, REMOTE_COMMAND_PROTOCOLS } from "../../protocol/remotecommand.ts";
-import type { StreamOpen } from "../../protocol/streams.ts";
-import { ExecSession } from "../../streams/exec-session.ts";
-import { execRequest, logsRequest } from "../../streams/requests.ts";
+import { ExecSession, type RemoteCommandOpen } from "../../streams/exec-session.ts";
+import { attachRequest, execRequest, logsRequest } from "../../streams/requests.ts";
 import { StreamFailure } from "../../streams/types.ts";
 import type { SocketData, SocketHandler, Upgrade } from "../server.ts";
 import { logStreamResponse } from "./log-response.ts";
@@ -17,7 +16,7 @@ import { portForwardSockets, portForwardUpgrade } from "./portforward.ts";
 export type { PodStreamDeps };
 export { portForwardSockets };
 
-const POD_SUB = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(log|exec|portforward)$/;
+const POD_SUB = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(log|exec|attach|portforward)$/;
 
 /** The pod and subresource of a path, or undefined (also for a bad %-escape: the path names no
  * pod, and the API answers it as one it does not serve). */
@@ -58,27 +57,31 @@ export async function podLog(
   return logStreamResponse(d.broker.opener(node), open, req.signal);
 }
 
+/** An exec's or attach's socket (both are remote-command sessions, of the socket kind "exec"). */
 interface ExecSocketData extends SocketData {
   kind: "exec";
   protocol: string;
   node: string;
-  req: Extract<StreamOpen, { kind: "exec" }>;
+  req: RemoteCommandOpen;
   auditId: number;
   session?: ExecSession;
 }
 
-/** The upgrade of .../pods/NAME/exec: checked here, refused with a Status before upgrading. */
+/** The upgrade of .../pods/NAME/exec or .../attach: checked here, refused with a Status before
+ * upgrading. */
 function execUpgrade(
   d: PodStreamDeps,
   req: Request,
   url: URL,
   server: Server<SocketData>,
-  namespace: string,
-  name: string,
+  sub: { namespace: string; name: string; sub: string },
 ) {
+  const { namespace, name } = sub;
   d.authorize(req, url);
   const { node, pod } = target(d, namespace, name);
-  const execReq = execRequest(url.searchParams, namespace, pod);
+  const kind = sub.sub === "attach" ? "attach" : "exec";
+  const build = kind === "exec" ? execRequest : attachRequest;
+  const execReq: RemoteCommandOpen = build(url.searchParams, namespace, pod);
   // Checked after the pod and container, so that a client falling back to SPDY gets the same
   // refusal as on its WebSocket attempt.
   const protocol = pickProtocol(
@@ -88,10 +91,10 @@ function execUpgrade(
   if (req.headers.get("upgrade")?.toLowerCase() !== "websocket" || protocol === undefined)
     throw new StatusError(
       "BadRequest",
-      `exec needs a WebSocket upgrade with one of the subprotocols ${REMOTE_COMMAND_PROTOCOLS.join(", ")} (the hub does not serve SPDY)`,
+      `${kind} needs a WebSocket upgrade with one of the subprotocols ${REMOTE_COMMAND_PROTOCOLS.join(", ")} (the hub does not serve SPDY)`,
     );
   const auditId = d.audit.start({
-    kind: "exec",
+    kind,
     user: "operator",
     client: server.requestIP(req)?.address ?? "",
     userAgent: req.headers.get("user-agent") ?? "",
@@ -99,14 +102,14 @@ function execUpgrade(
     namespace,
     pod: name,
     container: execReq.container,
-    command: execReq.command,
+    ...(execReq.kind === "exec" && { command: execReq.command }),
     tty: execReq.tty,
   });
   const data: ExecSocketData = { kind: "exec", protocol, node, req: execReq, auditId };
   return { data: data as SocketData, headers: { "Sec-WebSocket-Protocol": protocol } };
 }
 
-/** How an exec ended, as the audit log says it. */
+/** How an exec or attach ended, as the audit log says it. */
 function outcome(end: { exitCode?: number; error?: string }): string {
   return end.error !== undefined
     ? end.error === "the client left"
@@ -135,14 +138,14 @@ export function execSockets(d: PodStreamDeps): SocketHandler {
   };
 }
 
-/** The upgrade of a pod's exec or port-forward, or undefined for other paths. */
+/** The upgrade of a pod's exec, attach or port-forward, or undefined for other paths. */
 export function streamUpgrade(d: PodStreamDeps, url: URL): Upgrade | undefined {
   const sub = podSubresource(url.pathname);
   if (sub === undefined || sub.sub === "log") return undefined;
   return (req, u, server) =>
     refusing(() =>
-      sub.sub === "exec"
-        ? execUpgrade(d, req, u, server, sub.namespace, sub.name)
+      sub.sub === "exec" || sub.sub === "attach"
+        ? execUpgrade(d, req, u, server, sub)
         : portForwardUpgrade(d, req, u, server, sub.namespace, sub.name),
     );
 }

@@ -161,6 +161,18 @@ export const hubMessage: fc.Arbitrary<Json> = fc.constantFrom<Json>(
   },
   {
     type: "stream.open",
+    kind: "attach",
+    id: 3,
+    namespace: "default",
+    pod: "web",
+    container: "web",
+    window: 65536,
+    tty: true,
+    stdin: true,
+    stdout: true,
+  },
+  {
+    type: "stream.open",
     kind: "logs",
     id: 2,
     namespace: "default",

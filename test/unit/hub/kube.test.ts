@@ -178,8 +178,24 @@ describe("discovery", () => {
       }[];
     };
     const pods = body.items[0]?.versions[0]?.resources.find((r) => r.resource === "pods");
-    expect(pods?.subresources?.map((s) => s.subresource)).toEqual(["log", "exec", "portforward"]);
+    expect(pods?.subresources?.map((s) => s.subresource)).toEqual([
+      "log",
+      "exec",
+      "attach",
+      "portforward",
+    ]);
   });
+
+  test.each(["/version", "/api", "/apis", "/api/v1", "/apis/apps/v1", "/openapi/v3"])(
+    "refuses a write to %s with 405 MethodNotAllowed",
+    (path) => {
+      const write = new Request(`https://hub.test${path}`, { method: "POST", body: "{}" });
+      expect(() => discovery(path, write, resources, new Date(0))).toThrow(
+        expect.objectContaining({ reason: "MethodNotAllowed" }),
+      );
+      expect(discovery(path, req(path), resources, new Date(0))?.status).toBe(200);
+    },
+  );
 
   test("serves the legacy group list, resource lists and an OpenAPI v3 document with fieldValidation", async () => {
     const groups = (await discovery("/apis", req("/apis"), resources, new Date(0))?.json()) as {

@@ -293,10 +293,8 @@ describe("createImageGC() with the fake runtime", () => {
     await useImage(cri, "example.com/a:1", true);
     const ac = new AbortController();
     const loop = gc.run(ac.signal);
-    for (let pass = 1; pass <= 2; pass++) {
-      await until("both loops to wait", () => clock.pending === 2);
-      clock.step(5 * MIN);
-    }
+    await until("both loops to wait", () => clock.pending === 2);
+    clock.step(5 * MIN);
     await until("the second pass", () => cri.callsOf("imageFsInfo").length === 2);
     const lastUse = () => Object.values(JSON.parse(readFileSync(file, "utf8")).images)[0];
     expect(lastUse()).toMatchObject({ lastUsed: clock.now() - 5 * MIN });
@@ -330,7 +328,7 @@ describe("createImageGC() with the fake runtime", () => {
     expect(present()).toEqual(["example.com/used:1", "example.com/young:1"]);
   });
 
-  test("run() reports a second failed pass in a row as ImageGCFailed, and lists images for the node", async () => {
+  test("run() passes at start, then every period; a second failed pass in a row is ImageGCFailed", async () => {
     const { clock, cri, gc, events, setBase } = setup();
     setBase(900);
     cri.images.add("example.com/a:1", { size: 50 });
@@ -339,12 +337,15 @@ describe("createImageGC() with the fake runtime", () => {
     await until("the image list", () => gc.imageList() !== undefined);
     expect(gc.imageList()?.map((i) => i.sizeBytes)).toEqual([50]);
     expect(gc.imageList()?.[0]?.names).toContain("example.com/a:1");
+    // The pass at start: a is first seen now, too young to go, so too little can be freed.
+    await until("the pass at start", () => events.length === 1);
     await until("the GC loop to wait", () => clock.pending === 2);
-    clock.step(5 * MIN);
-    await until("the first event", () => events.length >= 1);
-    await until("the GC loop to wait again", () => clock.pending === 2);
+    expect(cri.callsOf("imageFsInfo")).toHaveLength(1);
+    expect(cri.callsOf("removeImage")).toHaveLength(0);
+    // One period later a is old enough and goes, which is still too little: failed twice.
     clock.step(5 * MIN);
     await until("three events", () => events.length >= 3);
+    expect(cri.callsOf("removeImage")).toHaveLength(1);
     expect(events.map((e) => e.split(":")[0])).toEqual([
       "FreeDiskSpaceFailed",
       "FreeDiskSpaceFailed",
@@ -354,16 +355,36 @@ describe("createImageGC() with the fake runtime", () => {
     await loop;
   });
 
-  test("run() does no image GC when the high threshold is 100 and there is no maximum age", async () => {
-    const { clock, cri, gc } = setup({ highThresholdPercent: 100, lowThresholdPercent: 0 });
+  test("run() at start removes at once an image its records show unused past the maximum age", async () => {
+    const first = setup({ maxAgeMs: 3 * MIN });
+    const { clock, cri, present } = first;
+    cri.images.add("example.com/old:1", { size: 10 });
+    cri.images.add("example.com/used:1", { size: 10 });
+    await useImage(cri, "example.com/used:1", true);
+    await first.gc.garbageCollect(); // an agent that ran once, then stopped
+    clock.step(4 * MIN);
+    const again = first.make(clock, cri);
+    const ac = new AbortController();
+    const loop = again.run(ac.signal);
+    await until("old to go", () => !present().includes("example.com/old:1"));
+    await until("both loops to wait", () => clock.pending === 2);
+    expect(present()).toEqual(["example.com/used:1"]);
+    ac.abort();
+    await loop;
+  });
+
+  test("run() with no image GC still looks at the images at start and each period, removing nothing", async () => {
+    const { clock, cri, gc, root } = setup({ highThresholdPercent: 100, lowThresholdPercent: 0 });
     cri.images.add("example.com/a:1", { size: 1 });
     const ac = new AbortController();
     const loop = gc.run(ac.signal);
-    await until("the image list loop to wait", () => clock.pending === 1);
+    await until("both loops to wait", () => clock.pending === 2);
+    // Seen at start: the records the eviction manager's deleteUnusedImages ages images by.
+    const saved = JSON.parse(readFileSync(join(root, "state", "image-gc.json"), "utf8"));
+    expect(Object.values(saved.images)).toEqual([{ firstDetected: clock.now(), lastUsed: 0 }]);
     clock.step(60 * MIN);
-    // The list loop has run again; no GC loop was ever waiting beside it.
-    await until("the list loop to wait again", () => clock.pending === 1);
-    expect(cri.callsOf("listImages")).toHaveLength(2);
+    await until("both loops to wait again", () => clock.pending === 2);
+    expect(cri.callsOf("listContainers")).toHaveLength(2);
     expect(cri.callsOf("removeImage")).toHaveLength(0);
     expect(cri.callsOf("imageFsInfo")).toHaveLength(0);
     ac.abort();
