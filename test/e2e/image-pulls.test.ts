@@ -1,7 +1,7 @@
 // Image pull settings end to end: the compiled agent against a containerd of its own (so that the
 // test bed's filler images are absent and really pulled from its registry), pods written together.
-// With registryPullQPS 1 and registryBurst 1 and pulls in parallel, one of two pulls begun
-// together is refused with the kubelet's "pull QPS exceeded" and pulls after its back-off; with
+// With registryPullQPS 1 and registryBurst 1 and pulls in parallel, pulls begun together beyond
+// the one token are refused with the kubelet's "pull QPS exceeded" and pull after back-off; with
 // the default serialized pulls, four pulls wait for each other and their Pulled events say so.
 // Needs root and the test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -66,32 +66,34 @@ afterAll(async () => {
 }, 60_000);
 
 describe("image pull settings against a private containerd (needs root and the test bed)", () => {
-  test("registryPullQPS 1, registryBurst 1: the second of two pulls begun together is refused with 'pull QPS exceeded', then pulls after its back-off", async () => {
+  test("registryPullQPS 1, registryBurst 1: of four pulls begun together, those past the one token are refused with 'pull QPS exceeded', then pull after their back-off", async () => {
     agent.args = ["--serialize-image-pulls=false", "--registry-qps", "1", "--registry-burst", "1"];
     await agent.start();
-    const seen = await runAll("qps.yaml", [
-      ["qa", tb.filler["8m"]],
-      ["qb", tb.filler["16m"]],
-    ]);
-    const refused = seen.map((s) =>
-      waitingStates(s).some(
+    const sizes = ["8m", "16m", "24m", "32m"] as const;
+    const pods = sizes.map((s): [string, string] => [`q${s}`, tb.filler[s]]);
+    const seen = await runAll("qps.yaml", pods);
+    const refused = pods.filter((_, i) =>
+      waitingStates(seen[i] ?? []).some(
         (w) => w.reason === "ErrImagePull" && w.message === "pull QPS exceeded",
       ),
     );
-    expect(refused.filter(Boolean)).toHaveLength(1);
-    const name = refused[0] ? "qa" : "qb";
-    const image = refused[0] ? tb.filler["8m"] : tb.filler["16m"];
-    const events = await podEvents(name);
-    const reasons = events.map((e) => e.reason);
-    expect(events.find((e) => e.reason === "Failed")?.message).toBe(
-      `Failed to pull image "${image}": pull QPS exceeded`,
+    // Four pulls asked for within a second or so of each other: one token, one more a second.
+    expect(refused.length).toBeGreaterThanOrEqual(1);
+    expect(refused.length).toBeLessThanOrEqual(3);
+    for (const [name, image] of refused) {
+      const events = await podEvents(name);
+      expect(events.find((e) => e.reason === "Failed")?.message).toBe(
+        `Failed to pull image "${image}": pull QPS exceeded`,
+      );
+      expect(events.map((e) => e.reason)).toContain("Pulled");
+    }
+    await removeAll(
+      "qps.yaml",
+      pods.map(([n]) => n),
     );
-    expect(reasons).toContain("Pulled");
-    await removeAll("qps.yaml", ["qa", "qb"]);
     await agent.stop();
     // Absent again for the next test.
-    for (const ref of [tb.filler["8m"], tb.filler["16m"]])
-      await cri.removeImage({ image: { image: ref } });
+    for (const [, ref] of pods) await cri.removeImage({ image: { image: ref } });
   }, 90_000);
 
   test("serializeImagePulls (the default): pulls asked for together wait for each other, and their Pulled events count the wait", async () => {
