@@ -54,6 +54,7 @@ export function checkRelations(config: AgentConfig, where: string): void {
       `${where}: imageMaximumGCAge (${maxAge}ms) must be greater than imageMinimumGCAge (${minAge}ms), or 0`,
     );
   }
+  checkPulls(config, where);
   if (config.cgroupDriver === "systemd") {
     throw new ConfigError(
       `${where}: cgroupDriver: "systemd" is not supported yet: use "cgroupfs" (with SystemdCgroup = false in the runtime's runc options)`,
@@ -68,6 +69,22 @@ export function checkRelations(config: AgentConfig, where: string): void {
   if (nameErrors.length > 0) {
     throw new ConfigError(
       `${where}: nodeName: ${showValue(config.nodeName)} is not a valid node name (set nodeName or --node-name): ${nameErrors.join("; ")}`,
+    );
+  }
+}
+
+/** The image pull settings between them: the kubelet's rule, and a bucket that would never
+ * let a pull begin (docs/kubelet-differences.md, "Image pulls"). */
+function checkPulls(config: AgentConfig, where: string): void {
+  const max = config.maxParallelImagePulls;
+  if (config.serializeImagePulls && max !== undefined && max > 1) {
+    throw new ConfigError(
+      `${where}: maxParallelImagePulls (${max}) cannot be larger than 1 unless serializeImagePulls (--serialize-image-pulls) is set to false`,
+    );
+  }
+  if (config.registryPullQPS > 0 && config.registryBurst === 0) {
+    throw new ConfigError(
+      `${where}: registryBurst (--registry-burst) 0 with registryPullQPS (--registry-qps) ${config.registryPullQPS} would refuse every pull: set registryBurst to 1 or more, or registryPullQPS to 0 (no limit)`,
     );
   }
 }

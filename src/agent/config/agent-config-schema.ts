@@ -9,6 +9,7 @@ import { sysctlPatternProblem } from "../sysctl/names.ts";
 import { deviceConfigFields, hostDeviceGroupFields } from "./devices-schema.ts";
 import { evictionConfigFields } from "./eviction-schema.ts";
 import { gcConfigFields } from "./gc-schema.ts";
+import { pullConfigFields } from "./pulls-schema.ts";
 import { resourceConfigFields } from "./resources-schema.ts";
 import { duration, durationOrZero, integerFrom } from "./schema-parts.ts";
 import { closestName } from "./suggest.ts";
@@ -126,6 +127,7 @@ const agentConfigFileSchema = z.strictObject(
       .optional(),
     ...resourceConfigFields,
     ...gcConfigFields,
+    ...pullConfigFields,
     ...evictionConfigFields,
     ...deviceConfigFields,
     hubPodPolicy: z

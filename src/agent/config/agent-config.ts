@@ -54,6 +54,14 @@ export interface AgentConfig {
   crashLoopBackOffMax: number;
   imagePullBackOffBase: number;
   imagePullBackOffMax: number;
+  /** One image pull at a time, in the order asked (the kubelet's default, true). */
+  serializeImagePulls: boolean;
+  /** Pulls at once when serializeImagePulls is false; absent: no bound. */
+  maxParallelImagePulls?: number;
+  /** Pulls begun per second on average (a token bucket); 0 = no limit. */
+  registryPullQPS: number;
+  /** Pulls that may begin at once before registryPullQPS holds them back. */
+  registryBurst: number;
   /** How often the node status is rebuilt (ms); kubelet's nodeStatusUpdateFrequency. */
   nodeStatusUpdateFrequency: number;
   /** Events the hub outbox keeps while disconnected; the oldest are dropped beyond it. */
@@ -177,6 +185,7 @@ type Defaults = Omit<
   | "nodeName"
   | "cpuManagerStateFile"
   | "maxParallelStarts"
+  | "maxParallelImagePulls"
   | "evictionMemoryStall"
 >;
 
@@ -200,6 +209,9 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   crashLoopBackOffMax: 300_000,
   imagePullBackOffBase: 10_000,
   imagePullBackOffMax: 300_000,
+  serializeImagePulls: true,
+  registryPullQPS: 5,
+  registryBurst: 10,
   nodeStatusUpdateFrequency: 10_000,
   hubOutboxMaxEvents: 1000,
   hubReconnectBackOffBase: 1_000,

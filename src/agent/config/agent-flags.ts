@@ -7,6 +7,7 @@
 import { deviceFlags } from "./devices-schema.ts";
 import { evictionFlags, evictionFlagValue } from "./eviction-schema.ts";
 import { gcFlags, gcIntegerFields } from "./gc-schema.ts";
+import { pullFlags, pullFlagValue, pullIntegerFields } from "./pulls-schema.ts";
 import { resourceFlags, resourceFlagValue } from "./resources-schema.ts";
 import { closestName } from "./suggest.ts";
 
@@ -52,6 +53,7 @@ const integerFields = new Set<string>([
   "hubOutboxMaxEvents",
   "maxParallelStarts",
   ...gcIntegerFields,
+  ...pullIntegerFields,
 ]);
 
 function kebab(name: string): string {
@@ -70,6 +72,7 @@ const flagToField = new Map<string, string>([
   ["hub-max-streams", "hub.maxStreams"],
   ...resourceFlags,
   ...gcFlags,
+  ...pullFlags,
   ...evictionFlags,
   ...deviceFlags,
 ]);
@@ -132,6 +135,7 @@ function flagValue(name: string, value: string): unknown {
   if (field === "hub.insecure" && (value === "true" || value === "false")) return value === "true";
   if (resourceFlags.some(([, f]) => f === field)) return resourceFlagValue(field, value);
   if (evictionFlags.some(([, f]) => f === field)) return evictionFlagValue(field, value);
+  if (pullFlags.some(([, f]) => f === field)) return pullFlagValue(field, value);
   return value;
 }
 

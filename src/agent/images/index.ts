@@ -21,4 +21,5 @@ export {
 } from "./manager.ts";
 export { imageListForStatus } from "./node-images.ts";
 export { podPullCredentials } from "./pull-secrets.ts";
+export type { PullSettings } from "./puller.ts";
 export { parseImageReference } from "./reference.ts";

@@ -1,11 +1,15 @@
 // Makes a container's image present before the container is created, with kubelet's image
 // manager rules: the pull policy decides whether to pull; failed pulls back off per pod and
-// image (ErrImagePull, then ImagePullBackOff until the delay has passed); pulls run one at a time
-// (kubelet's serialized puller) so that a slow edge link is not shared by many pulls at once.
+// image (ErrImagePull, then ImagePullBackOff until the delay has passed); pulls wait for their
+// turn in the puller (serialized by default, as the kubelet's, so that a slow edge link is not
+// shared by many pulls at once) and may be refused by its registryPullQPS bucket.
 //
 // Invariants:
 // - ensureImageExists never throws: every failure is a result with kubelet's reason and message.
-// - Every CRI call has a deadline; pulls also stop when the caller's signal aborts.
+// - Every CRI call has a deadline; pulls also stop when the caller's signal aborts, and a pull
+//   whose signal aborts while it waits for its turn never reaches the runtime.
+// - "Pulling" is recorded when the pull is asked for, before its wait (as the kubelet does), so
+//   "Pulled" says how long the pull took and how long with the wait.
 
 import type { Container, EventType, Pod } from "../../api/types.ts";
 import type { CriRuntime, ImageSpec, PodSandboxConfig } from "../../cri/index.ts";
@@ -14,6 +18,7 @@ import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { loadDockerConfig } from "./credentials.ts";
 import { aggregateErrors, type PodPullCredentials, pullAuths } from "./pull-secrets.ts";
+import { createPuller, type Puller, type PullSettings } from "./puller.ts";
 import {
   type ImageReference,
   InvalidImageReferenceError,
@@ -54,6 +59,9 @@ export interface ImageManagerDeps {
   podCredentials?: (pod: Pod) => PodPullCredentials;
   /** Deadline of ImageStatus; the client's default when absent. */
   requestTimeoutMs?: number;
+  /** How many pulls at once and how fast they may begin; absent: one at a time, no rate
+   * limit (the agent passes the config's, with the kubelet's defaults). */
+  pulls?: PullSettings;
 }
 
 interface EnsureImageOptions {
@@ -75,12 +83,22 @@ export interface ImageManager {
   gc(): void;
 }
 
-/** Go's time.Duration text for a span in ms: "450ms", "1.234s", "2m3.5s". */
+/** Go's time.Duration text for a span in ms cut to whole ms (as the kubelet's events print
+ * it): "0s", "450ms", "1.234s", "2m3.5s", "1h0m2s". */
 export function formatElapsed(ms: number): string {
-  if (ms < 1000) return `${Math.round(ms)}ms`;
-  const minutes = Math.floor(ms / 60_000);
-  const seconds = Number(((ms % 60_000) / 1000).toFixed(3)).toString();
-  return minutes > 0 ? `${minutes}m${seconds}s` : `${seconds}s`;
+  const whole = Math.max(0, Math.floor(ms));
+  if (whole === 0) return "0s";
+  if (whole < 1000) return `${whole}ms`;
+  const hours = Math.floor(whole / 3_600_000);
+  const minutes = Math.floor((whole % 3_600_000) / 60_000);
+  const seconds = `${Math.floor((whole % 60_000) / 1000)}${fraction(whole % 1000)}s`;
+  if (hours > 0) return `${hours}h${minutes}m${seconds}`;
+  return minutes > 0 ? `${minutes}m${seconds}` : seconds;
+}
+
+/** ".5" for 500 ms, ".034" for 34, "" for 0. */
+function fraction(ms: number): string {
+  return ms === 0 ? "" : `.${String(ms).padStart(3, "0").replace(/0+$/, "")}`;
 }
 
 function shouldPull(policy: Container["imagePullPolicy"], present: boolean): boolean {
@@ -98,11 +116,13 @@ type ContainerEvent = (type: EventType, reason: string, message: string) => void
 class Images implements ImageManager {
   /** Pull backoff per "<pod uid>_<image>". */
   private readonly backoff: Backoff;
-  /** Settles when every pull queued so far has; the next pull waits for it. */
-  private pullQueue: Promise<unknown> = Promise.resolve();
+  /** Where pulls wait for their turn and a token. */
+  private readonly puller: Puller;
 
   constructor(private readonly deps: ImageManagerDeps) {
     this.backoff = new Backoff({ initialMs: deps.backoff.initialMs, maxMs: deps.backoff.maxMs });
+    const pulls = deps.pulls ?? { serializeImagePulls: true, registryPullQPS: 0, registryBurst: 0 };
+    this.puller = createPuller(pulls, deps.clock);
   }
 
   gc(): void {
@@ -159,13 +179,6 @@ class Images implements ImageManager {
     return this.pullNow(pod, image, ref, spec, key, opts, event);
   }
 
-  /** Runs `fn` after every pull queued before it. */
-  private serialized<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.pullQueue.then(fn, fn);
-    this.pullQueue = run.catch(() => undefined);
-    return run;
-  }
-
   /** The id of the image present for `spec`; "" when absent. */
   private async imageId(spec: ImageSpec): Promise<string> {
     const timeoutMs = this.deps.requestTimeoutMs;
@@ -204,7 +217,8 @@ class Images implements ImageManager {
     throw aggregateErrors(errors);
   }
 
-  /** Queues the pull; records Pulled, or Failed and backs the image off for the pod. */
+  /** Asks the puller for the pull; records Pulled, or Failed and backs the image off for the
+   * pod. A pull cancelled while it waited for its turn only says so. */
   private async pullNow(
     pod: Pod,
     image: string,
@@ -215,14 +229,16 @@ class Images implements ImageManager {
     event: ContainerEvent,
   ): Promise<EnsureImageResult> {
     const deps = this.deps;
+    event("Normal", "Pulling", `Pulling image ${JSON.stringify(image)}`);
     const queuedAt = deps.clock.monotonic();
+    let started = false;
     try {
-      const result = await this.serialized(async () => {
-        event("Normal", "Pulling", `Pulling image ${JSON.stringify(image)}`);
+      const result = await this.puller.run(async () => {
+        started = true;
         const startedAt = deps.clock.monotonic();
         const pulled = await this.pull(pod, ref, spec, opts);
         return { ...pulled, pullMs: deps.clock.monotonic() - startedAt };
-      });
+      }, opts.signal);
       const total = formatElapsed(deps.clock.monotonic() - queuedAt);
       event(
         "Normal",
@@ -233,6 +249,11 @@ class Images implements ImageManager {
       return { ok: true, imageRef: result.imageRef };
     } catch (err) {
       const detail = (err as Error).message;
+      if (!started && opts.signal?.aborted) {
+        const message = `pull of image ${JSON.stringify(image)} cancelled while it waited for its turn: ${detail}`;
+        deps.logger.info("image pull cancelled", { pod: pod.metadata.name, image });
+        return { ok: false, reason: "ErrImagePull", message };
+      }
       deps.logger.warn("image pull failed", { pod: pod.metadata.name, image, error: detail });
       event("Warning", "Failed", `Failed to pull image ${JSON.stringify(image)}: ${detail}`);
       this.backoff.next(key, deps.clock.monotonic());

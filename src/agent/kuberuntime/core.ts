@@ -8,7 +8,7 @@ import type { Clock } from "../../util/clock.ts";
 import type { HostFiles } from "../../util/host-file.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ContainerAllocation } from "../cm/devicemanager/index.ts";
-import type { ImageManager, PodEventRecorder } from "../images/index.ts";
+import type { ImageManager, PodEventRecorder, PullSettings } from "../images/index.ts";
 import type { ContainerStatus, PodStatus, SyncChanges } from "../kubecontainer/types.ts";
 import type { CrashLoopBackoff } from "./crashloop.ts";
 import type { EnvObjects } from "./env.ts";
@@ -45,6 +45,9 @@ export interface RuntimeManagerDeps {
   imagePullBackOff: BackoffSettings;
   /** A docker config.json with registry credentials. */
   credentials?: string;
+  /** How many image pulls at once and how fast they may begin (absent: one at a time, no rate
+   * limit). */
+  imagePulls?: PullSettings;
   /** The pod's volumes as containers mount them (the volume manager). */
   volumes: ContainerVolumes;
   /** The ConfigMaps and Secrets env and imagePullSecrets read (absent: none). */

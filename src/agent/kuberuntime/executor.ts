@@ -179,6 +179,7 @@ function makeCore(deps: RuntimeManagerDeps): Core {
         recorder: deps.recorder,
         backoff: deps.imagePullBackOff,
         ...(deps.credentials ? { credentialsPath: deps.credentials } : {}),
+        ...(deps.imagePulls && { pulls: deps.imagePulls }),
         ...(deps.objects && { podCredentials: podCredentialsFrom(deps.objects) }),
       }),
     crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff, deps.clock),

@@ -62,6 +62,14 @@ export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
     crashLoopBackOff: { initialMs: config.crashLoopBackOffBase, maxMs: config.crashLoopBackOffMax },
     imagePullBackOff: { initialMs: config.imagePullBackOffBase, maxMs: config.imagePullBackOffMax },
     ...(config.imagePullCredentialsFile ? { credentials: config.imagePullCredentialsFile } : {}),
+    imagePulls: {
+      serializeImagePulls: config.serializeImagePulls,
+      ...(config.maxParallelImagePulls !== undefined && {
+        maxParallelImagePulls: config.maxParallelImagePulls,
+      }),
+      registryPullQPS: config.registryPullQPS,
+      registryBurst: config.registryBurst,
+    },
     runtimeRequestTimeoutMs: config.runtimeRequestTimeout,
     // Start calls at once: the number of CPUs (at least 2) unless set.
     maxParallelStarts: config.maxParallelStarts ?? Math.max(2, availableParallelism()),

@@ -96,11 +96,25 @@ describe("ensureImageExists() pull policy", () => {
     await s.ensure({ image: "busybox:1.36" });
     expect(s.events.map((e) => e.reason)).toEqual(["Pulling", "Pulled"]);
     expect(s.events[1]?.message).toMatch(
-      /^Successfully pulled image "busybox:1\.36" in 0ms \(0ms including waiting\)\. Image size: \d+ bytes\.$/,
+      /^Successfully pulled image "busybox:1\.36" in 0s \(0s including waiting\)\. Image size: \d+ bytes\.$/,
     );
-    expect(formatElapsed(1234)).toBe("1.234s");
-    expect(formatElapsed(125_500)).toBe("2m5.5s");
   });
+
+  const spans: [number, string][] = [
+    [0, "0s"],
+    [0.7, "0s"],
+    [450.9, "450ms"],
+    [1000, "1s"],
+    [1234.9, "1.234s"],
+    [1034, "1.034s"],
+    [120_000, "2m0s"],
+    [125_500, "2m5.5s"],
+    [3_602_000, "1h0m2s"],
+  ];
+  for (const [ms, text] of spans) {
+    test(`formatElapsed() writes ${ms} ms as Go prints a duration cut to ms: ${text}`, () =>
+      expect(formatElapsed(ms)).toBe(text));
+  }
 
   test("reports InvalidImageName for a reference that does not parse", async () => {
     const s = setup();
