@@ -165,33 +165,24 @@ async function runRemoteCommand(
   };
 }
 
-async function openExec(
+/** An exec of a command, or an attach to the container's main process. For an attach the
+ * container's spec decides its terminal (the hub and the local API built the request from it)
+ * and the runtime decides what the end of stdin does (with `stdinOnce` it closes the container's
+ * stdin, else it only detaches). */
+async function openRemote(
   deps: StreamDeps,
-  req: Extract<StreamOpen, { kind: "exec" }>,
+  req: Extract<StreamOpen, { kind: "exec" | "attach" }>,
   out: StreamOutput,
   signal: AbortSignal,
 ): Promise<StreamWork> {
   const pod = targetPod(deps, req);
   const containerId = runningContainer(pod, resolveContainer(pod, req.container).name);
   const streams = remoteStreams(req);
-  const { url } = await deps.cri.exec({ containerId, cmd: req.command, ...streams });
-  return runRemoteCommand(url, streams, "exec", out, signal);
-}
-
-/** An attach to the container's main process. The container's spec decides its terminal (the
- * hub and the local API built the request from it); the runtime decides what the end of stdin
- * does (with `stdinOnce` it closes the container's stdin, else it only detaches). */
-async function openAttach(
-  deps: StreamDeps,
-  req: Extract<StreamOpen, { kind: "attach" }>,
-  out: StreamOutput,
-  signal: AbortSignal,
-): Promise<StreamWork> {
-  const pod = targetPod(deps, req);
-  const containerId = runningContainer(pod, resolveContainer(pod, req.container).name);
-  const streams = remoteStreams(req);
-  const { url } = await deps.cri.attach({ containerId, ...streams });
-  return runRemoteCommand(url, streams, "attach", out, signal);
+  const { url } =
+    req.kind === "exec"
+      ? await deps.cri.exec({ containerId, cmd: req.command, ...streams })
+      : await deps.cri.attach({ containerId, ...streams });
+  return runRemoteCommand(url, streams, req.kind, out, signal);
 }
 
 async function sandboxOf(deps: StreamDeps, pod: Pod): Promise<string> {
@@ -241,8 +232,8 @@ export function createStreamOpener(deps: StreamDeps): OpenStream {
   return async (req, out, signal) => {
     try {
       if (req.kind === "logs") return await openLogs(deps, req, out, signal);
-      if (req.kind === "exec") return await openExec(deps, req, out, signal);
-      if (req.kind === "attach") return await openAttach(deps, req, out, signal);
+      if (req.kind === "exec" || req.kind === "attach")
+        return await openRemote(deps, req, out, signal);
       return await openPortForward(deps, req, out, signal);
     } catch (err) {
       throw failure(err);
