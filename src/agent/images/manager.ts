@@ -118,6 +118,9 @@ class Images implements ImageManager {
   private readonly backoff: Backoff;
   /** Where pulls wait for their turn and a token. */
   private readonly puller: Puller;
+  /** The last failed pull's "ErrImagePull: <detail>" per backoff key, shown in the
+   * ImagePullBackOff message until the next pull of that key begins or its backoff is gone. */
+  private readonly lastErrors = new Map<string, string>();
 
   constructor(private readonly deps: ImageManagerDeps) {
     this.backoff = new Backoff({ initialMs: deps.backoff.initialMs, maxMs: deps.backoff.maxMs });
@@ -126,7 +129,11 @@ class Images implements ImageManager {
   }
 
   gc(): void {
-    this.backoff.gc(this.deps.clock.monotonic());
+    const now = this.deps.clock.monotonic();
+    this.backoff.gc(now);
+    for (const key of this.lastErrors.keys()) {
+      if (this.backoff.get(key, now) === 0) this.lastErrors.delete(key);
+    }
   }
 
   async ensureImageExists(
@@ -174,7 +181,13 @@ class Images implements ImageManager {
     if (this.backoff.isInBackoff(key, deps.clock.monotonic())) {
       const message = `Back-off pulling image ${JSON.stringify(image)}`;
       event("Normal", "BackOff", message);
-      return { ok: false, reason: "ImagePullBackOff", message };
+      // As the kubelet, the waiting message (not the event) says why the last pull failed.
+      const last = this.lastErrors.get(key);
+      return {
+        ok: false,
+        reason: "ImagePullBackOff",
+        message: last === undefined ? message : `${message}: ${last}`,
+      };
     }
     return this.pullNow(pod, image, ref, spec, key, opts, event);
   }
@@ -230,6 +243,7 @@ class Images implements ImageManager {
   ): Promise<EnsureImageResult> {
     const deps = this.deps;
     event("Normal", "Pulling", `Pulling image ${JSON.stringify(image)}`);
+    this.lastErrors.delete(key);
     const queuedAt = deps.clock.monotonic();
     let started = false;
     try {
@@ -257,6 +271,7 @@ class Images implements ImageManager {
       deps.logger.warn("image pull failed", { pod: pod.metadata.name, image, error: detail });
       event("Warning", "Failed", `Failed to pull image ${JSON.stringify(image)}: ${detail}`);
       this.backoff.next(key, deps.clock.monotonic());
+      this.lastErrors.set(key, `ErrImagePull: ${detail}`);
       return { ok: false, reason: "ErrImagePull", message: detail };
     }
   }

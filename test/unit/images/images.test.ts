@@ -131,9 +131,14 @@ describe("ensureImageExists() pull back-off", () => {
     const r1 = await s.ensure(missing);
     expect(r1).toMatchObject({ ok: false, reason: "ErrImagePull" });
     expect(s.events.at(-1)).toMatchObject({ type: "Warning", reason: "Failed" });
+    // The waiting message says why the last pull failed; the BackOff event does not.
     expect(await s.ensure(missing)).toEqual({
       ok: false,
       reason: "ImagePullBackOff",
+      message: `Back-off pulling image "127.0.0.1:5055/none:v1": ErrImagePull: ${r1.ok ? "" : r1.message}`,
+    });
+    expect(s.events.at(-1)).toMatchObject({
+      reason: "BackOff",
       message: 'Back-off pulling image "127.0.0.1:5055/none:v1"',
     });
     s.clock.step(10_000);
