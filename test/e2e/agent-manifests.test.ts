@@ -173,6 +173,26 @@ describe("fleetlet agent with edits of a running pod's manifest (needs root and 
     expect(statusOf(fixed)?.containerID).not.toBe(statusOf(first)?.containerID);
   }, 60_000);
 
+  test("an invalid edit outlives an agent killed and started again: the last valid pod keeps its container", async () => {
+    agent.writeManifest("survivor.yaml", pod("survivor"));
+    const first = await agent.waitPod("survivor", "Running", running);
+    agent.writeManifest("survivor.yaml", pod("survivor").replace("containers:", "containers: 7"));
+    await invalidManifestEvent("survivor.yaml", /survivor/);
+    await agent.stop("SIGKILL");
+    await agent.start();
+    await invalidManifestEvent("survivor.yaml", /last valid version keeps running/);
+    await Bun.sleep(2500); // a full relist of the folder later: still the same container
+    const kept = await agent.waitPod("survivor", "Running", running);
+    expect(kept.metadata.uid).toBe(first.metadata.uid);
+    expect(statusOf(kept)?.containerID).toBe(statusOf(first)?.containerID);
+    expect(statusOf(kept)?.restartCount).toBe(0);
+    agent.removeManifest("survivor.yaml");
+    await eventually(
+      "the survivor pod to be gone",
+      async () => (await agent.pod("survivor")) === undefined,
+    );
+  }, 60_000);
+
   test("a file truncated in place and written a moment later keeps its pod's container", async () => {
     const file = join(agent.manifests, "inplace.yaml");
     writeFileSync(file, pod("inplace"));

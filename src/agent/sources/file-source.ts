@@ -9,16 +9,20 @@
 // whose edit is invalid keeps contributing its last valid pods until it is valid again or
 // deleted (an empty file counts as invalid: a writer truncated it and has not written yet; so
 // does a YAML file whose last line has no newline, or one with NUL bytes: cut off mid-write); a
-// pod's config.seen time stays the same for as long as its uid is present.
+// pod's config.seen time stays the same for as long as its uid is present. With a
+// LastValidStore, a file's last valid version outlives the agent: a file invalid at start
+// contributes the version last used before, as if the agent had not restarted.
 
 import { createHash } from "node:crypto";
-import { constants, watch as fsWatch, type Stats } from "node:fs";
-import { open, readdir, stat } from "node:fs/promises";
+import { watch as fsWatch } from "node:fs";
+import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Pod } from "../../api/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import { type EntryRead, isIgnoredManifestName, readEntry, unfinishedWrite } from "./file-read.ts";
 import { type FileContent, type FileVersion, selectFilePods } from "./file-select.ts";
+import type { LastValidStore } from "./last-valid.ts";
 import {
   CONFIG_SEEN_ANNOTATION,
   type ConfigObject,
@@ -63,6 +67,8 @@ export interface FileSourceDeps {
   maxFileBytes?: number;
   /** Watches a folder; defaults to fs.watch. */
   watchDir?: WatchDir;
+  /** Where each file's last valid version is kept across restarts; none: in memory only. */
+  lastValid?: LastValidStore;
 }
 
 export interface FileSource {
@@ -73,83 +79,15 @@ export interface FileSource {
   relist(): Promise<Pod[]>;
 }
 
-/** What reading one folder entry found. */
-type EntryRead =
-  | { kind: "absent" }
-  | { kind: "too-large"; size: number }
-  | { kind: "not-a-file"; what: string }
-  | { kind: "unreadable"; message: string }
-  | { kind: "content"; content: Buffer };
-
 interface FileRecord {
   /** md5 of the content last read and the version parsed from it. */
   contentKey: string;
   version: FileVersion;
   lastValid?: FileContent;
+  /** The text of `version` while it is valid and not yet saved as last valid. */
+  unsaved?: string;
   /** contentKey + message of the last problem reported for this file. */
   reported?: string;
-}
-
-/** Names that are never manifests: hidden files, editor backups, swap and temp files. */
-function isIgnoredManifestName(name: string): boolean {
-  return (
-    name.startsWith(".") ||
-    name.endsWith("~") ||
-    (name.startsWith("#") && name.endsWith("#")) ||
-    /\.(swp|swo|swx|tmp)$/.test(name)
-  );
-}
-
-/**
- * Why a manifest's content looks cut off, or undefined. A YAML file whose last line has no
- * newline is taken as not completely written (its prefix may well parse, as a pod with a
- * truncated image name say); JSON needs no such rule, as a cut JSON never parses. NUL bytes are
- * what a power loss can leave where data was not yet written.
- */
-function unfinishedWrite(content: Buffer): string | undefined {
-  if (content.includes(0))
-    return "the file holds NUL bytes (cut off by a power loss?); it is read again when rewritten";
-  const first = content.toString("latin1", 0, 64).trimStart()[0];
-  if (first === "{" || first === "[" || content[content.length - 1] === 0x0a) return undefined;
-  return "the file's last line has no newline: taken as not completely written (a writer still at it, or cut off by a power loss); it is read again once it ends with a newline";
-}
-
-/** What a folder entry that is neither a file nor a folder is, for messages. */
-function fileKind(info: Stats): string {
-  if (info.isCharacterDevice()) return "a character device";
-  if (info.isBlockDevice()) return "a block device";
-  if (info.isFIFO()) return "a fifo";
-  if (info.isSocket()) return "a socket";
-  return "not a file";
-}
-
-/**
- * Reads a file once it is open and checked: opened without blocking (the entry may have become a
- * fifo since it was stat'ed, and a blocked read would stall every relist), a regular file by
- * its open handle, and at most `max` bytes (a file still growing is not read whole).
- */
-async function readBounded(path: string, max: number): Promise<EntryRead> {
-  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
-  try {
-    const info = await handle.stat();
-    if (!info.isFile()) return { kind: "not-a-file", what: fileKind(info) };
-    let buf = Buffer.alloc(Math.min(info.size, max) + 1);
-    let got = 0;
-    for (;;) {
-      const { bytesRead } = await handle.read(buf, got, buf.length - got, got);
-      if (bytesRead === 0) return { kind: "content", content: buf.subarray(0, got) };
-      got += bytesRead;
-      if (got > max) return { kind: "too-large", size: got };
-      if (got === buf.length) {
-        // The file grew since its stat: read on, up to the limit.
-        const bigger = Buffer.alloc(Math.min(buf.length * 2, max + 1));
-        buf.copy(bigger);
-        buf = bigger;
-      }
-    }
-  } finally {
-    await handle.close();
-  }
 }
 
 export function createFileSource(deps: FileSourceDeps): FileSource {
@@ -164,6 +102,8 @@ class ManifestFolderSource implements FileSource {
   /** The objects of the last selection, by objectKey (immutable ones may not change). */
   private objects = new Map<string, ConfigObject>();
   private missingLogged = false;
+  /** Whether a relist has read the folder (saved versions of files gone are pruned then). */
+  private listed = false;
   /** Serializes relists (run() and direct calls). */
   private chain: Promise<unknown> = Promise.resolve();
   private readonly maxBytes: number;
@@ -221,12 +161,16 @@ class ManifestFolderSource implements FileSource {
       .filter((name) => !isIgnoredManifestName(name))
       .sort()
       .map((name) => join(this.deps.path, name));
-    const reads = await Promise.all(paths.map((path) => this.readEntry(path)));
+    const reads = await Promise.all(
+      paths.map((path) => readEntry(path, this.maxBytes, this.deps.log)),
+    );
     const present = new Set<string>();
     paths.forEach((path, i) => {
       if (this.take(path, reads[i] as EntryRead)) present.add(path);
     });
-    for (const path of this.files.keys()) if (!present.has(path)) this.files.delete(path);
+    for (const path of this.files.keys()) if (!present.has(path)) this.forget(path);
+    if (!this.listed) this.deps.lastValid?.prune(present);
+    this.listed = true;
     return this.publish();
   }
 
@@ -241,33 +185,14 @@ class ManifestFolderSource implements FileSource {
       });
       this.missingLogged = true;
     }
-    this.files.clear();
+    for (const path of this.files.keys()) this.forget(path);
     return this.publish();
   }
 
-  /** Reads one folder entry; touches no state, so that entries can be read at once. */
-  private async readEntry(path: string): Promise<EntryRead> {
-    let info: Stats;
-    try {
-      info = await stat(path);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
-        this.deps.log.warn("cannot stat manifest", { path, error: err });
-      }
-      return { kind: "absent" };
-    }
-    if (info.isDirectory()) {
-      this.deps.log.debug("not recursing into folder", { path });
-      return { kind: "absent" };
-    }
-    if (!info.isFile()) return { kind: "not-a-file", what: fileKind(info) };
-    if (info.size > this.maxBytes) return { kind: "too-large", size: info.size };
-    try {
-      return await readBounded(path, this.maxBytes);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return { kind: "absent" };
-      return { kind: "unreadable", message: (err as Error).message };
-    }
+  /** The file at `path` is gone: so are its pods and its last valid version. */
+  private forget(path: string): void {
+    this.files.delete(path);
+    this.deps.lastValid?.remove(path);
   }
 
   /** Records what was read of one entry into this.files; false when it is not a manifest file. */
@@ -307,11 +232,9 @@ class ManifestFolderSource implements FileSource {
       this.record(path, key, { ok: false, message: `manifest ${path}: ${unfinished}` }, prev);
       return true;
     }
-    const version = parseManifestFile(read.content.toString("utf8"), {
-      path,
-      nodeName: this.deps.nodeName,
-    });
-    this.record(path, key, version, prev);
+    const text = read.content.toString("utf8");
+    const version = parseManifestFile(text, { path, nodeName: this.deps.nodeName });
+    this.record(path, key, version, prev, version.ok ? text : undefined);
     return true;
   }
 
@@ -320,11 +243,28 @@ class ManifestFolderSource implements FileSource {
     contentKey: string,
     version: FileVersion,
     prev: FileRecord | undefined,
+    text?: string,
   ) {
     const rec: FileRecord = { contentKey, version };
-    if (prev?.lastValid) rec.lastValid = prev.lastValid;
+    const lastValid = prev ? prev.lastValid : this.savedVersion(path, version);
+    if (lastValid) rec.lastValid = lastValid;
+    if (text !== undefined) rec.unsaved = text;
     if (prev?.reported) rec.reported = prev.reported;
     this.files.set(path, rec);
+  }
+
+  /** The saved last valid version of a file first seen invalid (after a restart), if any. */
+  private savedVersion(path: string, version: FileVersion): FileContent | undefined {
+    if (version.ok) return undefined;
+    const text = this.deps.lastValid?.load(path);
+    if (text === undefined) return undefined;
+    const saved = parseManifestFile(text, { path, nodeName: this.deps.nodeName });
+    if (saved.ok) return { pods: saved.pods, objects: saved.objects };
+    this.deps.log.warn("the saved last valid version of a manifest is not valid; ignored", {
+      path,
+      error: saved.message,
+    });
+    return undefined;
   }
 
   /** Selects the pods to run, reports new problems, stamps config.seen and hands them on. */
@@ -339,7 +279,13 @@ class ManifestFolderSource implements FileSource {
     for (const outcome of selectFilePods(inputs, this.objects)) {
       const rec = this.files.get(outcome.path);
       if (rec === undefined) continue;
-      if (outcome.current) rec.lastValid = { pods: outcome.pods, objects: outcome.objects };
+      if (outcome.current) {
+        rec.lastValid = { pods: outcome.pods, objects: outcome.objects };
+        // Saved once; a save that failed (a full disk) is made again at the next relist.
+        const saved =
+          rec.unsaved === undefined || this.deps.lastValid?.save(outcome.path, rec.unsaved);
+        if (saved !== false) rec.unsaved = undefined;
+      }
       this.report(outcome.path, rec, outcome.error);
       pods.push(...outcome.pods);
       for (const o of outcome.objects) objects.set(objectKey(o), o);

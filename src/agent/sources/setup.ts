@@ -1,11 +1,13 @@
 // The agent's pod sources from its config: the object store of ConfigMaps and Secrets, the pod
 // config merging the sources (the manifest folder, and the hub's when a hub is configured), and
 // the manifest folder's file source. What a source refuses is logged and recorded as an event.
+import { join } from "node:path";
 import type { Pod } from "../../api/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { type EventRecorder, manifestRef } from "../events/index.ts";
 import { createFileSource, type FileSource } from "./file-source.ts";
+import { createLastValidStore } from "./last-valid.ts";
 import { createObjectStore, type ObjectStore } from "./object-store.ts";
 import { createPodConfig, type PodConfig, type PodSourceName } from "./pod-config.ts";
 
@@ -13,6 +15,8 @@ interface SourceSettings {
   nodeName: string;
   staticPodPath: string;
   fileCheckFrequency: number;
+  /** <rootDir>/state/manifests keeps each manifest's last valid version. */
+  rootDir: string;
   /** The hub, when one is configured (then the hub's "api" source too). */
   hub?: unknown;
 }
@@ -68,12 +72,14 @@ export function setupFileSource(
   objects: ObjectStore,
 ): FileSource {
   const { config: settings, logger: log, recorder } = input;
+  const manifestsLog = log.with({ component: "manifests" });
   return createFileSource({
     path: settings.staticPodPath,
     nodeName: settings.nodeName,
     checkFrequencyMs: settings.fileCheckFrequency,
     clock: input.clock,
-    log: log.with({ component: "manifests" }),
+    log: manifestsLog,
+    lastValid: createLastValidStore(join(settings.rootDir, "state", "manifests"), manifestsLog),
     onSnapshot: (pods: Pod[]) => podConfig.set("file", pods),
     onObjects: (list) => objects.set("file", list),
     // The file source logs the warning itself.

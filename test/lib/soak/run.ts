@@ -121,7 +121,7 @@ class Soak {
         const kind: PodKind = this.pick(POD_KINDS);
         const n = this.nextFile++;
         const f = { file: `p${n}.yaml`, name: `soak-${kind}-${n}`, kind, gen: m.gen() };
-        m.files.set(f.file, { ...f, valid: true, seen: false });
+        m.files.set(f.file, { ...f, valid: true, seen: false, durable: false });
         this.writeFile(f.file, podManifest(f.name, kind, image, f.gen));
         return `create ${f.file} (${kind}, gen ${f.gen})`;
       }
@@ -130,16 +130,17 @@ class Soak {
         f.gen = m.gen();
         f.valid = true;
         f.seen = false;
+        f.durable = false;
         this.writeFile(f.file, podManifest(f.name, f.kind, image, f.gen));
         return `edit ${f.file} to gen ${f.gen}`;
       }
       case "invalid": {
-        // Only a version the agent has shown is kept by an invalid edit; which one it has
-        // seen a moment before would be a race, so such files are left alone.
-        await this.noteSeen();
-        const seen = files.filter((x) => x.seen);
-        if (seen.length === 0) return "invalid edit skipped: no file's version shown yet";
-        const f = this.pick(seen);
+        // Only a version the agent has saved is kept by an invalid edit (and across its
+        // restarts); which one it has seen a moment before would be a race, so the edit picks
+        // a file whose version was shown at the end of a quiet period.
+        const durable = files.filter((x) => x.durable);
+        if (durable.length === 0) return "invalid edit skipped: no file's version saved yet";
+        const f = this.pick(durable);
         const bad = this.pick(invalidEdits(podManifest(f.name, f.kind, image, f.gen + 1000)));
         f.valid = false;
         this.writeFile(f.file, bad);
@@ -218,7 +219,8 @@ class Soak {
   /** Mends the faults and waits for the invariants; records a violation when they never hold. */
   async quiet(round: number): Promise<void> {
     const startsBefore = this.faults.agentStarts;
-    for (const line of await this.faults.heal()) this.opts.log(`heal: ${line}`);
+    const healed = await this.faults.heal();
+    for (const line of healed) this.opts.log(`heal: ${line}`);
     if (this.faults.agentStarts !== startsBefore) this.model.agentRestarted();
     const wanted = this.model.wanted(this.world.agent.nodeName);
     const deadline = performance.now() + this.opts.settleMs;
@@ -239,7 +241,13 @@ class Soak {
       if (differences.length === 0 || performance.now() > deadline) break;
       await Bun.sleep(2000);
     }
+    if (differences.length === 0 && healed.some((l) => l.includes("space freed"))) {
+      // A save of a last valid version failed on the full disk is made again at the agent's
+      // next relist of its folder (every 2 s here).
+      await Bun.sleep(3000);
+    }
     await this.noteSeen();
+    for (const f of this.model.files.values()) if (f.seen) f.durable = true;
     this.agentKilled = false;
     this.runtimeKilled = false;
     if (differences.length === 0) {

@@ -79,9 +79,13 @@ export interface ManagedFile {
   gen: number;
   /** Whether the file holds that valid content now (false: an invalid edit is on disk). */
   valid: boolean;
-  /** Whether the running agent has shown the pod at `gen` since it last started: only then
-   * does an invalid edit keep it (the agent keeps last valid versions in memory). */
+  /** Whether the running agent has shown the pod at `gen` since it last started. */
   seen: boolean;
+  /** Whether `gen` is surely the agent's saved last valid version (shown at a quiet period's
+   * end, with the disk not full since): only then does an invalid edit keep it, across agent
+   * restarts too (the agent saves last valid versions in <rootDir>/state/manifests, and a full
+   * disk may leave an older one there). */
+  durable: boolean;
 }
 
 /** One DaemonSet the soak manages on the hub. */
@@ -111,7 +115,7 @@ export class Model {
   wanted(nodeName: string): Map<string, WantedPod> {
     const out = new Map<string, WantedPod>();
     for (const f of this.files.values()) {
-      if (!f.valid && !f.seen) continue;
+      if (!f.valid && !f.durable) continue;
       const fullName = `${f.name}-${nodeName}`;
       out.set(fullName, { fullName, gen: f.gen, kind: f.kind });
     }
@@ -122,7 +126,7 @@ export class Model {
     return out;
   }
 
-  /** The agent started again: what it showed before is forgotten. */
+  /** The agent started again: what it showed before is forgotten (what it saved is not). */
   agentRestarted(): void {
     for (const f of this.files.values()) f.seen = false;
   }
