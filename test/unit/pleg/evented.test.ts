@@ -111,6 +111,32 @@ describe("PLEG with container events", () => {
     expect(delays).toEqual([10, 20, 40, 80, 160, 320, 640, 1280, 2560, 60_000]);
   });
 
+  test("a further event for a container not yet shown stopped relists at once and starts its retries afresh at 10 ms", () => {
+    const s = new RelistScheduler(1000, 60_000);
+    s.setFlowing(true, 0);
+    s.relisted([pod("running")], 0);
+    let now = 5000;
+    s.notify({ containerId: "c1", kind: "exited" }, now); // containerd's /tasks/exit
+    for (let i = 0; i < 4; i++) {
+      s.relisted([pod("running")], now);
+      now = s.nextAt(now);
+    }
+    expect(now).toBe(5000 + 10 + 20 + 40 + 80);
+    s.relisted([pod("running")], now);
+    expect(s.nextAt(now) - now).toBe(160);
+    s.notify({ containerId: "c1", kind: "exited" }, now + 5); // its /tasks/delete
+    expect(s.nextAt(now + 5)).toBe(now + 5);
+    const delays: number[] = [];
+    now += 5;
+    for (let i = 0; i < 3; i++) {
+      s.relisted([pod("running")], now);
+      const next = s.nextAt(now);
+      delays.push(next - now);
+      now = next;
+    }
+    expect(delays).toEqual([10, 20, 40]);
+  });
+
   test("an event the listing shows stops the retries; a listing that failed does not", () => {
     const s = new RelistScheduler(1000, 60_000);
     s.notify({ containerId: "c1", kind: "exited" }, 0);
