@@ -12,8 +12,6 @@ export interface HealthReporterDeps {
   logger: Logger;
   /** Reads the facts (collect.ts). */
   collect(now: number): DeviceHealth;
-  /** Sends one report; false when there is no welcomed connection (nothing was sent). */
-  send(health: DeviceHealth): boolean;
   /** How often the facts are read. */
   periodMs: number;
   /** The longest a report waits when only counters changed. */
@@ -48,8 +46,15 @@ export class HealthReporter {
   private sentKey: string | undefined;
   /** When the last report was sent (monotonic ms). */
   private sentAt = Number.NEGATIVE_INFINITY;
+  /** Sends one report; false when there is no welcomed connection (nothing was sent). */
+  private send: (health: DeviceHealth) => boolean = () => false;
 
   constructor(private readonly deps: HealthReporterDeps) {}
+
+  /** Reports go through `send` from now on (the hub client's). */
+  bind(send: (health: DeviceHealth) => boolean): void {
+    this.send = send;
+  }
 
   /** One reading; sends it when it should be (the invariants above). Never throws. */
   tick(): void {
@@ -71,7 +76,7 @@ export class HealthReporter {
   }
 
   private sendLatest(key: string): void {
-    if (this.latest === undefined || !this.deps.send(this.latest)) return;
+    if (this.latest === undefined || !this.send(this.latest)) return;
     this.sentKey = key;
     this.sentAt = this.deps.clock.monotonic();
   }

@@ -99,10 +99,10 @@ function setup(readings: DeviceHealth[]) {
     clock,
     logger: nullLogger,
     collect: () => readings[Math.min(i++, readings.length - 1)] ?? health(),
-    send: (h) => connected && sent.push(h) > 0,
     periodMs: 60_000,
     countersPeriodMs: 600_000,
   });
+  reporter.bind((h) => connected && sent.push(h) > 0);
   return { clock, sent, reporter, disconnect: (v: boolean) => (connected = !v) };
 }
 
@@ -149,7 +149,6 @@ describe("the health reporter", () => {
       collect: () => {
         throw new Error("boom");
       },
-      send: () => true,
       periodMs: 1,
       countersPeriodMs: 1,
     });
