@@ -5,7 +5,7 @@
 import type { DeviceHealth } from "../protocol/health.ts";
 
 /** How many reports of each node are kept by default. */
-export const HEALTH_HISTORY = 60;
+const HEALTH_HISTORY = 60;
 
 /** What GET /api/v1/nodes/NAME/health answers. */
 export interface NodeHealthView {

@@ -12,7 +12,7 @@ import {
   THROTTLED_FLAGS,
 } from "../../protocol/health.ts";
 
-export interface StatfsResult {
+interface StatfsResult {
   bsize: number;
   blocks: number;
   bfree: number;
@@ -57,7 +57,7 @@ function list(path: string): string[] {
   }
 }
 
-export function readTemperatures(root: string): DeviceHealth["temperatures"] {
+function readTemperatures(root: string): DeviceHealth["temperatures"] {
   const base = join(root, "sys/class/thermal");
   const out: DeviceHealth["temperatures"] = [];
   for (const zone of list(base).filter((n) => n.startsWith("thermal_zone"))) {

@@ -59,7 +59,7 @@ export interface AgentHubInput {
 }
 
 /** What the hub client gives the health reporter, and tells it. */
-export interface HealthPort {
+interface HealthPort {
   /** From now on reports go through `send` (false: no welcomed connection). */
   bind(send: (health: DeviceHealth) => boolean): void;
   /** A connection was welcomed. */
