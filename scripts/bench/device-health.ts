@@ -2,7 +2,8 @@
 // many readings of this machine's real /proc and /sys) and the resident memory the collector adds
 // once loaded and warmed up (zod and the protocol's schemas, which every agent already loads, are
 // loaded before the first figure). Run: bun scripts/bench/device-health.ts [readings]
-await import("../../src/protocol/index.ts");
+import "../../src/protocol/index.ts";
+
 const readings = Number(process.argv[2] ?? 500);
 Bun.gc(true);
 const rssBefore = process.memoryUsage().rss;
