@@ -94,8 +94,9 @@ function readBoot(root: string): Pick<DeviceHealth, "bootTime" | "uptimeSeconds"
   const uptime = Number.parseFloat(readText(join(root, "proc/uptime")) ?? "");
   const btime = /^btime (\d+)$/m.exec(readText(join(root, "proc/stat")) ?? "")?.[1];
   return {
-    ...(Number.isFinite(uptime) && uptime >= 0 && { uptimeSeconds: uptime }),
-    ...(btime !== undefined && { bootTime: Number(btime) * 1000 }),
+    ...(uptime >= 0 && uptime <= Number.MAX_SAFE_INTEGER && { uptimeSeconds: uptime }),
+    ...(btime !== undefined &&
+      Number.isSafeInteger(Number(btime) * 1000) && { bootTime: Number(btime) * 1000 }),
   };
 }
 
@@ -165,14 +166,15 @@ function readFilesystems(deps: CollectorDeps): FilesystemUse[] {
   for (const m of mounts) {
     const s = deps.statfs(m.mountpoint);
     if (s === undefined || s.blocks <= 0) continue;
-    const totalBytes = s.blocks * s.bsize;
+    const safe = (n: number) => Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, n));
+    const totalBytes = safe(s.blocks * s.bsize);
     out.push({
       mountpoint: m.mountpoint,
       device: m.device,
       fsType: m.fsType,
       totalBytes,
-      usedBytes: Math.max(0, (s.blocks - s.bfree) * s.bsize),
-      availableBytes: s.bavail * s.bsize,
+      usedBytes: safe((s.blocks - s.bfree) * s.bsize),
+      availableBytes: safe(s.bavail * s.bsize),
     });
   }
   return out;
