@@ -2,7 +2,7 @@
 // A device's health on its page (docs/protocol.md, "Device health"): the latest report's facts,
 // filesystems and interfaces, and a short history as text sparklines (no library, no markup).
 import { badge, facts, h, panel, table } from "./dom.js";
-import { sparkline } from "./model.js";
+import { sparkline } from "./sparkline.js";
 
 /** @typedef {{ collectedAt: number, bootTime?: number, uptimeSeconds?: number, load?: number[],
  *   temperatures: { zone: string, type: string, celsius: number }[],

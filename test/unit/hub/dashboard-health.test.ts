@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { sparkline } from "../../../src/hub/dashboard/model.js";
+import { sparkline } from "../../../src/hub/dashboard/sparkline.js";
 
 describe("the dashboard's health sparkline", () => {
   test.each<[number[], string]>([
