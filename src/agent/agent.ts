@@ -21,6 +21,9 @@ import { createStateWrites, type StateWrites } from "./events/state-writes.ts";
 import { registerEvictionMetrics } from "./eviction/metrics.ts";
 import { createLoggedPsiReader, formatNodePsi, setupEviction } from "./eviction/setup.ts";
 import { createAgentGC, podGCState } from "./gc/setup.ts";
+import { collectHealth, hostCollectorDeps } from "./health/collect.ts";
+import { registerHealthMetrics } from "./health/metrics.ts";
+import { HealthReporter } from "./health/reporter.ts";
 import { HubPort, hubDesiredState } from "./hubclient/desired-source.ts";
 import type { AgentHubWiring } from "./hubclient/index.ts";
 import type { RunningPod } from "./kubecontainer/types.ts";
@@ -92,11 +95,13 @@ export async function runAgent(
     runtimePods: () => listing.recent(),
   });
   const fileSource = setupFileSource(base, pm.podConfig, objects);
-  const { server, streams } = await localApi(base, rt, pm, nm);
+  const deviceHealth = deviceHealthReporter(base);
+  const { server, streams } = await localApi(base, rt, pm, nm, deviceHealth);
   // One relist before the first health check, so a healthy runtime is never reported down.
   await pleg.relist();
   await health.check();
   const hub = await startHub(config, {
+    health: deviceHealth,
     ...{ version, clock, logger: log, nodeStatus, statusManager, recorder, streams, stateWrites },
     pods: () => pods.pods(),
     podsSynced: () => pm.podConfig.seenAllSources(),
@@ -108,6 +113,7 @@ export async function runAgent(
     ...[pm.runtimeEvents?.run(signal), fileSource.run(signal), loop.run(signal)],
     ...[eviction.run(signal), pm.prober.run(signal), nm.gc.run(signal), devices.run(signal)],
     runMemoryTrim(clock, signal),
+    deviceHealth.run(signal),
   ]);
   log.info("stopping: pods keep running");
   await server.stop();
@@ -247,6 +253,7 @@ function localApi(
   rt: Awaited<ReturnType<typeof runtimeManagers>>,
   pm: ReturnType<typeof podManagers>,
   nm: Awaited<ReturnType<typeof nodeManagers>>,
+  deviceHealth: HealthReporter,
 ) {
   const { config, clock, logger: log, recorder } = base;
   const { cri } = rt;
@@ -261,6 +268,7 @@ function localApi(
         (m) => registerProbeMetrics(m, () => prober.stats()),
         (m) => registerEvictionMetrics(m, nm.eviction, nm.readPsi),
         (m) => registerDeviceMetrics(m, () => rt.devices.stats()),
+        (m) => registerHealthMetrics(m, () => deviceHealth.latest),
       ],
     },
     {
@@ -272,6 +280,19 @@ function localApi(
         }),
     },
   );
+}
+
+/** The device's health, read from /proc and /sys every deviceHealthPeriod (health/). */
+function deviceHealthReporter(base: Base): HealthReporter {
+  const { config, clock, logger } = base;
+  const deps = hostCollectorDeps([config.rootDir]);
+  return new HealthReporter({
+    clock,
+    logger: logger.with({ component: "health" }),
+    collect: (now) => collectHealth(deps, now),
+    periodMs: config.deviceHealthPeriod,
+    countersPeriodMs: config.deviceHealthCountersPeriod,
+  });
 }
 
 /** Logs what starts; returns the agent's version. */

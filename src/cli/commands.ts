@@ -215,8 +215,10 @@ function noResources(namespace: string | undefined): string {
 
 /** `fleetlet describe pod NAME`. */
 export async function describeCommand(argv: string[], io: CliIO): Promise<number> {
+  if (argv[0] === "node" || argv[0] === "nodes" || argv[0] === "no")
+    return (await import("./describe-node.ts")).describeNodeCommand(argv.slice(1), io);
   const { flags, positionals } = parseArgs(argv, common);
-  const usage = "usage: fleetlet describe pod NAME [-n NS]\n";
+  const usage = "usage: fleetlet describe pod NAME [-n NS] | node NAME --hub URL\n";
   if (flags.help) return printHelp(io, usage);
   const [resource, name, ...extra] = positionals;
   if (resource === undefined || !podWords.has(resource)) {

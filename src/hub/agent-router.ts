@@ -1,6 +1,6 @@
 // The message-routing part of an agent connection on the hub: what each message of a connected
 // node does (after the connection part checked who it is and decoded it): heartbeats are
-// answered (and their clock gives the node's clock skew), desired.ack updates the node's desired report, sequenced messages go to the fleet
+// answered (and their clock gives the node's clock skew), desired.ack updates the node's desired report, health is kept in the node's health history, sequenced messages go to the fleet
 // and are queued for storing and acknowledging. Returns why the connection must close, if it
 // must.
 import type { AgentMessage, ErrorCode } from "../protocol/index.ts";
@@ -13,7 +13,7 @@ export interface Refusal {
 }
 
 export interface AgentRouteDeps {
-  fleet: Pick<Fleet, "touch" | "setDesiredAck" | "ingest" | "setClockSkew">;
+  fleet: Pick<Fleet, "touch" | "setDesiredAck" | "ingest" | "setClockSkew" | "health">;
   /** The node sent messages to store and acknowledge. */
   markDirty(node: string): void;
   /** The agent of `node` reported on its desired state. */
@@ -40,6 +40,8 @@ export function routeAgentMessage(
     reply('{"type":"hb"}');
     if (msg.clock !== undefined)
       deps.fleet.setClockSkew(name, clockSkew(msg.clock, now, msg.rttMs));
+  } else if (msg.type === "health") {
+    deps.fleet.health.add(name, msg.health);
   } else if (msg.type === "desired.ack") {
     deps.fleet.setDesiredAck(name, msg);
     deps.onDesiredAck?.(name);

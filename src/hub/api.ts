@@ -157,8 +157,13 @@ export function revokeNode(deps: ApiDeps, name: string): Response {
   return json(deps.fleet.view(name));
 }
 
-/** POST /api/v1/nodes/NAME/revoke|forget. */
+/** POST /api/v1/nodes/NAME/revoke|forget, GET /api/v1/nodes/NAME/health. */
 function nodeAction(deps: ApiDeps, req: Request, name: string, action: string): Response {
+  if (req.method === "GET" && action === "health") {
+    if (deps.fleet.view(name) === undefined)
+      throw new StatusError("NotFound", `node "${name}" not found`);
+    return json(deps.fleet.health.view(name));
+  }
   if (req.method === "POST" && action === "revoke") return revokeNode(deps, name);
   if (req.method === "POST" && action === "forget") {
     deps.identity.releaseRevoked(name);

@@ -3,9 +3,11 @@
 // them); each visible change is passed to `onChange` for the watch streams.
 // Invariants: a node's received seq ≥ its stored (acked) seq; a pod or event is only ever stored
 // under the node whose credential sent it.
+
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { DesiredAck, Hello, SequencedMessage } from "../protocol/index.ts";
+import { HealthHistory } from "./health.ts";
 import type { HubStore, LoadedState, NodeRecord } from "./store.ts";
 import { eventView, nodeView, podView, rfc3339 } from "./views.ts";
 
@@ -48,6 +50,8 @@ export class Fleet {
   private readonly desiredReports = new Map<string, DesiredReport>();
   /** The clock skew shown per node (ms, device − hub), from its last hello or hb with a clock. */
   private readonly clockSkews = new Map<string, number>();
+  /** Each node's latest health report and a short history (health.ts). */
+  readonly health = new HealthHistory();
 
   constructor(
     private readonly opts: FleetOptions,
@@ -167,6 +171,7 @@ export class Fleet {
     this.events.delete(name);
     this.desiredReports.delete(name);
     this.clockSkews.delete(name);
+    this.health.forget(name);
     this.nodes.delete(name);
     this.online.delete(name);
     this.offlineSince.delete(name);

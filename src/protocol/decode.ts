@@ -97,6 +97,7 @@ const agentTypes = new Set([
   "desired.ack",
   "credential.request",
   "credential.saved",
+  "health",
 ]);
 const hubTypes = new Set(["welcome", "ack", "hb", "desired", "error", "credential"]);
 

@@ -2,6 +2,7 @@
 // decodes what it receives with decodeAgentMessage/decodeHubMessage: unknown fields are dropped
 // (a newer peer may add optional ones), a wrong type or an unknown `type` is refused.
 import { z } from "zod";
+import { deviceHealthSchema } from "./health.ts";
 import { eventSchema, nodeSchema, nodeStatusSchema, podSchema } from "./objects.ts";
 
 /** Features an agent announces in hello (docs/protocol.md, "Desired state"). */
@@ -74,6 +75,9 @@ const heartbeatSchema = z.object({
   rttMs: z.int().min(0).max(3_600_000).optional(),
 });
 
+/** The device's health (docs/protocol.md, "Device health"): not sequenced, the latest wins. */
+const healthMessageSchema = z.object({ type: z.literal("health"), health: deviceHealthSchema });
+
 /** Asks for a new node credential over the connection (docs/protocol.md, "Rotating the node
  * credential"); sent only to a hub whose welcome carried `credential`. */
 const credentialRequestSchema = z.object({ type: z.literal("credential.request") });
@@ -109,6 +113,7 @@ export const agentMessageSchema = z.discriminatedUnion("type", [
   desiredAckSchema,
   credentialRequestSchema,
   credentialSavedSchema,
+  healthMessageSchema,
 ]);
 
 export type Hello = z.output<typeof helloSchema>;

@@ -130,6 +130,10 @@ const agentConfigFileSchema = z.strictObject(
     ...pullConfigFields,
     ...evictionConfigFields,
     ...deviceConfigFields,
+    /** How often the device's health is read (and sent to the hub when it changed). */
+    deviceHealthPeriod: duration.optional(),
+    /** The longest a health report waits when only counters and uptime changed. */
+    deviceHealthCountersPeriod: duration.optional(),
     hubPodPolicy: z
       .strictObject(
         {

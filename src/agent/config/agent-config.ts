@@ -132,6 +132,10 @@ export interface AgentConfig {
   containerLogMaxFiles: number;
   /** How often container log sizes are checked (ms). */
   containerLogMonitorInterval: number;
+  /** How often the device's health is read, and sent to the hub on a significant change (ms). */
+  deviceHealthPeriod: number;
+  /** A health report whose only change is counters and uptime waits this long at most (ms). */
+  deviceHealthCountersPeriod: number;
   /** The device plugin folder: kubelet.sock, the plugins' sockets and the device checkpoint. */
   devicePluginPath: string;
   /** How long a pod waits for the plugin of a known resource to register before it fails (ms). */
@@ -252,6 +256,8 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   containerLogMaxSize: 10 * 1024 * 1024,
   containerLogMaxFiles: 5,
   containerLogMonitorInterval: 10_000,
+  deviceHealthPeriod: 60_000,
+  deviceHealthCountersPeriod: 600_000,
   devicePluginPath: "/var/lib/kubelet/device-plugins",
   devicePluginWaitTimeout: 300_000,
   devicePluginCallTimeout: 30_000,

@@ -70,6 +70,8 @@ const flagToField = new Map<string, string>([
   ["hub-ca-file", "hub.caFile"],
   ["hub-insecure", "hub.insecure"],
   ["hub-max-streams", "hub.maxStreams"],
+  ["device-health-period", "deviceHealthPeriod"],
+  ["device-health-counters-period", "deviceHealthCountersPeriod"],
   ...resourceFlags,
   ...gcFlags,
   ...pullFlags,

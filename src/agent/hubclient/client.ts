@@ -9,6 +9,7 @@
 // acknowledged; the client itself never touches pods.
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
+import type { DeviceHealth } from "../../protocol/health.ts";
 import { AGENT_FEATURES, type Welcome } from "../../protocol/index.ts";
 import { fullJitter } from "../../util/backoff.ts";
 import { type Clock, sleepQuietly } from "../../util/clock.ts";
@@ -51,6 +52,8 @@ export interface HubClientDeps {
   desired?: DesiredHandler;
   /** Logs, exec and port-forward streams the hub opens (absent: none; the hub is told). */
   streams?: { open: OpenStream; maxStreams: number };
+  /** Called after each welcome (the health reporter sends its latest reading). */
+  onWelcomed?: () => void;
   backoffBaseMs?: number;
   backoffMaxMs?: number;
   stableAfterMs?: number;
@@ -65,6 +68,8 @@ export interface HubClient {
   event(e: Event): void;
   /** The desired state's report changed (its conflicts): tell the hub. */
   desiredChanged(): void;
+  /** Sends a health report if a connection is welcomed; whether it was sent. */
+  sendHealth(health: DeviceHealth): boolean;
   /** One connection, from credential to close (the iteration tests call). */
   connectOnce(signal: AbortSignal): Promise<SessionResult & { permanent: boolean }>;
   /** Connects and reconnects until `signal` is aborted. */
@@ -150,6 +155,10 @@ class Client implements HubClient {
 
   desiredChanged(): void {
     if (this.deps.desired !== undefined) this.session?.report(this.desired.report());
+  }
+
+  sendHealth(health: DeviceHealth): boolean {
+    return this.session?.sendHealth(health) ?? false;
   }
 
   async connectOnce(signal: AbortSignal): Promise<SessionResult & { permanent: boolean }> {
@@ -246,6 +255,7 @@ class Client implements HubClient {
         }
         this.converge(w);
         if (deps.desired !== undefined) s.report(this.desired.report());
+        deps.onWelcomed?.();
       },
       onDesired: (d) => this.desired.take(d),
       ...(deps.saveCredential !== undefined && { saveCredential: deps.saveCredential }),

@@ -5,6 +5,8 @@
 // the connection (connection.ts), message routing (router.ts), the outbox pump (pump.ts) and,
 // when the agent runs streams, stream multiplexing (streams/mux.ts). Nothing here throws to the
 // caller, and nothing here touches pods.
+
+import type { DeviceHealth } from "../../protocol/health.ts";
 import {
   CLOSE_CODES,
   type DesiredAck,
@@ -54,6 +56,8 @@ export interface Session {
   close(code: number, reason: string): void;
   /** Sends a desired.ack report now, if welcomed (its state changed). */
   report(ack: Omit<DesiredAck, "type">): void;
+  /** Sends a health report now, if welcomed; whether it was sent. */
+  sendHealth(health: DeviceHealth): boolean;
   readonly welcomed: boolean;
 }
 
@@ -209,6 +213,9 @@ export function startSession(deps: SessionDeps): Session {
     close: (code, reason) => conn.close(code, reason),
     report(ack) {
       if (conn.welcomed) conn.sendJson({ type: "desired.ack", ...ack });
+    },
+    sendHealth(health) {
+      return conn.welcomed && conn.sendJson({ type: "health", health });
     },
     get welcomed() {
       return conn.welcomed;

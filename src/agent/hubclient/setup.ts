@@ -3,6 +3,7 @@
 import { join } from "node:path";
 import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
+import type { DeviceHealth } from "../../protocol/health.ts";
 import { CREDENTIAL_FILE, STREAM_DEFAULTS } from "../../protocol/index.ts";
 import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { Clock } from "../../util/clock.ts";
@@ -53,6 +54,16 @@ export interface AgentHubInput {
   streams?: OpenStream;
   /** Where failed writes of the outbox, the credential and the saved CA are said. */
   stateWrites?: StateWrites;
+  /** The device health reporter (health/reporter.ts), given the client's way to send. */
+  health?: HealthPort;
+}
+
+/** What the hub client gives the health reporter, and tells it. */
+interface HealthPort {
+  /** From now on reports go through `send` (false: no welcomed connection). */
+  bind(send: (health: DeviceHealth) => boolean): void;
+  /** A connection was welcomed. */
+  reconnected(): void;
 }
 
 /** The agent's trust in the hub (trust.ts), after warning of a plain hub URL off loopback. */
@@ -153,7 +164,9 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
     }),
     backoffBaseMs: input.backoffBaseMs,
     backoffMaxMs: input.backoffMaxMs,
+    ...(input.health !== undefined && { onWelcomed: () => input.health?.reconnected() }),
   });
+  input.health?.bind((h) => client.sendHealth(h));
   const unsubscribe = [
     input.nodeStatus.subscribe((n) => client.nodeChanged(n)),
     input.statusManager.subscribe((c) => client.podChanged(c.uid)),
@@ -190,6 +203,7 @@ export interface AgentHubWiring {
   desired?: DesiredHandler;
   streams?: OpenStream;
   stateWrites?: StateWrites;
+  health?: HealthPort;
 }
 
 /** The hub client of an agent whose config names a hub; undefined when it runs alone. */
@@ -224,6 +238,7 @@ export function createAgentHub(
     ...(w.desired !== undefined && { desired: w.desired }),
     ...(w.streams !== undefined && { streams: w.streams }),
     ...(w.stateWrites !== undefined && { stateWrites: w.stateWrites }),
+    ...(w.health !== undefined && { health: w.health }),
   });
   return {
     desiredChanged: () => client.desiredChanged(),

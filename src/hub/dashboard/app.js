@@ -126,7 +126,7 @@ function route() {
   else if (parts[0] === "daemonsets") view = mountDaemonSets(main, api);
   else if (parts[0] === "nodes" && parts[1] && parts[2] === "pods" && parts[3] && parts[4])
     view = mountPod(main, state, parts[1], parts[3], parts[4]);
-  else if (parts[0] === "nodes" && parts[1]) view = mountNode(main, state, parts[1]);
+  else if (parts[0] === "nodes" && parts[1]) view = mountNode(main, state, parts[1], api);
   else view = mountFleet(main, state);
   view.update();
   document.title = `${view.title} · fleetlet hub`;

@@ -23,6 +23,8 @@ const DASHBOARD_ASSETS: Readonly<Record<string, Asset>> = {
   "/ui/live.js": { body: asset("live.js"), type: JS },
   "/ui/fleet-view.js": { body: asset("fleet-view.js"), type: JS },
   "/ui/node-view.js": { body: asset("node-view.js"), type: JS },
+  "/ui/health-view.js": { body: asset("health-view.js"), type: JS },
+  "/ui/sparkline.js": { body: asset("sparkline.js"), type: JS },
   "/ui/pod-view.js": { body: asset("pod-view.js"), type: JS },
   "/ui/daemonset-view.js": { body: asset("daemonset-view.js"), type: JS },
   "/ui/rollout-model.js": { body: asset("rollout-model.js"), type: JS },

@@ -1,6 +1,7 @@
 // @ts-check
 // One device: its readiness and connection, conditions, capacity, system facts, pods and events.
 import { ago, badge, chips, code, facts, h, link, panel, table } from "./dom.js";
+import { healthPanel } from "./health-view.js";
 import {
   ANNOTATION,
   connState,
@@ -184,14 +185,46 @@ export function eventTable(events, now, withObject) {
   );
 }
 
+/** How often the page asks the hub for the device's health (ms). */
+const HEALTH_REFRESH_MS = 15_000;
+
 /**
- * Mounts the page of device `name` in `root`.
+ * The device's health from the hub, asked again at most every HEALTH_REFRESH_MS.
+ * @param {string} name
+ * @param {(path: string) => Promise<any>} api
+ * @param {() => void} changed
+ */
+function healthFetcher(name, api, changed) {
+  let fetchedAt = 0;
+  const out = {
+    /** @type {import("./health-view.js").HealthView | undefined} */
+    view: undefined,
+    /** @param {number} now */
+    refresh(now) {
+      if (now - fetchedAt < HEALTH_REFRESH_MS) return;
+      fetchedAt = now;
+      api(`/api/v1/nodes/${encodeURIComponent(name)}/health`)
+        .then((v) => {
+          out.view = v;
+          changed();
+        })
+        .catch(() => {});
+    },
+  };
+  return out;
+}
+
+/**
+ * Mounts the page of device `name` in `root`; its health comes from `api` (not the watch).
  * @param {HTMLElement} root
  * @param {FleetState} state
  * @param {string} name
+ * @param {(path: string) => Promise<any>} api
  */
-export function mountNode(root, state, name) {
+export function mountNode(root, state, name, api) {
+  const health = healthFetcher(name, api, () => update());
   const update = (now = Date.now()) => {
+    health.refresh(now);
     const n = state.nodes.get(name);
     const crumbs = h(
       "nav",
@@ -235,6 +268,7 @@ export function mountNode(root, state, name) {
       ),
       podTable(name, state.podsOf(name), now),
       conditions(n, now),
+      healthPanel(health.view),
       h("div", { cls: "grid-2" }, capacity(n), system(n)),
       images(n),
       panel("Events", eventTable(state.eventsOf(name), now, true)),

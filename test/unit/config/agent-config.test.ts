@@ -99,6 +99,8 @@ describe("loadAgentConfig()", () => {
       containerLogMaxSize: 10 * 1024 * 1024,
       containerLogMaxFiles: 5,
       containerLogMonitorInterval: 10_000,
+      deviceHealthPeriod: 60_000,
+      deviceHealthCountersPeriod: 600_000,
       devicePluginPath: "/var/lib/kubelet/device-plugins",
       devicePluginWaitTimeout: 300_000,
       devicePluginCallTimeout: 30_000,
@@ -162,6 +164,8 @@ describe("loadAgentConfig()", () => {
         "maximumDeadContainers: 100",
         "containerLogMaxSize: 1Mi",
         "containerLogMonitorInterval: 500ms",
+        "deviceHealthPeriod: 2s",
+        "deviceHealthCountersPeriod: 1m",
       ].join("\n"),
     );
     const config = await loadAgentConfig(
@@ -177,6 +181,8 @@ describe("loadAgentConfig()", () => {
     expect(config.maximumDeadContainersPerContainer).toBe(-1);
     expect(config.containerLogMaxSize).toBe(1024 * 1024);
     expect(config.containerLogMonitorInterval).toBe(500);
+    expect(config.deviceHealthPeriod).toBe(2000);
+    expect(config.deviceHealthCountersPeriod).toBe(60_000);
   });
 
   test("hubPodPolicy: fields of the file over the safe defaults, typos and relative paths refused", async () => {
@@ -399,6 +405,11 @@ describe("loadAgentConfig() errors", () => {
       "a zero log monitor interval",
       "containerLogMonitorInterval: 0s",
       'containerLogMonitorInterval: "0s" must be greater than 0',
+    ],
+    [
+      "a device health period that is not a duration",
+      "deviceHealthPeriod: 60",
+      'deviceHealthPeriod: 60 must be a duration string (e.g. "20s", "5m")',
     ],
   ];
   for (const [what, yaml, expected] of fileCases) {

@@ -118,6 +118,21 @@ describe("routeAgentMessage() (the routing part)", () => {
     expect(again).toEqual({ code: "protocol", reason: "hello was already received" });
   });
 
+  test("keeps a health report in the node's history, unacknowledged, and a malformed one closes", () => {
+    const { fleet, clock, sessions, credential } = hubParts();
+    const { ws } = socket(sessions, credential);
+    sessions.open(ws);
+    sessions.message(ws, JSON.stringify(hello));
+    const health = { collectedAt: 5, temperatures: [], filesystems: [], interfaces: [] };
+    sessions.message(ws, JSON.stringify({ type: "health", health }));
+    expect(fleet.health.view("cam-1").history).toEqual([health]);
+    expect(fleet.receivedSeq("cam-1")).toBe(0);
+    clock.step(1);
+    sessions.message(ws, JSON.stringify({ type: "health", health: { ...health, load: [1] } }));
+    expect(ws.closedWith).toBe(4400);
+    expect(fleet.health.view("cam-1").history).toEqual([health]);
+  });
+
   test("refuses an event of another node with forbidden", () => {
     const { fleet, clock } = hubParts();
     const event = { ...makeEvent("e1"), source: { component: "fleetlet", host: "other" } };
