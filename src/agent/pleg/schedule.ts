@@ -1,6 +1,7 @@
 // When the PLEG relists (pure functions of its state and the time, all on the monotonic clock): every relist period; every
 // evented period instead while the runtime's event stream has been open for at least one relist
-// period (the relist is then the safety net); and soon after a container event, again shortly
+// period (the relist is then the safety net); 20 ms after a relist that left changes for later,
+// doubling up to the relist period; and soon after a container event, again shortly
 // while the listing does not show the event yet (containerd publishes a task's exit before its
 // CRI plugin has recorded it: containerd 1.6.20 here, from the container's last moment, p50
 // /tasks/exit 8 ms, /tasks/delete 70 ms, the listing showing the exit 120 ms).
@@ -12,6 +13,9 @@ import type { RelistPod } from "./diff.ts";
  * device's containerd may take seconds to record an exit). */
 export const EVENT_RETRIES = 9;
 const FIRST_RETRY_MS = 10;
+/** Relists while changes are left for later (a pod a sync acts on): 20 ms, then doubling up to
+ * the relist period, so that a change left while a short sync ran is taken ms after it. */
+const FIRST_DEFERRED_MS = 20;
 
 export interface ScheduleState {
   now: number;
@@ -67,6 +71,8 @@ export class RelistScheduler {
   private flowingSince: number | undefined;
   private soonAt: number | undefined;
   private lastEnd = 0;
+  /** Relists in a row that left changes for later (0 once one left none). */
+  private deferredRuns = 0;
   /** Containers an event said stopped, not yet shown so by a listing: relists done since. */
   private readonly awaiting = new Map<string, number>();
   /** Aborted to cut the current wait short. */
@@ -99,10 +105,14 @@ export class RelistScheduler {
 
   /** A relist ended at `now`, with its listing (undefined when listing failed); `unfinished`:
    * it left changes for the next relist (a pod a sync is acting on, a status read that failed),
-   * which then comes within the relist period, not the evented one. */
+   * which then comes 20 ms later, doubling in a row up to the relist period (never the evented
+   * one). */
   relisted(pods: readonly RelistPod[] | undefined, now: number, unfinished = false): void {
     this.lastEnd = now;
-    this.soonAt = unfinished ? now + this.relistPeriodMs : undefined;
+    this.deferredRuns = unfinished ? this.deferredRuns + 1 : 0;
+    this.soonAt = unfinished
+      ? now + Math.min(this.relistPeriodMs, FIRST_DEFERRED_MS * 2 ** (this.deferredRuns - 1))
+      : undefined;
     for (const [id, done] of this.awaiting) {
       if (pods !== undefined && showsStopped(pods, id)) this.awaiting.delete(id);
       else if (done + 1 > EVENT_RETRIES) this.awaiting.delete(id);

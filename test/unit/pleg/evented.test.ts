@@ -146,7 +146,7 @@ describe("PLEG with container events", () => {
     expect(s.nextAt(10)).toBe(1010);
   });
 
-  test("an exit while a sync acts on the pod is sent within a relist period, not the evented one", async () => {
+  test("an exit while a sync acts on the pod is sent soon after the sync ends: relists 20 ms apart, doubling, up to the relist period", async () => {
     const acting = new Set<string>();
     const { clock, pleg, listed, stop } = setup(60_000, acting);
     pleg.setEventsFlowing(true);
@@ -161,12 +161,36 @@ describe("PLEG with container events", () => {
     pleg.notify({ containerId: "c1", kind: "exited" });
     await settle();
     expect(listed.at).toEqual([0, 1000, 1000]); // shown, but left to the sync's read
+    for (const step of [20, 40, 80]) {
+      clock.step(step);
+      await settle();
+    }
+    expect(listed.at).toEqual([0, 1000, 1000, 1020, 1060, 1140]); // the sync goes on
     acting.delete("p1");
-    clock.step(1000);
+    clock.step(160);
     await settle();
-    expect(listed.at).toEqual([0, 1000, 1000, 2000]);
+    expect(listed.at).toEqual([0, 1000, 1000, 1020, 1060, 1140, 1300]);
     expect(await pleg.next()).toEqual({ uid: "p1", type: "ContainerDied", data: "c1" });
     await stop();
+  });
+
+  test("relists leaving changes for later come 20 ms apart, doubling up to the relist period; one that leaves none ends that", () => {
+    const s = new RelistScheduler(1000, 60_000);
+    s.setFlowing(true, 0);
+    s.relisted([pod("running")], 0);
+    let now = 5000;
+    const delays: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      s.relisted([pod("running")], now, true);
+      const next = s.nextAt(now);
+      delays.push(next - now);
+      now = next;
+    }
+    expect(delays).toEqual([20, 40, 80, 160, 320, 640, 1000, 1000]);
+    s.relisted([pod("running")], now);
+    expect(s.nextAt(now) - now).toBe(60_000);
+    s.relisted([pod("running")], now, true);
+    expect(s.nextAt(now) - now).toBe(20);
   });
 
   test("starts and creations do not relist", async () => {
