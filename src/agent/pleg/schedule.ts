@@ -9,9 +9,12 @@
 import type { Clock } from "../../util/clock.ts";
 import type { RelistPod } from "./diff.ts";
 
-/** Relists after an unconfirmed event: 10 ms, then doubling, at most this many (~5 s: a busy
- * device's containerd may take seconds to record an exit). */
-export const EVENT_RETRIES = 9;
+/** Relists after an unconfirmed event: every 10 ms for the first STEADY_RETRIES (containerd
+ * records an exit some 40-65 ms after its /tasks/delete, so the one relist that matters falls
+ * there), then doubling, at most this many (~5 s: a busy device's containerd may take seconds
+ * to record an exit). */
+export const EVENT_RETRIES = 13;
+const STEADY_RETRIES = 5;
 const FIRST_RETRY_MS = 10;
 /** Relists while changes are left for later (a pod a sync acts on): 20 ms, then doubling up to
  * the relist period, so that a change left while a short sync ran is taken ms after it. */
@@ -43,7 +46,7 @@ export function nextRelistAt(s: ScheduleState): number {
 
 /** The wait before relisting again for an event still not shown after `retries` relists. */
 export function retryDelay(retries: number): number {
-  return FIRST_RETRY_MS * 2 ** Math.max(0, retries - 1);
+  return FIRST_RETRY_MS * 2 ** Math.max(0, retries - STEADY_RETRIES);
 }
 
 /** Whether a listing shows container (or sandbox) `id` as no longer running: exited, not
@@ -85,7 +88,7 @@ export class RelistScheduler {
 
   /** A container event at `now`. Returns whether it asks for a relist. A further event for a
    * container still awaited (containerd's /tasks/delete after its /tasks/exit: the CRI plugin
-   * records the exit some 40-65 ms after it) starts its retries afresh, 10 ms then doubling,
+   * records the exit some 40-65 ms after it) starts its retries afresh, every 10 ms, then doubling,
    * so that the listing showing the exit is seen within ms rather than after a retry delay
    * grown while the runtime had not got that far. */
   notify(event: { containerId: string; kind: string }, now: number): boolean {
@@ -118,7 +121,7 @@ export class RelistScheduler {
       else if (done + 1 > EVENT_RETRIES) this.awaiting.delete(id);
       else this.awaiting.set(id, done + 1);
     }
-    // The newest event waits least: 10 ms after its first relist, then doubling.
+    // The newest event waits least: 10 ms apart for its first relists, then doubling.
     if (this.awaiting.size > 0) {
       this.soonAt = Math.min(
         this.soonAt ?? Number.POSITIVE_INFINITY,
