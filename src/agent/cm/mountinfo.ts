@@ -13,9 +13,15 @@ export type CgroupLayout =
       unified?: string;
     };
 
-interface MountEntry {
+export interface MountEntry {
+  /** The filesystem's device number, "major:minor" (the same for every mount of it). */
+  id: string;
+  /** The folder of the filesystem that is mounted ("/" unless a bind mount of a subfolder). */
+  root: string;
   mountPoint: string;
   fsType: string;
+  /** The mount source ("/dev/sda1", "tmpfs"). */
+  source: string;
   superOptions: string[];
 }
 
@@ -27,8 +33,11 @@ export function parseMountinfo(text: string): MountEntry[] {
     const dash = fields.indexOf("-");
     if (dash < 6 || fields.length < dash + 4) continue;
     out.push({
+      id: fields[2] ?? "",
+      root: unescapeOctal(fields[3] ?? ""),
       mountPoint: unescapeOctal(fields[4] ?? ""),
       fsType: fields[dash + 1] ?? "",
+      source: unescapeOctal(fields[dash + 2] ?? ""),
       superOptions: (fields[dash + 3] ?? "").split(","),
     });
   }

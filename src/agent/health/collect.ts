@@ -11,6 +11,7 @@ import {
   type NetworkInterface,
   THROTTLED_FLAGS,
 } from "../../protocol/health.ts";
+import { type MountEntry, parseMountinfo } from "../cm/mountinfo.ts";
 
 interface StatfsResult {
   bsize: number;
@@ -100,59 +101,26 @@ function readBoot(root: string): Pick<DeviceHealth, "bootTime" | "uptimeSeconds"
   };
 }
 
-interface Mount {
-  mountpoint: string;
-  device: string;
-  fsType: string;
-  /** major:minor */
-  id: string;
-  /** The folder of the filesystem mounted (not "/" for a bind mount of a subfolder). */
-  fsRoot: string;
-}
-
-/** Mountinfo escapes spaces and the like as \040. */
-function unoctal(s: string): string {
-  return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)));
-}
-
-export function parseMountinfo(text: string): Mount[] {
-  const out: Mount[] = [];
-  for (const line of text.split("\n")) {
-    const [left, right] = line.split(" - ");
-    const f = (left ?? "").split(" ");
-    const r = (right ?? "").split(" ");
-    if (f.length < 5 || r.length < 2) continue;
-    out.push({
-      id: f[2] ?? "",
-      fsRoot: unoctal(f[3] ?? ""),
-      mountpoint: unoctal(f[4] ?? ""),
-      fsType: r[0] ?? "",
-      device: unoctal(r[1] ?? ""),
-    });
-  }
-  return out;
-}
-
 function isUnder(path: string, dir: string): boolean {
   return dir === "/" || path === dir || path.startsWith(`${dir}/`);
 }
 
 /** The real mounts (one per filesystem, bind mounts of subfolders left out), and the mount
  * holding each of `paths`. */
-export function pickMounts(mounts: readonly Mount[], paths: readonly string[]): Mount[] {
-  const picked = new Map<string, Mount>();
+export function pickMounts(mounts: readonly MountEntry[], paths: readonly string[]): MountEntry[] {
+  const picked = new Map<string, MountEntry>();
   for (const m of mounts) {
-    if (PSEUDO_FS.has(m.fsType) || m.fsRoot !== "/") continue;
-    if (SKIPPED_UNDER.some((d) => isUnder(m.mountpoint, d))) continue;
+    if (PSEUDO_FS.has(m.fsType) || m.root !== "/") continue;
+    if (SKIPPED_UNDER.some((d) => isUnder(m.mountPoint, d))) continue;
     if (!picked.has(m.id)) picked.set(m.id, m);
   }
   const out = [...picked.values()];
   for (const path of paths) {
-    let best: Mount | undefined;
+    let best: MountEntry | undefined;
     for (const m of mounts)
-      if (isUnder(path, m.mountpoint) && m.mountpoint.length >= (best?.mountpoint.length ?? -1))
+      if (isUnder(path, m.mountPoint) && m.mountPoint.length >= (best?.mountPoint.length ?? -1))
         best = m;
-    if (best !== undefined && !out.some((m) => m.mountpoint === best.mountpoint)) out.push(best);
+    if (best !== undefined && !out.some((m) => m.mountPoint === best.mountPoint)) out.push(best);
   }
   return out.slice(0, 64);
 }
@@ -164,13 +132,13 @@ function readFilesystems(deps: CollectorDeps): FilesystemUse[] {
   );
   const out: FilesystemUse[] = [];
   for (const m of mounts) {
-    const s = deps.statfs(m.mountpoint);
+    const s = deps.statfs(m.mountPoint);
     if (s === undefined || s.blocks <= 0) continue;
     const safe = (n: number) => Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, n));
     const totalBytes = safe(s.blocks * s.bsize);
     out.push({
-      mountpoint: m.mountpoint,
-      device: m.device,
+      mountpoint: m.mountPoint,
+      device: m.source,
       fsType: m.fsType,
       totalBytes,
       usedBytes: safe((s.blocks - s.bfree) * s.bsize),

@@ -2,11 +2,11 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { parseMountinfo } from "../../../src/agent/cm/mountinfo.ts";
 import {
   type CollectorDeps,
   collectHealth,
   decodeThrottled,
-  parseMountinfo,
   pickMounts,
 } from "../../../src/agent/health/collect.ts";
 
@@ -150,6 +150,6 @@ describe("decodeThrottled", () => {
 describe("pickMounts", () => {
   test("keeps one mount per filesystem and skips pseudo filesystems and bind mounts", () => {
     const picked = pickMounts(parseMountinfo(MOUNTINFO), []);
-    expect(picked.map((m) => m.mountpoint)).toEqual(["/", "/boot/firmware", "/mnt/usb disk"]);
+    expect(picked.map((m) => m.mountPoint)).toEqual(["/", "/boot/firmware", "/mnt/usb disk"]);
   });
 });
