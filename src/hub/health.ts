@@ -32,10 +32,6 @@ export class HealthHistory {
     this.byNode.set(name, list);
   }
 
-  latest(name: string): DeviceHealth | undefined {
-    return this.byNode.get(name)?.at(-1);
-  }
-
   view(name: string): NodeHealthView {
     const history = [...(this.byNode.get(name) ?? [])];
     const latest = history.at(-1);

@@ -2,6 +2,7 @@
 // A device's health on its page (docs/protocol.md, "Device health"): the latest report's facts,
 // filesystems and interfaces, and a short history as text sparklines (no library, no markup).
 import { badge, facts, h, panel, table } from "./dom.js";
+import { bytes } from "./model.js";
 import { sparkline } from "./sparkline.js";
 
 /** @typedef {{ collectedAt: number, bootTime?: number, uptimeSeconds?: number, load?: number[],
@@ -11,15 +12,6 @@ import { sparkline } from "./sparkline.js";
  *   storage?: { device: string, lifeUsedPercent?: number, preEol?: string }[],
  *   interfaces: { name: string, state?: string, addresses: string[], rxBytes?: number, txBytes?: number }[] }} Health */
 /** @typedef {{ latest?: Health, history: Health[] }} HealthView */
-
-/** @param {number} bytes */
-function size(bytes) {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let v = bytes;
-  let i = 0;
-  for (; v >= 1024 && i < units.length - 1; i++) v /= 1024;
-  return `${v.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
-}
 
 /** @param {HealthView} view */
 function history(view) {
@@ -77,8 +69,8 @@ export function healthPanel(view) {
         f.mountpoint,
         f.device,
         f.fsType,
-        size(f.totalBytes),
-        size(f.usedBytes),
+        bytes(f.totalBytes),
+        bytes(f.usedBytes),
         `${f.totalBytes > 0 ? Math.round((f.usedBytes / f.totalBytes) * 100) : 0} %`,
       ]),
       "No filesystems reported.",
@@ -89,8 +81,8 @@ export function healthPanel(view) {
         i.name,
         i.state ?? "",
         i.addresses.join(", "),
-        i.rxBytes === undefined ? "" : size(i.rxBytes),
-        i.txBytes === undefined ? "" : size(i.txBytes),
+        i.rxBytes === undefined ? "" : bytes(i.rxBytes),
+        i.txBytes === undefined ? "" : bytes(i.txBytes),
       ]),
       "No interfaces reported.",
     ),

@@ -54,7 +54,7 @@ describe("the hub's health history", () => {
     for (let i = 1; i <= 5; i++) h.add("cam-1", { ...HEALTH, collectedAt: i });
     h.add("cam-2", HEALTH);
     expect(h.view("cam-1").history.map((r) => r.collectedAt)).toEqual([3, 4, 5]);
-    expect(h.latest("cam-1")?.collectedAt).toBe(5);
+    expect(h.view("cam-1").latest?.collectedAt).toBe(5);
     h.forget("cam-1");
     expect(h.view("cam-1")).toEqual({
       apiVersion: "fleetlet.io/v1",
@@ -62,7 +62,7 @@ describe("the hub's health history", () => {
       node: "cam-1",
       history: [],
     });
-    expect(h.latest("cam-2")).toEqual(HEALTH);
+    expect(h.view("cam-2").latest).toEqual(HEALTH);
   });
 });
 
