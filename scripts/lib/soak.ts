@@ -17,6 +17,7 @@ const t0 = Date.now();
 const report = await runSoak({
   seed,
   durationMs: minutes * 60_000,
+  limitMs: (minutes + 15) * 60_000,
   stepsPerRound: 12,
   settleMs: 120_000,
   maxFiles: 8,

@@ -15,6 +15,7 @@ describe("the chaos soak, short form (needs root, the test bed and libfaketime)"
       const report = await runSoak({
         seed: 30_030,
         durationMs: MINUTES * 60_000,
+        limitMs: (MINUTES + 7) * 60_000,
         stepsPerRound: 8,
         settleMs: 120_000,
         maxFiles: 6,
@@ -26,6 +27,6 @@ describe("the chaos soak, short form (needs root, the test bed and libfaketime)"
       expect(report.rounds).toBeGreaterThan(0);
       expect(report.checks).toBeGreaterThan(0);
     },
-    (MINUTES + 6) * 60_000,
+    (MINUTES + 9) * 60_000,
   );
 });

@@ -5,7 +5,7 @@
 import { unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { hubCli, tempManifest } from "../deploy.ts";
+import { hubCliAsync, tempManifest } from "../deploy.ts";
 import { prng } from "../prng.ts";
 import { FAULT_KINDS, type FaultKind, Faults } from "./faults.ts";
 import { type Bounds, checkOnce, type FirstContainers } from "./invariants.ts";
@@ -23,6 +23,9 @@ export interface SoakOptions {
   seed: number;
   /** Stop starting rounds after this long (ms). */
   durationMs: number;
+  /** End the soak with a violation when it is still running after this long (ms): a part that
+   * hangs is reported with what the soak was waiting for, instead of running on. */
+  limitMs: number;
   /** Steps per round, before its quiet period. */
   stepsPerRound: number;
   /** How long a quiet period may take to reach the invariants (ms). */
@@ -66,6 +69,11 @@ class Soak {
   readonly report: SoakReport;
   private nextFile = 0;
   private lastStep = "(none)";
+  /** What the soak awaits now, for a report when it runs past its limit. */
+  doing = "starting the hub, containerd and the agent";
+  private readonly began = performance.now();
+  /** The last lines logged, with their time since the start, for the same report. */
+  private readonly recent: string[] = [];
   /** Whether the agent was killed since the last quiet period. */
   private agentKilled = false;
   /** containerd was killed during the current round (a start in flight may have been cut). */
@@ -87,6 +95,21 @@ class Soak {
       eventsDroppedReported: 0,
       elapsedMs: 0,
     };
+  }
+
+  log(line: string): void {
+    this.recent.push(`[${((performance.now() - this.began) / 1000).toFixed(0)} s] ${line}`);
+    if (this.recent.length > 20) this.recent.shift();
+    this.opts.log(line);
+  }
+
+  /** Ends the soak's report with a violation: it ran past its limit while doing `doing`. */
+  overran(): void {
+    this.stopped(
+      new Error(
+        `the soak ran past its limit of ${this.opts.limitMs} ms while ${this.doing}; its last lines:\n${this.recent.join("\n")}`,
+      ),
+    );
   }
 
   private pick<T>(items: readonly T[]): T {
@@ -189,7 +212,7 @@ class Soak {
       `${name}.yaml`,
       daemonSetManifest(name, this.world.agent.tb.busybox, gen),
     );
-    const p = hubCli(hub, ["apply", "-f", file]);
+    const p = await hubCliAsync(hub, ["apply", "-f", file]);
     if (p.code !== 0) return `${op} ${name}: refused (${p.stderr.trim()})`;
     m.daemonSets.set(name, { name, gen });
     return `${op} ${name} gen ${gen}`;
@@ -202,6 +225,7 @@ class Soak {
       const kind: FaultKind = this.pick(FAULT_KINDS);
       this.count(this.report.faults, kind);
       const startsBefore = this.faults.agentStarts;
+      this.doing = `injecting the fault ${kind}`;
       line = `fault: ${await this.faults.inject(kind)}`;
       if (this.faults.agentStarts !== startsBefore || kind === "agent-kill") {
         this.model.agentRestarted();
@@ -209,18 +233,21 @@ class Soak {
       }
       if (kind === "containerd-restart") this.runtimeKilled = true;
     } else {
+      this.doing = "an operation (a manifest write or a DaemonSet call to the hub)";
       line = await this.operate();
     }
     this.lastStep = line;
-    this.opts.log(line);
+    this.log(line);
+    this.doing = "waiting between steps";
     await Bun.sleep(500 + Math.floor(this.rand() * 3000));
   }
 
   /** Mends the faults and waits for the invariants; records a violation when they never hold. */
   async quiet(round: number): Promise<void> {
     const startsBefore = this.faults.agentStarts;
+    this.doing = `mending the faults of round ${round}`;
     const healed = await this.faults.heal();
-    for (const line of healed) this.opts.log(`heal: ${line}`);
+    for (const line of healed) this.log(`heal: ${line}`);
     if (this.faults.agentStarts !== startsBefore) this.model.agentRestarted();
     const wanted = this.model.wanted(this.world.agent.nodeName);
     const deadline = performance.now() + this.opts.settleMs;
@@ -232,11 +259,13 @@ class Soak {
         runtimeKilled: this.runtimeKilled,
         excused: [] as string[],
       };
-      differences = await checkOnce(this.world, wanted, this.first, this.opts.bounds, round).catch(
-        (err: unknown) => [`a check failed: ${(err as Error).message}`],
-      );
+      this.doing = `checking the invariants after round ${round} (check ${this.report.checks})`;
+      differences = await within(
+        CHECK_LIMIT_MS,
+        checkOnce(this.world, wanted, this.first, this.opts.bounds, round),
+      ).catch((err: unknown) => [`a check failed: ${(err as Error).message}`]);
       this.noteResources();
-      for (const line of round.excused) this.opts.log(`excused: ${line}`);
+      for (const line of round.excused) this.log(`excused: ${line}`);
       this.report.excused += round.excused.length;
       if (differences.length === 0 || performance.now() > deadline) break;
       await Bun.sleep(2000);
@@ -246,19 +275,20 @@ class Soak {
       // next relist of its folder (every 2 s here).
       await Bun.sleep(3000);
     }
-    await this.noteSeen();
+    this.doing = `noting the versions the agent shows after round ${round}`;
+    await within(CHECK_LIMIT_MS, this.noteSeen()).catch(() => {});
     for (const f of this.model.files.values()) if (f.seen) f.durable = true;
     this.agentKilled = false;
     this.runtimeKilled = false;
     if (differences.length === 0) {
-      this.opts.log(`round ${round}: all invariants hold (${wanted.size} pods wanted)`);
+      this.log(`round ${round}: all invariants hold (${wanted.size} pods wanted)`);
       return;
     }
     const v = { seed: this.opts.seed, round, lastStep: this.lastStep, differences };
     this.keepOutputs(round);
     this.report.violations.push(v);
-    this.opts.log(`VIOLATION seed ${v.seed} round ${round} after "${v.lastStep}":`);
-    for (const d of differences) this.opts.log(`  ${d}`);
+    this.log(`VIOLATION seed ${v.seed} round ${round} after "${v.lastStep}":`);
+    for (const d of differences) this.log(`  ${d}`);
   }
 
   /** Keeps the agent's and the hub's whole output next to the report, for a violation. */
@@ -266,7 +296,7 @@ class Soak {
     const base = join(tmpdir(), `fleetlet-soak-${this.opts.seed}-round${round}`);
     writeFileSync(`${base}-agent.log`, this.world.agent.output);
     writeFileSync(`${base}-hub.log`, this.world.hub.output);
-    this.opts.log(`outputs kept in ${base}-agent.log and ${base}-hub.log`);
+    this.log(`outputs kept in ${base}-agent.log and ${base}-hub.log`);
   }
 
   /** Records why the soak could not go on, with the last output of the hub and the agent. */
@@ -285,8 +315,8 @@ class Soak {
     };
     this.keepOutputs(v.round);
     this.report.violations.push(v);
-    this.opts.log(`VIOLATION seed ${v.seed} round ${v.round} after "${v.lastStep}":`);
-    for (const d of differences) this.opts.log(`  ${d}`);
+    this.log(`VIOLATION seed ${v.seed} round ${v.round} after "${v.lastStep}":`);
+    for (const d of differences) this.log(`  ${d}`);
   }
 
   private noteResources(): void {
@@ -305,26 +335,52 @@ async function droppedReported(world: SoakWorld): Promise<number> {
   return items.filter((e) => e.reason === "EventsDropped").reduce((n, e) => n + (e.count ?? 1), 0);
 }
 
+/** One check may take this long; a part that does not answer is a difference, not a hang. */
+const CHECK_LIMIT_MS = 30_000;
+
+class Late extends Error {}
+
+/** `p`, or a rejection (Late) when it has not settled within `ms`. */
+function within<T>(ms: number, p: Promise<T>): Promise<T> {
+  let timer: Timer | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Late(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
 /** Runs a soak; resolves with its report (violations included, never thrown). */
 export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   const soak = new Soak(opts);
   const started = performance.now();
+  let halted = false;
   opts.log(`soak seed ${opts.seed} (replay: scripts/soak --seed ${opts.seed})`);
-  try {
+  const body = async (): Promise<void> => {
     await soak.world.start();
-    for (let round = 1; performance.now() - started < opts.durationMs; round++) {
-      for (let i = 0; i < opts.stepsPerRound; i++) await soak.step();
+    for (let round = 1; performance.now() - started < opts.durationMs && !halted; round++) {
+      for (let i = 0; i < opts.stepsPerRound && !halted; i++) await soak.step();
+      if (halted) return;
       await soak.quiet(round);
       soak.report.rounds = round;
     }
+    soak.doing = "counting the drops the hub reports";
     soak.report.eventsDroppedReported = await droppedReported(soak.world);
+  };
+  try {
+    await within(opts.limitMs, body()).catch((err: unknown) => {
+      halted = true;
+      if (err instanceof Late) soak.overran();
+      else throw err;
+    });
   } catch (err) {
     // A part that would not come back (the hub, the agent, containerd) ends the soak: that is a
     // violation too, with what the part said last.
     soak.stopped(err);
   } finally {
     soak.report.elapsedMs = Math.round(performance.now() - started);
-    await soak.world.cleanup();
+    await within(60_000, soak.world.cleanup()).catch((err: unknown) =>
+      opts.log(`cleanup: ${(err as Error).message}`),
+    );
   }
   return soak.report;
 }
