@@ -26,6 +26,7 @@ import { registerHealthMetrics } from "./health/metrics.ts";
 import { HealthReporter } from "./health/reporter.ts";
 import { HubPort, hubDesiredState } from "./hubclient/desired-source.ts";
 import type { AgentHubWiring } from "./hubclient/index.ts";
+import { imageFsMountpoint } from "./images/index.ts";
 import type { RunningPod } from "./kubecontainer/types.ts";
 import { createRuntimeHealth } from "./kuberuntime/health.ts";
 import { connectRuntime, createAgentRuntime, createRuntimeListing } from "./kuberuntime/setup.ts";
@@ -95,7 +96,7 @@ export async function runAgent(
     runtimePods: () => listing.recent(),
   });
   const fileSource = setupFileSource(base, pm.podConfig, objects);
-  const deviceHealth = deviceHealthReporter(base);
+  const deviceHealth = deviceHealthReporter(base, cri);
   const { server, streams } = await localApi(base, rt, pm, nm, deviceHealth);
   // One relist before the first health check, so a healthy runtime is never reported down.
   await pleg.relist();
@@ -282,10 +283,20 @@ function localApi(
   );
 }
 
-/** The device's health, read from /proc and /sys every deviceHealthPeriod (health/). */
-function deviceHealthReporter(base: Base): HealthReporter {
+/** The device's health, read from /proc and /sys every deviceHealthPeriod (health/): the root
+ * dir's filesystem always, and the image filesystem once the runtime has named it. */
+function deviceHealthReporter(base: Base, cri: Pick<CriRuntime, "imageFsInfo">): HealthReporter {
   const { config, clock, logger } = base;
-  const deps = hostCollectorDeps([config.rootDir]);
+  const paths = [config.rootDir];
+  const deps = hostCollectorDeps(paths);
+  imageFsMountpoint(cri).then(
+    (path) => paths.push(path),
+    (err: unknown) =>
+      logger.warn("device health leaves out the image filesystem", {
+        component: "health",
+        error: (err as Error).message,
+      }),
+  );
   return new HealthReporter({
     clock,
     logger: logger.with({ component: "health" }),

@@ -1,16 +1,19 @@
 // Device health end to end: a real agent reads its device's /proc and /sys, reports to a real
 // hub, and the hub serves it to the dashboard's API and `fleetlet describe node`; the agent's own
-// /metrics shows the same facts. Needs root and the test bed.
+// /metrics shows the same facts. The runtime is a containerd of its own whose image filesystem
+// is a tmpfs, a kind reported only because the runtime names it. Needs root and the test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import type { DeviceHealth } from "../../src/protocol/health.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { TestHub } from "../lib/hub.ts";
+import { SmallContainerd } from "../lib/small-containerd.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 
 const hub = new TestHub(["--heartbeat-interval", "1s"]);
 const args = ["--device-health-period", "1s", "--device-health-counters-period", "2s"];
-const agent = new TestAgent({ args });
+const runtime = new SmallContainerd(64, "tmpfs");
+const agent = new TestAgent({ args, endpoint: runtime.endpoint });
 
 interface HealthView {
   latest?: DeviceHealth;
@@ -24,11 +27,13 @@ async function hubHealth(): Promise<HealthView | undefined> {
 
 beforeAll(async () => {
   await hub.start();
+  await runtime.start();
   args.push("--hub", hub.url, "--join-token", await hub.joinToken());
   await agent.start();
 }, 60_000);
 afterAll(async () => {
   await agent.cleanup();
+  await runtime.stop();
   await hub.cleanup();
 }, 60_000);
 
@@ -49,6 +54,16 @@ describe("device health from agent to hub (needs root and the test bed)", () => 
     expect(view.interfaces.some((i) => i.addresses.length > 0)).toBe(true);
     expect(view.interfaces.some((i) => i.name === "lo")).toBe(false);
   });
+
+  test("the runtime's image filesystem, as its ImageFsInfo names it, is reported too", async () => {
+    const images = await eventually(
+      "the image filesystem in the hub's health",
+      async () =>
+        (await hubHealth())?.latest?.filesystems.find((f) => f.mountpoint === runtime.root),
+      20_000,
+    );
+    expect(images.totalBytes).toBe(64 * 1024 * 1024);
+  }, 30_000);
 
   test("counters alone make a report at the counters period, so the history grows", async () => {
     await eventually(

@@ -41,7 +41,12 @@ export class SmallContainerd {
   /** How many times containerd was started (each start logs to its own file). */
   private starts = 0;
 
-  constructor(readonly sizeMiB: number) {
+  /** `kind` "tmpfs" puts the root on a tmpfs of that size instead (a filesystem of a kind
+   * device health reports only when it is named: an image filesystem). */
+  constructor(
+    readonly sizeMiB: number,
+    private readonly kind: "ext4" | "tmpfs" = "ext4",
+  ) {
     this.dir = mkdtempSync(join(tmpdir(), "fleetlet-small-ctrd-"));
     this.root = join(this.dir, "root");
     this.socket = join(this.dir, "containerd.sock");
@@ -52,9 +57,13 @@ export class SmallContainerd {
     const tb = loadTestbed();
     const image = join(this.dir, "root.img");
     run(["mkdir", "-p", this.root, join(this.dir, "state"), join(this.dir, "opt")]);
-    run(["truncate", "-s", `${this.sizeMiB}M`, image]);
-    run(["mkfs.ext4", "-q", "-F", "-m", "0", image]);
-    run(["mount", "-o", "loop", image, this.root]);
+    if (this.kind === "tmpfs")
+      run(["mount", "-t", "tmpfs", "-o", `size=${this.sizeMiB}m`, "small-ctrd", this.root]);
+    else {
+      run(["truncate", "-s", `${this.sizeMiB}M`, image]);
+      run(["mkfs.ext4", "-q", "-F", "-m", "0", image]);
+      run(["mount", "-o", "loop", image, this.root]);
+    }
     const config = readFileSync(tb.containerdConfig, "utf8")
       .replace(/^root = .*$/m, `root = "${this.root}"`)
       .replace(/^state = .*$/m, `state = "${join(this.dir, "state")}"`)

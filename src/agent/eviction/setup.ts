@@ -12,6 +12,7 @@ import type { AgentConfig } from "../config/index.ts";
 import { type EventRecorder, podRef } from "../events/index.ts";
 import type { Observation, Signal } from "../evictionapi/signals.ts";
 import { buildThresholds } from "../evictionapi/thresholds.ts";
+import { imageFsMountpoint } from "../images/index.ts";
 import { LABEL_POD_UID, nodeSelector } from "../kuberuntime/index.ts";
 import type { PodWorkers } from "../podworkers/index.ts";
 import { createPodEvictor } from "./evict-pod.ts";
@@ -107,9 +108,7 @@ function imageFsLocator(input: AgentEvictionInput): () => Promise<string> {
   return async () => {
     const now = input.clock.monotonic();
     if (cached !== undefined && now - cached.at < 60_000) return cached.path;
-    const info = await input.cri.imageFsInfo({}, { timeoutMs: 10_000 });
-    const path = info.imageFilesystems[0]?.fsId?.mountpoint;
-    if (!path) throw new Error("the runtime's ImageFsInfo names no image filesystem");
+    const path = await imageFsMountpoint(input.cri);
     cached = { path, at: now };
     return path;
   };

@@ -13,6 +13,7 @@ export {
   usagePercent,
 } from "./gc-plan.ts";
 export { RECORD_SAVE_GRANULARITY_MS } from "./gc-records.ts";
+export { imageFsMountpoint } from "./image-fs.ts";
 export {
   createImageManager,
   formatElapsed,
