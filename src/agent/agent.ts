@@ -28,6 +28,7 @@ import { HubPort, hubDesiredState } from "./hubclient/desired-source.ts";
 import type { AgentHubWiring } from "./hubclient/index.ts";
 import { imageFsMountpoint } from "./images/index.ts";
 import type { RunningPod } from "./kubecontainer/types.ts";
+import { checkCgroupDriver } from "./kuberuntime/cgroup-driver.ts";
 import { createRuntimeHealth } from "./kuberuntime/health.ts";
 import { connectRuntime, createAgentRuntime, createRuntimeListing } from "./kuberuntime/setup.ts";
 import { createAdmitHandlers } from "./lifecycle/index.ts";
@@ -140,6 +141,8 @@ interface Base {
 async function runtimeManagers(base: Base) {
   const { config, clock, logger, stateWrites } = base;
   const cri = connectRuntime(config, logger);
+  // A runtime making cgroups the other way would fail every container start: refused here.
+  await checkCgroupDriver(config, cri, logger.with({ component: "cri" }));
   // PLEG relists it; housekeeping and the CPU manager take its last listing.
   const listing = createRuntimeListing(cri, config, clock);
   // Detects the cgroup version, creates kubepods and the QoS cgroups, restores the CPU manager.

@@ -1,6 +1,6 @@
 // `fleetlet runtime-info`: what a user runs to check a device's container runtime.
 import { parseArgs } from "node:util";
-import { type CriClient, createCriClient, isCriError } from "../cri/index.ts";
+import { type CriClient, createCriClient, isCriError, runtimeCgroupDriver } from "../cri/index.ts";
 import { CliError, UsageError } from "./errors.ts";
 
 export const DEFAULT_RUNTIME_ENDPOINT = "unix:///run/containerd/containerd.sock";
@@ -42,12 +42,16 @@ export async function runtimeInfoCommand(argv: string[]): Promise<number> {
     const version = await client.version({ version: "v1" });
     const status = await client.status({});
     const conditions = status.status?.conditions ?? [];
+    const cgroups = await runtimeCgroupDriver(client);
     if (flags.output === "json") {
-      console.log(JSON.stringify({ endpoint, ...version, conditions }, null, 2));
+      const cgroupDriver = cgroups?.driver ?? null;
+      console.log(JSON.stringify({ endpoint, ...version, cgroupDriver, conditions }, null, 2));
     } else {
       console.log(`Endpoint:        ${endpoint}`);
       console.log(`Runtime:         ${version.runtimeName} ${version.runtimeVersion}`);
       console.log(`Runtime API:     ${version.runtimeApiVersion}`);
+      const said = cgroups === undefined ? "(not said)" : `${cgroups.driver}  (${cgroups.source})`;
+      console.log(`Cgroup driver:   ${said}`);
       console.log("Conditions:");
       for (const c of conditions) {
         const why = c.status ? "" : `  ${c.reason}${c.message ? `: ${c.message}` : ""}`;

@@ -155,6 +155,7 @@ export function createCriClient(options: CriClientOptions): CriClient {
     pullImage: (r, o) => call("pullImage", r, o),
     removeImage: (r, o) => call("removeImage", r, o),
     imageFsInfo: (r, o) => call("imageFsInfo", r, o),
+    runtimeConfig: (r, o) => call("runtimeConfig", r, o),
   };
 }
 

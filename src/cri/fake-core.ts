@@ -34,6 +34,8 @@ export abstract class FakeRuntimeBase {
   execHandler: (container: FakeContainer, cmd: string[]) => ExecResult = () => ({ exitCode: 0 });
   /** The `info` of a verbose Status (containerd puts its config JSON under "config"). */
   statusInfo: Record<string, string> = {};
+  /** The cgroup driver RuntimeConfig answers; undefined: Unimplemented, as containerd 1.6. */
+  cgroupDriver: "SYSTEMD" | "CGROUPFS" | undefined;
   /** Conditions reported by Status. */
   conditions: t.RuntimeCondition[] = [
     { type: "RuntimeReady", status: true, reason: "", message: "" },

@@ -9,6 +9,7 @@
 // - Timestamps come from the injected clock (ms) and are reported in ns, like the runtime.
 // - A container belongs to exactly one existing sandbox; removing the sandbox removes it.
 
+import { CriError, GrpcStatus } from "./errors.ts";
 import type { ContainerEvents } from "./events.ts";
 import { FakeRuntimeBase, type FakeRuntimeOptions } from "./fake-core.ts";
 import {
@@ -51,6 +52,20 @@ export class FakeRuntime extends FakeRuntimeBase implements CriRuntime, Containe
       runtimeHandlers: [],
       features: null,
     };
+  }
+
+  async runtimeConfig(
+    req: m.RuntimeConfigRequest,
+    o?: CallOptions,
+  ): Promise<m.RuntimeConfigResponse> {
+    await this.enter("runtimeConfig", req, o);
+    if (this.cgroupDriver === undefined)
+      throw new CriError({
+        rpc: "RuntimeConfig",
+        grpcStatus: GrpcStatus.UNIMPLEMENTED,
+        runtimeMessage: "unknown method RuntimeConfig",
+      });
+    return { linux: { cgroupDriver: this.cgroupDriver } };
   }
 
   // ---- sandboxes ----

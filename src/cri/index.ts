@@ -27,6 +27,11 @@ export { normalizeImageRef } from "./fake-support.ts";
 export { TransportError } from "./grpc-wire.ts";
 export { addressText } from "./h2.ts";
 export { CRI_PACKAGE } from "./proto.ts";
+export {
+  containerdConfig,
+  driverFromContainerdConfig,
+  runtimeCgroupDriver,
+} from "./runtime-config.ts";
 export { CRI_RPCS } from "./service.ts";
 export { createH2Transport } from "./transport.ts";
 export type * from "./types.ts";

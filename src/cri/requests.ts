@@ -41,6 +41,10 @@ export interface StatusResponse {
   runtimeHandlers: { name: string; features: Record<string, boolean> | null }[];
   features: { supplementalGroupsPolicy: boolean } | null;
 }
+export type RuntimeConfigRequest = Record<string, never>;
+export interface RuntimeConfigResponse {
+  linux: { cgroupDriver: "SYSTEMD" | "CGROUPFS" } | null;
+}
 
 // ---- sandboxes ----
 

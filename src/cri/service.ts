@@ -18,6 +18,8 @@ interface RuntimeService {
   version(req: m.VersionRequest, opts?: CallOptions): Promise<m.VersionResponse>;
   /** Runtime conditions (RuntimeReady, NetworkReady). A reachable runtime may still be unready. */
   status(req: m.StatusRequest, opts?: CallOptions): Promise<m.StatusResponse>;
+  /** The runtime's cgroup driver (containerd 2.0 and later); Unimplemented before. */
+  runtimeConfig(req: m.RuntimeConfigRequest, opts?: CallOptions): Promise<m.RuntimeConfigResponse>;
 
   /** Creates and starts a sandbox (network namespace, pause process); ready when it resolves. */
   runPodSandbox(req: m.RunPodSandboxRequest, opts?: CallOptions): Promise<m.RunPodSandboxResponse>;
@@ -121,6 +123,7 @@ export const CRI_RPCS: {
 } = {
   version: ["RuntimeService", "Version"],
   status: ["RuntimeService", "Status"],
+  runtimeConfig: ["RuntimeService", "RuntimeConfig"],
   runPodSandbox: ["RuntimeService", "RunPodSandbox"],
   stopPodSandbox: ["RuntimeService", "StopPodSandbox"],
   removePodSandbox: ["RuntimeService", "RemovePodSandbox"],

@@ -49,6 +49,9 @@ describe("fleetlet runtime-info", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/Runtime: +containerd \S+/);
     expect(r.stdout).toMatch(/Runtime API: +v1/);
+    expect(r.stdout).toContain(
+      `Cgroup driver:   cgroupfs  (containerd's CRI config: runtime "runc" has SystemdCgroup = false)`,
+    );
     expect(r.stdout).toMatch(/RuntimeReady +true/);
     expect(r.stdout).toMatch(/NetworkReady +true/);
   });
@@ -59,6 +62,7 @@ describe("fleetlet runtime-info", () => {
     expect(r.code).toBe(0);
     const info = JSON.parse(r.stdout);
     expect(info.runtimeName).toBe("containerd");
+    expect(info.cgroupDriver).toBe("cgroupfs");
     expect(info.conditions.map((c: { type: string }) => c.type).sort()).toEqual([
       "NetworkReady",
       "RuntimeReady",

@@ -12,7 +12,7 @@ import { eventually, fleetletBin } from "../lib/testbed.ts";
 
 const hub = new TestHub(["--heartbeat-interval", "1s"]);
 const args = ["--device-health-period", "1s", "--device-health-counters-period", "2s"];
-const runtime = new SmallContainerd(64, "tmpfs");
+const runtime = new SmallContainerd(64, { tmpfs: true });
 const agent = new TestAgent({ args, endpoint: runtime.endpoint });
 
 interface HealthView {

@@ -41,11 +41,12 @@ export class SmallContainerd {
   /** How many times containerd was started (each start logs to its own file). */
   private starts = 0;
 
-  /** `kind` "tmpfs" puts the root on a tmpfs of that size instead (a filesystem of a kind
-   * device health reports only when it is named: an image filesystem). */
+  /** `opts.tmpfs` puts the root on a tmpfs of that size instead (a filesystem of a kind device
+   * health reports only when it is named: an image filesystem); `opts.systemdCgroup` sets runc's
+   * SystemdCgroup option (this host has no systemd: its containers cannot start, but it says). */
   constructor(
     readonly sizeMiB: number,
-    private readonly kind: "ext4" | "tmpfs" = "ext4",
+    private readonly opts: { tmpfs?: boolean; systemdCgroup?: boolean } = {},
   ) {
     this.dir = mkdtempSync(join(tmpdir(), "fleetlet-small-ctrd-"));
     this.root = join(this.dir, "root");
@@ -57,7 +58,7 @@ export class SmallContainerd {
     const tb = loadTestbed();
     const image = join(this.dir, "root.img");
     run(["mkdir", "-p", this.root, join(this.dir, "state"), join(this.dir, "opt")]);
-    if (this.kind === "tmpfs")
+    if (this.opts.tmpfs)
       run(["mount", "-t", "tmpfs", "-o", `size=${this.sizeMiB}m`, "small-ctrd", this.root]);
     else {
       run(["truncate", "-s", `${this.sizeMiB}M`, image]);
@@ -68,7 +69,8 @@ export class SmallContainerd {
       .replace(/^root = .*$/m, `root = "${this.root}"`)
       .replace(/^state = .*$/m, `state = "${join(this.dir, "state")}"`)
       .replace(/^(\s*)path = ".*"$/m, `$1path = "${join(this.dir, "opt")}"`)
-      .replaceAll(tb.socket, this.socket);
+      .replaceAll(tb.socket, this.socket)
+      .replace(/SystemdCgroup = false/, `SystemdCgroup = ${this.opts.systemdCgroup === true}`);
     writeFileSync(join(this.dir, "config.toml"), config);
     await this.spawn();
   }

@@ -14,7 +14,7 @@
 
 import { statfs as fsStatfs } from "node:fs/promises";
 import type { ContainerImage } from "../../api/node.ts";
-import type { CriRuntime, Image } from "../../cri/index.ts";
+import { type CriRuntime, containerdConfig, type Image } from "../../cri/index.ts";
 import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { ignoreStateWrites, reportedWrite, type StateWrites } from "../events/state-writes.ts";
@@ -82,14 +82,8 @@ async function statfsOf(path: string): Promise<{ capacity: number; available: nu
 /** The runtime's sandbox image, from containerd's verbose status (config.sandboxImage);
  * undefined for a runtime whose status does not name one (CRI-O pins its own instead). */
 async function sandboxImage(cri: ImageGCDeps["cri"]): Promise<string | undefined> {
-  const res = await cri.status({ verbose: true });
-  let config: { sandboxImage?: unknown };
-  try {
-    config = JSON.parse(res.info.config ?? "{}");
-  } catch {
-    return undefined; // not containerd's JSON config: nothing there names a sandbox image
-  }
-  return typeof config.sandboxImage === "string" ? config.sandboxImage : undefined;
+  const config = await containerdConfig(cri);
+  return typeof config?.sandboxImage === "string" ? config.sandboxImage : undefined;
 }
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
