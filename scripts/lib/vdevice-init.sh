@@ -1,6 +1,9 @@
 #!/bin/sh
 # PID 1 of the virtual device (scripts/vdevice): brings the guest up the way a device's init does
-# and then serves the host's commands from the console.
+# and then serves the host's commands from the console. In the systemd flavour of the guest
+# (fleetlet.init=systemd on the kernel's command line) it makes the same mounts and then hands
+# over to systemd, whose units (scripts/vdevice writes them) start containerd, the images, the
+# console and the agent.
 #
 # The root is the cached guest tree on hostfs, read-only; what a device keeps lives on its
 # persistent disk (/dev/ubda, ext4) mounted at /persist and bound over /var/lib/containerd,
@@ -10,13 +13,12 @@
 # agent's log, the command channel, and a test's hooks (pre-boot.sh, run before containerd
 # starts; pre-agent.sh, run once containerd answers and before the agent starts).
 #
-# Command channel: the host writes /shared/exec/ID.sh and then the line "ID" on the console;
-# the script runs in the background, its output goes to /shared/exec/ID.out and the line
-# "@@done ID RC" to the console.
+# The command channel is vdevice-console.sh; the images and the pre-agent hook vdevice-images.sh.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 say() { echo "vdevice: $*" > /dev/console; }
 
 mount -t proc proc /proc
+flavour=$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^fleetlet.init=//p')
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mkdir -p /dev/pts /dev/shm
@@ -24,12 +26,14 @@ mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=0755,size=256m tmpfs /run
 mount -t tmpfs -o mode=1777,size=256m tmpfs /tmp
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
-mount -t hostfs -o "$(cat /proc/cmdline | tr ' ' '\n' | sed -n 's/^fleetlet.shared=//p')" hostfs /shared
+mount -t hostfs -o "$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^fleetlet.shared=//p')" hostfs /shared
 stty -echo < /dev/console 2>/dev/null
 
-# cgroup v2 only, its controllers enabled for the tree below the root.
-mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup
-echo "+cpu +io +memory +pids" > /sys/fs/cgroup/cgroup.subtree_control
+# cgroup v2 only, its controllers enabled for the tree below the root (systemd does both itself).
+if [ "$flavour" != systemd ]; then
+  mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup
+  echo "+cpu +io +memory +pids" > /sys/fs/cgroup/cgroup.subtree_control
+fi
 modprobe overlay
 modprobe bridge
 modprobe veth
@@ -63,23 +67,16 @@ hook() { # hook NAME: runs /shared/NAME.sh if there is one; its output is NAME.o
 }
 hook pre-boot
 
+if [ "$flavour" = systemd ]; then
+  # What systemd writes beside the persistent folders, on the read-only root.
+  mount -t tmpfs -o mode=0755 tmpfs /var/lib/systemd
+  mount -t tmpfs -o mode=1777 tmpfs /var/tmp
+  exec /lib/systemd/systemd
+fi
+
 containerd > /run/containerd.log 2>&1 &
 (
-  # The images of this device (no registry is reachable): imported once onto the disk.
-  # (Not `ctr version`: it fails for good once a power cut has left containerd's introspection
-  # uuid file empty, while everything else works.)
-  until ctr -n k8s.io images ls -q > /dev/null 2>&1; do sleep 0.2; done
-  for tar in /usr/share/fleetlet-vdevice/images/*.tar; do
-    name=$(basename "$tar" .tar)
-    ctr -n k8s.io images ls -q | grep -q "/$name:" && continue
-    ctr -n k8s.io images import --all-platforms "$tar" > /dev/null
-    # As if pulled long before: unpacked layers are not synced by containerd, and a power cut in
-    # the next half minute would leave them as empty files.
-    sync
-  done
-  say "containerd ready"
-  # A test's hook, once containerd answers and before the agent starts.
-  hook pre-agent
+  /sbin/fleetlet-vdevice-images
   # The agent, restarted if it exits (as a service manager would), logging to the host.
   n=0
   while :; do
@@ -91,13 +88,6 @@ containerd > /run/containerd.log 2>&1 &
   done
 ) &
 
-say "ready"
-while read -r id; do
-  case $id in '' | *[!a-z0-9-]*) continue ;; esac
-  (
-    sh "/shared/exec/$id.sh" > "/shared/exec/$id.out" 2>&1
-    echo "@@done $id $?" > /dev/console
-  ) &
-done < /dev/console
-say "console closed"
+/sbin/fleetlet-vdevice-console
+echo "vdevice: console closed" > /dev/console
 exec sleep infinity

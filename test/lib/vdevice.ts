@@ -130,8 +130,9 @@ export class VirtualDevice {
 
   private configYaml: string | undefined;
 
-  /** Powers the device on; `net` adds the host-only link to the host. */
-  async boot(opts: { net?: boolean } = {}): Promise<void> {
+  /** Powers the device on; `net` adds the host-only link to the host; `systemd` makes a new
+   * device of the guest's systemd flavour (systemd as init; `scripts/vdevice build --systemd`). */
+  async boot(opts: { net?: boolean; systemd?: boolean } = {}): Promise<void> {
     const args = ["boot", this.name];
     if (this.configYaml !== undefined) {
       const file = join(this.env.dir, `${this.name}.config.yaml`);
@@ -140,6 +141,7 @@ export class VirtualDevice {
       this.configYaml = undefined;
     }
     if (opts.net) args.push("--net");
+    if (opts.systemd) args.push("--systemd");
     await this.run(args, `boot ${this.name}`);
   }
 
