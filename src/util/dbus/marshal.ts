@@ -113,6 +113,7 @@ function writeBig(w: Writer, code: "x" | "t", v: unknown) {
 
 function writeString(w: Writer, t: DType, v: unknown) {
   if (typeof v !== "string" || v.includes("\0")) bad(t, v);
+  if (!v.isWellFormed()) bad(t, v, " (it has an unpaired surrogate, which UTF-8 cannot hold)");
   if (t.code === "o" && !isObjectPath(v)) bad(t, v, " (an object path)");
   const b = utf8.encode(v);
   if (t.code === "g") {
