@@ -212,7 +212,7 @@ describe("D-Bus wire format properties (no root)", () => {
   test(
     "mutated messages decode to a message or a DBusDecodeError, with no more values than bytes",
     async () => {
-      const arb = messageArb.chain((m) => {
+      const arb = messageArb.chain((m): fc.Arbitrary<Uint8Array> => {
         const b = writable(m);
         return b === null ? fc.constant(new Uint8Array(0)) : mutated(b, 4);
       });
