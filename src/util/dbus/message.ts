@@ -13,14 +13,14 @@ import {
 } from "./types.ts";
 import { Reader, readValue, unmarshal } from "./unmarshal.ts";
 
-export const MessageType = { call: 1, return: 2, error: 3, signal: 4 } as const;
-export type MessageKind = keyof typeof MessageType;
+const MessageType = { call: 1, return: 2, error: 3, signal: 4 } as const;
+type MessageKind = keyof typeof MessageType;
 
 /** The flag that tells the peer no reply is wanted. */
 export const NO_REPLY_EXPECTED = 0x1;
 
 /** The largest message the specification allows (128 MiB); readers default far lower. */
-export const SPEC_MAX_MESSAGE_BYTES = 128 * 1024 * 1024;
+const SPEC_MAX_MESSAGE_BYTES = 128 * 1024 * 1024;
 /** The default limit on a message read: systemd's answers to us are a few KiB. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 
@@ -100,8 +100,9 @@ export function messageLength(start: Uint8Array, maxBytes: number): number {
   const bodyLength = v.getUint32(4, little);
   const fieldsLength = v.getUint32(12, little);
   const total = 16 + Math.ceil(fieldsLength / 8) * 8 + bodyLength;
-  if (total > maxBytes) {
-    throw new DBusDecodeError(`message of ${total} bytes is longer than the limit ${maxBytes}`);
+  const limit = Math.min(maxBytes, SPEC_MAX_MESSAGE_BYTES);
+  if (total > limit) {
+    throw new DBusDecodeError(`message of ${total} bytes is longer than the limit ${limit}`);
   }
   return total;
 }

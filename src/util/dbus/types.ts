@@ -18,7 +18,7 @@ export class DBusEncodeError extends Error {
   override name = "DBusEncodeError";
 }
 
-export type BasicCode = "y" | "b" | "n" | "q" | "i" | "u" | "x" | "t" | "d" | "s" | "o" | "g";
+type BasicCode = "y" | "b" | "n" | "q" | "i" | "u" | "x" | "t" | "d" | "s" | "o" | "g";
 
 export type DType =
   | { code: BasicCode }
@@ -39,9 +39,9 @@ export class Variant {
 export type DBusValue = number | bigint | boolean | string | Variant | DBusValue[];
 
 /** Longest signature the specification allows. */
-export const MAX_SIGNATURE_LENGTH = 255;
+const MAX_SIGNATURE_LENGTH = 255;
 /** Most arrays (and, separately, structs and dict entries) nested in one another. */
-export const MAX_NESTING = 32;
+const MAX_NESTING = 32;
 /** Most containers of any kind, variants included, nested while reading one value. */
 export const MAX_TOTAL_DEPTH = 64;
 
