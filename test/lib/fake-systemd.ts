@@ -3,8 +3,9 @@
 // units in memory and sending JobRemoved when a job ends. Tests choose how a unit's start job
 // ends (jobResults), hold jobs forever (holdJobs), or send JobRemoved before the reply
 // (signalBeforeReply).
+import net from "node:net";
 import { realClock } from "../../src/util/clock.ts";
-import { connectDBus, type DBusConnection, DBusError } from "../../src/util/dbus/connection.ts";
+import { connectDBus, DBusConnection, DBusError } from "../../src/util/dbus/connection.ts";
 import type { Message } from "../../src/util/dbus/message.ts";
 import { SYSTEMD } from "../../src/util/dbus/systemd-manager.ts";
 import { type DBusValue, Variant } from "../../src/util/dbus/types.ts";
@@ -36,10 +37,16 @@ export class FakeSystemd {
   /** Connects to the bus at `path` and owns org.freedesktop.systemd1. */
   static async start(path: string): Promise<FakeSystemd> {
     const conn = await connectDBus({ path, bus: true, clock: realClock, timeoutMs: 5_000 });
-    const fake = new FakeSystemd(conn);
     const owned = await conn.callBus("RequestName", "su", [SYSTEMD.destination, 4], T);
-    if (owned.body[0] !== 1)
+    if (owned.body[0] !== 1) {
       throw new Error(`fake systemd could not own its name: ${owned.body[0]}`);
+    }
+    return FakeSystemd.attach(conn);
+  }
+
+  /** Answers systemd's calls on `conn` (a peer-to-peer connection, as /run/systemd/private). */
+  static attach(conn: DBusConnection): FakeSystemd {
+    const fake = new FakeSystemd(conn);
     conn.handleCalls((m) => fake.answer(m));
     return fake;
   }
@@ -149,4 +156,35 @@ export function unitPath(name: string): string {
     )
     .join("");
   return `/org/freedesktop/systemd1/unit/${escaped}`;
+}
+
+/**
+ * A peer-to-peer socket at `path` served as systemd serves /run/systemd/private: it takes any
+ * EXTERNAL authentication, needs no Hello, and answers each client with a FakeSystemd, handed to
+ * `onClient`. Resolves once it listens; returns a function that stops it.
+ */
+export async function servePrivateSocket(
+  path: string,
+  onClient: (fake: FakeSystemd) => void,
+): Promise<() => void> {
+  const server = net.createServer((socket) => {
+    let got = Buffer.alloc(0);
+    let answered = false;
+    const onData = (chunk: Buffer) => {
+      got = Buffer.concat([got, chunk]);
+      if (!answered && got.includes("\r\n")) {
+        answered = true;
+        socket.write(`OK ${"0123456789abcdef".repeat(2)}\r\n`);
+      }
+      const begin = got.indexOf("BEGIN\r\n");
+      if (begin < 0) return;
+      socket.off("data", onData);
+      const conn = new DBusConnection(socket, realClock);
+      onClient(FakeSystemd.attach(conn));
+      conn.receive(new Uint8Array(got.subarray(begin + 7)));
+    };
+    socket.on("data", onData);
+  });
+  await new Promise<void>((r) => server.listen(path, r));
+  return () => server.close();
 }

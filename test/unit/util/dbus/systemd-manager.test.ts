@@ -1,7 +1,11 @@
 // The systemd unit manager against a fake org.freedesktop.systemd1 (test/lib/fake-systemd.ts)
 // on a private dbus-daemon: transient units started and waited for, stopped, changed, their
 // state read, failed ones reset.
+
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { FakeClock } from "../../../../src/util/clock.ts";
 import {
   connectDBus,
@@ -20,7 +24,7 @@ import {
   unitProperty,
 } from "../../../../src/util/dbus/unit-properties.ts";
 import { type PrivateBus, startPrivateBus } from "../../../lib/dbus-daemon.ts";
-import { FakeSystemd, unitPath } from "../../../lib/fake-systemd.ts";
+import { FakeSystemd, servePrivateSocket, unitPath } from "../../../lib/fake-systemd.ts";
 import { until } from "../../../lib/until.ts";
 
 const sliceProps = [
@@ -174,5 +178,44 @@ describe("unit properties (no root)", () => {
   ];
   test.each(quotas)("cpuQuotaPerSecUSec(%p, %p) is %p", (quota, period, want) => {
     expect(cpuQuotaPerSecUSec(quota, period)).toBe(want);
+  });
+});
+
+describe("SystemdManager over a peer-to-peer socket like /run/systemd/private (no root)", () => {
+  test("it starts and stops a unit with no bus, no Hello and no AddMatch", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "fleetlet-systemd-private-"));
+    const fakes: FakeSystemd[] = [];
+    const stop = await servePrivateSocket(join(dir, "private"), (f) => fakes.push(f));
+    try {
+      const clock = new FakeClock();
+      const conn = await connectDBus({
+        path: join(dir, "private"),
+        bus: false,
+        clock,
+        timeoutMs: 5_000,
+      });
+      const manager = await SystemdManager.create({
+        conn,
+        clock,
+        callTimeoutMs: 5_000,
+        jobTimeoutMs: 30_000,
+      });
+      expect(conn.uniqueName).toBeUndefined();
+      await manager.startTransientUnit("kubepods.slice", sliceProps);
+      expect(await manager.activeState("kubepods.slice")).toBe("active");
+      await manager.stopUnit("kubepods.slice");
+      expect(fakes[0]?.calls).toEqual([
+        "Subscribe",
+        "StartTransientUnit kubepods.slice",
+        "GetUnit kubepods.slice",
+        "Get org.freedesktop.systemd1.Unit",
+        "StopUnit kubepods.slice",
+      ]);
+      conn.close();
+    } finally {
+      stop();
+      for (const f of fakes) f.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
