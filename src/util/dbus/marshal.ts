@@ -1,5 +1,5 @@
-// Writing D-Bus values in little-endian byte order (we always write little-endian; peers may
-// write either). Offsets are counted from the start of the buffer, which the caller places at
+// Writing D-Bus values, in little-endian byte order unless asked otherwise (we send
+// little-endian; peers may write either, and tests write both). Offsets are counted from the start of the buffer, which the caller places at
 // an 8-byte boundary of the message, so alignment here is alignment in the message.
 import {
   alignment,
@@ -17,6 +17,11 @@ const utf8 = new TextEncoder();
 
 /** A growing little-endian buffer. */
 export class Writer {
+  constructor(
+    /** Little-endian (what we send), or big-endian (for tests of the reader). */
+    readonly little = true,
+  ) {}
+
   private buf = new Uint8Array(256);
   private view = new DataView(this.buf.buffer);
   /** Bytes written so far. */
@@ -48,25 +53,25 @@ export class Writer {
     this.pad(size);
     this.reserve(size);
     const at = this.length;
-    if (code === "n") this.view.setInt16(at, v, true);
-    else if (code === "q") this.view.setUint16(at, v, true);
-    else if (code === "i") this.view.setInt32(at, v, true);
-    else if (code === "u") this.view.setUint32(at, v, true);
-    else this.view.setFloat64(at, v, true);
+    if (code === "n") this.view.setInt16(at, v, this.little);
+    else if (code === "q") this.view.setUint16(at, v, this.little);
+    else if (code === "i") this.view.setInt32(at, v, this.little);
+    else if (code === "u") this.view.setUint32(at, v, this.little);
+    else this.view.setFloat64(at, v, this.little);
     this.length += size;
   }
 
   big(code: "x" | "t", v: bigint): void {
     this.pad(8);
     this.reserve(8);
-    if (code === "x") this.view.setBigInt64(this.length, v, true);
-    else this.view.setBigUint64(this.length, v, true);
+    if (code === "x") this.view.setBigInt64(this.length, v, this.little);
+    else this.view.setBigUint64(this.length, v, this.little);
     this.length += 8;
   }
 
   /** Sets a u32 already written at `at` (an array's length once its elements are written). */
   patchU32(at: number, v: number): void {
-    this.view.setUint32(at, v, true);
+    this.view.setUint32(at, v, this.little);
   }
 
   bytes(b: Uint8Array): void {
@@ -173,14 +178,18 @@ function writeFields(w: Writer, t: DType, fields: DType[], v: unknown, depth: nu
 }
 
 /** The bytes of `values` written as the types of `signature`, from an 8-aligned offset. */
-export function marshal(signature: string, values: readonly DBusValue[]): Uint8Array {
+export function marshal(
+  signature: string,
+  values: readonly DBusValue[],
+  little = true,
+): Uint8Array {
   const types = parseSignature(signature);
   if (types.length !== values.length) {
     throw new DBusEncodeError(
       `signature ${JSON.stringify(signature)} has ${types.length} types but ${values.length} values were given`,
     );
   }
-  const w = new Writer();
+  const w = new Writer(little);
   for (let i = 0; i < types.length; i++) writeValue(w, types[i] as DType, values[i]);
   return w.result().slice();
 }

@@ -63,9 +63,9 @@ const REQUIRED: Record<MessageKind, (keyof Message)[]> = {
   signal: ["path", "interface", "member"],
 };
 
-/** The bytes of `m` with `serial`. */
-export function encodeMessage(m: Message, serial: number): Uint8Array {
-  const body = marshal(m.signature, m.body);
+/** The bytes of `m` with `serial`, little-endian unless `little` is false. */
+export function encodeMessage(m: Message, serial: number, little = true): Uint8Array {
+  const body = marshal(m.signature, m.body, little);
   const fields: DBusValue[] = [];
   for (const [code, key, sig] of FIELDS) {
     const v = m[key];
@@ -75,8 +75,8 @@ export function encodeMessage(m: Message, serial: number): Uint8Array {
   for (const key of REQUIRED[m.kind]) {
     if (m[key] === undefined) throw new DBusEncodeError(`a ${m.kind} message needs its ${key}`);
   }
-  const w = new Writer();
-  w.bytes(new Uint8Array([0x6c, MessageType[m.kind], m.flags, 1]));
+  const w = new Writer(little);
+  w.bytes(new Uint8Array([little ? 0x6c : 0x42, MessageType[m.kind], m.flags, 1]));
   w.fixed("u", body.length);
   w.fixed("u", serial);
   writeValue(w, parseSignature("a(yv)")[0] ?? { code: "v" }, fields);

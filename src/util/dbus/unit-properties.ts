@@ -32,6 +32,8 @@ const SIGNATURES = {
   CPUQuotaPerSecUSec: "t",
   CPUQuotaPeriodUSec: "t",
   TasksMax: "t",
+  /** cgroup v2 cpuset.cpus as a bitmask, CPU n at bit n % 8 of byte n / 8 (systemd ≥ 244). */
+  AllowedCPUs: "ay",
   /** Processes to move into a new scope. */
   PIDs: "au",
 } as const;
@@ -46,7 +48,7 @@ type JsOf<S> = S extends "s"
       ? boolean
       : S extends "t"
         ? bigint
-        : S extends "au"
+        : S extends "au" | "ay"
           ? number[]
           : never;
 

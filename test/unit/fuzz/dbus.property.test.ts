@@ -127,9 +127,9 @@ const messageArb: fc.Arbitrary<Message> = typedValues.chain(([signature, body]) 
   }),
 );
 
-function writable(m: Message): Uint8Array | null {
+function writable(m: Message, little = true): Uint8Array | null {
   try {
-    return encodeMessage(m, 1);
+    return encodeMessage(m, 1, little);
   } catch (e) {
     expect(e).toBeInstanceOf(DBusEncodeError);
     expect(unwritable(m.body)).toBe(true);
@@ -157,21 +157,21 @@ function decodesOrRefuses(bytes: Uint8Array, maxBytes: number): void {
 
 describe("D-Bus wire format properties (no root)", () => {
   test(
-    "every value of a generated type reads back as written, or the writer refuses its text",
+    "every value of a generated type reads back as written in either byte order, or the writer refuses its text",
     async () => {
       await fuzz(
         "dbus-roundtrip",
-        typedValues,
-        ([sig, values]) => {
+        fc.tuple(typedValues, fc.boolean()),
+        ([[sig, values], little]) => {
           let bytes: Uint8Array;
           try {
-            bytes = marshal(sig, values);
+            bytes = marshal(sig, values, little);
           } catch (e) {
             expect(e).toBeInstanceOf(DBusEncodeError);
             expect(unwritable(values)).toBe(true);
             return;
           }
-          expect(unmarshal(sig, bytes, true)).toEqual(values);
+          expect(unmarshal(sig, bytes, little)).toEqual(values);
         },
         { seed: 30_531, runs: 400 },
       );
@@ -190,7 +190,7 @@ describe("D-Bus wire format properties (no root)", () => {
         "dbus-framer",
         arb,
         ([msgs, cuts]) => {
-          const encoded = msgs.map(writable).filter((b): b is Uint8Array => b !== null);
+          const encoded = msgs.map((m) => writable(m)).filter((b): b is Uint8Array => b !== null);
           const all = Buffer.concat(encoded);
           const points = [...new Set(cuts.map((c) => c % (all.length + 1)))].sort((a, b) => a - b);
           const framer = new MessageFramer(1 << 20);
@@ -210,12 +210,14 @@ describe("D-Bus wire format properties (no root)", () => {
   );
 
   test(
-    "mutated messages decode to a message or a DBusDecodeError, with no more values than bytes",
+    "mutated messages of either byte order decode to a message or a DBusDecodeError, with no more values than bytes",
     async () => {
-      const arb = messageArb.chain((m): fc.Arbitrary<Uint8Array> => {
-        const b = writable(m);
-        return b === null ? fc.constant(new Uint8Array(0)) : mutated(b, 4);
-      });
+      const arb = fc
+        .tuple(messageArb, fc.boolean())
+        .chain(([m, little]): fc.Arbitrary<Uint8Array> => {
+          const b = writable(m, little);
+          return b === null ? fc.constant(new Uint8Array(0)) : mutated(b, 4);
+        });
       await fuzz("dbus-mutated", arb, (b) => decodesOrRefuses(b, 1 << 20), {
         seed: 30_533,
         runs: 600,

@@ -165,6 +165,7 @@ describe("unit properties (no root)", () => {
     expect(unitProperty("Delegate", true)[1].signature).toBe("b");
     expect(unitProperty("CPUShares", 2n)[1].signature).toBe("t");
     expect(unitProperty("PIDs", [1])[1].signature).toBe("au");
+    expect(unitProperty("AllowedCPUs", [0b11])[1].signature).toBe("ay");
   });
 
   const quotas: [number, number | undefined, bigint][] = [

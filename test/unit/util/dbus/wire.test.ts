@@ -184,3 +184,22 @@ describe("messages (no root)", () => {
     expect(decodeMessage(b)).toBeNull();
   });
 });
+
+describe("big-endian messages (no root)", () => {
+  test("a big-endian signal reads as its little-endian twin", () => {
+    const m = {
+      kind: "signal" as const,
+      flags: 0,
+      serial: 0,
+      path: "/org/freedesktop/systemd1",
+      interface: "org.freedesktop.systemd1.Manager",
+      member: "JobRemoved",
+      signature: "uoss",
+      body: [7, "/org/freedesktop/systemd1/job/7", "kubepods.slice", "done"],
+    };
+    const big = encodeMessage(m, 9, false);
+    expect(big[0]).toBe(0x42);
+    expect(hex(big)).not.toBe(hex(encodeMessage(m, 9)));
+    expect(decodeMessage(big)).toEqual({ ...m, serial: 9 });
+  });
+});
