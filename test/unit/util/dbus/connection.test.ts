@@ -14,6 +14,7 @@ import {
 } from "../../../../src/util/dbus/connection.ts";
 import type { Message } from "../../../../src/util/dbus/message.ts";
 import { authLine, parseAuthReply } from "../../../../src/util/dbus/sasl.ts";
+import { Variant } from "../../../../src/util/dbus/types.ts";
 import { type PrivateBus, startPrivateBus } from "../../../lib/dbus-daemon.ts";
 
 const T = { timeoutMs: 5_000 };
@@ -42,6 +43,15 @@ describe("DBusConnection on a private dbus-daemon (needs /usr/bin/dbus-daemon; n
     expect(reply.signature).toBe("as");
     expect(reply.body[0]).toContain("org.freedesktop.DBus");
     expect(reply.body[0]).toContain(c.uniqueName);
+  });
+
+  test("a dict of variants from the bus reads as pairs (GetConnectionCredentials)", async () => {
+    const c = await connect();
+    const reply = await c.callBus("GetConnectionCredentials", "s", [c.uniqueName ?? ""], T);
+    expect(reply.signature).toBe("a{sv}");
+    const creds = new Map(reply.body[0] as [string, Variant][]);
+    expect(creds.get("UnixUserID")).toEqual(new Variant("u", process.getuid?.() ?? 0));
+    expect(creds.get("ProcessID")).toEqual(new Variant("u", process.pid));
   });
 
   test("an error reply rejects with the peer's error name and text", async () => {
@@ -180,6 +190,30 @@ describe("D-Bus authentication and hostile peers (no root)", () => {
     const conn = await connectDBus({ path, bus: false, clock: realClock, timeoutMs: 5_000 });
     expect((await conn.closed)?.message).toBe(
       "D-Bus peer sent an invalid message: protocol version 2 is not 1",
+    );
+  });
+
+  test("a peer that talks past the longest auth line fails the connect", async () => {
+    const path = await peer("chatty", "x".repeat(600));
+    const err = await connectDBus({ path, bus: false, clock: realClock, timeoutMs: 5_000 }).catch(
+      (e) => e,
+    );
+    expect(err.message).toBe("D-Bus peer sent a line over 512 bytes");
+  });
+
+  test("a message longer than the connection's limit ends it from its first 16 bytes", async () => {
+    // a signal that says its body has 1 MiB; only its first 16 bytes are ever sent
+    const start = new Uint8Array([0x6c, 4, 0, 1, 0, 0, 0x10, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+    const path = await peer("huge", "OK 0123456789abcdef0123456789abcdef\r\n", start);
+    const conn = await connectDBus({
+      path,
+      bus: false,
+      clock: realClock,
+      timeoutMs: 5_000,
+      maxMessageBytes: 65_536,
+    });
+    expect((await conn.closed)?.message).toBe(
+      "D-Bus peer sent an invalid message: message of 1048592 bytes is longer than the limit 65536",
     );
   });
 
