@@ -114,7 +114,13 @@ export class DBusConnection {
       else
         p.reject(new DBusError(m.errorName ?? "", typeof m.body[0] === "string" ? m.body[0] : ""));
     } else if (m.kind === "signal") {
-      for (const h of this.signalHandlers) h(m);
+      for (const h of this.signalHandlers) {
+        try {
+          h(m);
+        } catch {
+          // a handler's own failure must not end the connection or reach the socket's events
+        }
+      }
     } else {
       void this.answer(m);
     }
@@ -188,8 +194,9 @@ export class DBusConnection {
     });
   }
 
-  /** Calls `fn` for every signal received until the returned function is called. Signals from
-   * a bus come only after a matching AddMatch (see addMatch). */
+  /** Calls `fn` for every signal received until the returned function is called; `fn` must not
+   * throw (what it throws is dropped). Signals from a bus come only after a matching AddMatch
+   * (see addMatch). */
   onSignal(fn: (m: Message) => void): () => void {
     this.signalHandlers.add(fn);
     return () => this.signalHandlers.delete(fn);

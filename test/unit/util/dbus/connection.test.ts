@@ -62,9 +62,12 @@ describe("DBusConnection on a private dbus-daemon (needs /usr/bin/dbus-daemon; n
     expect(err.message).toContain("org.example.Nobody");
   });
 
-  test("after AddMatch a signal sent by another connection arrives with its body", async () => {
+  test("after AddMatch a signal sent by another connection arrives with its body, past a handler that throws", async () => {
     const [listener, sender] = [await connect(), await connect()];
     await listener.addMatch("type='signal',interface='org.example.Test',member='Ping'", T);
+    listener.onSignal(() => {
+      throw new Error("a handler's own bug");
+    });
     const got = new Promise<Message>((resolve) => listener.onSignal(resolve));
     sender.send({
       kind: "signal",
@@ -79,6 +82,7 @@ describe("DBusConnection on a private dbus-daemon (needs /usr/bin/dbus-daemon; n
     const m = await got;
     expect(m.sender).toBe(sender.uniqueName);
     expect(m.body).toEqual([7, "hello"]);
+    expect((await listener.callBus("ListNames", "", [], T)).signature).toBe("as");
   });
 
   test("a named service answers calls; a failing handler's error reaches the caller", async () => {
