@@ -138,7 +138,7 @@ export class DBusConnection {
     } catch (e) {
       const name = e instanceof DBusError ? e.errorName : "org.freedesktop.DBus.Error.Failed";
       const text = e instanceof DBusError ? e.message.slice(name.length + 2) : String(e);
-      if (wantsReply) {
+      if (wantsReply && this.ended === undefined) {
         this.send({
           ...base,
           kind: "error",
