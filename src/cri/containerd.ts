@@ -17,11 +17,11 @@ import { CONTAINERD_CONTENT_PACKAGE, loadCriProto } from "./proto.ts";
 import { createH2Transport } from "./transport.ts";
 
 /** containerd's namespace for everything its CRI plugin makes. */
-export const CRI_NAMESPACE = "k8s.io";
+const CRI_NAMESPACE = "k8s.io";
 
 /** One blob being written into the content store (a pull's download of one layer, config or
  * manifest). */
-export interface IngestStatus {
+interface IngestStatus {
   /** The ingest's name, e.g. "layer-sha256:<hex>" for a pull's layer. */
   ref: string;
   /** Bytes written so far. */
@@ -32,7 +32,7 @@ export interface IngestStatus {
   expected: string;
 }
 
-export interface ContentService {
+interface ContentService {
   /** The ingests in progress in the client's namespace (all of them when `filters` is empty). */
   listStatuses(
     filters: readonly string[],
@@ -40,13 +40,13 @@ export interface ContentService {
   ): Promise<IngestStatus[]>;
 }
 
-export interface ContainerdClient {
+interface ContainerdClient {
   readonly content: ContentService;
   /** Closes the connection; calls in flight and later calls reject. Idempotent. */
   close(): void;
 }
 
-export interface ContainerdClientOptions {
+interface ContainerdClientOptions {
   /** "unix:///path/to/socket" (the CRI endpoint: containerd serves both on one socket). */
   endpoint: string;
   /** The namespace calls act in. Default "k8s.io", the CRI plugin's. */

@@ -3,12 +3,6 @@
 // (docs/grpc-stack.md), which the gRPC probe uses too.
 
 export { type CriClient, createCriClient, defaultTimeoutFor } from "./client.ts";
-export {
-  type ContainerdClient,
-  type ContentService,
-  createContainerdClient,
-  type IngestStatus,
-} from "./containerd.ts";
 export { parseCriEndpoint } from "./endpoint.ts";
 export {
   CriError,
