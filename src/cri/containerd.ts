@@ -21,7 +21,7 @@ const CRI_NAMESPACE = "k8s.io";
 
 /** One blob being written into the content store (a pull's download of one layer, config or
  * manifest). */
-interface IngestStatus {
+export interface IngestStatus {
   /** The ingest's name, e.g. "layer-sha256:<hex>" for a pull's layer. */
   ref: string;
   /** Bytes written so far. */
