@@ -40,7 +40,7 @@ interface ContentService {
   ): Promise<IngestStatus[]>;
 }
 
-interface ContainerdClient {
+export interface ContainerdClient {
   readonly content: ContentService;
   /** Closes the connection; calls in flight and later calls reject. Idempotent. */
   close(): void;

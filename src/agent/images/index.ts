@@ -21,5 +21,6 @@ export {
 } from "./manager.ts";
 export { imageListForStatus } from "./node-images.ts";
 export { podPullCredentials } from "./pull-secrets.ts";
+export type { PullProgressSource } from "./pull-watch.ts";
 export type { PullSettings } from "./puller.ts";
 export { parseImageReference } from "./reference.ts";

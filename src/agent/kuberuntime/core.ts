@@ -8,7 +8,12 @@ import type { Clock } from "../../util/clock.ts";
 import type { HostFiles } from "../../util/host-file.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ContainerAllocation } from "../cm/devicemanager/index.ts";
-import type { ImageManager, PodEventRecorder, PullSettings } from "../images/index.ts";
+import type {
+  ImageManager,
+  PodEventRecorder,
+  PullProgressSource,
+  PullSettings,
+} from "../images/index.ts";
 import type { ContainerStatus, PodStatus, SyncChanges } from "../kubecontainer/types.ts";
 import type { CrashLoopBackoff } from "./crashloop.ts";
 import type { EnvObjects } from "./env.ts";
@@ -48,6 +53,9 @@ export interface RuntimeManagerDeps {
   /** How many image pulls at once and how fast they may begin (absent: one at a time, no rate
    * limit). */
   imagePulls?: PullSettings;
+  /** The runtime's downloads in progress, for pull progress and the progress deadline (absent:
+   * pulls are not watched). */
+  pullProgress?: PullProgressSource;
   /** The pod's volumes as containers mount them (the volume manager). */
   volumes: ContainerVolumes;
   /** The ConfigMaps and Secrets env and imagePullSecrets read (absent: none). */
@@ -132,6 +140,8 @@ export interface SyncRun {
   errors: SyncError[];
   waiting: Map<string, WaitingReason>;
   signal?: AbortSignal;
+  /** Called with a container's waiting message while its image is pulled (its figures). */
+  onPullProgress?: (container: string, message: string) => void;
   /** What the sync created and removed, for the status read after it. */
   changes: SyncChanges;
 }
