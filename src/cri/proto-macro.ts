@@ -15,6 +15,7 @@ const PROTO_FILES = [
   "cri.proto",
   "containerd-events.proto",
   "containerd-content.proto",
+  "containerd-leases.proto",
   "deviceplugin.proto",
 ];
 
