@@ -10,6 +10,8 @@
 //   whose signal aborts while it waits for its turn never reaches the runtime.
 // - "Pulling" is recorded when the pull is asked for, before its wait (as the kubelet does), so
 //   "Pulled" says how long the pull took and how long with the wait.
+// - With pull leases, every attempt of an image's pull runs under the image's lease, deleted
+//   when one succeeds: what a failed attempt downloaded is continued by the next.
 // - While a pull runs (not while it waits for its turn) and the runtime lists its downloads,
 //   the pull is watched (pull-watch.ts): its figures go to the caller's onProgress, and a pull
 //   that writes no byte for the progress deadline is cancelled and fails with ErrImagePull.
@@ -21,6 +23,7 @@ import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { loadDockerConfig } from "./credentials.ts";
 import { figuresText, type PullFigures, progressMessage } from "./progress.ts";
+import type { PullLeases } from "./pull-leases.ts";
 import { aggregateErrors, type PodPullCredentials, pullAuths } from "./pull-secrets.ts";
 import { type PullProgressSource, PullWatch } from "./pull-watch.ts";
 import { createPuller, type Puller, type PullSettings } from "./puller.ts";
@@ -70,6 +73,9 @@ export interface ImageManagerDeps {
   /** The runtime's downloads in progress, for pull progress and the progress deadline;
    * absent: pulls are not watched. */
   pullProgress?: PullProgressSource;
+  /** Pulls under a lease per image, so that a failed attempt's downloads stay for the next;
+   * absent: PullImage as it is (the runtime drops what a failed pull had begun). */
+  pullLeases?: PullLeases;
 }
 
 interface EnsureImageOptions {
@@ -235,10 +241,12 @@ class Images implements ImageManager {
     const errors: Error[] = [];
     for (const auth of pullAuths(ref, fromPod.credentials, node)) {
       try {
-        const res = await deps.cri.pullImage(
-          { image: spec, auth, sandboxConfig: opts.sandboxConfig ?? null },
-          opts.signal ? { signal: opts.signal } : {},
-        );
+        const request = { image: spec, auth, sandboxConfig: opts.sandboxConfig ?? null };
+        const callOpts = opts.signal ? { signal: opts.signal } : {};
+        const res = deps.pullLeases
+          ? await deps.pullLeases.pull(request, callOpts)
+          : await deps.cri.pullImage(request, callOpts);
+        await deps.pullLeases?.release(spec.image);
         const status = await deps.cri.imageStatus({ image: { image: res.imageRef } });
         return { imageRef: res.imageRef, size: status.image?.size ?? 0 };
       } catch (err) {

@@ -11,6 +11,7 @@ import type { ContainerAllocation } from "../cm/devicemanager/index.ts";
 import type {
   ImageManager,
   PodEventRecorder,
+  PullLeases,
   PullProgressSource,
   PullSettings,
 } from "../images/index.ts";
@@ -56,6 +57,9 @@ export interface RuntimeManagerDeps {
   /** The runtime's downloads in progress, for pull progress and the progress deadline (absent:
    * pulls are not watched). */
   pullProgress?: PullProgressSource;
+  /** Pulls under a lease per image, so that a failed attempt's downloads stay for the next
+   * (absent: PullImage as it is). */
+  pullLeases?: PullLeases;
   /** The pod's volumes as containers mount them (the volume manager). */
   volumes: ContainerVolumes;
   /** The ConfigMaps and Secrets env and imagePullSecrets read (absent: none). */

@@ -183,6 +183,7 @@ function makeCore(deps: RuntimeManagerDeps): Core {
         ...(deps.credentials ? { credentialsPath: deps.credentials } : {}),
         ...(deps.imagePulls && { pulls: deps.imagePulls }),
         ...(deps.pullProgress && { pullProgress: deps.pullProgress }),
+        ...(deps.pullLeases && { pullLeases: deps.pullLeases }),
         ...(deps.objects && { podCredentials: podCredentialsFrom(deps.objects) }),
       }),
     crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff, deps.clock),

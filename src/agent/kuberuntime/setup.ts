@@ -9,6 +9,7 @@ import type { ContainerManager } from "../cm/index.ts";
 import type { AgentConfig } from "../config/index.ts";
 import type { EventRecorder } from "../events/index.ts";
 import { podRef } from "../events/index.ts";
+import { createPullLeases } from "../images/index.ts";
 import type { RunningPod } from "../kubecontainer/types.ts";
 import { createListingCache, type ListingCache } from "../pleg/index.ts";
 import type { RuntimeManagerDeps } from "./core.ts";
@@ -91,6 +92,12 @@ export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
     },
     ...(deps.containerd && {
       pullProgress: pullProgress(deps.containerd, config.imagePullProgressDeadline),
+      pullLeases: createPullLeases({
+        runtime: deps.containerd,
+        pullImage: (request, opts) => deps.cri.pullImage(request, opts),
+        clock: deps.clock,
+        logger: deps.logger.with({ component: "images" }),
+      }),
     }),
     runtimeRequestTimeoutMs: config.runtimeRequestTimeout,
     // Start calls at once: the number of CPUs (at least 2) unless set.
