@@ -30,7 +30,12 @@ import { imageFsMountpoint } from "./images/index.ts";
 import type { RunningPod } from "./kubecontainer/types.ts";
 import { checkCgroupDriver } from "./kuberuntime/cgroup-driver.ts";
 import { createRuntimeHealth } from "./kuberuntime/health.ts";
-import { connectRuntime, createAgentRuntime, createRuntimeListing } from "./kuberuntime/setup.ts";
+import {
+  connectContainerd,
+  connectRuntime,
+  createAgentRuntime,
+  createRuntimeListing,
+} from "./kuberuntime/setup.ts";
 import { createAdmitHandlers } from "./lifecycle/index.ts";
 import { runMemoryTrim } from "./memory/index.ts";
 import { createAgentNodeStatus, NodeStatusPort, pressureOf } from "./nodestatus/setup.ts";
@@ -120,6 +125,7 @@ export async function runAgent(
   log.info("stopping: pods keep running");
   await server.stop();
   cri.close();
+  rt.containerd.close();
 }
 
 /** What every manager's setup may take. */
@@ -143,6 +149,7 @@ async function runtimeManagers(base: Base) {
   const cri = connectRuntime(config, logger);
   // A runtime making cgroups the other way would fail every container start: refused here.
   await checkCgroupDriver(config, cri, logger.with({ component: "cri" }));
+  const containerd = connectContainerd(config);
   // PLEG relists it; housekeeping and the CPU manager take its last listing.
   const listing = createRuntimeListing(cri, config, clock);
   // Detects the cgroup version, creates kubepods and the QoS cgroups, restores the CPU manager.
@@ -156,8 +163,10 @@ async function runtimeManagers(base: Base) {
   // Plugins, host device groups and the checkpoint; the active pods come once the workers exist.
   const activePods = new ActivePodsPort();
   const devices = setupDeviceManager(base, activePods);
-  const runtime = createAgentRuntime({ ...base, cri, cm, volumes, objects, allocatable, devices });
-  return { cri, listing, cm, objects, volumes, runtime, devices, activePods };
+  const runtime = createAgentRuntime({
+    ...{ ...base, cri, containerd, cm, volumes, objects, allocatable, devices },
+  });
+  return { cri, containerd, listing, cm, objects, volumes, runtime, devices, activePods };
 }
 
 /** The pod side, from the sources to the runtime: the pod config and the pod manager, the

@@ -80,6 +80,8 @@ function describeState(out: Out, title: string, s: ContainerState): void {
   } else {
     out.w(2, `${title}:\tWaiting`);
     if (s.waiting?.reason) out.w(3, `Reason:\t${s.waiting.reason}`);
+    // Not in kubectl's describe: the figures of a pull running and why a pull backs off.
+    if (s.waiting?.message) out.w(3, `Message:\t${s.waiting.message}`);
   }
 }
 

@@ -226,4 +226,7 @@ export interface GrpcTransportOptions {
   /** Largest header block (headers or trailers) accepted from the server, encoded or decoded
    * (bytes); a larger one closes the connection. */
   maxHeaderListBytes: number;
+  /** Request headers (gRPC metadata) sent with every call, e.g. containerd's
+   * `containerd-namespace`; lower-case names. */
+  metadata?: readonly (readonly [string, string])[];
 }

@@ -11,7 +11,13 @@ import type { Kind, Scalar } from "./codec.ts";
 import type { ProtoTable, TableField } from "./proto-table.ts";
 
 const PROTO_DIR = join(import.meta.dir, "../../proto");
-const PROTO_FILES = ["cri.proto", "containerd-events.proto", "deviceplugin.proto"];
+const PROTO_FILES = [
+  "cri.proto",
+  "containerd-events.proto",
+  "containerd-content.proto",
+  "containerd-leases.proto",
+  "deviceplugin.proto",
+];
 
 const SCALARS: ReadonlySet<string> = new Set([
   "double",

@@ -10,6 +10,10 @@ import { linkSchemas } from "./proto-table.ts";
 export const CRI_PACKAGE = "runtime.v1";
 /** containerd's event service and the messages fleetlet reads from it. */
 export const CONTAINERD_EVENTS_PACKAGE = "containerd.services.events.v1";
+/** containerd's content service (its ingests in progress). */
+export const CONTAINERD_CONTENT_PACKAGE = "containerd.services.content.v1";
+/** containerd's lease service (what a pull's attempts keep between them). */
+export const CONTAINERD_LEASES_PACKAGE = "containerd.services.leases.v1";
 
 /** One RPC as the CRI client calls it. */
 export interface CriRpc {

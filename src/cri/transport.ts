@@ -144,6 +144,7 @@ class H2Transport implements GrpcTransport {
         ["te", "trailers"],
       ];
       if (timeout !== "") fields.push(["grpc-timeout", timeout]);
+      for (const [name, value] of this.options.metadata ?? []) fields.push([name, value]);
       block = encodeHeaders(fields);
       this.headerBlocks.set(key, block);
     }

@@ -62,6 +62,9 @@ export interface AgentConfig {
   registryPullQPS: number;
   /** Pulls that may begin at once before registryPullQPS holds them back. */
   registryBurst: number;
+  /** A pull whose download writes no further byte for this long is cancelled and fails with
+   * ErrImagePull (ms); 0: never. */
+  imagePullProgressDeadline: number;
   /** How often the node status is rebuilt (ms); kubelet's nodeStatusUpdateFrequency. */
   nodeStatusUpdateFrequency: number;
   /** Events the hub outbox keeps while disconnected; the oldest are dropped beyond it. */
@@ -216,6 +219,7 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   serializeImagePulls: true,
   registryPullQPS: 5,
   registryBurst: 10,
+  imagePullProgressDeadline: 300_000,
   nodeStatusUpdateFrequency: 10_000,
   hubOutboxMaxEvents: 1000,
   hubReconnectBackOffBase: 1_000,

@@ -21,6 +21,8 @@ export {
   type PodEventRecorder,
 } from "./manager.ts";
 export { imageListForStatus } from "./node-images.ts";
+export { createPullLeases, type PullLeases } from "./pull-leases.ts";
 export { podPullCredentials } from "./pull-secrets.ts";
+export type { PullProgressSource } from "./pull-watch.ts";
 export type { PullSettings } from "./puller.ts";
 export { parseImageReference } from "./reference.ts";

@@ -10,6 +10,11 @@
 //   whose signal aborts while it waits for its turn never reaches the runtime.
 // - "Pulling" is recorded when the pull is asked for, before its wait (as the kubelet does), so
 //   "Pulled" says how long the pull took and how long with the wait.
+// - With pull leases, every attempt of an image's pull runs under the image's lease, deleted
+//   when one succeeds: what a failed attempt downloaded is continued by the next.
+// - While a pull runs (not while it waits for its turn) and the runtime lists its downloads,
+//   the pull is watched (pull-watch.ts): its figures go to the caller's onProgress, and a pull
+//   that writes no byte for the progress deadline is cancelled and fails with ErrImagePull.
 
 import type { Container, EventType, Pod } from "../../api/types.ts";
 import type { CriRuntime, ImageSpec, PodSandboxConfig } from "../../cri/index.ts";
@@ -17,7 +22,10 @@ import { Backoff } from "../../util/backoff.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { loadDockerConfig } from "./credentials.ts";
+import { figuresText, type PullFigures, progressMessage } from "./progress.ts";
+import type { PullLeases } from "./pull-leases.ts";
 import { aggregateErrors, type PodPullCredentials, pullAuths } from "./pull-secrets.ts";
+import { type PullProgressSource, PullWatch } from "./pull-watch.ts";
 import { createPuller, type Puller, type PullSettings } from "./puller.ts";
 import {
   type ImageReference,
@@ -62,6 +70,12 @@ export interface ImageManagerDeps {
   /** How many pulls at once and how fast they may begin; absent: one at a time, no rate
    * limit (the agent passes the config's, with the kubelet's defaults). */
   pulls?: PullSettings;
+  /** The runtime's downloads in progress, for pull progress and the progress deadline;
+   * absent: pulls are not watched. */
+  pullProgress?: PullProgressSource;
+  /** Pulls under a lease per image, so that a failed attempt's downloads stay for the next;
+   * absent: PullImage as it is (the runtime drops what a failed pull had begun). */
+  pullLeases?: PullLeases;
 }
 
 interface EnsureImageOptions {
@@ -69,6 +83,9 @@ interface EnsureImageOptions {
   fieldPath?: string;
   sandboxConfig?: PodSandboxConfig;
   signal?: AbortSignal;
+  /** Called with the container's waiting message (`Pulling image "x": 1.0 MiB of 9.5 MiB`)
+   * each time a running pull's figures change. */
+  onProgress?: (message: string) => void;
 }
 
 export interface ImageManager {
@@ -99,6 +116,13 @@ export function formatElapsed(ms: number): string {
 /** ".5" for 500 ms, ".034" for 34, "" for 0. */
 function fraction(ms: number): string {
   return ms === 0 ? "" : `.${String(ms).padStart(3, "0").replace(/0+$/, "")}`;
+}
+
+/** Why a stalled pull failed: `pull cancelled: no byte written for 5m0s
+ * (imagePullProgressDeadline); 12.0 MiB of 24.0 MiB written`. */
+function stallMessage(deadlineMs: number, figures: PullFigures): string {
+  const head = `pull cancelled: no byte written for ${formatElapsed(deadlineMs)} (imagePullProgressDeadline)`;
+  return figures.total > 0 ? `${head}; ${figuresText(figures)} written` : head;
 }
 
 function shouldPull(policy: Container["imagePullPolicy"], present: boolean): boolean {
@@ -217,17 +241,47 @@ class Images implements ImageManager {
     const errors: Error[] = [];
     for (const auth of pullAuths(ref, fromPod.credentials, node)) {
       try {
-        const res = await deps.cri.pullImage(
-          { image: spec, auth, sandboxConfig: opts.sandboxConfig ?? null },
-          opts.signal ? { signal: opts.signal } : {},
-        );
+        const request = { image: spec, auth, sandboxConfig: opts.sandboxConfig ?? null };
+        const callOpts = opts.signal ? { signal: opts.signal } : {};
+        const res = deps.pullLeases
+          ? await deps.pullLeases.pull(request, callOpts)
+          : await deps.cri.pullImage(request, callOpts);
+        await deps.pullLeases?.release(spec.image);
         const status = await deps.cri.imageStatus({ image: { image: res.imageRef } });
         return { imageRef: res.imageRef, size: status.image?.size ?? 0 };
       } catch (err) {
         errors.push(err as Error);
+        if (opts.signal?.aborted) break;
       }
     }
     throw aggregateErrors(errors);
+  }
+
+  /** Runs `pull` watched: its figures go to opts.onProgress, and its signal also aborts when
+   * it stalls, which it then fails with. */
+  private async watched<T>(
+    image: string,
+    opts: EnsureImageOptions,
+    pull: (signal: AbortSignal | undefined) => Promise<T>,
+  ): Promise<T> {
+    const { clock, logger, pullProgress: source } = this.deps;
+    const outer = opts.signal;
+    if (source === undefined) return pull(outer);
+    const report = (figures: PullFigures) => opts.onProgress?.(progressMessage(image, figures));
+    const watch = new PullWatch(source, clock, logger, report);
+    const done = new AbortController();
+    const watching = outer ? AbortSignal.any([outer, done.signal]) : done.signal;
+    if (!(await watch.begin(watching))) return pull(outer);
+    const running = watch.run(watching);
+    try {
+      return await pull(outer ? AbortSignal.any([outer, watch.stalled]) : watch.stalled);
+    } catch (err) {
+      if (!watch.stalled.aborted || outer?.aborted) throw err;
+      throw new Error(stallMessage(source.deadlineMs, watch.figures()));
+    } finally {
+      done.abort();
+      await running;
+    }
   }
 
   /** Asks the puller for the pull; records Pulled, or Failed and backs the image off for the
@@ -250,7 +304,9 @@ class Images implements ImageManager {
       const result = await this.puller.run(async () => {
         started = true;
         const startedAt = deps.clock.monotonic();
-        const pulled = await this.pull(pod, ref, spec, opts);
+        const pulled = await this.watched(image, opts, (signal) =>
+          this.pull(pod, ref, spec, signal ? { ...opts, signal } : opts),
+        );
         return { ...pulled, pullMs: deps.clock.monotonic() - startedAt };
       }, opts.signal);
       const total = formatElapsed(deps.clock.monotonic() - queuedAt);

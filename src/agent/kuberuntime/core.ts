@@ -8,7 +8,13 @@ import type { Clock } from "../../util/clock.ts";
 import type { HostFiles } from "../../util/host-file.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ContainerAllocation } from "../cm/devicemanager/index.ts";
-import type { ImageManager, PodEventRecorder, PullSettings } from "../images/index.ts";
+import type {
+  ImageManager,
+  PodEventRecorder,
+  PullLeases,
+  PullProgressSource,
+  PullSettings,
+} from "../images/index.ts";
 import type { ContainerStatus, PodStatus, SyncChanges } from "../kubecontainer/types.ts";
 import type { CrashLoopBackoff } from "./crashloop.ts";
 import type { EnvObjects } from "./env.ts";
@@ -48,6 +54,12 @@ export interface RuntimeManagerDeps {
   /** How many image pulls at once and how fast they may begin (absent: one at a time, no rate
    * limit). */
   imagePulls?: PullSettings;
+  /** The runtime's downloads in progress, for pull progress and the progress deadline (absent:
+   * pulls are not watched). */
+  pullProgress?: PullProgressSource;
+  /** Pulls under a lease per image, so that a failed attempt's downloads stay for the next
+   * (absent: PullImage as it is). */
+  pullLeases?: PullLeases;
   /** The pod's volumes as containers mount them (the volume manager). */
   volumes: ContainerVolumes;
   /** The ConfigMaps and Secrets env and imagePullSecrets read (absent: none). */
@@ -132,6 +144,8 @@ export interface SyncRun {
   errors: SyncError[];
   waiting: Map<string, WaitingReason>;
   signal?: AbortSignal;
+  /** Called with a container's waiting message while its image is pulled (its figures). */
+  onPullProgress?: (container: string, message: string) => void;
   /** What the sync created and removed, for the status read after it. */
   changes: SyncChanges;
 }

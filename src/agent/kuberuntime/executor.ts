@@ -49,6 +49,8 @@ interface SyncPodOptions {
   startupFailed?: ReadonlySet<string>;
   /** Aborts pulls and lifecycle calls in flight. */
   signal?: AbortSignal;
+  /** Called with a container's waiting message while its image is pulled. */
+  onPullProgress?: (container: string, message: string) => void;
 }
 
 interface SyncPodResult {
@@ -180,6 +182,8 @@ function makeCore(deps: RuntimeManagerDeps): Core {
         backoff: deps.imagePullBackOff,
         ...(deps.credentials ? { credentialsPath: deps.credentials } : {}),
         ...(deps.imagePulls && { pulls: deps.imagePulls }),
+        ...(deps.pullProgress && { pullProgress: deps.pullProgress }),
+        ...(deps.pullLeases && { pullLeases: deps.pullLeases }),
         ...(deps.objects && { podCredentials: podCredentialsFrom(deps.objects) }),
       }),
     crashLoop: new CrashLoopBackoff(deps.crashLoopBackOff, deps.clock),
@@ -264,6 +268,7 @@ class GenericRuntimeManager implements RuntimeManager {
       waiting: new Map(),
       changes: { sandboxes: [], containers: [] },
       ...(opts.signal ? { signal: opts.signal } : {}),
+      ...(opts.onPullProgress && { onPullProgress: opts.onPullProgress }),
     };
     let config: PodSandboxConfig | undefined;
     // One sandbox config per sync (per attempt): the new sandbox and its containers share it.

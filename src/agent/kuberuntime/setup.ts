@@ -1,6 +1,7 @@
 // The runtime manager as the agent configures it: CRI, events, timings from the agent config.
 import { availableParallelism, totalmem } from "node:os";
 import type { NodeAllocatable } from "../../api/index.ts";
+import { type ContainerdClient, createContainerdClient } from "../../cri/containerd.ts";
 import { type CriClient, type CriRuntime, createCriClient } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
@@ -8,6 +9,7 @@ import type { ContainerManager } from "../cm/index.ts";
 import type { AgentConfig } from "../config/index.ts";
 import type { EventRecorder } from "../events/index.ts";
 import { podRef } from "../events/index.ts";
+import { createPullLeases } from "../images/index.ts";
 import type { RunningPod } from "../kubecontainer/types.ts";
 import { createListingCache, type ListingCache } from "../pleg/index.ts";
 import type { RuntimeManagerDeps } from "./core.ts";
@@ -36,6 +38,24 @@ export interface AgentRuntimeDeps {
   allocatable: () => NodeAllocatable;
   /** What a container's devices add to its config (the device manager); absent: none. */
   devices?: RuntimeManagerDeps["devices"];
+  /** The runtime's own API beside CRI (containerd's), whose ingests show how far a pull has
+   * got; absent: pulls are not watched. */
+  containerd?: ContainerdClient;
+}
+
+/** How often a running pull's ingests are listed. */
+const PULL_PROGRESS_INTERVAL_MS = 1000;
+/** Deadline of one listing of the ingests. */
+const LIST_INGESTS_TIMEOUT_MS = 5000;
+
+/** A running pull's figures and stall deadline, from containerd's ingests. */
+function pullProgress(containerd: ContainerdClient, deadlineMs: number) {
+  return {
+    listIngests: (signal: AbortSignal) =>
+      containerd.content.listStatuses([], { signal, timeoutMs: LIST_INGESTS_TIMEOUT_MS }),
+    intervalMs: PULL_PROGRESS_INTERVAL_MS,
+    deadlineMs,
+  };
 }
 
 export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
@@ -70,6 +90,15 @@ export function createAgentRuntime(deps: AgentRuntimeDeps): RuntimeManager {
       registryPullQPS: config.registryPullQPS,
       registryBurst: config.registryBurst,
     },
+    ...(deps.containerd && {
+      pullProgress: pullProgress(deps.containerd, config.imagePullProgressDeadline),
+      pullLeases: createPullLeases({
+        runtime: deps.containerd,
+        pullImage: (request, opts) => deps.cri.pullImage(request, opts),
+        clock: deps.clock,
+        logger: deps.logger.with({ component: "images" }),
+      }),
+    }),
     runtimeRequestTimeoutMs: config.runtimeRequestTimeout,
     // Start calls at once: the number of CPUs (at least 2) unless set.
     maxParallelStarts: config.maxParallelStarts ?? Math.max(2, availableParallelism()),
@@ -95,6 +124,11 @@ export function connectRuntime(
         }),
     }),
   });
+}
+
+/** containerd's own API on the CRI endpoint (the same socket). */
+export function connectContainerd(settings: Pick<AgentConfig, "containerRuntimeEndpoint">) {
+  return createContainerdClient({ endpoint: settings.containerRuntimeEndpoint });
 }
 
 /** The runtime's pods of this node (the runtime manager's getPods), kept for readers that may

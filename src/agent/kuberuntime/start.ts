@@ -144,10 +144,12 @@ export async function startContainer(core: Core, run: SyncRun, spec: StartSpec):
     return fail(core, run, spec, reason, message, message);
   };
   if (!checkBackoff(core, run, spec)) return false;
+  const progress = run.onPullProgress;
   const image = await core.images.ensureImageExists(pod, c, {
     fieldPath,
     sandboxConfig: spec.sandboxConfig,
     ...(run.signal ? { signal: run.signal } : {}),
+    ...(progress && { onProgress: (message: string) => progress(c.name, message) }),
   });
   if (!image.ok) {
     core.event(pod, "Warning", "Failed", `Error: ${image.reason}`, fieldPath);

@@ -22,11 +22,7 @@ export interface PodRuntime {
   syncPod(
     pod: Pod,
     status: PodStatus,
-    opts: {
-      livenessFailed?: ReadonlySet<string>;
-      startupFailed?: ReadonlySet<string>;
-      signal?: AbortSignal;
-    },
+    opts: SyncOptions,
   ): Promise<{ waiting: ReadonlyMap<string, SyncError>; changes: SyncChanges }>;
   killPod(pod: Pod | undefined, running: RunningPod, gracePeriodSeconds?: number): Promise<void>;
   removePod(running: RunningPod): Promise<void>;
@@ -86,11 +82,14 @@ export interface PodSyncDeps {
   };
 }
 
-/** The options of a runtime sync: probes settled on failure, and the kill's cancellation. */
+/** The options of a runtime sync: probes settled on failure, the kill's cancellation, and
+ * where a running pull's figures go. */
 export type SyncOptions = {
   livenessFailed?: ReadonlySet<string>;
   startupFailed?: ReadonlySet<string>;
   signal?: AbortSignal;
+  /** Called with a container's waiting message while its image is pulled. */
+  onPullProgress?: (container: string, message: string) => void;
 };
 
 /** A PLEG cache entry as pod-sync reads it. */

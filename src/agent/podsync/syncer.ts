@@ -1,5 +1,9 @@
 // The pod sync steps as a class (see index.ts): what it remembers of each pod between syncs, the
 // status reads, the status publication, and the three steps the pod workers call.
+//
+// While a sync pulls a container's image, the pull's figures are the container's waiting
+// message; the status is published again for them at most every PULL_PROGRESS_PUBLISH_MS (from
+// the status the sync planned from), and the sync's own publication at its end replaces them.
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { getPodQOS } from "../../api/index.ts";
@@ -32,6 +36,15 @@ function sameWaiting(
 
 type StatusFlags = { terminating?: boolean; terminal?: boolean; kill?: KillOptions };
 
+/** How often at most a pod's status is published again while its pulls run. */
+const PULL_PROGRESS_PUBLISH_MS = 5000;
+
+/** The reason a container waiting for its image shows (the status manager's default for a
+ * container never created). */
+function pullingReason(pod: Pod): string {
+  return (pod.spec.initContainers?.length ?? 0) > 0 ? "PodInitializing" : "ContainerCreating";
+}
+
 export class PodSyncer implements PodSync {
   /** The last sync's waiting reasons per pod, by container name. */
   private readonly errors = new Map<string, ReadonlyMap<string, SyncError>>();
@@ -44,6 +57,12 @@ export class PodSyncer implements PodSync {
   /** Per pod: the status its last sync read after acting, when that sync's plan for it was
    * empty. */
   private readonly settledStatus = new Map<string, PodStatus>();
+  /** Per pod, while its sync pulls: each pulling container's waiting state (its figures),
+   * shown over the last sync's reason. */
+  private readonly pulling = new Map<string, Map<string, SyncError>>();
+  /** Per pod, while its sync pulls: when the status was last published for the figures
+   * (monotonic ms). */
+  private readonly pullPublishedAt = new Map<string, number>();
 
   constructor(private readonly deps: PodSyncDeps) {}
 
@@ -207,8 +226,11 @@ export class PodSyncer implements PodSync {
       this.lastActed.set(uid, deps.clock.monotonic());
       this.acting.add(uid);
     }
+    const onPullProgress = (container: string, message: string) =>
+      this.showPullProgress(pod, before, container, message);
     try {
-      const result = await deps.runtime.syncPod(pod, before, opts);
+      const result = await deps.runtime.syncPod(pod, before, { ...opts, onPullProgress });
+      this.endPullProgress(uid);
       // Cancelled by a kill: the terminating step reads and publishes the pod next.
       if (opts.signal?.aborted) return { terminal: false };
       const unchanged = sameWaiting(this.errors.get(uid), result.waiting);
@@ -222,7 +244,34 @@ export class PodSyncer implements PodSync {
       return { terminal: after.phase === "Succeeded" || after.phase === "Failed", retry };
     } finally {
       this.acting.delete(uid);
+      this.endPullProgress(uid);
     }
+  }
+
+  /** Shows a pulling container's figures, publishing the status again unless it was published
+   * for them less than PULL_PROGRESS_PUBLISH_MS ago. */
+  private showPullProgress(pod: Pod, before: PodStatus, container: string, message: string) {
+    const uid = uidOf(pod);
+    const shown = this.pulling.get(uid) ?? new Map<string, SyncError>();
+    shown.set(container, { reason: pullingReason(pod), message });
+    this.pulling.set(uid, shown);
+    const now = this.deps.clock.monotonic();
+    const last = this.pullPublishedAt.get(uid);
+    if (last !== undefined && now - last < PULL_PROGRESS_PUBLISH_MS) return;
+    this.pullPublishedAt.set(uid, now);
+    this.publish(pod, before);
+  }
+
+  private endPullProgress(uid: string): void {
+    this.pulling.delete(uid);
+    this.pullPublishedAt.delete(uid);
+  }
+
+  /** The waiting states to show: the last sync's, with the figures of pulls running over them. */
+  private waitingOf(uid: string): ReadonlyMap<string, SyncError> | undefined {
+    const pulling = this.pulling.get(uid);
+    if (pulling === undefined) return this.errors.get(uid);
+    return new Map([...(this.errors.get(uid) ?? []), ...pulling]);
   }
 
   private async readStatus(pod: Pod): Promise<PodStatus> {
@@ -264,7 +313,7 @@ export class PodSyncer implements PodSync {
       runtime,
       now: deps.clock.now(),
       hostIP: deps.hostIP(),
-      syncErrors: this.errors.get(uid),
+      syncErrors: this.waitingOf(uid),
       previous: deps.statusManager.getPodStatus(uid),
       ...(deps.readiness ? { readiness: deps.readiness } : {}),
       ...(deps.startup ? { startup: deps.startup } : {}),

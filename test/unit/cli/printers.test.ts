@@ -238,6 +238,16 @@ describe("describePod()", () => {
   });
   const out = describePod(pod, [event({ count: 3, firstTimestamp: "2024-01-01T00:50:00Z" })], now);
 
+  test("prints a waiting container's reason and message (a pull's figures)", () => {
+    const message = 'Pulling image "nginx:1.25": 3.0 MiB of 8.0 MiB';
+    const pulling = withStatuses([
+      runningStatus("app", { state: { waiting: { reason: "ContainerCreating", message } } }),
+    ]);
+    expect(describePod(pulling, [], now)).toContain(
+      `    State:          Waiting\n      Reason:       ContainerCreating\n      Message:      ${message}\n`,
+    );
+  });
+
   test("prints the header fields aligned, as kubectl describe", () => {
     expect(out).toContain("Name:         web\n");
     expect(out).toContain("Namespace:    default\n");

@@ -58,6 +58,7 @@ describe("loadAgentConfig()", () => {
       serializeImagePulls: true,
       registryPullQPS: 5,
       registryBurst: 10,
+      imagePullProgressDeadline: 300_000,
       nodeStatusUpdateFrequency: 10_000,
       hubOutboxMaxEvents: 1000,
       hubReconnectBackOffBase: 1_000,

@@ -142,3 +142,28 @@ describe("image pull settings in the agent config", () => {
     });
   });
 });
+
+describe("imagePullProgressDeadline in the agent config", () => {
+  const table: [string, string[], string | undefined, number][] = [
+    ["defaults to 5m", [], undefined, 300_000],
+    ["is read from the file as a duration", [], "imagePullProgressDeadline: 90s\n", 90_000],
+    [
+      "is set by --image-pull-progress-deadline, over the file",
+      ["--image-pull-progress-deadline", "2m"],
+      "imagePullProgressDeadline: 90s\n",
+      120_000,
+    ],
+    ["is 0 (never) with 0s", ["--image-pull-progress-deadline=0s"], undefined, 0],
+  ];
+  for (const [what, argv, yaml, ms] of table) {
+    test(what, async () => {
+      expect((await load(argv, yaml)).imagePullProgressDeadline).toBe(ms);
+    });
+  }
+
+  test("refuses what is not a duration, naming the field and value", async () => {
+    expect(await errorOf([], "imagePullProgressDeadline: soon\n")).toContain(
+      'imagePullProgressDeadline: "soon" is not a duration',
+    );
+  });
+});
