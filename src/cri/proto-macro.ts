@@ -11,7 +11,17 @@ import type { Kind, Scalar } from "./codec.ts";
 import type { ProtoTable, TableField } from "./proto-table.ts";
 
 const PROTO_DIR = join(import.meta.dir, "../../proto");
-const PROTO_FILES = ["cri.proto", "containerd-events.proto", "deviceplugin.proto"];
+const PROTO_FILES = [
+  "cri.proto",
+  "containerd-events.proto",
+  "deviceplugin.proto",
+  "containerd-types.proto",
+  "containerd-content.proto",
+  "containerd-leases.proto",
+  "containerd-snapshots.proto",
+  "containerd-diff.proto",
+  "containerd-images.proto",
+];
 
 const SCALARS: ReadonlySet<string> = new Set([
   "double",
