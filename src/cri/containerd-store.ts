@@ -35,8 +35,9 @@ export interface SnapshotMount {
 export interface ContainerdImportCalls {
   /** Creates lease `id` (labels e.g. an expiry, "containerd.io/gc.expire"). */
   createLease(id: string, labels: Record<string, string>): Promise<void>;
-  /** Deletes lease `id`; what only it held is collected by containerd's GC. */
-  deleteLease(id: string): Promise<void>;
+  /** Deletes lease `id`; what only it held is collected by containerd's GC, before this
+   * resolves when `sync`. */
+  deleteLease(id: string, sync: boolean): Promise<void>;
   /** Puts an existing blob under lease `leaseId`. */
   leaseContent(leaseId: string, digest: string): Promise<void>;
   /** Writes blob `data` (committed with `labels` after containerd checked its digest and
@@ -146,8 +147,8 @@ class ImportCalls implements ContainerdImportCalls {
     await this.call(this.plain, PKG.leases, "Leases", "Create", { id, labels });
   }
 
-  async deleteLease(id: string): Promise<void> {
-    await this.call(this.plain, PKG.leases, "Leases", "Delete", { id, sync: false });
+  async deleteLease(id: string, sync: boolean): Promise<void> {
+    await this.call(this.plain, PKG.leases, "Leases", "Delete", { id, sync });
   }
 
   async leaseContent(leaseId: string, digest: string): Promise<void> {

@@ -76,13 +76,16 @@ export async function executeImport(
   try {
     const expire = new Date(now + LEASE_EXPIRY_MS).toISOString();
     await calls.createLease(leaseId, { "containerd.io/gc.expire": expire });
+    let failed = true;
     try {
       for (const step of steps) {
         signal.throwIfAborted();
         await runStep(step, calls, { leaseId, signal });
       }
+      failed = false;
     } finally {
-      await calls.deleteLease(leaseId).catch(leaseLeft);
+      // After a failure, containerd collects what the import wrote before this returns.
+      await calls.deleteLease(leaseId, failed).catch(leaseLeft);
     }
   } finally {
     calls.close();
