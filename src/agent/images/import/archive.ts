@@ -40,7 +40,7 @@ export interface Archive {
   images: ArchiveImage[];
 }
 
-export const MEDIA = {
+const MEDIA = {
   ociIndex: "application/vnd.oci.image.index.v1+json",
   dockerList: "application/vnd.docker.distribution.manifest.list.v2+json",
   ociManifest: "application/vnd.oci.image.manifest.v1+json",
@@ -59,7 +59,7 @@ export function sha256(data: Uint8Array): string {
 }
 
 /** The archive's tar bytes, decompressed when gzip or zstd, at most `maxBytes`. */
-export function decompress(
+function decompress(
   bytes: Uint8Array,
   maxBytes: number,
 ): { tar: Uint8Array; compression: Archive["compression"] } {

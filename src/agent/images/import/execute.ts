@@ -109,7 +109,7 @@ async function runStep(
   }
 }
 
-export function describeStep(step: ImportStep): string {
+function describeStep(step: ImportStep): string {
   switch (step.kind) {
     case "blob":
       return `storing blob ${step.blob.digest}`;

@@ -59,7 +59,7 @@ function checksumOk(bytes: Uint8Array, at: number): boolean {
 }
 
 /** `name` made relative and checked: no absolute path, no "..". */
-export function cleanName(name: string): string {
+function cleanName(name: string): string {
   const parts = name.split("/").filter((p) => p !== "" && p !== ".");
   if (name.startsWith("/") || parts.some((p) => p === "..") || name.includes("\0")) {
     throw new TarError(`entry name ${JSON.stringify(name)} leaves the archive`);
