@@ -91,6 +91,8 @@ const PKG = {
 
 /** Largest data of one write request: well under containerd's 16 MiB message limit. */
 const WRITE_CHUNK_BYTES = 1 << 20;
+/** Largest data of one Write call (its requests are held whole while it is sent). */
+const WRITE_SESSION_BYTES = 8 << 20;
 
 export function createContainerdImportCalls(
   options: ContainerdStoreOptions,
@@ -156,38 +158,60 @@ class ImportCalls implements ContainerdImportCalls {
     await this.call(this.plain, PKG.leases, "Leases", "AddResource", { id: leaseId, resource });
   }
 
-  writeBlob(
+  async writeBlob(
     desc: ContentDescriptor,
     data: Uint8Array,
     labels: Record<string, string>,
     signal: AbortSignal,
   ): Promise<"written" | "exists"> {
-    const rpc = this.proto.rpc("Content", "Write", PKG.content);
     const ref = `fleetlet-import-${desc.digest}`;
+    const deadline = AbortSignal.timeout(this.timeoutMs + data.length / 1024);
+    const bounded = AbortSignal.any([signal, deadline]);
+    // One Write call per session of data: a later one continues the ingest at its offset, so
+    // that no more than a session is copied into requests at once.
+    for (let at = 0; ; at += WRITE_SESSION_BYTES) {
+      const end = Math.min(data.length, at + WRITE_SESSION_BYTES);
+      const last = end === data.length;
+      const session = { ref, desc, data, from: at, to: end, labels: last ? labels : undefined };
+      if ((await this.writeSession(session, bounded)) === "exists") return "exists";
+      if (last) return "written";
+    }
+  }
+
+  /** One Write call: bytes [from, to) of the blob, committed with `labels` when given. */
+  private writeSession(
+    s: {
+      ref: string;
+      desc: ContentDescriptor;
+      data: Uint8Array;
+      from: number;
+      to: number;
+      labels: Record<string, string> | undefined;
+    },
+    signal: AbortSignal,
+  ): Promise<"written" | "exists"> {
+    const rpc = this.proto.rpc("Content", "Write", PKG.content);
+    const base = { ref: s.ref, total: s.desc.size, expected: s.desc.digest };
     const requests: Uint8Array[] = [];
-    const base = { ref, total: desc.size, expected: desc.digest };
-    for (let at = 0; at < data.length || at === 0; at += WRITE_CHUNK_BYTES) {
-      const chunk = data.subarray(at, at + WRITE_CHUNK_BYTES);
-      const last = at + WRITE_CHUNK_BYTES >= data.length;
-      const action = last ? "COMMIT" : "WRITE";
-      const req = { ...base, action, offset: at, data: chunk, labels: last ? labels : {} };
+    for (let at = s.from; at < s.to || at === s.from; at += WRITE_CHUNK_BYTES) {
+      const end = Math.min(s.to, at + WRITE_CHUNK_BYTES);
+      const commit = s.labels !== undefined && end === s.to;
+      const req = {
+        ...base,
+        action: commit ? "COMMIT" : "WRITE",
+        offset: at,
+        data: s.data.subarray(at, end),
+        labels: commit ? s.labels : {},
+      };
       requests.push(this.encoder.encode(rpc.request, req));
     }
-    const deadline = AbortSignal.timeout(this.timeoutMs + data.length / 1024);
     return new Promise((resolve, reject) => {
-      this.leased.sendAll(
-        rpc.path,
-        requests,
-        {
-          onMessage: () => {},
-          onEnd: (error?: TransportError) => {
-            if (error === undefined) resolve("written");
-            else if (error.code === GrpcStatus.ALREADY_EXISTS) resolve("exists");
-            else reject(criErrorFromGrpc("Content.Write", error));
-          },
-        },
-        AbortSignal.any([signal, deadline]),
-      );
+      const onEnd = (error?: TransportError) => {
+        if (error === undefined) resolve("written");
+        else if (error.code === GrpcStatus.ALREADY_EXISTS) resolve("exists");
+        else reject(criErrorFromGrpc("Content.Write", error));
+      };
+      this.leased.sendAll(rpc.path, requests, { onMessage: () => {}, onEnd }, signal);
     });
   }
 

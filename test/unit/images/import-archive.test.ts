@@ -98,10 +98,13 @@ describe("openArchive()", () => {
     expect(() => openArchive(make(), MAX)).toThrow(message);
   });
 
-  test("refuses a gzip archive that decompresses past the limit", () => {
-    const big = compress(new Uint8Array(1 << 20), "gzip");
-    expect(() => openArchive(big, 1 << 16)).toThrow("cannot decompress");
-  });
+  test.each(["gzip", "zstd"] as const)(
+    "refuses a %s archive that decompresses past the limit",
+    (how) => {
+      const big = compress(new Uint8Array(1 << 20), how);
+      expect(() => openArchive(big, 1 << 16)).toThrow("cannot decompress");
+    },
+  );
 });
 
 describe("imageName()", () => {

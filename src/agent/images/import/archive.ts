@@ -9,7 +9,7 @@
 // - Every error is an ArchiveError saying what is missing or wrong, with the entry's name.
 // - Decompressed archives are bounded by `maxBytes` before they are held whole.
 
-import { gunzipSync } from "node:zlib";
+import { gunzipSync, zstdDecompressSync } from "node:zlib";
 import { parseImageReference } from "../reference.ts";
 import { readTar, type TarFiles } from "./tar.ts";
 
@@ -68,9 +68,7 @@ function decompress(
       return { tar: gunzipSync(bytes, { maxOutputLength: maxBytes }), compression: "gzip" };
     }
     if (isZstd(bytes)) {
-      const tar = Bun.zstdDecompressSync(bytes);
-      if (tar.length > maxBytes) throw new Error(`larger than ${maxBytes} bytes`);
-      return { tar, compression: "zstd" };
+      return { tar: zstdDecompressSync(bytes, { maxOutputLength: maxBytes }), compression: "zstd" };
     }
   } catch (err) {
     throw new ArchiveError(`cannot decompress: ${(err as Error).message}`);
