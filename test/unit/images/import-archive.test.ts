@@ -77,6 +77,28 @@ describe("openArchive()", () => {
     ],
     ["neither format", () => writeTar([{ name: "hello" }]), "neither an OCI layout"],
     [
+      "a docker-archive of no image",
+      () => writeTar([{ name: "manifest.json", data: enc.encode("[]") }]),
+      "holds no image",
+    ],
+    [
+      "a missing layer named by a long value, shortened",
+      () =>
+        writeTar([
+          {
+            name: "manifest.json",
+            data: enc.encode(JSON.stringify([{ Config: "c", Layers: ["x".repeat(5000)] }])),
+          },
+          {
+            name: "c",
+            data: enc.encode(
+              JSON.stringify({ rootfs: { diff_ids: [`sha256:${"a".repeat(64)}`] } }),
+            ),
+          },
+        ]),
+      `layer "${"x".repeat(100)}…" is missing`,
+    ],
+    [
       "a cut gzip stream",
       () => compress(ociArchive(twoLayers(), "a/b:1"), "gzip").subarray(0, 200),
       "cannot decompress",

@@ -98,6 +98,7 @@ describe("readTar()", () => {
     ["an empty input", () => new Uint8Array(), /truncated/],
     ["an absolute name", () => writeTar([{ name: "/etc/passwd" }]), /leaves the archive/],
     ["a name climbing out", () => writeTar([{ name: "a/../../x" }]), /leaves the archive/],
+    ["a file named only by dots and slashes", () => writeTar([{ name: "./" }]), /without a name/],
     [
       "a bad checksum",
       () => {

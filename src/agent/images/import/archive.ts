@@ -6,12 +6,13 @@
 //
 // Invariants:
 // - Every blob handed out has the digest and size its descriptor says (checked here).
-// - Every error is an ArchiveError saying what is missing or wrong, with the entry's name.
+// - Every error is an ArchiveError saying what is missing or wrong, with the entry's name
+//   (values from the archive shortened).
 // - Decompressed archives are bounded by `maxBytes` before they are held whole.
 
 import { gunzipSync, zstdDecompressSync } from "node:zlib";
 import { parseImageReference } from "../reference.ts";
-import { readTar, type TarFiles } from "./tar.ts";
+import { readTar, shown, type TarFiles } from "./tar.ts";
 
 export class ArchiveError extends Error {
   override readonly name = "ArchiveError";
@@ -85,13 +86,16 @@ export function openArchive(bytes: Uint8Array, maxBytes: number): Archive {
   } catch (err) {
     throw new ArchiveError(`not a readable tar archive: ${(err as Error).message}`);
   }
+  let archive: Archive;
   if (files.has("oci-layout") && files.has("index.json")) {
-    return { format: "oci-layout", compression, images: readOciLayout(files) };
+    archive = { format: "oci-layout", compression, images: readOciLayout(files) };
+  } else if (files.has("manifest.json")) {
+    archive = { format: "docker-archive", compression, images: readDockerArchive(files) };
+  } else {
+    throw new ArchiveError("neither an OCI layout (oci-layout, index.json) nor a docker-archive");
   }
-  if (files.has("manifest.json")) {
-    return { format: "docker-archive", compression, images: readDockerArchive(files) };
-  }
-  throw new ArchiveError("neither an OCI layout (oci-layout, index.json) nor a docker-archive");
+  if (archive.images.length === 0) throw new ArchiveError(`the ${archive.format} holds no image`);
+  return archive;
 }
 
 function parseJson(files: TarFiles, name: string): unknown {
@@ -155,7 +159,7 @@ function readDockerArchive(files: TarFiles): ArchiveImage[] {
       throw new ArchiveError(`${where} has no Config and Layers`);
     }
     const configData = files.get(entry.Config);
-    if (configData === undefined) throw new ArchiveError(`${entry.Config} is missing`);
+    if (configData === undefined) throw new ArchiveError(`${shown(entry.Config)} is missing`);
     const config = blobOf(MEDIA.ociConfig, configData);
     const diffIds = diffIdsOf(configData, entry.Config);
     if (diffIds.length !== entry.Layers.length) {
@@ -165,7 +169,7 @@ function readDockerArchive(files: TarFiles): ArchiveImage[] {
     }
     const layers = entry.Layers.map((name: unknown, j: number) => {
       const data = typeof name === "string" ? files.get(name) : undefined;
-      if (data === undefined) throw new ArchiveError(`layer ${String(name)} is missing`);
+      if (data === undefined) throw new ArchiveError(`layer ${shown(name)} is missing`);
       return { blob: blobOf(layerMediaType(data), data), diffId: diffIds[j] as string };
     });
     const tags = Array.isArray(entry.RepoTags) ? entry.RepoTags : [];

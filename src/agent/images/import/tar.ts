@@ -8,8 +8,15 @@
 //   archive or a size past the end is a TarError, never a short entry.
 // - At most `maxEntries` entries and `maxHeaderBytes` of extended header are read.
 // - Names are relative, "/"-separated, without "." or ".." parts; one that is not is refused.
+// - Error messages show values from the archive shortened (shown()).
 
 const BLOCK = 512;
+
+/** A value from an archive as an error message shows it: quoted, at most 100 characters. */
+export function shown(value: unknown): string {
+  const text = typeof value === "string" ? value : String(JSON.stringify(value));
+  return JSON.stringify(text.length > 100 ? `${text.slice(0, 100)}…` : text);
+}
 
 /** What is wrong with an archive, with where. */
 export class TarError extends Error {
@@ -62,7 +69,7 @@ function checksumOk(bytes: Uint8Array, at: number): boolean {
 function cleanName(name: string): string {
   const parts = name.split("/").filter((p) => p !== "" && p !== ".");
   if (name.startsWith("/") || parts.some((p) => p === "..") || name.includes("\0")) {
-    throw new TarError(`entry name ${JSON.stringify(name)} leaves the archive`);
+    throw new TarError(`entry name ${shown(name)} leaves the archive`);
   }
   return parts.join("/");
 }
@@ -144,6 +151,9 @@ export function readTar(bytes: Uint8Array, limits: TarLimits = {}): TarFiles {
     const link = pax?.get("linkpath") ?? h.link;
     pax = undefined;
     longName = undefined;
+    if (name === "" && "0712".includes(h.type)) {
+      throw new TarError(`entry at ${start - BLOCK}: a file without a name`);
+    }
     if (h.type === "0" || h.type === "7") files.set(name, data);
     else if (h.type === "2") links.set(name, link);
     else if (h.type === "1") links.set(name, `/${cleanName(link)}`);
