@@ -101,8 +101,7 @@ export async function runAgent(
   // One relist before the first health check, so a healthy runtime is never reported down.
   await pleg.relist();
   await health.check();
-  // Archives in the import folder before the first pod starts, as images pulled already are.
-  await nm.imports.scan(signal);
+  await nm.imports.scan(signal); // the import folder's images before the first pod starts
   const hub = await startHub(config, {
     health: deviceHealth,
     ...{ version, clock, logger: log, nodeStatus, statusManager, recorder, streams, stateWrites },
@@ -115,8 +114,7 @@ export async function runAgent(
     ...[nodeStatus.run(signal), hub?.run(signal), health.run(signal), pleg.run(signal)],
     ...[pm.runtimeEvents?.run(signal), fileSource.run(signal), loop.run(signal)],
     ...[eviction.run(signal), pm.prober.run(signal), nm.gc.run(signal), devices.run(signal)],
-    runMemoryTrim(clock, signal),
-    nm.imports.run(signal),
+    ...[runMemoryTrim(clock, signal), nm.imports.run(signal)],
     deviceHealth.run(signal),
   ]);
   log.info("stopping: pods keep running");
