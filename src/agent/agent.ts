@@ -26,6 +26,7 @@ import { registerHealthMetrics } from "./health/metrics.ts";
 import { HealthReporter } from "./health/reporter.ts";
 import { HubPort, hubDesiredState } from "./hubclient/desired-source.ts";
 import type { AgentHubWiring } from "./hubclient/index.ts";
+import { setupImageImport } from "./images/import/setup.ts";
 import { imageFsMountpoint } from "./images/index.ts";
 import type { RunningPod } from "./kubecontainer/types.ts";
 import { checkCgroupDriver } from "./kuberuntime/cgroup-driver.ts";
@@ -107,6 +108,7 @@ export async function runAgent(
   // One relist before the first health check, so a healthy runtime is never reported down.
   await pleg.relist();
   await health.check();
+  await nm.imports.scan(signal); // the import folder's images before the first pod starts
   const hub = await startHub(config, {
     health: deviceHealth,
     ...{ version, clock, logger: log, nodeStatus, statusManager, recorder, streams, stateWrites },
@@ -119,7 +121,7 @@ export async function runAgent(
     ...[nodeStatus.run(signal), hub?.run(signal), health.run(signal), pleg.run(signal)],
     ...[pm.runtimeEvents?.run(signal), fileSource.run(signal), loop.run(signal)],
     ...[eviction.run(signal), pm.prober.run(signal), nm.gc.run(signal), devices.run(signal)],
-    runMemoryTrim(clock, signal),
+    ...[runMemoryTrim(clock, signal), nm.imports.run(signal)],
     deviceHealth.run(signal),
   ]);
   log.info("stopping: pods keep running");
@@ -237,7 +239,11 @@ async function nodeManagers(
   const { cri, cm } = rt;
   const { workers, pods } = pm;
   const sourcesReady = () => pm.podConfig.seenAllSources();
-  const gc = createAgentGC({ ...base, ...rt, sourcesReady, podState: podGCState(workers, pods) });
+  const imports = setupImageImport({ ...base, nodeEvent: nodeEventOf(base) });
+  const gc = createAgentGC({
+    ...{ ...base, ...rt, sourcesReady, podState: podGCState(workers, pods) },
+    pinnedImages: () => imports.pinned(),
+  });
   const readPsi = createLoggedPsiReader(log);
   const nodeStatusPort = new NodeStatusPort();
   const eviction = setupEviction({
@@ -257,7 +263,19 @@ async function nodeManagers(
   });
   nodeStatusPort.bind(nodeStatus);
   rt.devices.onChange(() => nodeStatusPort.update());
-  return { gc, readPsi, eviction, nodeStatus };
+  return { gc, imports, readPsi, eviction, nodeStatus };
+}
+
+/** Records an event about the node. */
+function nodeEventOf(base: Base) {
+  const { nodeName } = base.config;
+  return (type: "Normal" | "Warning", reason: string, message: string) =>
+    base.recorder.event(
+      { kind: "Node", namespace: "", name: nodeName, uid: nodeName },
+      type,
+      reason,
+      message,
+    );
 }
 
 /** The local API on its socket, and the stream opener it shares with the hub client. */

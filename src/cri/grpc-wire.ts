@@ -109,6 +109,21 @@ export function frameMessage(message: Uint8Array): Buffer {
   return out;
 }
 
+/** Several messages, each with its 5-byte gRPC header, one after the other. */
+export function frameMessages(messages: readonly Uint8Array[]): Buffer {
+  let size = 0;
+  for (const m of messages) size += 5 + m.length;
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const m of messages) {
+    out[at] = 0;
+    out.writeUInt32BE(m.length, at + 1);
+    out.set(m, at + 5);
+    at += 5 + m.length;
+  }
+  return out;
+}
+
 const EMPTY = Buffer.alloc(0);
 
 /**
@@ -207,6 +222,16 @@ export interface GrpcTransport {
   serverStream(
     path: string,
     message: Uint8Array,
+    handler: ServerStreamHandler,
+    signal?: AbortSignal,
+  ): void;
+  /** Opens a call that sends every message of `messages` at once, then ends its side (a
+   * client or bidirectional stream whose requests do not wait for answers, such as containerd's
+   * content writes); each response message goes to the handler as it arrives. No deadline of
+   * its own: `signal` bounds it, as for serverStream. */
+  sendAll(
+    path: string,
+    messages: readonly Uint8Array[],
     handler: ServerStreamHandler,
     signal?: AbortSignal,
   ): void;

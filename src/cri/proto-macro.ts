@@ -14,9 +14,13 @@ const PROTO_DIR = join(import.meta.dir, "../../proto");
 const PROTO_FILES = [
   "cri.proto",
   "containerd-events.proto",
+  "deviceplugin.proto",
+  "containerd-types.proto",
   "containerd-content.proto",
   "containerd-leases.proto",
-  "deviceplugin.proto",
+  "containerd-snapshots.proto",
+  "containerd-diff.proto",
+  "containerd-images.proto",
 ];
 
 const SCALARS: ReadonlySet<string> = new Set([

@@ -23,6 +23,7 @@ import { GrpcStatus } from "./errors.ts";
 import {
   decodeGrpcMessage,
   frameMessage,
+  frameMessages,
   type GrpcTransport,
   type GrpcTransportOptions,
   grpcTimeout,
@@ -96,7 +97,7 @@ class H2Transport implements GrpcTransport {
 
   call(path: string, message: Uint8Array, timeoutMs: number, signal?: AbortSignal) {
     return new Promise<Buffer>((resolve, reject) => {
-      this.open(path, message, timeoutMs, signal, unarySink(resolve, reject));
+      this.open(path, frameMessage(message), timeoutMs, signal, unarySink(resolve, reject));
     });
   }
 
@@ -106,7 +107,16 @@ class H2Transport implements GrpcTransport {
     handler: ServerStreamHandler,
     signal?: AbortSignal,
   ): void {
-    this.open(path, message, undefined, signal, handler);
+    this.open(path, frameMessage(message), undefined, signal, handler);
+  }
+
+  sendAll(
+    path: string,
+    messages: readonly Uint8Array[],
+    handler: ServerStreamHandler,
+    signal?: AbortSignal,
+  ): void {
+    this.open(path, frameMessages(messages), undefined, signal, handler);
   }
 
   close(): void {
@@ -151,10 +161,10 @@ class H2Transport implements GrpcTransport {
     return block;
   }
 
-  /** Opens one call; `sink` gets its messages and, once, its end. */
+  /** Opens one call with its framed request `body`; `sink` gets its messages and, once, its end. */
   private open(
     path: string,
-    message: Uint8Array,
+    body: Buffer,
     timeoutMs: number | undefined,
     signal: AbortSignal | undefined,
     sink: ServerStreamHandler,
@@ -167,7 +177,7 @@ class H2Transport implements GrpcTransport {
     const call = new Call(this, sink, signal);
     try {
       const conn = this.currentConnection();
-      call.start(conn.request(this.requestHeaders(path, timeoutMs), frameMessage(message), call));
+      call.start(conn.request(this.requestHeaders(path, timeoutMs), body, call));
     } catch (cause) {
       const detail = cause instanceof Error ? cause.message : String(cause);
       sink.onEnd(new TransportError(GrpcStatus.UNAVAILABLE, detail, { cause }));

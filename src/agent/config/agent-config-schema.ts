@@ -101,6 +101,7 @@ const agentConfigFileSchema = z.strictObject(
     apiSocket: path.optional(),
     runtimeRequestTimeout: duration.optional(),
     imagePullCredentialsFile: path.optional(),
+    imagesImportPath: path.optional(),
     maxParallelStarts: countOrZero.optional(),
     logLevel: z
       .enum(["debug", "info", "warn", "error"], {

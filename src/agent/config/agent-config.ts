@@ -109,6 +109,8 @@ export interface AgentConfig {
   reservedSystemCPUs: string;
   /** The CPU manager's checkpoint (default <rootDir>/cpu_manager_state). */
   cpuManagerStateFile: string;
+  /** The folder of image archives imported into the runtime (default <rootDir>/images). */
+  imagesImportPath: string;
   /** Dead containers younger than this are kept (ms; 0 = no minimum). */
   minimumContainerTTLDuration: number;
   /** Dead instances kept per container of a pod (-1 = no limit). */
@@ -191,6 +193,7 @@ type Defaults = Omit<
   | "hub"
   | "nodeName"
   | "cpuManagerStateFile"
+  | "imagesImportPath"
   | "maxParallelStarts"
   | "maxParallelImagePulls"
   | "evictionMemoryStall"
@@ -286,6 +289,7 @@ const pathFields = [
   "imagePullCredentialsFile",
   "cpuManagerStateFile",
   "devicePluginPath",
+  "imagesImportPath",
 ] as const;
 
 /**
@@ -383,6 +387,7 @@ function merge(
     allowedUnsafeSysctls: [],
     nodeName: "",
     cpuManagerStateFile: "",
+    imagesImportPath: "",
     ...dropUndefined(fileRest),
     ...dropUndefined(flagRest),
     hostDevices: hostDevices.map((g) => ({ ...g, podsPerDevice: g.podsPerDevice ?? 1 })),
@@ -393,6 +398,7 @@ function merge(
   };
   if (config.cpuManagerStateFile === "")
     config.cpuManagerStateFile = join(config.rootDir, "cpu_manager_state");
+  if (config.imagesImportPath === "") config.imagesImportPath = join(config.rootDir, "images");
   if (config.nodeName === "") config.nodeName = hostname().toLowerCase();
   const hub = { ...dropUndefined(fileHub ?? {}), ...dropUndefined(flagHub ?? {}) };
   if (Object.keys(hub).length > 0) {

@@ -32,6 +32,7 @@ const scalarFields = [
   "apiSocket",
   "runtimeRequestTimeout",
   "imagePullCredentialsFile",
+  "imagesImportPath",
   "maxParallelStarts",
   "logLevel",
   "logFormat",

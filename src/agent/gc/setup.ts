@@ -25,6 +25,8 @@ export interface AgentGCInput {
   sourcesReady(): boolean;
   podState(uid: string): PodGCState;
   stateWrites?: StateWrites;
+  /** Images the image GC never removes (imported from archives still in the folder). */
+  pinnedImages?: () => Iterable<string>;
 }
 
 /** The disk reclaim steps the eviction manager takes before it evicts pods, in the kubelet's
@@ -114,6 +116,7 @@ function agentImageGC(input: AgentGCInput, nodeEvent: NodeEvent): ImageGC {
     recordsPath: join(config.rootDir, "state", "image-gc.json"),
     nodeEvent,
     ...(input.stateWrites !== undefined && { stateWrites: input.stateWrites }),
+    ...(input.pinnedImages !== undefined && { pinnedImages: input.pinnedImages }),
   });
 }
 

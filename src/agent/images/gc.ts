@@ -50,6 +50,9 @@ export interface ImageGCDeps {
   nodeEvent(reason: string, message: string): void;
   /** Where a failed write of the records is said. */
   stateWrites?: StateWrites;
+  /** Names of images never removed besides the runtime's sandbox image (those imported from
+   * archives still in the import folder). */
+  pinnedImages?: () => Iterable<string>;
   /** Size and free space of the filesystem holding `path`; statfs by default. */
   statfs?: (path: string) => Promise<{ capacity: number; available: number }>;
 }
@@ -274,6 +277,7 @@ class ImageGCManager implements ImageGC {
       }
     }
     const pinned = new Set(sandbox === undefined ? [] : [normalizeName(sandbox)]);
+    for (const name of this.deps.pinnedImages?.() ?? []) pinned.add(normalizeName(name));
     this.setList(images.images);
     return detectImages(images.images, used, pinned, this.records, now);
   }

@@ -87,6 +87,7 @@ describe("loadAgentConfig()", () => {
       cpuManagerPolicy: "none",
       reservedSystemCPUs: "",
       cpuManagerStateFile: "/var/lib/fleetlet/cpu_manager_state",
+      imagesImportPath: "/var/lib/fleetlet/images",
       minimumContainerTTLDuration: 0,
       maximumDeadContainersPerContainer: 1,
       maximumDeadContainers: -1,

@@ -20,6 +20,7 @@ describe("createAgentGC()", () => {
       nodeName: "node1",
       rootDir: dir,
       cpuManagerStateFile: join(dir, "cpu"),
+      imagesImportPath: join(dir, "images"),
       imageMinimumGCAge: 0,
     };
     const clock = new FakeClock();

@@ -125,7 +125,11 @@ afterEach(() => {
 
 /** The fake runtime with a 1000-byte image filesystem: what is free is 1000 minus the base and
  * the sizes of the images present. */
-function setup(policy: Partial<Parameters<typeof createImageGC>[0]["policy"]> = {}, dir?: string) {
+function setup(
+  policy: Partial<Parameters<typeof createImageGC>[0]["policy"]> = {},
+  dir?: string,
+  pinnedImages?: () => Iterable<string>,
+) {
   const root = dir ?? mkdtempSync(join(tmpdir(), "fleetlet-imagegc-"));
   if (dir === undefined) dirs.push(root);
   const clock = new FakeClock();
@@ -153,6 +157,7 @@ function setup(policy: Partial<Parameters<typeof createImageGC>[0]["policy"]> = 
         for (const i of r.images.present.values()) used += i.size;
         return { capacity: 1000, available: 1000 - used };
       },
+      ...(pinnedImages !== undefined && { pinnedImages }),
     });
   const gc = make(clock, cri);
   const present = () => [...cri.images.present.values()].flatMap((i) => i.repoTags).sort();
@@ -231,6 +236,20 @@ describe("createImageGC() with the fake runtime", () => {
     expect(events).toEqual([
       "FreeDiskSpaceFailed: Failed to garbage collect required amount of images. Attempted to free 900 bytes, but only found 400 bytes eligible to free.",
     ]);
+  });
+
+  test("never removes an image pinned by name (imported from an archive still in the folder), while it is pinned", async () => {
+    let pinned = ["imported:1"];
+    const { clock, cri, gc, present } = setup({ maxAgeMs: 10 * MIN }, undefined, () => pinned);
+    cri.images.add("docker.io/library/imported:1", { size: 10 });
+    cri.images.add("example.com/other:1", { size: 10 });
+    await gc.garbageCollect();
+    clock.step(11 * MIN);
+    await gc.garbageCollect();
+    expect(present()).toEqual(["docker.io/library/imported:1"]);
+    pinned = [];
+    await gc.garbageCollect();
+    expect(present()).toEqual([]);
   });
 
   test("imageMaximumGCAge removes an image unused for that long with the disk far from full", async () => {
