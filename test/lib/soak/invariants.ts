@@ -41,7 +41,9 @@ interface RoundFaults {
  * previous instance never ran because its start was cut: the agent killed while starting it
  * (containerd cancelled the start, StartError "context canceled"), or containerd killed while
  * the agent's StartContainer was in flight (the instance stays created, never started: its last
- * state says nothing ran). The next sync started a new attempt, as the kubelet does.
+ * state says nothing ran), or while its CreateContainer was (containerd, back, reports the
+ * created instance whose task it lost as exited 255 "Unknown", with no start time). The next
+ * sync started a new attempt, as the kubelet does.
  */
 function startCut(
   cs: NonNullable<Pod["status"]>["containerStatuses"],
@@ -52,8 +54,12 @@ function startCut(
   if (round.agentKilled && t?.reason === "StartError" && /context canceled/.test(t.message ?? ""))
     return "a start cut by the agent's kill, started again";
   const neverRan = last?.running === undefined && t === undefined;
-  if (round.runtimeKilled && neverRan && (cs?.[0]?.restartCount ?? 0) === 1)
+  const once = (cs?.[0]?.restartCount ?? 0) === 1;
+  if (round.runtimeKilled && neverRan && once)
     return "a start cut by containerd's kill, started again";
+  const lost = t?.exitCode === 255 && t.reason === "Unknown" && t.startedAt === undefined;
+  if (round.runtimeKilled && lost && once)
+    return "a container made but never started when containerd was killed, started again";
   return undefined;
 }
 
