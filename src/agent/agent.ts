@@ -128,6 +128,7 @@ export async function runAgent(
   await server.stop();
   cri.close();
   rt.containerd.close();
+  rt.cm.close();
 }
 
 /** What every manager's setup may take. */

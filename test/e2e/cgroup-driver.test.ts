@@ -22,7 +22,7 @@ describe("the runtime's cgroup driver at the agent's start (needs root and the t
     expect(code).toBe(1);
     const line = stderr.split("\n").find((l) => l.includes("cgroup driver")) ?? stderr;
     expect(line).toContain(
-      `the runtime uses the systemd cgroup driver (containerd's CRI config: runtime "runc" has SystemdCgroup = true) but the agent's cgroupDriver is cgroupfs: set SystemdCgroup = false in the runtime's runc options and restart it`,
+      `the runtime uses the systemd cgroup driver (containerd's CRI config: runtime "runc" has SystemdCgroup = true) but the agent's cgroupDriver is cgroupfs: set cgroupDriver: "systemd" in the agent config, or SystemdCgroup = false in the runtime's runc options and restart it`,
     );
   }, 30_000);
 });

@@ -30,6 +30,8 @@ export class FakeSystemd {
   signalBeforeReply = false;
   /** Every method called, "Member name". */
   readonly calls: string[] = [];
+  /** The Manager's Version property. */
+  version = "252.30-1~deb12u2";
   private nextJob = 1;
 
   private constructor(readonly conn: DBusConnection) {}
@@ -135,6 +137,8 @@ export class FakeSystemd {
   }
 
   private get(m: Message): { signature: string; body: DBusValue[] } {
+    if (m.path === SYSTEMD.path && m.body[0] === SYSTEMD.interface && m.body[1] === "Version")
+      return { signature: "v", body: [new Variant("s", this.version)] };
     const unit = [...this.units.values()].find((u) => unitPath(u.name) === m.path);
     if (unit === undefined || m.body[1] !== "ActiveState") {
       throw new DBusError(

@@ -36,7 +36,8 @@ class CgroupV1 implements CgroupManager {
   readonly version = 1;
   private readonly controllers: Map<string, string>;
   private readonly killPid: (pid: number, signal: NodeJS.Signals) => void;
-  private readonly relativeName = createRelativeNames();
+  private readonly relativeName: (name: string) => string;
+  readonly literalName: (name: string) => string;
   /** Every hierarchy's mount point (and the hybrid host's cgroup2 mount): a cgroup is in each. */
   private readonly mounts: string[];
   /** The hierarchy used to look a cgroup up and list its processes. */
@@ -45,6 +46,8 @@ class CgroupV1 implements CgroupManager {
   constructor(opts: CgroupV1Options) {
     this.controllers = opts.controllers;
     this.killPid = opts.kill ?? ((pid, sig) => process.kill(pid, sig));
+    this.literalName = opts.literalName ?? ((name) => name);
+    this.relativeName = createRelativeNames(this.literalName);
     this.mounts = [...new Set(opts.controllers.values())];
     if (opts.unified !== undefined) this.mounts.push(opts.unified);
     this.primary = ["memory", "cpu", "pids"].find((c) => opts.controllers.has(c));

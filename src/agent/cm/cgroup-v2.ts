@@ -43,13 +43,16 @@ class CgroupV2 implements CgroupManager {
   readonly version = 2;
   private readonly mountPoint: string;
   private readonly killPid: (pid: number, signal: NodeJS.Signals) => void;
-  private readonly relativeName = createRelativeNames();
+  private readonly relativeName: (name: string) => string;
+  readonly literalName: (name: string) => string;
   /** The wanted controllers the root offers; read once, on first use. */
   private available: Set<string> | undefined;
 
   constructor(opts: CgroupV2Options) {
     this.mountPoint = opts.mountPoint;
     this.killPid = opts.kill ?? ((pid, sig) => process.kill(pid, sig));
+    this.literalName = opts.literalName ?? ((name) => name);
+    this.relativeName = createRelativeNames(this.literalName);
   }
 
   paths(name: string): string[] {

@@ -37,6 +37,9 @@ export interface CgroupStats {
 
 export interface CgroupManager {
   readonly version: 1 | 2;
+  /** The cgroup's path as the host and the runtime know it: the name itself under cgroupfs,
+   * its slice path under systemd ("/kubepods/besteffort" → "/kubepods.slice/kubepods-besteffort.slice"). */
+  literalName(name: string): string;
   /** Every directory that holds the cgroup (one per v1 hierarchy; one on v2). */
   paths(name: string): string[];
   exists(name: string): Promise<boolean>;
@@ -58,19 +61,25 @@ export interface CgroupManager {
 export interface CgroupFsDeps {
   /** Sends a signal to a process (default process.kill); errors for gone processes are ignored. */
   kill?: (pid: number, signal: NodeJS.Signals) => void;
+  /** The literal path of a cgroup name (the systemd driver's slice paths); default: the name. */
+  literalName?: (name: string) => string;
 }
 
 /**
- * A function "/a/b" → "a/b", refusing ".." so a name never escapes its hierarchy. It remembers
- * the names it saw lately (each pod's cgroup is named in every hierarchy on every sync); each
- * driver makes its own.
+ * A function "/a/b" → "a/b" (of the name's literal path, `literal(name)`), refusing ".." so a
+ * name never escapes its hierarchy. It remembers the names it saw lately (each pod's cgroup is
+ * named in every hierarchy on every sync); each driver makes its own.
  */
-export function createRelativeNames(): (name: string) => string {
+export function createRelativeNames(
+  literal: (name: string) => string = (name) => name,
+): (name: string) => string {
   const seen = new Map<string, string>();
   return (name) => {
     let rel = seen.get(name);
     if (rel !== undefined) return rel;
-    const parts = name.split("/").filter((p) => p !== "" && p !== ".");
+    const parts = literal(name)
+      .split("/")
+      .filter((p) => p !== "" && p !== ".");
     if (parts.includes("..")) throw new Error(`invalid cgroup name ${JSON.stringify(name)}`);
     rel = parts.join("/");
     if (seen.size >= 4096) seen.clear();

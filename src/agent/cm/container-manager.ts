@@ -43,6 +43,8 @@ export interface ContainerManagerDeps {
   /** Moves running containers to the cpuset the CPU manager wants now; absent: none. */
   cpuReconciler?: CpuReconciler;
   logger: Logger;
+  /** Releases what the cgroup driver holds (the systemd driver's connection). */
+  close?: () => void;
 }
 
 export interface ContainerManager {
@@ -50,7 +52,8 @@ export interface ContainerManager {
   allocatable(): NodeResources;
   /** Creates the pods' root and QoS cgroups (idempotent); throws naming the cgroup. */
   start(): Promise<void>;
-  /** The pod's cgroup name to give the runtime as cgroup parent ("" when cgroups are off). */
+  /** The pod's cgroup to give the runtime as cgroup parent, in the driver's form
+   * ("/kubepods/burstable/pod<uid>", or its slice path under systemd; "" when cgroups are off). */
   podCgroupParent(pod: Pod): string;
   /** Creates the pod's cgroup if it is missing (updating the QoS cgroups first). */
   ensurePodCgroup(pod: Pod): Promise<void>;
@@ -67,6 +70,8 @@ export interface ContainerManager {
   housekeeping(active: readonly Pod[], keep: (uid: string) => boolean): Promise<void>;
   /** The pod cgroups that exist now: uid → cgroup name. */
   listPodCgroups(): Promise<Map<string, string>>;
+  /** Releases what the cgroup driver holds; pods and cgroups stay. */
+  close(): void;
 }
 
 export function createContainerManager(
@@ -125,7 +130,7 @@ class ContainerManagerImpl implements ContainerManager {
 
   /** Bound: the runtime manager is given this method alone. */
   readonly podCgroupParent = (pod: Pod): string =>
-    this.cgroups === undefined ? "" : podCgroupName(this.root, pod);
+    this.cgroups === undefined ? "" : this.cgroups.literalName(podCgroupName(this.root, pod));
 
   async ensurePodCgroup(pod: Pod): Promise<void> {
     if (this.cgroups === undefined) return;
@@ -208,6 +213,10 @@ class ContainerManagerImpl implements ContainerManager {
         await cgroups.create(name, config);
       }
     }
+  }
+
+  close(): void {
+    this.deps.close?.();
   }
 
   private async destroy(name: string): Promise<void> {

@@ -23,3 +23,4 @@ export * from "./cpuset.ts";
 export { type CgroupLayout, detectCgroupLayout } from "./mountinfo.ts";
 export * from "./pod-resources.ts";
 export { detectCgroups, podsRootName, setupContainerManager } from "./setup.ts";
+export { literalCgroupName } from "./systemd-names.ts";

@@ -1,14 +1,17 @@
 // Builds the container manager from the agent config and the machine: cgroup layout from
 // /proc/self/mountinfo, capacity from the CPUs, memory and the root dir's file system, the CPU
 // topology from sysfs. Every failure names what was read and the config field involved.
+import { existsSync } from "node:fs";
 import { readFile, statfs } from "node:fs/promises";
 import { totalmem } from "node:os";
 import { dirname } from "node:path";
+import { realClock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { AgentConfig } from "../config/index.ts";
 import type { StateWrites } from "../events/state-writes.ts";
 import { type NodeResources, parseReservation, type Reservation } from "./allocatable.ts";
 import type { CgroupManager } from "./cgroup.ts";
+import { createCgroupSystemd, type SystemdUnits } from "./cgroup-systemd.ts";
 import { createCgroupV1 } from "./cgroup-v1.ts";
 import { createCgroupV2 } from "./cgroup-v2.ts";
 import { type ContainerManager, createContainerManager } from "./container-manager.ts";
@@ -18,6 +21,8 @@ import { reservedCpus } from "./cpu-static.ts";
 import { type CpuTopology, readCpuTopology } from "./cpu-topology.ts";
 import { type CpuSet, formatCpuSet, isSubset, parseCpuSet } from "./cpuset.ts";
 import { detectCgroupLayout } from "./mountinfo.ts";
+import { connectSystemd } from "./systemd-connect.ts";
+import { systemdCgroupPath } from "./systemd-names.ts";
 
 export type ResourceSettings = Pick<
   AgentConfig,
@@ -25,6 +30,7 @@ export type ResourceSettings = Pick<
   | "maxPods"
   | "cgroupRoot"
   | "cgroupsPerQOS"
+  | "cgroupDriver"
   | "systemReserved"
   | "kubeReserved"
   | "evictionHard"
@@ -44,6 +50,11 @@ export interface SetupDeps {
   maxPid?: () => Promise<number | undefined>;
   /** Replaces the cgroup driver detected from the mounts (tests, benchmarks). */
   cgroups?: CgroupManager;
+  /** The link to systemd for cgroupDriver "systemd" (default: systemd's private socket, then the
+   * system bus). */
+  systemd?: () => Promise<SystemdUnits>;
+  /** Whether the machine booted with systemd as init (default: /run/systemd/system exists). */
+  systemdBooted?: () => boolean;
   /** The runtime's pods and the CRI cpuset update, to move running containers (static policy). */
   cpusets?: Pick<CpuReconcilerDeps, "runningPods" | "updateCpuset">;
   /** Where a failed write of the CPU manager's checkpoint is said. */
@@ -82,14 +93,45 @@ async function rootFsBytes(path: string): Promise<number> {
   }
 }
 
-export async function detectCgroups(mountinfo: () => Promise<string>): Promise<CgroupManager> {
+/** The cgroupfs driver of the mounted cgroup version; `literalName` maps a cgroup's name to its
+ * path (the systemd driver's slice paths). */
+export async function detectCgroups(
+  mountinfo: () => Promise<string>,
+  literalName?: (name: string) => string,
+): Promise<CgroupManager> {
   const layout = detectCgroupLayout(await mountinfo());
-  if (layout.version === 2) return createCgroupV2({ mountPoint: layout.mountPoint });
-  return createCgroupV1(
-    layout.unified === undefined
-      ? { controllers: layout.controllers }
-      : { controllers: layout.controllers, unified: layout.unified },
-  );
+  const named = literalName === undefined ? {} : { literalName };
+  if (layout.version === 2) return createCgroupV2({ mountPoint: layout.mountPoint, ...named });
+  return createCgroupV1({
+    controllers: layout.controllers,
+    ...(layout.unified !== undefined && { unified: layout.unified }),
+    ...named,
+  });
+}
+
+/** The cgroup driver `config.cgroupDriver` names, with what closes it (the systemd link). */
+async function cgroupDriver(
+  config: ResourceSettings,
+  deps: SetupDeps,
+  log: Logger,
+): Promise<{ cgroups: CgroupManager; close?: () => void }> {
+  if (deps.cgroups !== undefined) return { cgroups: deps.cgroups };
+  const mountinfo = deps.mountinfo ?? (() => readFile("/proc/self/mountinfo", "utf8"));
+  if (config.cgroupDriver === "cgroupfs") return { cgroups: await detectCgroups(mountinfo) };
+  if (!(deps.systemdBooted ?? (() => existsSync("/run/systemd/system")))()) {
+    throw new Error(
+      'cgroupDriver: "systemd" needs systemd as init, and this machine did not boot with it (no /run/systemd/system): set cgroupDriver: "cgroupfs"',
+    );
+  }
+  let systemd: SystemdUnits;
+  try {
+    systemd = await (deps.systemd ?? (() => connectSystemd({ clock: realClock, logger: log })))();
+  } catch (err) {
+    throw new Error(`cgroupDriver: "systemd": ${(err as Error).message}`);
+  }
+  const files = await detectCgroups(mountinfo, systemdCgroupPath);
+  const cgroups = createCgroupSystemd({ files, systemd });
+  return { cgroups, close: () => cgroups.close() };
 }
 
 /** The reservations and the reserved CPUs, as the kubelet reads them: explicit reserved CPUs
@@ -151,12 +193,8 @@ export async function setupContainerManager(
     ...(deps.stateWrites !== undefined && { stateWrites: deps.stateWrites }),
   });
   cpu.start();
-  let cgroups: CgroupManager | undefined;
-  if (config.cgroupsPerQOS) {
-    cgroups =
-      deps.cgroups ??
-      (await detectCgroups(deps.mountinfo ?? (() => readFile("/proc/self/mountinfo", "utf8"))));
-  }
+  const driver = config.cgroupsPerQOS ? await cgroupDriver(config, deps, log) : undefined;
+  const cgroups = driver?.cgroups;
   const podsRoot = podsRootName(config.cgroupRoot);
   const cm = createContainerManager(
     {
@@ -173,6 +211,7 @@ export async function setupContainerManager(
       cgroups,
       cpu,
       logger: log,
+      ...(driver?.close !== undefined && { close: driver.close }),
       ...(deps.cpusets &&
         config.cpuManagerPolicy === "static" && {
           cpuReconciler: createCpuReconciler({
@@ -186,6 +225,7 @@ export async function setupContainerManager(
   await startPodCgroups(cm, config, podsRoot);
   log.info("container manager started", {
     cgroups: cgroups === undefined ? "off" : `v${cgroups.version}`,
+    cgroupDriver: config.cgroupDriver,
     root: podsRoot,
     allocatable: cm.allocatable(),
     cpuManagerPolicy: config.cpuManagerPolicy,

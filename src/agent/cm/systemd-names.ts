@@ -67,3 +67,8 @@ export function cgroupNameOfSlice(slice: string): string {
     .map((p) => p.replaceAll("_", "-"))
     .join("/")}`;
 }
+
+/** Cgroupfs name `name` as the cgroup driver `driver` makes it on the host. */
+export function literalCgroupName(driver: "cgroupfs" | "systemd", name: string): string {
+  return driver === "systemd" ? systemdCgroupPath(name) : name;
+}

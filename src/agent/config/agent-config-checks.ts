@@ -55,11 +55,6 @@ export function checkRelations(config: AgentConfig, where: string): void {
     );
   }
   checkPulls(config, where);
-  if (config.cgroupDriver === "systemd") {
-    throw new ConfigError(
-      `${where}: cgroupDriver: "systemd" is not supported yet: use "cgroupfs" (with SystemdCgroup = false in the runtime's runc options)`,
-    );
-  }
   try {
     buildThresholds(config, { podCgroups: config.cgroupsPerQOS });
   } catch (err) {

@@ -80,7 +80,8 @@ export interface AgentConfig {
   cgroupRoot: string;
   /** Pods get QoS and pod cgroups; false leaves cgroups to the runtime. */
   cgroupsPerQOS: boolean;
-  /** Only "cgroupfs" is supported; "systemd" is refused at load. */
+  /** How pod and QoS cgroups are made: directly ("cgroupfs") or as systemd slices ("systemd");
+   * it must be the runtime's (checked at start). */
   cgroupDriver: "cgroupfs" | "systemd";
   /** Resources kept for the OS (cpu, memory, ephemeral-storage, pid), as quantities. */
   systemReserved: Record<string, string>;

@@ -7,7 +7,12 @@ import type { Pod } from "../../api/types.ts";
 import type { CriRuntime } from "../../cri/index.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
-import { type CgroupLayout, detectCgroupLayout, podsRootName } from "../cm/index.ts";
+import {
+  type CgroupLayout,
+  detectCgroupLayout,
+  literalCgroupName,
+  podsRootName,
+} from "../cm/index.ts";
 import type { AgentConfig } from "../config/index.ts";
 import { type EventRecorder, podRef } from "../events/index.ts";
 import type { Observation, Signal } from "../evictionapi/signals.ts";
@@ -42,6 +47,7 @@ type EvictionSettings = Pick<
   | "nodeName"
   | "cgroupRoot"
   | "cgroupsPerQOS"
+  | "cgroupDriver"
   | "evictionHard"
   | "evictionSoft"
   | "evictionSoftGracePeriod"
@@ -208,7 +214,10 @@ export function createAgentEviction(input: AgentEvictionInput): EvictionManager 
   const host: HostSignals = {
     rootDir: config.rootDir,
     rootMemory: cgroupDirs(layout, "/").memory,
-    podsCgroup: cgroupDirs(layout, podsRootName(config.cgroupRoot)).memory,
+    podsCgroup: cgroupDirs(
+      layout,
+      literalCgroupName(config.cgroupDriver, podsRootName(config.cgroupRoot)),
+    ).memory,
     imageFs: imageFsLocator(input),
   };
   return createEvictionManager({

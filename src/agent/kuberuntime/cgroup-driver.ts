@@ -40,7 +40,7 @@ export async function checkCgroupDriver(
   if (found.driver === config.cgroupDriver) return;
   const fix =
     found.driver === "systemd"
-      ? "set SystemdCgroup = false in the runtime's runc options and restart it (fleetlet's systemd driver is not built yet)"
+      ? `set cgroupDriver: "systemd" in the agent config, or SystemdCgroup = false in the runtime's runc options and restart it`
       : 'set cgroupDriver: "cgroupfs" in the agent config';
   throw new CgroupDriverMismatch(
     `the runtime uses the ${found.driver} cgroup driver (${found.source}) but the agent's cgroupDriver is ${config.cgroupDriver}: ${fix}`,

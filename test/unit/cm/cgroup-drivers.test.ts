@@ -135,6 +135,7 @@ function fakeCgroups(): CgroupManager & { calls: string[]; made: Map<string, Res
     version: 1,
     calls,
     made,
+    literalName: (n) => n,
     paths: (n) => [n],
     exists: async (n) => made.has(n),
     create: async (n, c) => {

@@ -3,6 +3,7 @@ import { describe, expect, test } from "bun:test";
 import {
   cgroupNameOfSlice,
   expandSlice,
+  literalCgroupName,
   sliceName,
   systemdCgroupPath,
 } from "../../../src/agent/cm/systemd-names.ts";
@@ -53,4 +54,9 @@ describe("slice paths read back only where they lie (no root)", () => {
       "(kubepods-burstable.slice lies at /kubepods.slice/kubepods-burstable.slice)",
     );
   });
+});
+
+test("a cgroup's literal name is its slice path under systemd and itself under cgroupfs (no root)", () => {
+  expect(literalCgroupName("systemd", "/kubepods")).toBe("/kubepods.slice");
+  expect(literalCgroupName("cgroupfs", "/kubepods")).toBe("/kubepods");
 });

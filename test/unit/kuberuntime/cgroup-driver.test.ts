@@ -25,7 +25,7 @@ describe("checkCgroupDriver at the agent's start", () => {
     const err = await checkCgroupDriver({ cgroupDriver: "cgroupfs" }, rt, logger).catch((e) => e);
     expect(err).toBeInstanceOf(CgroupDriverMismatch);
     expect(err.message).toBe(
-      "the runtime uses the systemd cgroup driver (the runtime's RuntimeConfig: cgroup driver systemd) but the agent's cgroupDriver is cgroupfs: set SystemdCgroup = false in the runtime's runc options and restart it (fleetlet's systemd driver is not built yet)",
+      "the runtime uses the systemd cgroup driver (the runtime's RuntimeConfig: cgroup driver systemd) but the agent's cgroupDriver is cgroupfs: set cgroupDriver: \"systemd\" in the agent config, or SystemdCgroup = false in the runtime's runc options and restart it",
     );
     expect(err.message).not.toContain("\n");
   });
