@@ -53,6 +53,7 @@ import { createStatusManager } from "./status/index.ts";
 import { lazyStreamOpener } from "./streams/lazy.ts";
 import { createWorkQueue } from "./syncloop/index.ts";
 import { setupSyncLoop } from "./syncloop/setup.ts";
+import { setupAgentUpdates } from "./update/setup.ts";
 import { setupVolumeManager } from "./volumes/setup.ts";
 
 export interface AgentDeps {
@@ -86,10 +87,9 @@ export async function runAgent(
   const rt = await runtimeManagers(base);
   const pm = podManagers(base, rt, signal);
   const nm = await nodeManagers(base, rt, pm);
-  const { cm, listing, objects, volumes, runtime, cri } = rt;
+  const { cm, listing, objects, volumes, runtime, cri, devices } = rt;
   const { pods, podCache, pleg, health, statusManager } = pm;
   const { eviction, nodeStatus } = nm;
-  const { devices } = rt;
   const admitHandlers = createAdmitHandlers({
     ...base,
     eviction,
@@ -117,18 +117,17 @@ export async function runAgent(
     ...(pm.desired && { desired: pm.desired }),
   });
   pm.hubPort.bind(hub);
+  const updates = agentUpdates(base, pm, hub);
   await Promise.all([
     ...[nodeStatus.run(signal), hub?.run(signal), health.run(signal), pleg.run(signal)],
     ...[pm.runtimeEvents?.run(signal), fileSource.run(signal), loop.run(signal)],
     ...[eviction.run(signal), pm.prober.run(signal), nm.gc.run(signal), devices.run(signal)],
     ...[runMemoryTrim(clock, signal), nm.imports.run(signal)],
-    deviceHealth.run(signal),
+    ...[deviceHealth.run(signal), updates.run(signal)],
   ]);
   log.info("stopping: pods keep running");
   await server.stop();
-  cri.close();
-  rt.containerd.close();
-  rt.cm.close();
+  for (const part of [cri, rt.containerd, rt.cm]) part.close();
 }
 
 /** What every manager's setup may take. */
@@ -277,6 +276,22 @@ function nodeEventOf(base: Base) {
       reason,
       message,
     );
+}
+
+/** The agent's part in its own updates: a rollback reported, and the trial's health told to the
+ * launcher (docs/agent-updates.md). */
+function agentUpdates(
+  base: Base,
+  pm: ReturnType<typeof podManagers>,
+  hub: { connected(): boolean } | undefined,
+) {
+  return setupAgentUpdates({
+    ...{ rootDir: base.config.rootDir, clock: base.clock, logger: base.logger, env: process.env },
+    nodeEvent: nodeEventOf(base),
+    runtimeHealthy: () => pm.health.healthy(),
+    podsSynced: () => pm.podConfig.seenAllSources(),
+    hubConnected: hub && (() => hub.connected()),
+  });
 }
 
 /** The local API on its socket, and the stream opener it shares with the hub client. */

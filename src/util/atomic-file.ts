@@ -85,6 +85,11 @@ function removeQuietly(f: AtomicFs, path: string): void {
   }
 }
 
+/** fsync of folder `dir`, so that renames and removals in it survive a power cut. */
+export function fsyncFolder(dir: string): void {
+  syncFolder(fs, dir);
+}
+
 /** fsync of a folder; where the platform refuses it (EISDIR, EINVAL) there is nothing to do. */
 function syncFolder(f: AtomicFs, dir: string): void {
   let fd: number | undefined;

@@ -209,7 +209,9 @@ export interface AgentHubWiring {
 /** The hub client of an agent whose config names a hub; undefined when it runs alone. */
 export function createAgentHub(
   w: AgentHubWiring,
-): { run(signal: AbortSignal): Promise<void>; desiredChanged(): void } | undefined {
+):
+  | { run(signal: AbortSignal): Promise<void>; desiredChanged(): void; connected(): boolean }
+  | undefined {
   const { config } = w;
   if (config.hub === undefined) return undefined;
   const withStatus = (pod: Pod): Pod | undefined => {
@@ -242,6 +244,7 @@ export function createAgentHub(
   });
   return {
     desiredChanged: () => client.desiredChanged(),
+    connected: () => client.connected,
     async run(signal) {
       try {
         await client.run(signal);
