@@ -3,13 +3,14 @@
 // units with systemd-analyze verify, then installed, upgraded, removed and purged in a Debian 12
 // root (test/lib/debian-root.ts) the way an administrator does, with no prompt.
 // Needs root (chroot, files owned by root), dpkg-deb, systemd-analyze and mmdebstrap (scripts/setup
-// installs them); Debian's mirror only to make the cached root the first time. Not tested here:
-// the agent's restart by the maintainer scripts, which needs a running systemd (no systemd runs in
-// a chroot; the scripts skip starting units there, as on an image being built).
+// installs them); Debian's mirror only to make the cached root the first time. No systemd runs in
+// a chroot: the root says it does (/run/systemd/system) and its deb-systemd-invoke records what
+// the maintainer scripts ask systemd to start, restart and stop, which is checked.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import {
   existsSync,
   lstatSync,
+  mkdirSync,
   mkdtempSync,
   readlinkSync,
   rmSync,
@@ -66,10 +67,26 @@ function dpkgInstall(deb: string): string {
   return inRoot(root, ["dpkg", "-i", "/tmp/fleetlet.deb"]);
 }
 
+/** What the maintainer scripts asked deb-systemd-invoke since the last call, one line a call. */
+const invokeLog = join(root, "var/log/invoked");
+function invoked(): string[] {
+  const text = readInRoot(root, "/var/log/invoked") ?? "";
+  rmSync(invokeLog, { force: true });
+  return text.split("\n").filter((l) => l !== "");
+}
+
 beforeAll(() => {
   oldDeb = build(older);
   newDeb = build(newer);
   copyDebianRoot(root);
+  // As if systemd ran: the scripts then reload, start, restart and stop units through
+  // deb-systemd-invoke, which here only records its arguments.
+  mkdirSync(join(root, "run/systemd/system"), { recursive: true });
+  writeFileSync(
+    join(root, "usr/bin/deb-systemd-invoke"),
+    '#!/bin/sh\necho "$*" >> /var/log/invoked\n',
+    { mode: 0o755 },
+  );
 }, 240_000);
 afterAll(() => {
   Bun.spawnSync(["umount", volume], { stderr: "ignore" });
@@ -132,6 +149,11 @@ describe("the fleetlet .deb", () => {
     expect(isEnabled("fleetlet-agent.service")).toBe("enabled");
     expect(existsSync(join(root, wants, "fleetlet-hub.service"))).toBe(false);
     expect(isEnabled("fleetlet-hub.service")).toBe("disabled");
+    // The agent started (deb-systemd-invoke starts only enabled units); the hub only if it ran.
+    expect(invoked()).toEqual([
+      "restart fleetlet-agent.service",
+      "try-restart fleetlet-hub.service",
+    ]);
   }, 60_000);
 
   test("its systemd units pass systemd-analyze verify", () => {
@@ -150,7 +172,7 @@ describe("the fleetlet .deb", () => {
     expect(p.exitCode).toBe(0);
   });
 
-  test("an upgrade keeps the edited config and the state, with no prompt", () => {
+  test("an upgrade stops nothing first, restarts the agent after, keeps the edited config and the state, with no prompt", () => {
     const config = readInRoot(root, "/etc/fleetlet/config.yaml") ?? "";
     const edited = config.replace("#maxPods: 110", "maxPods: 20");
     expect(edited).not.toBe(config);
@@ -167,6 +189,11 @@ describe("the fleetlet .deb", () => {
     expect(readInRoot(root, "/var/lib/fleetlet/pods/state")).toBe("x\n");
     expect(isEnabled("fleetlet-agent.service")).toBe("enabled");
     expect(isEnabled("fleetlet-hub.service")).toBe("disabled");
+    // Nothing stopped before the new files (prerm upgrade): the agent is restarted once, after.
+    expect(invoked()).toEqual([
+      "restart fleetlet-agent.service",
+      "try-restart fleetlet-hub.service",
+    ]);
   }, 60_000);
 
   test("an agent the administrator disabled stays disabled across an upgrade", () => {
@@ -181,8 +208,10 @@ describe("the fleetlet .deb", () => {
     run(["mkdir", "-p", volume]);
     run(["mount", "-t", "tmpfs", "-o", "size=1m", "fleetlet-deb-test", volume]);
     writeFileSync(join(volume, "token"), "secret\n");
+    invoked();
     inRoot(root, ["dpkg", "--remove", "fleetlet"]);
     expect(status()).toBe(`deinstall ok config-files ${newer}`);
+    expect(invoked()).toEqual(["stop fleetlet-agent.service fleetlet-hub.service"]);
     expect(existsSync(join(root, "usr/bin/fleetlet"))).toBe(false);
     expect(existsSync(join(root, "lib/systemd/system/fleetlet-agent.service"))).toBe(false);
     expect(readInRoot(root, "/etc/fleetlet/config.yaml")).toContain("maxPods: 20");
