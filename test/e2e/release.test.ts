@@ -1,5 +1,5 @@
-// The release builds: scripts/release makes the x64 and arm64 executables, and the arm64 one must
-// run. It runs here under qemu-user (Debian's qemu-user-static with the arm64 C library, which
+// The release builds: scripts/release makes the x64 and arm64 executables and their Debian
+// packages (test/e2e/deb-package.test.ts installs one), and the arm64 executable must run. It runs here under qemu-user (Debian's qemu-user-static with the arm64 C library, which
 // scripts/setup installs), so a broken arm64 build cannot land: it prints its version, and as an
 // agent it takes a pod through its life on the test bed's containerd (the host's kernel, runtime
 // and images; the agent's own code is all arm64, emulated).
@@ -36,7 +36,30 @@ describe("scripts/release", () => {
     expect(run.exitCode).toBe(0);
     expect(run.stdout.toString()).toContain("platform: linux/arm64");
     expect(run.stdout.toString()).toMatch(/^fleetlet \d+\.\d+\.\d+/);
-  }, 180_000);
+  }, 300_000);
+
+  test("packages each executable as fleetlet_<package.json version>_<arch>.deb", async () => {
+    const version = (await Bun.file(join(repoRoot, "package.json")).json()).version as string;
+    for (const [arch, machine] of [
+      ["amd64", 0x3e],
+      ["arm64", 0xb7],
+    ] as const) {
+      const deb = join(repoRoot, `dist/fleetlet_${version}_${arch}.deb`);
+      const field = (name: string) =>
+        Bun.spawnSync(["dpkg-deb", "--field", deb, name]).stdout.toString().trim();
+      expect(field("Version")).toBe(version);
+      expect(field("Architecture")).toBe(arch);
+      // The packaged executable is the one for the package's architecture (ELF e_machine).
+      const tar = Bun.spawnSync([
+        "sh",
+        "-c",
+        'dpkg-deb --fsys-tarfile "$1" | tar -xO ./usr/bin/fleetlet | head -c 20',
+        "sh",
+        deb,
+      ]);
+      expect(tar.stdout[18]).toBe(machine);
+    }
+  }, 60_000);
 
   test("the arm64 build runs a pod's life as an agent under qemu (needs root and the test bed)", async () => {
     // About 16 times the CPU of the native build: its API answers in ~10 s here.
