@@ -1,0 +1,32 @@
+// The size and sha256 of a file, read in fixed chunks: an executable is ~100 MB and a device's
+// memory is small, so the file is never held whole.
+import { createHash } from "node:crypto";
+import { open } from "node:fs/promises";
+
+const CHUNK = 1 << 20;
+
+export interface FileDigest {
+  size: number;
+  /** 64 lowercase hex digits. */
+  sha256: string;
+}
+
+/** Streams the file at `path` through sha256. */
+export async function digestFile(path: string, signal?: AbortSignal): Promise<FileDigest> {
+  const file = await open(path, "r");
+  try {
+    const hash = createHash("sha256");
+    const buf = Buffer.allocUnsafe(CHUNK);
+    let size = 0;
+    for (;;) {
+      signal?.throwIfAborted();
+      const { bytesRead } = await file.read(buf, 0, CHUNK, size);
+      if (bytesRead === 0) break;
+      hash.update(buf.subarray(0, bytesRead));
+      size += bytesRead;
+    }
+    return { size, sha256: hash.digest("hex") };
+  } finally {
+    await file.close();
+  }
+}
