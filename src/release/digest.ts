@@ -30,3 +30,25 @@ export async function digestFile(path: string, signal?: AbortSignal): Promise<Fi
     await file.close();
   }
 }
+
+/** Yields the file's bytes from `start` in chunks of at most 1 MiB (each a fresh buffer). */
+export async function* readChunks(
+  path: string,
+  start = 0,
+  signal?: AbortSignal,
+): AsyncGenerator<Uint8Array> {
+  const file = await open(path, "r");
+  try {
+    let at = start;
+    for (;;) {
+      signal?.throwIfAborted();
+      const buf = Buffer.allocUnsafe(CHUNK);
+      const { bytesRead } = await file.read(buf, 0, CHUNK, at);
+      if (bytesRead === 0) return;
+      at += bytesRead;
+      yield buf.subarray(0, bytesRead);
+    }
+  } finally {
+    await file.close();
+  }
+}
