@@ -31,10 +31,11 @@ export async function digestFile(path: string, signal?: AbortSignal): Promise<Fi
   }
 }
 
-/** Yields the file's bytes from `start` in chunks of at most 1 MiB (each a fresh buffer). */
+/** Yields the file's bytes from `start` in chunks of at most `size` bytes (each a fresh buffer). */
 export async function* readChunks(
   path: string,
   start = 0,
+  size = CHUNK,
   signal?: AbortSignal,
 ): AsyncGenerator<Uint8Array> {
   const file = await open(path, "r");
@@ -42,8 +43,8 @@ export async function* readChunks(
     let at = start;
     for (;;) {
       signal?.throwIfAborted();
-      const buf = Buffer.allocUnsafe(CHUNK);
-      const { bytesRead } = await file.read(buf, 0, CHUNK, at);
+      const buf = Buffer.allocUnsafe(size);
+      const { bytesRead } = await file.read(buf, 0, size, at);
       if (bytesRead === 0) return;
       at += bytesRead;
       yield buf.subarray(0, bytesRead);
