@@ -9,6 +9,8 @@ import type { AddressInfo } from "node:net";
 export interface ReleaseServerOptions {
   /** Answer 200 with the whole blob even when asked for a range. */
   ignoreRange?: boolean;
+  /** Label the blob `Content-Encoding: gzip`, as a server compressing on the fly would. */
+  gzipEncoding?: boolean;
 }
 
 const CHUNK = 16_384;
@@ -79,6 +81,7 @@ export class ReleaseServer {
       ...headers,
       "content-length": String(body.length),
       "content-type": "application/gzip",
+      ...(this.opts.gzipEncoding && { "content-encoding": "gzip" }),
     });
     let at = 0;
     while (at < body.length) {

@@ -32,7 +32,9 @@ async function get(
   signal?: AbortSignal,
 ) {
   const h = new Headers(headers);
-  // The release is a gzip file served as it is: no transfer coding may change its bytes.
+  // The release is a gzip file whose bytes are fetched as they are: ask for no content coding,
+  // and (Bun's `decompress: false`) never inflate them here even when a server labels them
+  // Content-Encoding: gzip, which would also make ranges of them meaningless.
   h.set("accept-encoding", "identity");
   if (start > 0) h.set("range", `bytes=${start}-`);
   return fetchFn(url, { headers: h, signal, decompress: false } as RequestInit);

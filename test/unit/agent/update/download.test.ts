@@ -33,7 +33,10 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function serve(body: Uint8Array, opts: { ignoreRange?: boolean } = {}) {
+async function serve(
+  body: Uint8Array,
+  opts: { ignoreRange?: boolean; gzipEncoding?: boolean } = {},
+) {
   server = await ReleaseServer.start(body, opts);
   return server;
 }
@@ -98,6 +101,15 @@ describe("downloadRelease()", () => {
     expect((await cutAt(s, { url: s.url, manifest, ...p }, 100_000)).reason).toBe("interrupted");
     const r = await downloadRelease({ url: s.url, manifest, ...p });
     expect(r).toEqual({ resumedFrom: 0, fetched: gz.length });
+    expect(Buffer.compare(readFileSync(p.outPath), Buffer.from(blob))).toBe(0);
+  });
+
+  test("a server that labels the release Content-Encoding: gzip still gives the compressed bytes, and a resume works", async () => {
+    const s = await serve(gz, { gzipEncoding: true });
+    const p = paths();
+    await cutAt(s, { url: s.url, manifest, ...p }, 200_000);
+    const r = await downloadRelease({ url: s.url, manifest, ...p });
+    expect(r).toEqual({ resumedFrom: 200_000, fetched: gz.length - 200_000 });
     expect(Buffer.compare(readFileSync(p.outPath), Buffer.from(blob))).toBe(0);
   });
 
