@@ -220,12 +220,10 @@ describe("downloadRelease()", () => {
       done = true;
     });
     const start = clock.monotonic();
-    let waits = 0;
     while (!done) {
       await Bun.sleep(0);
       if (clock.pending > 0) {
         clock.step(1);
-        waits++;
       }
     }
     await run;
@@ -233,6 +231,5 @@ describe("downloadRelease()", () => {
     const least = ((gz.length - rate / 8) / rate) * 1000;
     expect(waited).toBeGreaterThanOrEqual(least - 1);
     expect(waited).toBeLessThanOrEqual((gz.length / rate) * 1000 + 50);
-    expect(waits).toBe(waited);
   }, 30_000);
 });
