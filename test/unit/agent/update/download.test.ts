@@ -113,6 +113,26 @@ describe("downloadRelease()", () => {
     expect(Buffer.compare(readFileSync(p.outPath), Buffer.from(blob))).toBe(0);
   });
 
+  test("a 206 that starts elsewhere than the part ends is not appended: the download starts over", async () => {
+    const s = await serve(gz);
+    const p = paths();
+    await cutAt(s, { url: s.url, manifest, ...p }, 100_000);
+    const asked: (string | null)[] = [];
+    // A server that answers every range from byte 0.
+    const fromZero = async (url: string, init: RequestInit) => {
+      const range = new Headers(init.headers).get("range");
+      asked.push(range);
+      const res = await fetch(url, { ...init, headers: { "accept-encoding": "identity" } });
+      if (range === null) return res;
+      const headers = { "content-range": `bytes 0-${gz.length - 1}/${gz.length}` };
+      return new Response(res.body, { status: 206, headers });
+    };
+    const r = await downloadRelease({ url: s.url, manifest, ...p, fetch: fromZero });
+    expect(asked).toEqual(["bytes=100000-", null]);
+    expect(r).toEqual({ resumedFrom: 0, fetched: gz.length });
+    expect(Buffer.compare(readFileSync(p.outPath), Buffer.from(blob))).toBe(0);
+  });
+
   test("a part longer than the release (416) starts over", async () => {
     const s = await serve(gz);
     const p = paths();
