@@ -226,6 +226,8 @@ export async function downloadRelease(o: DownloadOptions): Promise<DownloadResul
     await out.sync();
   } catch (err) {
     await out.close();
+    // A failure while the part was still being re-read leaves the response unread: let it go.
+    await answer.res.body?.cancel().catch(() => {});
     await rm(tmp, { force: true });
     if (err instanceof DownloadError && ["size", "sha256", "gzip"].includes(err.reason)) {
       await rm(o.partPath, { force: true });
