@@ -65,6 +65,10 @@ const commands: Record<string, { run: Command; help: string }> = {
     run: async (argv) => (await import("./cli/rollout.ts")).rolloutCommand(argv, processIO()),
     help: "a DaemonSet's rollout on the hub: status, history, undo",
   },
+  release: {
+    run: async (argv) => (await import("./cli/release.ts")).releaseCommand(argv, processIO()),
+    help: "sign agent releases offline: keygen, sign, verify (Ed25519)",
+  },
 };
 
 function usage(): string {
