@@ -116,6 +116,7 @@ describe("the fleetlet .deb", () => {
     expect(contents).toEqual(
       expect.arrayContaining([
         "-rwxr-xr-x root/root ./usr/bin/fleetlet",
+        "-rwxr-xr-x root/root ./usr/lib/fleetlet/fleetlet-launch",
         "-rw-r--r-- root/root ./lib/systemd/system/fleetlet-agent.service",
         "-rw-r--r-- root/root ./lib/systemd/system/fleetlet-hub.service",
         "-rw------- root/root ./etc/fleetlet/config.yaml",
@@ -141,6 +142,20 @@ describe("the fleetlet .deb", () => {
       "version",
     ]);
     expect(ran).toMatch(/^fleetlet \d+\.\d+\.\d+/);
+    // The unit's launcher, with no update installed, runs the packaged executable.
+    const launched = run([
+      "unshare",
+      "--mount",
+      "--pid",
+      "--fork",
+      `--mount-proc=${join(root, "proc")}`,
+      "chroot",
+      root,
+      "/usr/lib/fleetlet/fleetlet-launch",
+      "--",
+      "version",
+    ]);
+    expect(launched).toBe(ran);
     expect(readInRoot(root, "/etc/fleetlet/config.yaml")).toContain("#staticPodPath:");
     expect(statSync(join(root, "etc/fleetlet/manifests")).isDirectory()).toBe(true);
     expect(readlinkSync(join(root, wants, "fleetlet-agent.service"))).toBe(
