@@ -5,6 +5,7 @@
 // A power cut between any two steps leaves a device whose launcher runs a working version.
 import { chmodSync, mkdirSync, readlinkSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { basename, join } from "node:path";
+import { versionProblem } from "../../release/manifest.ts";
 import { fsyncFolder, writeFileAtomic } from "../../util/atomic-file.ts";
 
 /** The launcher's state folder under the agent's root dir. */
@@ -14,8 +15,8 @@ export function updateDir(rootDir: string): string {
 
 /** A version's folder name: its version and the first 12 hex digits of its sha256. */
 export function versionName(version: string, sha256: string): string {
-  if (!/^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$/.test(version))
-    throw new Error(`release version ${JSON.stringify(version)} is not a valid version`);
+  const problem = versionProblem(version);
+  if (problem !== undefined) throw new Error(`release ${problem}`);
   if (!/^[0-9a-f]{64}$/.test(sha256))
     throw new Error(`release sha256 ${JSON.stringify(sha256)} is not 64 hex digits`);
   return `${version}-${sha256.slice(0, 12)}`;

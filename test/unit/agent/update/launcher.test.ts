@@ -16,7 +16,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const LAUNCHER = join(import.meta.dir, "../../../deploy/fleetlet-launch");
+const LAUNCHER = join(import.meta.dir, "../../../../deploy/fleetlet-launch");
 let root: string;
 let dir: string;
 /** What the stand-in agents wrote, one line per run: "<name> <args> trial=<FLEETLET_TRIAL>". */

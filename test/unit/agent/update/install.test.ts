@@ -19,13 +19,13 @@ import {
   linkedVersion,
   updateDir,
   versionName,
-} from "../../../src/agent/update/install.ts";
-import { setupAgentUpdates } from "../../../src/agent/update/setup.ts";
-import { runTrialWatch, takeRollback } from "../../../src/agent/update/trial.ts";
-import { FakeClock } from "../../../src/util/clock.ts";
-import { nullLogger } from "../../../src/util/log.ts";
+} from "../../../../src/agent/update/install.ts";
+import { setupAgentUpdates } from "../../../../src/agent/update/setup.ts";
+import { runTrialWatch, takeRollback } from "../../../../src/agent/update/trial.ts";
+import { FakeClock } from "../../../../src/util/clock.ts";
+import { nullLogger } from "../../../../src/util/log.ts";
 
-const LAUNCHER = join(import.meta.dir, "../../../deploy/fleetlet-launch");
+const LAUNCHER = join(import.meta.dir, "../../../../deploy/fleetlet-launch");
 const SHA = "3f1c0a9be2d74c5e8f6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f7a8b9c0";
 let root: string;
 let dir: string;
@@ -46,7 +46,7 @@ function downloaded(body: string): string {
 describe("installing a version (no root)", () => {
   test("a version's folder name is its version and the sha256's first 12 digits; bad ones are refused", () => {
     expect(versionName("0.2.0", SHA)).toBe("0.2.0-3f1c0a9be2d7");
-    expect(() => versionName("../x", SHA)).toThrow('release version "../x" is not a valid version');
+    expect(() => versionName("../x", SHA)).toThrow('release invalid version "../x"');
     expect(() => versionName("1.0", "abc")).toThrow("is not 64 hex digits");
   });
 

@@ -1,0 +1,91 @@
+// The agent taking an update the hub offered (docs/agent-updates.md, "The agent's part"): the
+// manifest checked against the device's own keys and arch before any byte is fetched, the
+// release downloaded (resumable, rate-limited, verified), and installed as a version on trial.
+// The caller then exits, and the launcher starts the new version.
+import type { PublicKey } from "../../release/keys.ts";
+import type { Arch } from "../../release/manifest.ts";
+import { ReleaseCheckError, verifyManifest } from "../../release/verify.ts";
+import type { Clock } from "../../util/clock.ts";
+import { downloadRelease } from "./download.ts";
+import { installVersion, linkedVersion, versionName } from "./install.ts";
+
+/** Why the device takes no update; `reason` is what the hub is told. */
+export class UpdateRefused extends Error {
+  override readonly name = "UpdateRefused";
+  constructor(
+    readonly reason: "no-launcher" | "no-keys" | "malformed" | "signature" | "arch",
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface UpdateOffer {
+  /** The release manifest's text, as the hub sent it. */
+  manifest: string;
+  /** Where the hub serves the release's compressed bytes. */
+  url: string;
+}
+
+export interface UpdateTaker {
+  /** The launcher's state folder (updateDir). */
+  dir: string;
+  /** The device's trusted release keys (updatePublicKeys). */
+  keys: readonly PublicKey[];
+  /** The device's own arch. */
+  arch: Arch;
+  /** Whether the launcher started this agent: without one, nothing would run the new version. */
+  launched: boolean;
+  /** Sent with the download (the node's credential). */
+  headers?: Record<string, string>;
+  bandwidthLimit?: number;
+  fetch?: (url: string, init: RequestInit) => Promise<Response>;
+  clock?: Clock;
+}
+
+export interface Taken {
+  /** The installed version's folder name. */
+  name: string;
+  /** The version already runs: nothing was fetched or installed. */
+  already: boolean;
+  resumedFrom: number;
+  fetched: number;
+}
+
+/**
+ * Checks `offer` and installs its release on trial. Throws UpdateRefused (the device cannot or
+ * must not take it), or the download's DownloadError (retry later: a cut resumes).
+ */
+export async function takeUpdate(
+  t: UpdateTaker,
+  offer: UpdateOffer,
+  signal?: AbortSignal,
+): Promise<Taken> {
+  if (!t.launched)
+    throw new UpdateRefused("no-launcher", "the agent was not started by fleetlet-launch");
+  if (t.keys.length === 0)
+    throw new UpdateRefused("no-keys", "the device trusts no release key (updatePublicKeys)");
+  const { manifest } = await verifyManifest(offer.manifest, t.keys, t.arch).catch((err) => {
+    const reason = err instanceof ReleaseCheckError ? err.reason : undefined;
+    if (reason === "malformed" || reason === "signature" || reason === "arch")
+      throw new UpdateRefused(reason, err.message);
+    throw err;
+  });
+  const name = versionName(manifest.version, manifest.sha256);
+  if (linkedVersion(t.dir, "current") === name)
+    return { name, already: true, resumedFrom: 0, fetched: 0 };
+  const base = `${t.dir}/download/${manifest.sha256}`;
+  const got = await downloadRelease({
+    url: offer.url,
+    manifest,
+    partPath: `${base}.part`,
+    outPath: `${base}.bin`,
+    ...(t.headers !== undefined && { headers: t.headers }),
+    ...(t.bandwidthLimit !== undefined && { bandwidthLimit: t.bandwidthLimit }),
+    ...(signal !== undefined && { signal }),
+    ...(t.fetch !== undefined && { fetch: t.fetch }),
+    ...(t.clock !== undefined && { clock: t.clock }),
+  });
+  installVersion(t.dir, name, `${base}.bin`);
+  return { name, already: false, ...got };
+}

@@ -1,0 +1,87 @@
+// The agent taking an update: refused without the launcher or a key, for a manifest signed with
+// another key or for another arch, before a byte is fetched; otherwise downloaded from a
+// loopback server serving the gzip'd release and installed on trial; the running version is
+// not fetched again. No root.
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { createHash } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { linkedVersion } from "../../../../src/agent/update/install.ts";
+import { takeUpdate, type UpdateTaker } from "../../../../src/agent/update/take.ts";
+import {
+  generateReleaseKeys,
+  parsePublicKey,
+  readPrivateKey,
+  signRelease,
+} from "../../../../src/release/keys.ts";
+import { ReleaseServer } from "../../../lib/release-server.ts";
+
+const release = new TextEncoder().encode(`#!/bin/sh\necho new\n${"x".repeat(200_000)}\n`);
+const sha256 = createHash("sha256").update(release).digest("hex");
+let dir: string;
+let server: ReleaseServer;
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), "fleetlet-take-"));
+  server = await ReleaseServer.start(Bun.gzipSync(release));
+});
+afterEach(async () => {
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function signed(arch: "amd64" | "arm64" = "amd64") {
+  const keys = await generateReleaseKeys();
+  const { text } = await signRelease(await readPrivateKey(keys.privatePem), {
+    version: "0.2.0",
+    arch,
+    size: release.length,
+    sha256,
+  });
+  return { text, key: await parsePublicKey(keys.publicLine) };
+}
+
+async function taker(over: Partial<UpdateTaker> = {}): Promise<UpdateTaker> {
+  return { dir, keys: [], arch: "amd64", launched: true, ...over };
+}
+
+describe("taking an update (no root)", () => {
+  test("a signed release for this arch is downloaded and installed on trial; the same again fetches nothing", async () => {
+    const { text, key } = await signed();
+    const t = await taker({ keys: [key] });
+    const got = await takeUpdate(t, { manifest: text, url: server.url });
+    const name = `0.2.0-${sha256.slice(0, 12)}`;
+    expect(got).toMatchObject({ name, already: false, resumedFrom: 0 });
+    expect(readFileSync(join(dir, "versions", name, "fleetlet"))).toEqual(Buffer.from(release));
+    expect(readFileSync(join(dir, "trial"), "utf8")).toBe(`${name} 0\n`);
+    expect(linkedVersion(dir, "current")).toBe(name);
+    const served = server.served;
+    expect(await takeUpdate(t, { manifest: text, url: server.url })).toMatchObject({
+      already: true,
+    });
+    expect(server.served).toBe(served);
+  });
+
+  test("refusals come before any byte is fetched, each with its reason", async () => {
+    const { text, key } = await signed();
+    const other = (await signed()).key;
+    const arm = await signed("arm64");
+    const cases: [Partial<UpdateTaker>, string, string][] = [
+      [{ keys: [key], launched: false }, text, "no-launcher"],
+      [{ keys: [] }, text, "no-keys"],
+      [{ keys: [other] }, text, "signature"],
+      [{ keys: [arm.key] }, arm.text, "arch"],
+      [{ keys: [key] }, text.replace("version: 0.2.0", "version: 0.2.1"), "signature"],
+      [{ keys: [key] }, "fleetlet-release: 2\n", "malformed"],
+    ];
+    for (const [over, manifest, reason] of cases) {
+      const err = await takeUpdate(await taker(over), { manifest, url: server.url }).catch(
+        (e) => e,
+      );
+      expect(err.reason).toBe(reason);
+    }
+    expect(server.served).toBe(0);
+    expect(linkedVersion(dir, "current")).toBeUndefined();
+  });
+});
