@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { linkedVersion } from "../../../../src/agent/update/install.ts";
-import { takeUpdate, type UpdateTaker } from "../../../../src/agent/update/take.ts";
+import { takeUpdate, UpdateRefused, type UpdateTaker } from "../../../../src/agent/update/take.ts";
 import {
   generateReleaseKeys,
   parsePublicKey,
@@ -79,6 +79,7 @@ describe("taking an update (no root)", () => {
       const err = await takeUpdate(await taker(over), { manifest, url: server.url }).catch(
         (e) => e,
       );
+      expect(err).toBeInstanceOf(UpdateRefused);
       expect(err.reason).toBe(reason);
     }
     expect(server.served).toBe(0);
