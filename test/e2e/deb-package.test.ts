@@ -129,32 +129,22 @@ describe("the fleetlet .deb", () => {
     run(["cp", oldDeb, join(root, "tmp/fleetlet.deb")]);
     inRoot(root, ["apt-get", "install", "-y", "--no-install-recommends", "/tmp/fleetlet.deb"]);
     expect(status()).toBe(`install ok installed ${older}`);
-    // The executable finds itself through /proc: a private /proc for this one command.
-    const ran = run([
-      "unshare",
-      "--mount",
-      "--pid",
-      "--fork",
-      `--mount-proc=${join(root, "proc")}`,
-      "chroot",
-      root,
-      "/usr/bin/fleetlet",
-      "version",
-    ]);
+    // The executable finds itself through /proc: a private /proc for each command.
+    const withProc = (cmd: string[]) =>
+      run([
+        "unshare",
+        "--mount",
+        "--pid",
+        "--fork",
+        `--mount-proc=${join(root, "proc")}`,
+        "chroot",
+        root,
+        ...cmd,
+      ]);
+    const ran = withProc(["/usr/bin/fleetlet", "version"]);
     expect(ran).toMatch(/^fleetlet \d+\.\d+\.\d+/);
     // The unit's launcher, with no update installed, runs the packaged executable.
-    const launched = run([
-      "unshare",
-      "--mount",
-      "--pid",
-      "--fork",
-      `--mount-proc=${join(root, "proc")}`,
-      "chroot",
-      root,
-      "/usr/lib/fleetlet/fleetlet-launch",
-      "--",
-      "version",
-    ]);
+    const launched = withProc(["/usr/lib/fleetlet/fleetlet-launch", "--", "version"]);
     expect(launched).toBe(ran);
     expect(readInRoot(root, "/etc/fleetlet/config.yaml")).toContain("#staticPodPath:");
     expect(statSync(join(root, "etc/fleetlet/manifests")).isDirectory()).toBe(true);

@@ -273,3 +273,16 @@ export function containerState(pod: Pod | undefined, name = "main") {
 
 export const isRunning = (pod: Pod | undefined): boolean =>
   pod?.status?.phase === "Running" && containerState(pod)?.ready === true;
+
+/** Waits until container `main` of the pod named `name` was OOMKilled and restarted; returns the
+ * pods then. */
+export function waitOomKilled(dev: VirtualDevice, name: string): Promise<Pod[]> {
+  return dev.waitPods(
+    `${name} to be OOMKilled and restarted`,
+    (p) => {
+      const s = containerState(podNamed(p, name, dev.nodeName));
+      return s?.lastState?.terminated?.reason === "OOMKilled" && (s.restartCount ?? 0) >= 1;
+    },
+    120_000,
+  );
+}

@@ -17,6 +17,7 @@ import {
   isRunning,
   podNamed,
   VirtualDevice,
+  waitOomKilled,
 } from "../lib/vdevice.ts";
 
 const dev = new VirtualDevice("cg2", "vdcg2");
@@ -186,14 +187,7 @@ describe("cgroup v2 on a virtual device (needs root and user-mode Linux: scripts
   }, 240_000);
 
   test("a container over its memory limit is OOMKilled, as memory.events counts, and restarted", async () => {
-    const ps = await dev.waitPods(
-      "the hog to be OOMKilled and restarted",
-      (p) => {
-        const s = containerState(podNamed(p, "hog", dev.nodeName));
-        return s?.lastState?.terminated?.reason === "OOMKilled" && (s.restartCount ?? 0) >= 1;
-      },
-      120_000,
-    );
+    const ps = await waitOomKilled(dev, "hog");
     const hog = podNamed(ps, "hog", dev.nodeName);
     expect(containerState(hog)?.lastState?.terminated?.exitCode).toBe(137);
     // The kernel's count in the pod's cgroup (events of its containers included).

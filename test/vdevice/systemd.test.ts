@@ -17,6 +17,7 @@ import {
   isRunning,
   podNamed,
   VirtualDevice,
+  waitOomKilled,
 } from "../lib/vdevice.ts";
 
 const dev = new VirtualDevice("sd", "vdsd");
@@ -124,14 +125,7 @@ describe("a device with systemd as init and the systemd cgroup driver (needs roo
   }, 60_000);
 
   test("a container over its memory limit is OOMKilled, as its pod slice's memory.events counts", async () => {
-    const ps = await dev.waitPods(
-      "the hog to be OOMKilled and restarted",
-      (p) => {
-        const s = containerState(podNamed(p, "hog", dev.nodeName));
-        return s?.lastState?.terminated?.reason === "OOMKilled" && (s.restartCount ?? 0) >= 1;
-      },
-      120_000,
-    );
+    const ps = await waitOomKilled(dev, "hog");
     const hog = podNamed(ps, "hog", dev.nodeName);
     const events = await dev.cgroupFile(`${podSlice("burstable", hog)}/memory.events`);
     expect(Number(/^oom_kill (\d+)$/m.exec(events ?? "")?.[1])).toBeGreaterThanOrEqual(1);
