@@ -11,9 +11,13 @@ import type { CriRuntime } from "../cri/index.ts";
 import { type Clock, realClock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { buildInfo } from "../util/version.ts";
-import type { DeviceManager } from "./cm/devicemanager/index.ts";
 import { registerDeviceMetrics } from "./cm/devicemanager/metrics.ts";
-import { ActivePodsPort, setupDeviceManager } from "./cm/devicemanager/setup.ts";
+import {
+  ActivePodsPort,
+  countsAsQuantities,
+  setupDeviceManager,
+  withDeviceHousekeeping,
+} from "./cm/devicemanager/setup.ts";
 import { setupContainerManager, toResourceList } from "./cm/index.ts";
 import type { AgentConfig } from "./config/index.ts";
 import { createEventRecorder, type EventRecorder } from "./events/index.ts";
@@ -371,25 +375,6 @@ function cpusets(cri: CriRuntime, listing: ListingCache<RunningPod>) {
     runningPods: () => listing.recent(),
     updateCpuset: async (containerId: string, cpusetCpus: string) => {
       await cri.updateContainerResources({ containerId, linux: { cpusetCpus } });
-    },
-  };
-}
-
-/** Device counts as a node's resource quantities. */
-function countsAsQuantities(counts: Record<string, number>): Record<string, string> {
-  return Object.fromEntries(Object.entries(counts).map(([name, n]) => [name, String(n)]));
-}
-
-/** The container manager's housekeeping, after which the devices of pods no longer active are
- * freed (housekeeping runs once every pod source was seen). */
-function withDeviceHousekeeping(
-  cm: { housekeeping(active: readonly Pod[], keep: (uid: string) => boolean): Promise<void> },
-  devices: Pick<DeviceManager, "removeStale">,
-) {
-  return {
-    housekeeping: async (active: readonly Pod[], keep: (uid: string) => boolean) => {
-      devices.removeStale(new Set(active.map((p) => p.metadata.uid ?? "")));
-      await cm.housekeeping(active, keep);
     },
   };
 }

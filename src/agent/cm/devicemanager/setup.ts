@@ -142,3 +142,22 @@ class ServedDeviceManager implements DeviceManager {
     });
   }
 }
+
+/** Device counts as a node's resource quantities. */
+export function countsAsQuantities(counts: Record<string, number>): Record<string, string> {
+  return Object.fromEntries(Object.entries(counts).map(([name, n]) => [name, String(n)]));
+}
+
+/** The container manager's housekeeping, after which the devices of pods no longer active are
+ * freed (housekeeping runs once every pod source was seen). */
+export function withDeviceHousekeeping(
+  cm: { housekeeping(active: readonly Pod[], keep: (uid: string) => boolean): Promise<void> },
+  devices: Pick<DeviceManager, "removeStale">,
+) {
+  return {
+    housekeeping: async (active: readonly Pod[], keep: (uid: string) => boolean) => {
+      devices.removeStale(new Set(active.map((p) => p.metadata.uid ?? "")));
+      await cm.housekeeping(active, keep);
+    },
+  };
+}
