@@ -96,7 +96,7 @@ async function push(
     );
   if (req.body === null)
     throw new StatusError("BadRequest", "a push needs the executable as its body");
-  const out = await deps.releases.push(version, arch, manifest, req.body);
+  const out = await deps.releases.push(version, arch, manifest, req);
   deps.log.info(out.stored ? "release stored" : "release pushed again, unchanged", {
     release: `${version}/${arch}`,
     size: out.info.size,

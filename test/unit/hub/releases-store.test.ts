@@ -35,12 +35,28 @@ function manifestOf(bytes: Uint8Array, version = "0.2.0", arch: Arch = "amd64"):
   });
 }
 
-/** The bytes as a body of 64 KiB chunks; `failAfter`: throw (a cut upload) after that many. */
-async function* body(bytes: Uint8Array, failAfter?: number): AsyncGenerator<Uint8Array> {
-  for (let i = 0; i < bytes.length; i += 65_536) {
-    if (failAfter !== undefined && i >= failAfter) throw new Error("connection reset");
-    yield bytes.subarray(i, i + 65_536);
+/** An upload whose body streams `chunks` (a request's body, as the hub gets it). */
+function upload(chunks: AsyncIterable<Uint8Array>): Response {
+  const it = chunks[Symbol.asyncIterator]();
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(c) {
+      const r = await it.next();
+      if (r.done) c.close();
+      else c.enqueue(r.value);
+    },
+  });
+  return new Response(stream);
+}
+
+/** The bytes as an upload of 64 KiB chunks; `failAfter`: fails (a cut upload) after that many. */
+function body(bytes: Uint8Array, failAfter?: number): Response {
+  async function* chunks(): AsyncGenerator<Uint8Array> {
+    for (let i = 0; i < bytes.length; i += 65_536) {
+      if (failAfter !== undefined && i >= failAfter) throw new Error("connection reset");
+      yield bytes.subarray(i, i + 65_536);
+    }
   }
+  return upload(chunks());
 }
 
 async function refusal(p: Promise<unknown>): Promise<StatusError> {
@@ -122,18 +138,20 @@ describe("ReleaseStore", () => {
     const long = new Uint8Array(400_000);
     long.set(bytes);
     const over = await refusal(store.push("0.2.0", "amd64", manifestOf(bytes), body(long)));
-    expect(over.message).toBe("size mismatch: the upload passes the manifest's 300000 bytes");
+    expect(over.message).toBe(
+      "size mismatch: the upload has 400000 bytes, the manifest says 300000",
+    );
     expect(files(store.root)).toEqual([]);
     expect(await store.list()).toEqual([]);
   });
 
-  test("push() refuses a release over the limit with 413, before and while reading", async () => {
+  test("push() refuses a release over the limit with 413, by its manifest or its bytes", async () => {
     const store = new ReleaseStore(join(dir, "releases"), 100_000);
     const bytes = executable(150_000);
     const err = await refusal(store.push("0.2.0", "amd64", manifestOf(bytes), body(bytes)));
     expect(err.code).toBe(413);
     expect(err.message).toBe("the release is 150000 bytes, over the hub's limit of 100000 bytes");
-    // A manifest that lies about the size is cut when the bytes pass the limit.
+    // A manifest that lies about the size: the bytes over the limit are refused.
     const lying = manifestOf(bytes).replace("size: 150000", "size: 90000");
     const cut = await refusal(store.push("0.2.0", "amd64", lying, body(bytes)));
     expect(cut.code).toBe(413);
@@ -193,7 +211,7 @@ describe("ReleaseStore", () => {
       await held;
       yield bytes.subarray(1000);
     }
-    const first = store.push("0.2.0", "amd64", manifestOf(bytes), slow());
+    const first = store.push("0.2.0", "amd64", manifestOf(bytes), upload(slow()));
     const err = await refusal(store.push("0.2.0", "amd64", manifestOf(bytes), body(bytes)));
     expect(err.message).toBe("a push of release 0.2.0/amd64 is already under way");
     release();
