@@ -84,6 +84,11 @@ export async function hubSend<T>(
   try {
     parsed = JSON.parse(text);
   } catch {
+    // Bun's own refusal of a body over the hub's largest (a release push) has no text.
+    if (res.status === 413)
+      throw new CliError(
+        `${method} ${path} on ${target.url}: the hub refused the request as too large (HTTP 413)`,
+      );
     throw new CliError(
       `${method} ${path} on ${target.url}: HTTP ${res.status}: ${text.slice(0, 200)}`,
     );
