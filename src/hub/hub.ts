@@ -312,13 +312,13 @@ function serve(
       exec: execSockets(pods),
       portforward: portForwardSockets(pods),
     },
-    fetch(req) {
+    fetch(req, server) {
       const url = new URL(req.url);
       if (isDashboardPath(url.pathname)) return serveDashboard(req, url);
       const sub = podSubresource(url.pathname);
       if (sub?.sub === "log")
         return guarded(req, () => podLog(pods, req, url, sub.namespace, sub.name));
-      return handleApi(api, req);
+      return handleApi(api, req, server.requestIP(req)?.address ?? "");
     },
   });
 }

@@ -180,4 +180,20 @@ describe("hub releases (compiled)", () => {
     expect(hubCli("list").stderr).toBe("No releases found\n");
     expect((await hub.api(`/api/v1/releases/${version}/${arch}`)).status).toBe(404);
   });
+
+  test("the audit log shows the push and the delete, by whom and from where", () => {
+    const audit = run(["hub", "audit", "--hub", hub.url, "--token", hub.operatorToken]);
+    expect(audit.code).toBe(0);
+    const v = version.replaceAll(".", "\\.");
+    expect(audit.stdout).toMatch(
+      new RegExp(
+        `release +- +- +- +push ${v}/${arch} +\\S+ +0s +stored +operator@127\\.0\\.0\\.1\n`,
+      ),
+    );
+    expect(audit.stdout).toMatch(
+      new RegExp(
+        `release +- +- +- +delete ${v} +\\S+ +0s +deleted ${v}/${arch} +operator@127\\.0\\.0\\.1\n`,
+      ),
+    );
+  });
 });

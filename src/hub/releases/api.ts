@@ -19,6 +19,8 @@ export interface ReleaseApiDeps {
   identity: Identity;
   /** Refuses a request without the operator token (api.ts operatorOnly). */
   operatorOnly(req: Request, url: URL): void;
+  /** Writes a push or delete, by the operator's `req`, to the audit log with its outcome. */
+  audit(req: Request, action: "push" | "delete", release: string, outcome: string): void;
   log: Logger;
 }
 
@@ -67,17 +69,42 @@ export async function handleReleases(
     });
   if (req.method === "PUT" && version !== undefined && arch !== undefined)
     return push(deps, req, version, arch);
-  if (req.method === "DELETE" && version !== undefined) {
-    const removed = await deps.releases.delete(version, arch);
-    if (removed.length === 0)
-      throw new StatusError("NotFound", `release ${version}${arch ? `/${arch}` : ""} not found`);
-    deps.log.info("releases deleted", { releases: removed.join(",") });
-    return json({ deleted: removed });
-  }
+  if (req.method === "DELETE" && version !== undefined) return remove(deps, req, version, arch);
   throw new StatusError("MethodNotAllowed", `${req.method} ${path} is not allowed`);
 }
 
+async function remove(
+  deps: ReleaseApiDeps,
+  req: Request,
+  version: string,
+  arch: string | undefined,
+): Promise<Response> {
+  const name = `${version}${arch === undefined ? "" : `/${arch}`}`;
+  const removed = await deps.releases.delete(version, arch);
+  if (removed.length === 0) throw new StatusError("NotFound", `release ${name} not found`);
+  deps.log.info("releases deleted", { releases: removed.join(",") });
+  deps.audit(req, "delete", name, `deleted ${removed.join(", ")}`);
+  return json({ deleted: removed });
+}
+
+/** A push, written to the audit log whether it is stored, unchanged or refused. */
 async function push(
+  deps: ReleaseApiDeps,
+  req: Request,
+  version: string,
+  arch: string,
+): Promise<Response> {
+  try {
+    const res = await store(deps, req, version, arch);
+    deps.audit(req, "push", `${version}/${arch}`, res.status === 201 ? "stored" : "unchanged");
+    return res;
+  } catch (err) {
+    deps.audit(req, "push", `${version}/${arch}`, `refused: ${(err as Error).message}`);
+    throw err;
+  }
+}
+
+async function store(
   deps: ReleaseApiDeps,
   req: Request,
   version: string,

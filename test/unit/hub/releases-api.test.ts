@@ -56,6 +56,8 @@ const identity = {
       ? { ok: true, nodeName: "dev1" }
       : { ok: false, code: "unauthorized", reason: "unknown credential" },
 } as unknown as Identity;
+/** What the routes wrote to the audit log: "action release: outcome". */
+const audited: string[] = [];
 let server: Server<undefined>;
 let base = "";
 
@@ -68,6 +70,8 @@ beforeAll(() => {
         throw new StatusError("Unauthorized", "operator only");
     },
     log: createLogger({ level: "error" }),
+    audit: (_req: Request, action: string, release: string, outcome: string) =>
+      audited.push(`${action} ${release}: ${outcome}`),
   };
   server = Bun.serve({
     port: 0,
@@ -108,6 +112,23 @@ describe("the release routes", () => {
     expect(first.status).toBe(201);
     expect(((await first.json()) as { stored: boolean }).stored).toBe(true);
     expect((await put("op")).status).toBe(200);
+    expect(audited).toEqual(["push 1.0.0/arm64: stored", "push 1.0.0/arm64: unchanged"]);
+  });
+
+  test("a refused push is refused with its reason, and written to the audit log", async () => {
+    audited.length = 0;
+    const res = await fetch(`${base}/1.0.1/arm64`, {
+      method: "PUT",
+      headers: {
+        authorization: "Bearer op",
+        [RELEASE_MANIFEST_HEADER]: Buffer.from(manifest).toString("base64"),
+      },
+      body: exe,
+    });
+    expect(res.status).toBe(400);
+    const message = "the manifest is of release 1.0.0/arm64, pushed as 1.0.1/arm64";
+    expect(((await res.json()) as { message: string }).message).toBe(message);
+    expect(audited).toEqual([`push 1.0.1/arm64: refused: ${message}`]);
   });
 
   test("GET of the release by a device: the gzip bytes whole, as stored, with no Content-Encoding", async () => {
@@ -159,5 +180,16 @@ describe("the release routes", () => {
     expect(del.status).toBe(401);
     const list = (await (await get("", "op")).json()) as { items: { version: string }[] };
     expect(list.items.map((r) => r.version)).toEqual(["1.0.0"]);
+  });
+
+  test("DELETE by the operator removes the release and writes it to the audit log", async () => {
+    audited.length = 0;
+    const del = await fetch(`${base}/1.0.0`, {
+      method: "DELETE",
+      headers: { authorization: "Bearer op" },
+    });
+    expect(await del.json()).toEqual({ deleted: ["1.0.0/arm64"] });
+    expect(audited).toEqual(["delete 1.0.0: deleted 1.0.0/arm64"]);
+    expect((await get("/1.0.0/arm64", "op")).status).toBe(404);
   });
 });
