@@ -141,12 +141,19 @@ describe("hub releases (compiled)", () => {
       outPath: join(dir, "device", "fleetlet"),
       fetch: counting,
     };
+    const pid = hub.proc?.pid ?? 0;
+    const rssBefore = memoryKb(pid, "VmRSS");
+    let rssPeak = rssBefore;
+    const sampler = setInterval(() => {
+      rssPeak = Math.max(rssPeak, memoryKb(pid, "VmRSS"));
+    }, 20);
     await expect(downloadRelease({ ...opts, signal: cut.signal })).rejects.toThrow("cut halfway");
     const resumed = await downloadRelease(opts);
+    clearInterval(sampler);
     expect(resumed.resumedFrom).toBeGreaterThan(0);
     expect(resumed.resumedFrom + resumed.fetched).toBe(compressed);
     console.log(
-      `device download: ${compressed} compressed bytes, ${received} received over two tries (resumed from ${resumed.resumedFrom})`,
+      `device download: ${compressed} compressed bytes, ${received} received over two tries (resumed from ${resumed.resumedFrom}); hub RSS ${Math.round(rssBefore / 1024)} MiB before, peak ${Math.round(rssPeak / 1024)} MiB while serving`,
     );
     expect(received).toBeLessThan(compressed + 4 * 1024 * 1024);
     const verify = run([

@@ -23,7 +23,7 @@ import {
   type ReleaseFields,
   versionProblem,
 } from "../../release/manifest.ts";
-import { writeFileAtomic } from "../../util/atomic-file.ts";
+import { errorCode, writeFileAtomic } from "../../util/atomic-file.ts";
 
 /** gzip level of stored releases: on a 110 MB fleetlet, 9 gives 51.4 MB in 6.9 s on this
  * machine's core, 6 gives 52.7 MB in 2.7 s, 1 gives 64.2 MB in 1.2 s. A push is compressed once
@@ -166,6 +166,8 @@ export class ReleaseStore {
           stored: true,
           info: await this.store(`${tmp}.bin`, `${tmp}.gz`, fields, manifest),
         };
+      } catch (err) {
+        throw diskFull(err, key);
       } finally {
         await rm(`${tmp}.bin`, { force: true });
         await rm(`${tmp}.gz`, { force: true });
@@ -245,6 +247,16 @@ export class ReleaseStore {
     const { manifest: _m, gzPath: _g, ...info } = stored;
     return info;
   }
+}
+
+/** A full disk (ENOSPC, EDQUOT) as a 507 naming the release; other errors as they are. */
+function diskFull(err: unknown, key: string): unknown {
+  const code = errorCode(err);
+  if (code !== "ENOSPC" && code !== "EDQUOT") return err;
+  return new StatusError(
+    "InsufficientStorage",
+    `the hub's disk is full: release ${key} is not stored (${(err as Error).message})`,
+  );
 }
 
 function conflict(key: string, existing: ReleaseInfo): StatusError {
