@@ -139,6 +139,10 @@ describe("the release routes", () => {
     expect(res.headers.get("content-encoding")).toBeNull();
     expect(res.headers.get("accept-ranges")).toBe("bytes");
     expect(res.headers.get("content-length")).toBe(String(stored.length));
+    expect(res.headers.get("x-fleetlet-release-size")).toBe(String(exe.length));
+    expect(res.headers.get("x-fleetlet-release-sha256")).toBe(
+      createHash("sha256").update(exe).digest("hex"),
+    );
     expect(Buffer.compare(Buffer.from(await res.arrayBuffer()), stored)).toBe(0);
   });
 
