@@ -14,7 +14,7 @@ const commands: Record<string, { run: Command; help: string }> = {
   },
   hub: {
     run: async (argv) => (await import("./cli/hub.ts")).hubCommand(argv, processIO()),
-    help: "run the fleet hub; join tokens, revoke nodes, kubeconfig, audit log",
+    help: "run the fleet hub; join tokens, revoke nodes, kubeconfig, audit log, releases",
   },
   version: {
     run: async (argv) => (await import("./cli/version.ts")).versionCommand(argv),

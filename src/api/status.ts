@@ -15,7 +15,8 @@ export type StatusReason =
   | "TooManyRequests"
   | "InternalError"
   | "ServiceUnavailable"
-  | "InsufficientStorage";
+  | "InsufficientStorage"
+  | "RequestEntityTooLarge";
 
 /** One field's problem in a 422 (Kubernetes' StatusCause). */
 interface StatusCause {
@@ -80,6 +81,7 @@ const codes: Record<StatusReason, number> = {
   InternalError: 500,
   ServiceUnavailable: 503,
   InsufficientStorage: 507,
+  RequestEntityTooLarge: 413,
 };
 
 /** A request the server refuses; thrown inside handlers and turned into a Status response. */

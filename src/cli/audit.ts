@@ -10,7 +10,7 @@ import { alignTabs, TABLE } from "./tabwriter.ts";
 
 const AUDIT_USAGE = `usage: fleetlet hub audit --hub URL [--token T] [--node NAME] [--limit 100] [-o json|yaml]
   Every exec, attach and port-forward into a device: who, from where, which pod and command or ports,
-  when, for how long, and how it ended.
+  when, for how long, and how it ended; and every release push and delete.
 `;
 
 const flags = {
@@ -24,6 +24,7 @@ const flags = {
 } as const satisfies FlagSpecs;
 
 function what(r: AuditRecord): string {
+  if (r.kind === "release") return `${r.action ?? "?"} ${r.release ?? "?"}`;
   if (r.kind === "exec") return `${r.tty ? "-t " : ""}${(r.command ?? []).join(" ")}`;
   if (r.kind === "attach") return r.tty ? "-t (attach)" : "(attach)";
   return `ports ${(r.ports ?? []).join(",") || "(any)"}; ${r.connections ?? 0} connections`;
@@ -52,8 +53,8 @@ function printAuditTable(items: AuditRecord[]): string {
   const rows = items.map((r) => [
     String(r.id),
     r.kind,
-    r.node,
-    `${r.namespace}/${r.pod}`,
+    r.node || "-",
+    r.pod ? `${r.namespace}/${r.pod}` : "-",
     r.container ?? "-",
     what(r),
     r.started,

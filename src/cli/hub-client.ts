@@ -47,20 +47,34 @@ export interface HubAnswer<T> {
 }
 
 /** Calls the hub's API; a refusal becomes a CliError with the hub's message. */
-export async function hubCall<T>(
+export function hubCall<T>(
   target: HubTarget,
   method: string,
   path: string,
   body?: unknown,
 ): Promise<HubAnswer<T>> {
+  return hubSend<T>(target, method, path, {
+    headers: { "content-type": "application/json" },
+    ...(body !== undefined && { body: JSON.stringify(body) }),
+    signal: AbortSignal.timeout(30_000),
+  });
+}
+
+/** Sends a request to the hub's API with the operator token (`init` gives the body, its headers
+ * and the deadline); a refusal becomes a CliError with the hub's message. */
+export async function hubSend<T>(
+  target: HubTarget,
+  method: string,
+  path: string,
+  init: RequestInit & { headers?: Record<string, string> },
+): Promise<HubAnswer<T>> {
   let res: Response;
   try {
     res = await fetch(target.url + path, {
+      ...init,
       method,
-      headers: { authorization: `Bearer ${target.token}`, "content-type": "application/json" },
-      ...(body !== undefined && { body: JSON.stringify(body) }),
+      headers: { ...init.headers, authorization: `Bearer ${target.token}` },
       ...hubTls(target),
-      signal: AbortSignal.timeout(30_000),
     });
   } catch (err) {
     throw new CliError(`Cannot reach the hub at ${target.url}: ${(err as Error).message}`);
@@ -70,6 +84,11 @@ export async function hubCall<T>(
   try {
     parsed = JSON.parse(text);
   } catch {
+    // Bun's own refusal of a body over the hub's largest (a release push) has no text.
+    if (res.status === 413)
+      throw new CliError(
+        `${method} ${path} on ${target.url}: the hub refused the request as too large (HTTP 413)`,
+      );
     throw new CliError(
       `${method} ${path} on ${target.url}: HTTP ${res.status}: ${text.slice(0, 200)}`,
     );

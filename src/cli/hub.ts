@@ -10,6 +10,7 @@ import { type FlagSpecs, parseArgs } from "./args.ts";
 import { auditCommand } from "./audit.ts";
 import { CliError, UsageError } from "./errors.ts";
 import { hubRequest, hubTarget } from "./hub-client.ts";
+import { hubReleaseCommand } from "./hub-release.ts";
 import { serveHubCommand } from "./hub-serve.ts";
 import type { CliIO } from "./io.ts";
 import { kubeconfigCommand } from "./kubeconfig.ts";
@@ -34,6 +35,9 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
        fleetlet hub node forget NAME --hub URL [--token T]   (a revoked node: drops it, frees its name)
        fleetlet hub kubeconfig --hub URL [--token T] [--data DIR | --ca-file F | --ca-hash H]   (for kubectl)
        fleetlet hub audit --hub URL [--token T] [--node NAME] [--limit N]   (every exec and port-forward)
+       fleetlet hub release push FILE --signature FILE.sig --hub URL [--token T]   (a signed agent release)
+       fleetlet hub release list --hub URL [--token T] [-o json]
+       fleetlet hub release delete VERSION [--arch A] --hub URL [--token T]
 Without --tls-cert the hub serves HTTPS with its own CA, made in DIR/tls on the first start (its
 hash is logged and carried by every join token); --tls-san adds names to its certificate.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
@@ -100,6 +104,7 @@ export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   if (a === "token" && b === "create") return tokenCreate(rest, io);
   if (a === "kubeconfig") return kubeconfigCommand(argv.slice(1), io);
   if (a === "audit") return auditCommand(argv.slice(1), io);
+  if (a === "release") return hubReleaseCommand(argv.slice(1), io);
   if (a === "node" && (b === "revoke" || b === "forget")) return nodeAction(b, rest, io);
   if (a === "token" || a === "node")
     throw new UsageError(

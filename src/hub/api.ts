@@ -20,6 +20,7 @@ import type { Fleet } from "./fleet.ts";
 import { decodeSegment, readJson } from "./http.ts";
 import type { Identity } from "./identity.ts";
 import type { KubeApi } from "./kube/index.ts";
+import { handleReleases, isReleasePath, type ReleaseApiDeps } from "./releases/api.ts";
 import { storeWriteStatus } from "./store.ts";
 import { bearerToken } from "./tokens.ts";
 
@@ -38,6 +39,8 @@ export interface ApiDeps {
   kube: KubeApi;
   /** Every exec and port-forward (GET /api/v1/audit). */
   audit: AuditLog;
+  /** The agent releases (releases/api.ts). */
+  releases: Pick<ReleaseApiDeps, "releases" | "log">;
 }
 
 const DEFAULT_JOIN_TTL_MS = 24 * 3_600_000;
@@ -234,12 +237,42 @@ export function operatorOnly(deps: Pick<ApiDeps, "identity">, req: Request, url:
   );
 }
 
-/** Handles an HTTP request that is not a WebSocket upgrade. */
-export async function handleApi(deps: ApiDeps, req: Request): Promise<Response> {
+/** The release routes, which devices may read too (their own authentication); `client` is the
+ * caller's address, for the audit log. */
+function releaseRoute(deps: ApiDeps, req: Request, url: URL, client: string): Promise<Response> {
+  return handleReleases(
+    {
+      ...deps.releases,
+      identity: deps.identity,
+      operatorOnly: (r, u) => operatorOnly(deps, r, u),
+      audit: (r, action, release, outcome) =>
+        deps.audit.record(
+          {
+            kind: "release",
+            user: "operator",
+            client,
+            userAgent: r.headers.get("user-agent") ?? "",
+            node: "",
+            namespace: "",
+            pod: "",
+            action,
+            release,
+          },
+          outcome,
+        ),
+    },
+    req,
+    url,
+  );
+}
+
+/** Handles an HTTP request that is not a WebSocket upgrade; `client`: the caller's address. */
+export async function handleApi(deps: ApiDeps, req: Request, client = ""): Promise<Response> {
   const url = new URL(req.url);
   try {
     if (url.pathname === JOIN_PATH) return await join(deps, req);
     if (url.pathname === HUB_CA_PATH && req.method === "GET") return hubCa(deps);
+    if (isReleasePath(url.pathname)) return await releaseRoute(deps, req, url, client);
     operatorOnly(deps, req, url);
     return await operatorRoute(deps, req, url);
   } catch (err) {

@@ -2,20 +2,25 @@
 // who asked (the operator, from which address, with which client), into which device, pod and
 // container, what command or ports, when it started and ended, and how it ended. Written to
 // the hub's database when the session starts and again when it ends, so a session cut by a hub
-// crash still shows who opened it.
+// crash still shows who opened it. Release pushes and deletes (docs/hub-releases.md) are
+// recorded once, when they are done or refused.
 import type { Database } from "bun:sqlite";
 
 export interface AuditRecord {
   id: number;
-  kind: "exec" | "attach" | "portforward";
+  kind: "exec" | "attach" | "portforward" | "release";
   /** Who: "operator" (the hub has one operator identity). */
   user: string;
   /** The client's address and user agent. */
   client: string;
   userAgent: string;
+  /** The device, namespace and pod of a session ("" for a release). */
   node: string;
   namespace: string;
   pod: string;
+  /** A release's action, and which release ("0.2.0/amd64"; a delete of every arch: "0.2.0"). */
+  action?: "push" | "delete";
+  release?: string;
   container?: string;
   /** exec: the command (attach has none: it joins the container's process); portforward: the
    * ports. */
@@ -52,6 +57,13 @@ export class AuditLog {
       .query("INSERT INTO audit (record) VALUES (?) RETURNING id")
       .get(JSON.stringify(record)) as { id: number };
     return r.id;
+  }
+
+  /** Records an action that is over as it starts (a release push or delete), with its outcome. */
+  record(entry: AuditStart, outcome: string): void {
+    const at = rfc3339(this.now());
+    const record = { ...entry, started: at, ended: at, outcome };
+    this.db.query("INSERT INTO audit (record) VALUES (?)").run(JSON.stringify(record));
   }
 
   /** Records how session `id` ended. */

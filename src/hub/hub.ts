@@ -25,6 +25,7 @@ import { Identity } from "./identity.ts";
 import { ChangeLog, createKubeApi } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
 import type { RateLimit } from "./ratelimit.ts";
+import { ReleaseStore } from "./releases/store.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, agentSockets } from "./sessions.ts";
 import { HubStore } from "./store.ts";
@@ -72,6 +73,8 @@ export interface HubOptions {
   renewTls?: (now: number) => HubTls & { renewed: boolean };
   /** Time between checks of the serving certificate (default 24 h). */
   tlsCheckIntervalMs?: number;
+  /** The largest release executable a push may upload (default 512 MiB). */
+  maxReleaseBytes?: number;
 }
 
 export interface Hub {
@@ -148,7 +151,8 @@ function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
   const createdOperatorToken = identity.ensureOperatorToken();
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
   const audit = new AuditLog(store.database, () => opts.clock.now());
-  return { store, watch, changes, fleet, identity, createdOperatorToken, audit };
+  const releases = new ReleaseStore(join(opts.dataDir, "releases"), opts.maxReleaseBytes);
+  return { store, watch, changes, fleet, identity, createdOperatorToken, audit, releases };
 }
 
 type HubState = ReturnType<typeof openState>;
@@ -238,6 +242,7 @@ function apiDepsOf(
     clock: opts.clock,
     revoked: (n: string) => sessions.revoked(n),
     maxBodyBytes: 64 * 1024,
+    releases: { releases: state.releases, log: opts.log.with({ component: "releases" }) },
     kube: createKubeApi({
       fleet: state.fleet,
       deployer,
@@ -296,6 +301,8 @@ function serve(
     port,
     ...(tls !== undefined && { tls: { cert: tls.cert, key: tls.key } }),
     maxPayloadLength: maxMessageBytes * 2,
+    // A release push streams its executable; the store refuses one over its limit with a 413.
+    maxRequestBodySize: state.releases.maxBytes + 1024 * 1024,
     idleTimeoutSeconds: Math.min(960, Math.ceil((6 * heartbeat) / 1000)),
     upgrades: { [AGENT_CONNECT_PATH]: agentUpgrade, [WATCH_PATH]: watchUpgrade(state.identity) },
     routeUpgrade: (url) => streamUpgrade(pods, url),
@@ -305,13 +312,13 @@ function serve(
       exec: execSockets(pods),
       portforward: portForwardSockets(pods),
     },
-    fetch(req) {
+    fetch(req, server) {
       const url = new URL(req.url);
       if (isDashboardPath(url.pathname)) return serveDashboard(req, url);
       const sub = podSubresource(url.pathname);
       if (sub?.sub === "log")
         return guarded(req, () => podLog(pods, req, url, sub.namespace, sub.name));
-      return handleApi(api, req);
+      return handleApi(api, req, server.requestIP(req)?.address ?? "");
     },
   });
 }

@@ -34,6 +34,8 @@ export interface HubServerOptions {
   port: number;
   tls?: { cert: string; key: string };
   maxPayloadLength: number;
+  /** The largest request body Bun takes (a release push); larger ones Bun refuses with 413 (default: Bun's 128 MiB). */
+  maxRequestBodySize?: number;
   idleTimeoutSeconds: number;
   /** Upgrades by exact path, tried before `routeUpgrade`. */
   upgrades: Record<string, Upgrade>;
@@ -94,6 +96,7 @@ export function serveHub(opts: HubServerOptions): Server<SocketData> {
     port: opts.port,
     // No idle timeout on HTTP: followed logs and watches may say nothing for a long while.
     idleTimeout: 0,
+    ...(opts.maxRequestBodySize !== undefined && { maxRequestBodySize: opts.maxRequestBodySize }),
     ...(opts.tls !== undefined && { tls: { cert: opts.tls.cert, key: opts.tls.key } }),
     fetch(req, srv) {
       const url = new URL(req.url);

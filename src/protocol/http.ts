@@ -5,6 +5,11 @@ export const AGENT_CONNECT_PATH = "/api/v1/agent/connect";
 export const JOIN_PATH = "/api/v1/join";
 export const JOIN_TOKENS_PATH = "/api/v1/join-tokens";
 export const WATCH_PATH = "/api/v1/watch";
+/** Agent releases (docs/hub-releases.md): GET lists; `/<version>/<arch>` is the gzip'd executable
+ * (PUT by the operator, GET by devices with ranges), `/<version>/<arch>/manifest` its manifest. */
+export const RELEASES_PATH = "/api/v1/releases";
+/** The header carrying a pushed release's manifest: its text in base64. */
+export const RELEASE_MANIFEST_HEADER = "x-fleetlet-release-manifest";
 /** Where the agent keeps its node credential, relative to its root dir (mode 0600). */
 export const CREDENTIAL_FILE = "hub/credential";
 

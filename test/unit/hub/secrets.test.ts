@@ -134,10 +134,12 @@ describe("secret files of the hub", () => {
     } as RequestInit);
     const mode = (f: string) => (statSync(join(dir, f)).mode & 0o777).toString(8);
     expect(mode(".")).toBe("700");
-    const secretFiles = readdirSync(dir).filter((f) => f !== "tls");
+    // Folders: tls (keys) and releases (agent releases, not secret but the hub's own).
+    const secretFiles = readdirSync(dir).filter((f) => f !== "tls" && f !== "releases");
     expect(secretFiles).toContain("hub.db-wal");
     for (const f of [...secretFiles, "tls/ca.key", "tls/serving.key"])
       expect([f, mode(f)]).toEqual([f, "600"]);
     expect(mode("tls")).toBe("700");
+    expect(mode("releases")).toBe("700");
   });
 });
