@@ -10,3 +10,4 @@ export * from "./http.ts";
 export * from "./messages.ts";
 export * from "./streams.ts";
 export { caHash, HUB_CA_PATH, joinTokenWithHash, parseJoinToken, SAVED_CA_FILE } from "./trust.ts";
+export * from "./update.ts";

@@ -4,6 +4,7 @@
 import { z } from "zod";
 import { deviceHealthSchema } from "./health.ts";
 import { eventSchema, nodeSchema, nodeStatusSchema, podSchema } from "./objects.ts";
+import { updateSchema, updateStatusSchema } from "./update.ts";
 
 /** Features an agent announces in hello (docs/protocol.md, "Desired state"). */
 export const AGENT_FEATURES = {
@@ -13,6 +14,8 @@ export const AGENT_FEATURES = {
   desiredConfig: "desired-config",
   /** Runs logs, exec and port-forward streams (docs/protocol.md, "Streams"). */
   streams: "streams",
+  /** Takes agent updates (docs/agent-updates.md); it may still refuse each, saying why. */
+  updates: "updates",
 } as const;
 
 /** The protocol version this build speaks. */
@@ -114,6 +117,7 @@ export const agentMessageSchema = z.discriminatedUnion("type", [
   credentialRequestSchema,
   credentialSavedSchema,
   healthMessageSchema,
+  updateStatusSchema,
 ]);
 
 export type Hello = z.output<typeof helloSchema>;
@@ -226,6 +230,7 @@ export const hubMessageSchema = z.discriminatedUnion("type", [
   desiredSchema,
   errorSchema,
   credentialSchema,
+  updateSchema,
 ]);
 
 export type Welcome = z.output<typeof welcomeSchema>;
