@@ -63,6 +63,8 @@ import { setupVolumeManager } from "./volumes/setup.ts";
 export interface AgentDeps {
   clock?: Clock;
   logger: Logger;
+  /** Stops the agent so that its launcher starts an installed update (absent: logged only). */
+  restart?: () => void;
 }
 
 /** The first non-internal IPv4 address of the host (status.hostIP), else 127.0.0.1. */
@@ -113,15 +115,14 @@ export async function runAgent(
   await pleg.relist();
   await health.check();
   await nm.imports.scan(signal); // the import folder's images before the first pod starts
+  const updates = await agentUpdates(base, pm, deps.restart);
   const hub = await startHub(config, {
-    health: deviceHealth,
+    ...{ health: deviceHealth, updates: updates.manager, pods: () => pods.pods() },
     ...{ version, clock, logger: log, nodeStatus, statusManager, recorder, streams, stateWrites },
-    pods: () => pods.pods(),
     podsSynced: () => pm.podConfig.seenAllSources(),
     ...(pm.desired && { desired: pm.desired }),
   });
   pm.hubPort.bind(hub);
-  const updates = agentUpdates(base, pm, hub);
   await Promise.all([
     ...[nodeStatus.run(signal), hub?.run(signal), health.run(signal), pleg.run(signal)],
     ...[pm.runtimeEvents?.run(signal), fileSource.run(signal), loop.run(signal)],
@@ -282,19 +283,17 @@ function nodeEventOf(base: Base) {
     );
 }
 
-/** The agent's part in its own updates: a rollback reported, and the trial's health told to the
- * launcher (docs/agent-updates.md). */
-function agentUpdates(
-  base: Base,
-  pm: ReturnType<typeof podManagers>,
-  hub: { connected(): boolean } | undefined,
-) {
+/** The agent's part in its own updates: the hub's offers taken, a rollback reported, and the
+ * trial's health told to the launcher (docs/agent-updates.md). */
+function agentUpdates(base: Base, pm: ReturnType<typeof podManagers>, restart?: () => void) {
+  const { config, clock, logger, version } = base;
   return setupAgentUpdates({
-    ...{ rootDir: base.config.rootDir, clock: base.clock, logger: base.logger, env: process.env },
+    ...{ config, clock, logger, version, env: process.env },
     nodeEvent: nodeEventOf(base),
     runtimeHealthy: () => pm.health.healthy(),
     podsSynced: () => pm.podConfig.seenAllSources(),
-    hubConnected: hub && (() => hub.connected()),
+    hubConnected: config.hub && (() => pm.hubPort.connected()),
+    restart: restart ?? (() => logger.warn("an update was installed; restart the agent to run it")),
   });
 }
 

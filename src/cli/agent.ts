@@ -58,7 +58,9 @@ export async function agentCommand(argv: string[]): Promise<number> {
   process.on("SIGTERM", () => onSignal("SIGTERM"));
   process.on("SIGINT", () => onSignal("SIGINT"));
   try {
-    await runAgent(config, { logger }, stop.signal);
+    // An installed update: stop, and the launcher starts the new version (pods keep running).
+    const restart = () => onSignal("an agent update");
+    await runAgent(config, { logger, restart }, stop.signal);
   } catch (err) {
     throw new CliError(`agent failed: ${(err as Error).message}`);
   }

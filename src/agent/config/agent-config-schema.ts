@@ -13,6 +13,7 @@ import { pullConfigFields } from "./pulls-schema.ts";
 import { resourceConfigFields } from "./resources-schema.ts";
 import { duration, durationOrZero, integerFrom } from "./schema-parts.ts";
 import { closestName } from "./suggest.ts";
+import { updateConfigFields } from "./updates-schema.ts";
 
 const path = z.string({ error: "must be a string" }).min(1, { error: "must not be empty" });
 
@@ -129,6 +130,7 @@ const agentConfigFileSchema = z.strictObject(
     ...resourceConfigFields,
     ...gcConfigFields,
     ...pullConfigFields,
+    ...updateConfigFields,
     ...evictionConfigFields,
     ...deviceConfigFields,
     /** How often the device's health is read (and sent to the hub when it changed). */

@@ -138,6 +138,10 @@ export interface AgentConfig {
   containerLogMaxFiles: number;
   /** How often container log sizes are checked (ms). */
   containerLogMonitorInterval: number;
+  /** Release keys this device trusts for agent updates ("ed25519:…"); none: it takes none. */
+  updatePublicKeys: string[];
+  /** Bytes a second an agent update's download may take (0 = no limit). */
+  updateBandwidthLimit: number;
   /** How often the device's health is read, and sent to the hub on a significant change (ms). */
   deviceHealthPeriod: number;
   /** A health report whose only change is counters and uptime waits this long at most (ms). */
@@ -264,6 +268,8 @@ export const AGENT_CONFIG_DEFAULTS: Readonly<Defaults> = Object.freeze({
   containerLogMaxSize: 10 * 1024 * 1024,
   containerLogMaxFiles: 5,
   containerLogMonitorInterval: 10_000,
+  updatePublicKeys: [],
+  updateBandwidthLimit: 0,
   deviceHealthPeriod: 60_000,
   deviceHealthCountersPeriod: 600_000,
   devicePluginPath: "/var/lib/kubelet/device-plugins",

@@ -10,6 +10,7 @@ import { gcFlags, gcIntegerFields } from "./gc-schema.ts";
 import { pullFlags, pullFlagValue, pullIntegerFields } from "./pulls-schema.ts";
 import { resourceFlags, resourceFlagValue } from "./resources-schema.ts";
 import { closestName } from "./suggest.ts";
+import { updateFlags } from "./updates-schema.ts";
 
 /** Raised for any unusable config or flag; its message is one line naming the field and value. */
 export class ConfigError extends Error {
@@ -76,6 +77,7 @@ const flagToField = new Map<string, string>([
   ...resourceFlags,
   ...gcFlags,
   ...pullFlags,
+  ...updateFlags,
   ...evictionFlags,
   ...deviceFlags,
 ]);

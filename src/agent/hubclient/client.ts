@@ -11,6 +11,7 @@ import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
 import type { DeviceHealth } from "../../protocol/health.ts";
 import { AGENT_FEATURES, type Welcome } from "../../protocol/index.ts";
+import type { UpdateMessage, UpdateStatus } from "../../protocol/update.ts";
 import { fullJitter } from "../../util/backoff.ts";
 import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
@@ -54,6 +55,8 @@ export interface HubClientDeps {
   streams?: { open: OpenStream; maxStreams: number };
   /** Called after each welcome (the health reporter sends its latest reading). */
   onWelcomed?: () => void;
+  /** Takes the updates the hub offers (absent: the agent does not announce "updates"). */
+  onUpdate?: (offer: UpdateMessage) => void;
   backoffBaseMs?: number;
   backoffMaxMs?: number;
   stableAfterMs?: number;
@@ -70,6 +73,8 @@ export interface HubClient {
   desiredChanged(): void;
   /** Sends a health report if a connection is welcomed; whether it was sent. */
   sendHealth(health: DeviceHealth): boolean;
+  /** Sends an update.status if a connection is welcomed; whether it was sent. */
+  sendUpdateStatus(status: Omit<UpdateStatus, "type">): boolean;
   /** One connection, from credential to close (the iteration tests call). */
   connectOnce(signal: AbortSignal): Promise<SessionResult & { permanent: boolean }>;
   /** Connects and reconnects until `signal` is aborted. */
@@ -161,6 +166,10 @@ class Client implements HubClient {
     return this.session?.sendHealth(health) ?? false;
   }
 
+  sendUpdateStatus(status: Omit<UpdateStatus, "type">): boolean {
+    return this.session?.sendUpdateStatus(status) ?? false;
+  }
+
   async connectOnce(signal: AbortSignal): Promise<SessionResult & { permanent: boolean }> {
     let credential: string;
     try {
@@ -239,6 +248,7 @@ class Client implements HubClient {
             ? []
             : [AGENT_FEATURES.desiredPods, AGENT_FEATURES.desiredConfig]),
           ...(streams === undefined ? [] : [AGENT_FEATURES.streams]),
+          ...(deps.onUpdate === undefined ? [] : [AGENT_FEATURES.updates]),
         ],
       },
       outbox,
@@ -259,6 +269,7 @@ class Client implements HubClient {
       },
       onDesired: (d) => this.desired.take(d),
       ...(deps.saveCredential !== undefined && { saveCredential: deps.saveCredential }),
+      ...(deps.onUpdate !== undefined && { onUpdate: deps.onUpdate }),
       ...(streams !== undefined && {
         extension: (conn) =>
           new StreamMux({

@@ -44,10 +44,15 @@ export function hubDesiredState(
  * hub is configured, a change of the hub's refused pods has no one to tell.
  */
 export class HubPort {
-  private hub: { desiredChanged(): void } | undefined;
+  private hub: { desiredChanged(): void; connected(): boolean } | undefined;
 
-  bind(hub: { desiredChanged(): void } | undefined): void {
+  bind(hub: { desiredChanged(): void; connected(): boolean } | undefined): void {
     this.hub = hub;
+  }
+
+  /** Whether the hub client's connection is welcomed. */
+  connected(): boolean {
+    return this.hub?.connected() ?? false;
   }
 
   /** The refused hub pods changed: the hub client reports its desired state again. */

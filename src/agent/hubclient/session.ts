@@ -14,6 +14,7 @@ import {
   PROTOCOL_VERSION,
   type Welcome,
 } from "../../protocol/index.ts";
+import type { UpdateMessage, UpdateStatus } from "../../protocol/update.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { SessionExtension } from "../streams/mux.ts";
@@ -46,6 +47,8 @@ export interface SessionDeps {
   extension?: (conn: Connection) => SessionExtension;
   /** Saves a rotated node credential (rotation.ts); absent: the session never asks for one. */
   saveCredential?: (credential: string) => void;
+  /** Takes an update the hub offers (absent: the agent did not announce "updates"). */
+  onUpdate?: (offer: UpdateMessage) => void;
 }
 
 export interface Session {
@@ -58,6 +61,8 @@ export interface Session {
   report(ack: Omit<DesiredAck, "type">): void;
   /** Sends a health report now, if welcomed; whether it was sent. */
   sendHealth(health: DeviceHealth): boolean;
+  /** Sends an update.status now, if welcomed; whether it was sent. */
+  sendUpdateStatus(status: Omit<UpdateStatus, "type">): boolean;
   readonly welcomed: boolean;
 }
 
@@ -170,6 +175,7 @@ function sessionHandlers(
     other(m) {
       if (m.type === "credential" && conn.welcomed) renewal?.received(m);
       if (m.type === "hb") rtt.answered();
+      if (m.type === "update" && conn.welcomed) deps.onUpdate?.(m);
     },
     ...(extension !== undefined && { extension }),
     refuse: (code, reason) => conn.close(code, reason),
@@ -216,6 +222,9 @@ export function startSession(deps: SessionDeps): Session {
     },
     sendHealth(health) {
       return conn.welcomed && conn.sendJson({ type: "health", health });
+    },
+    sendUpdateStatus(status) {
+      return conn.welcomed && conn.sendJson({ type: "update.status", ...status });
     },
     get welcomed() {
       return conn.welcomed;

@@ -5,12 +5,14 @@ import type { Node } from "../../api/node.ts";
 import type { Event, Pod } from "../../api/types.ts";
 import type { DeviceHealth } from "../../protocol/health.ts";
 import { CREDENTIAL_FILE, STREAM_DEFAULTS } from "../../protocol/index.ts";
+import type { UpdateMessage } from "../../protocol/update.ts";
 import { writeFileAtomic } from "../../util/atomic-file.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { insecureHubUrl } from "../config/agent-config-checks.ts";
 import { ignoreStateWrites, reportedWrite, type StateWrites } from "../events/state-writes.ts";
 import type { OpenStream } from "../streams/mux.ts";
+import type { UpdateLink } from "../update/manager.ts";
 import { createHubClient, type HubClient } from "./client.ts";
 import type { DesiredHandler } from "./desired.ts";
 import { hubEndpoints, loadOrJoin } from "./join.ts";
@@ -56,6 +58,15 @@ export interface AgentHubInput {
   stateWrites?: StateWrites;
   /** The device health reporter (health/reporter.ts), given the client's way to send. */
   health?: HealthPort;
+  /** The update manager (update/manager.ts): given the way to the hub, told the offers. */
+  updates?: UpdatePort;
+}
+
+/** What the hub client gives the update manager, and tells it. */
+interface UpdatePort {
+  bind(link: UpdateLink): void;
+  offer(m: UpdateMessage): void;
+  reconnected(): void;
 }
 
 /** What the hub client gives the health reporter, and tells it. */
@@ -86,10 +97,7 @@ function hubTrust(input: AgentHubInput, log: Logger): HubTrust {
 /** The node credential: the saved one, or one joined for, once the hub's CA is trusted. One that
  * could not be saved (a full disk) is kept in memory, used, and saved again at each call. */
 function credentialOf(input: AgentHubInput, trust: HubTrust): () => Promise<string> {
-  const hubFetch = (url: string, init: RequestInit) => {
-    const ca = trust.current();
-    return fetch(url, { ...init, ...(ca !== undefined && { tls: { ca } }) } as RequestInit);
-  };
+  const hubFetch = hubFetchOf(trust);
   const path = join(input.rootDir, CREDENTIAL_FILE);
   const writes = input.stateWrites ?? ignoreStateWrites;
   let unsaved: string | undefined;
@@ -119,6 +127,14 @@ function credentialOf(input: AgentHubInput, trust: HubTrust): () => Promise<stri
   };
 }
 
+/** fetch with the hub's CA (once trusted). */
+function hubFetchOf(trust: HubTrust) {
+  return (url: string, init: RequestInit) => {
+    const ca = trust.current();
+    return fetch(url, { ...init, ...(ca !== undefined && { tls: { ca } }) } as RequestInit);
+  };
+}
+
 /** Creates the client and its subscriptions; the caller runs it with client.run(signal). */
 export function createAgentHubClient(input: AgentHubInput): { client: HubClient; stop(): void } {
   const log = input.logger.with({ component: "hubclient" });
@@ -133,6 +149,7 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
     setTimer: (ms, fn) => input.clock.setTimer(ms, fn),
     ...(input.stateWrites !== undefined && { stateWrites: input.stateWrites }),
   });
+  const credential = credentialOf(input, trust);
   const client = createHubClient({
     clock: input.clock,
     logger: log,
@@ -140,7 +157,7 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
     nodeName: input.nodeName,
     agentVersion: input.version,
     outbox,
-    credential: credentialOf(input, trust),
+    credential,
     saveCredential: (c) => writeFileAtomic(credentialPath, `${c}\n`, { mode: 0o600 }),
     credentialPath,
     dial: (url, headers, events) => dialWebSocket(trust.current())(url, headers, events),
@@ -164,9 +181,19 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
     }),
     backoffBaseMs: input.backoffBaseMs,
     backoffMaxMs: input.backoffMaxMs,
-    ...(input.health !== undefined && { onWelcomed: () => input.health?.reconnected() }),
+    onWelcomed: () => {
+      input.health?.reconnected();
+      input.updates?.reconnected();
+    },
+    ...(input.updates !== undefined && { onUpdate: (m) => input.updates?.offer(m) }),
   });
   input.health?.bind((h) => client.sendHealth(h));
+  input.updates?.bind({
+    base: input.hub.url,
+    fetch: hubFetchOf(trust),
+    credential,
+    send: (status) => client.sendUpdateStatus(status),
+  });
   const unsubscribe = [
     input.nodeStatus.subscribe((n) => client.nodeChanged(n)),
     input.statusManager.subscribe((c) => client.podChanged(c.uid)),
@@ -204,6 +231,7 @@ export interface AgentHubWiring {
   streams?: OpenStream;
   stateWrites?: StateWrites;
   health?: HealthPort;
+  updates?: UpdatePort;
 }
 
 /** The hub client of an agent whose config names a hub; undefined when it runs alone. */
@@ -241,6 +269,7 @@ export function createAgentHub(
     ...(w.streams !== undefined && { streams: w.streams }),
     ...(w.stateWrites !== undefined && { stateWrites: w.stateWrites }),
     ...(w.health !== undefined && { health: w.health }),
+    ...(w.updates !== undefined && { updates: w.updates }),
   });
   return {
     desiredChanged: () => client.desiredChanged(),

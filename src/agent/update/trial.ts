@@ -19,6 +19,8 @@ export interface TrialWatch {
   ready(): boolean | Promise<boolean>;
   /** How often `ready` is asked (default 1 s). */
   periodMs?: number;
+  /** Called once `healthy` is written. */
+  onHealthy?: () => void;
 }
 
 /** Asks `ready` until it says yes, then writes `healthy`; returns at once when not on trial. */
@@ -31,6 +33,7 @@ export async function runTrialWatch(w: TrialWatch, signal: AbortSignal): Promise
     if (await w.ready()) {
       writeFileAtomic(join(w.dir, "healthy"), `${w.trial}\n`, { mode: 0o644 });
       w.logger.info("healthy on trial: told the launcher", { version: w.trial });
+      w.onHealthy?.();
       return;
     }
     await sleepQuietly(w.clock, w.periodMs ?? 1000, signal);

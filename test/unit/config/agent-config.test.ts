@@ -65,6 +65,8 @@ describe("loadAgentConfig()", () => {
       hubReconnectBackOffMax: 60_000,
       nodeLabels: {},
       allowedUnsafeSysctls: [],
+      updatePublicKeys: [],
+      updateBandwidthLimit: 0,
       cgroupRoot: "/",
       cgroupsPerQOS: true,
       cgroupDriver: "cgroupfs",

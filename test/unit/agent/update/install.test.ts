@@ -4,7 +4,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import {
   existsSync,
-  mkdirSync,
   mkdtempSync,
   readFileSync,
   readlinkSync,
@@ -20,7 +19,6 @@ import {
   updateDir,
   versionName,
 } from "../../../../src/agent/update/install.ts";
-import { setupAgentUpdates } from "../../../../src/agent/update/setup.ts";
 import { runTrialWatch, takeRollback } from "../../../../src/agent/update/trial.ts";
 import { FakeClock } from "../../../../src/util/clock.ts";
 import { nullLogger } from "../../../../src/util/log.ts";
@@ -124,56 +122,5 @@ describe("an agent on trial (no root)", () => {
       new AbortController().signal,
     );
     expect(existsSync(join(root, "healthy"))).toBe(false);
-  });
-});
-
-describe("the agent's update wiring (no root)", () => {
-  function wiring(hubConnected: (() => boolean) | undefined, env: Record<string, string>) {
-    const clock = new FakeClock();
-    const events: string[] = [];
-    const updates = setupAgentUpdates({
-      rootDir: root,
-      clock,
-      logger: nullLogger,
-      env,
-      nodeEvent: (type, reason, message) => events.push(`${type} ${reason} ${message}`),
-      runtimeHealthy: () => true,
-      podsSynced: () => true,
-      hubConnected,
-    });
-    return { clock, events, updates };
-  }
-
-  test("a rollback the launcher recorded becomes a Warning node event, once", () => {
-    mkdirSync(dir);
-    writeFileSync(join(dir, "rolled-back"), "from=v2 to=v1 reason=not healthy within 120s\n");
-    expect(wiring(undefined, {}).events).toEqual([
-      "Warning AgentRolledBack The launcher rolled the agent back from v2 to v1: not healthy within 120s",
-    ]);
-    expect(wiring(undefined, {}).events).toEqual([]);
-  });
-
-  test("on trial, healthy waits for the hub, but no longer than half the trial's limit", async () => {
-    mkdirSync(dir);
-    const { clock, updates } = wiring(() => false, {
-      FLEETLET_TRIAL: "v2",
-      FLEETLET_TRIAL_LIMIT: "10",
-    });
-    const done = updates.run(new AbortController().signal);
-    for (let s = 1; s < 5; s++) {
-      clock.step(1000);
-      await Bun.sleep(0);
-      expect(existsSync(join(dir, "healthy"))).toBe(false);
-    }
-    clock.step(1000);
-    await done;
-    expect(readFileSync(join(dir, "healthy"), "utf8")).toBe("v2\n");
-  });
-
-  test("on trial with the hub reached, healthy is written at once", async () => {
-    mkdirSync(dir);
-    const { updates } = wiring(() => true, { FLEETLET_TRIAL: "v3" });
-    await updates.run(new AbortController().signal);
-    expect(readFileSync(join(dir, "healthy"), "utf8")).toBe("v3\n");
   });
 });
