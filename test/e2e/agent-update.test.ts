@@ -5,29 +5,16 @@
 // a node event. The pod keeps running throughout: same container, no restart. Needs root and the
 // test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { installVersion, linkedVersion, updateDir } from "../../src/agent/update/install.ts";
 import { TestAgent } from "../lib/agent.ts";
+import { restartServiceChild, serviceCommand } from "../lib/launcher.ts";
 import { sleeperManifest } from "../lib/manifests.ts";
 import { eventually, fleetletBin, loadTestbed } from "../lib/testbed.ts";
 
-const LAUNCHER = join(import.meta.dir, "../../deploy/fleetlet-launch");
-/** The service manager: runs the launcher again 0.5 s after it exits, passes a stop on. */
-const SERVICE = `trap 'stop=1; kill -TERM $child 2>/dev/null' TERM
-stop=0
-root=; prev=; for a in "$@"; do [ "$prev" = --root-dir ] && root=$a; prev=$a; done
-while [ $stop = 0 ]; do
-  /bin/sh '${LAUNCHER}' --root-dir "$root" --packaged '${fleetletBin}' --trial-limit 60 -- "$@" &
-  child=$!
-  wait $child; code=$?
-  while kill -0 $child 2>/dev/null; do wait $child; code=$?; done
-  echo "service: the launcher exited with $code" >&2
-  [ $stop = 0 ] && sleep 0.5
-done`;
-
 const tb = loadTestbed();
-const agent = new TestAgent({ command: ["/bin/sh", "-c", SERVICE, "service"] });
+const agent = new TestAgent({ command: serviceCommand() });
 let dir: string;
 
 /** The executable as an update's download leaves it: a copy of `source` next to the versions. */
@@ -35,18 +22,6 @@ function downloaded(source: string): string {
   const file = join(agent.rootDir, `download-${Math.random().toString(36).slice(2)}`);
   copyFileSync(source, file);
   return file;
-}
-
-/** Stops what the service loop runs now (the agent, or the launcher holding one on trial). */
-function restartAgent(): void {
-  const loop = agent.proc?.pid;
-  const children = Bun.spawnSync(["pgrep", "-P", String(loop)])
-    .stdout.toString()
-    .trim();
-  for (const pid of children.split("\n").filter(Boolean).map(Number)) {
-    const comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim();
-    if (comm !== "sleep") process.kill(pid, "SIGTERM");
-  }
 }
 
 async function sleeper() {
@@ -75,7 +50,7 @@ describe("agent updates under the launcher (needs root and the test bed)", () =>
   test("a new build installed as a version runs on trial and passes it once healthy; the pod keeps its container", async () => {
     const before = await sleeper();
     installVersion(dir, "0.1.1-e2e000000001", downloaded(fleetletBin));
-    restartAgent();
+    restartServiceChild(agent);
     await eventually(
       "the trial to pass",
       () => agent.output.includes("0.1.1-e2e000000001 passed its trial") || undefined,
@@ -94,7 +69,7 @@ describe("agent updates under the launcher (needs root and the test bed)", () =>
     const broken = join(agent.dir, "broken");
     writeFileSync(broken, "#!/bin/sh\necho broken build >&2\nexit 1\n", { mode: 0o755 });
     installVersion(dir, "0.1.2-e2e000000002", downloaded(broken));
-    restartAgent();
+    restartServiceChild(agent);
     await eventually(
       "the launcher to roll back",
       () =>
