@@ -153,7 +153,7 @@ function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
   const audit = new AuditLog(store.database, () => opts.clock.now());
   const releases = new ReleaseStore(join(opts.dataDir, "releases"), opts.maxReleaseBytes);
-  const updates = openNodeUpdates(store.database, releases, fleet.nodes, opts.clock);
+  const updates = openNodeUpdates(store.database, releases, fleet, opts.clock);
   return { store, watch, changes, fleet, identity, createdOperatorToken, audit, releases, updates };
 }
 

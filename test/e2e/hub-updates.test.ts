@@ -170,6 +170,10 @@ describe("a per-node agent update (compiled hub)", () => {
     expect(statusOf()).toMatchObject({ node: NODE, arch, running: "0.1.0", wanted: version });
     const all = JSON.parse(hubCli("update", "status", "-o", "json").stdout) as { items: unknown[] };
     expect(all.items).toMatchObject([{ node: NODE, phase: "healthy" }]);
+    const node = (await (await hub.api(`/api/v1/nodes/${NODE}`)).json()) as {
+      metadata: { annotations: Record<string, string> };
+    };
+    expect(node.metadata.annotations["hub.fleetlet.io/update"]).toBe(`healthy ${version}`);
   }, 30_000);
 
   test("the offer comes again after a new welcome", async () => {

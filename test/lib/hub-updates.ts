@@ -74,7 +74,7 @@ export function updateHub(path = ":memory:", arch: string | null = "arm64") {
   }
   reportNode(fleet.nodes.get("cam-1"), arch);
   const releases = new FakeReleases();
-  const updates = openNodeUpdates(store.database, releases, fleet.nodes, clock);
+  const updates = openNodeUpdates(store.database, releases, fleet, clock);
   const audit = new AuditLog(store.database, () => clock.now());
   const sessions = new AgentSessions({
     fleet,

@@ -11,6 +11,7 @@ import {
   type UpdatePhase,
   type UpdateStatus,
 } from "../../protocol/index.ts";
+import type { Fleet } from "../fleet.ts";
 import type { ReleaseStore } from "../releases/store.ts";
 import { rfc3339 } from "../views.ts";
 import { UpdateStore, type WantedRelease } from "./store.ts";
@@ -28,6 +29,8 @@ export interface NodeUpdatesDeps {
   releases: Pick<ReleaseStore, "get" | "list">;
   node(name: string): UpdateNodeFacts | undefined;
   now(): number;
+  /** Shows a node's last status, "<phase> <version>", on its Node. */
+  onReport?(node: string, text: string): void;
 }
 
 /** One node's update as the API shows it (GET /api/v1/updates). */
@@ -125,6 +128,7 @@ export class NodeUpdates {
   /** The agent of `node` reported `status` (the latest wins). */
   report(node: string, status: UpdateStatus): void {
     this.reported.set(node, { status, at: this.deps.now() });
+    this.deps.onReport?.(node, `${status.phase} ${status.version}`);
   }
 
   /** The version `node`'s agent runs, as last known. */
@@ -208,25 +212,23 @@ function statusFields(r: Reported, wanted: string | undefined): Partial<NodeUpda
   };
 }
 
-/** The node updates over the hub's `database`, its releases and its fleet's `nodes`. */
+/** The node updates over the hub's `database`, its releases and its fleet. */
 export function openNodeUpdates(
   database: Database,
   releases: NodeUpdatesDeps["releases"],
-  nodes: FleetNodes,
+  fleet: Pick<Fleet, "nodes" | "setUpdateNote">,
   clock: { now(): number },
 ): NodeUpdates {
   return new NodeUpdates({
     store: new UpdateStore(database),
     releases,
-    node: (name) => nodeFactsOf(nodes, name),
+    node: (name) => nodeFactsOf(fleet.nodes, name),
     now: () => clock.now(),
+    onReport: (node, text) => fleet.setUpdateNote(node, text),
   });
 }
 
-type FleetNodes = ReadonlyMap<
-  string,
-  { node?: { status?: { nodeInfo?: { architecture?: string; kubeletVersion?: string } } } }
->;
+type FleetNodes = Fleet["nodes"];
 
 /** The update facts of node `name` from the fleet's records (undefined: no such node). */
 function nodeFactsOf(nodes: FleetNodes, name: string): UpdateNodeFacts | undefined {

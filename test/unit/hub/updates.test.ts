@@ -10,6 +10,7 @@ import { join } from "node:path";
 import {
   decodeAgentMessage,
   decodeHubMessage,
+  HUB_ANNOTATIONS,
   UPDATE_PHASES,
 } from "../../../src/protocol/index.ts";
 import { agentSocket, manifestText, settle, updateHub } from "../../lib/hub-updates.ts";
@@ -184,6 +185,8 @@ describe("update.status", () => {
     expect(v).toMatchObject({ phase, bytes: 3, total: 4, reason: "r", wanted: "0.2.0" });
     expect(v?.staleVersion).toBeUndefined();
     expect(agent.ws.data.closed).toBe(false);
+    const annotations = h.fleet.view("cam-1")?.metadata.annotations ?? {};
+    expect(annotations[HUB_ANNOTATIONS.update]).toBe(`${phase} 0.2.0`);
   });
 
   test("of another version than the wanted one is kept, marked stale", async () => {
