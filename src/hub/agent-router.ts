@@ -21,6 +21,8 @@ export interface AgentRouteDeps {
   onDesiredAck?(node: string): void;
   /** The agent of `node` reported on an update (updates/updates.ts). */
   onUpdateStatus?(node: string, status: UpdateStatus): void;
+  /** The agent sent its whole Node (stored in the fleet), which may bring its arch. */
+  onNodeReport?(): void;
 }
 
 /** The device's clock minus the hub's when it sent a message carrying `agentClock`, received at
@@ -54,6 +56,7 @@ export function routeAgentMessage(
     const result = deps.fleet.ingest(name, msg);
     if (!result.ok) return { code: "forbidden", reason: result.reason };
     deps.markDirty(name);
+    if (msg.type === "node") deps.onNodeReport?.();
   }
   return undefined;
 }

@@ -290,6 +290,9 @@ function releaseRoute(deps: ApiDeps, req: Request, url: URL, client: string): Pr
       operatorOnly: (r, u) => operatorOnly(deps, r, u),
       audit: (r, action, release, outcome) =>
         deps.audit.record(auditEntry(r, client, "release", action, release), outcome),
+      stored: (version) => {
+        for (const node of deps.updates.updates.nodesWanting(version)) deps.updates.changed(node);
+      },
     },
     req,
     url,

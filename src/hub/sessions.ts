@@ -114,8 +114,8 @@ export class AgentSessions {
   }
 
   /** Sends the agent of `ws` its update offer once known, if there is one and it is still here. */
-  private offerUpdate(ws: AgentSocket, node: string): void {
-    this.opts.updates?.offer(node).then(
+  private offerUpdate(ws: AgentSocket, node: string, unlessOffered = false): void {
+    this.opts.updates?.offer(node, unlessOffered).then(
       (msg) => {
         if (msg !== undefined && !ws.data.closed && this.byNode.get(node) === ws)
           ws.send(JSON.stringify(msg));
@@ -235,6 +235,7 @@ export class AgentSessions {
       markDirty: (node) => this.opts.markDirty(node),
       ...(this.opts.onDesiredAck !== undefined && { onDesiredAck: this.opts.onDesiredAck }),
       onUpdateStatus: (node, status) => this.opts.updates?.report(node, status),
+      onNodeReport: () => this.offerUpdate(ws, name, true),
     });
   }
 

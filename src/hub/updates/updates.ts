@@ -72,6 +72,8 @@ export class NodeUpdates {
   private readonly reported = new Map<string, Reported>();
   /** Each node's agent as it said hello last: its version and whether it takes updates. */
   private readonly agents = new Map<string, { version: string; updates: boolean }>();
+  /** Nodes whose agent was offered an update since its hello. */
+  private readonly offered = new Set<string>();
 
   constructor(private readonly deps: NodeUpdatesDeps) {
     for (const w of deps.store.load()) this.wanted.set(w.node, w);
@@ -80,6 +82,11 @@ export class NodeUpdates {
   /** The release wanted for `node`, if any. */
   wantedFor(node: string): WantedRelease | undefined {
     return this.wanted.get(node);
+  }
+
+  /** The nodes that want release `version` (to offer it when it is pushed). */
+  nodesWanting(version: string): string[] {
+    return [...this.wanted.values()].filter((w) => w.version === version).map((w) => w.node);
   }
 
   /** Sets the release `node` should run: NotFound for an unknown node or a version with no
@@ -115,6 +122,7 @@ export class NodeUpdates {
     this.wanted.delete(node);
     this.reported.delete(node);
     this.agents.delete(node);
+    this.offered.delete(node);
   }
 
   /** The agent of `node` said hello with `features`, running `version`. */
@@ -123,6 +131,7 @@ export class NodeUpdates {
       version,
       updates: features?.includes(AGENT_FEATURES.updates) === true,
     });
+    this.offered.delete(node);
   }
 
   /** The agent of `node` reported `status` (the latest wins). */
@@ -139,9 +148,11 @@ export class NodeUpdates {
   /**
    * The `update` message for the agent of `node`, which said hello: undefined when it does not
    * take updates, no release is wanted, it runs the wanted version already, or no release of
-   * the wanted version exists for its arch.
+   * the wanted version exists for its arch. `unlessOffered`: none either when one was offered
+   * since its hello (a Node report, which may bring its arch).
    */
-  async offer(node: string): Promise<UpdateMessage | undefined> {
+  async offer(node: string, unlessOffered = false): Promise<UpdateMessage | undefined> {
+    if (unlessOffered && this.offered.has(node)) return undefined;
     const agent = this.agents.get(node);
     const w = this.wanted.get(node);
     if (agent === undefined || !agent.updates || w === undefined) return undefined;
@@ -151,6 +162,7 @@ export class NodeUpdates {
     const r = await this.deps.releases.get(w.version, arch);
     if (r === undefined || this.wanted.get(node) !== w) return undefined;
     const path = `${RELEASES_PATH}/${encodeURIComponent(w.version)}/${arch}`;
+    this.offered.add(node);
     return { type: "update", version: w.version, arch, manifest: r.manifest, path };
   }
 

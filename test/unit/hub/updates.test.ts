@@ -150,6 +150,65 @@ describe("the update offer", () => {
   });
 });
 
+describe("the offer on a Node report", () => {
+  const nodeMessage = (seq: number) => ({
+    type: "node",
+    seq,
+    node: {
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: { name: "cam-1" },
+      spec: {},
+      status: {
+        nodeInfo: {
+          machineID: "m",
+          systemUUID: "u",
+          bootID: "b",
+          kernelVersion: "6.1.0",
+          osImage: "Debian GNU/Linux 12 (bookworm)",
+          containerRuntimeVersion: "containerd://1.6.20",
+          kubeletVersion: "fleetlet/0.1.0",
+          kubeProxyVersion: "",
+          operatingSystem: "linux",
+          architecture: "arm64",
+        },
+      },
+    },
+  });
+
+  test("a node's first Node, bringing its arch after the welcome, gets the offer once", async () => {
+    const h = updateHub(":memory:", null);
+    h.releases.add("0.2.0", "arm64");
+    await h.updates.set("cam-1", "0.2.0");
+    const agent = agentSocket(h.sessions, h.credential);
+    agent.hello();
+    await settle();
+    expect(agent.updatesSent()).toHaveLength(0);
+    agent.say(nodeMessage(1));
+    await settle();
+    agent.say(nodeMessage(2));
+    await settle();
+    expect(agent.sent.find((m) => m.type === "error")).toBeUndefined();
+    expect(agent.updatesSent().map((m) => m.arch)).toEqual(["arm64"]);
+  });
+
+  test("a release pushed later is offered to the nodes that want it (nodesWanting)", async () => {
+    const h = updateHub();
+    h.releases.add("0.2.0", "amd64");
+    await h.updates.set("cam-1", "0.2.0");
+    const agent = agentSocket(h.sessions, h.credential);
+    agent.hello();
+    await settle();
+    expect(agent.updatesSent()).toHaveLength(0);
+    h.releases.add("0.2.0", "arm64");
+    expect(h.updates.nodesWanting("0.2.0")).toEqual(["cam-1"]);
+    expect(h.updates.nodesWanting("0.3.0")).toEqual([]);
+    for (const n of h.updates.nodesWanting("0.2.0")) h.sessions.updateChanged(n);
+    await settle();
+    expect(agent.updatesSent().map((m) => m.version)).toEqual(["0.2.0"]);
+  });
+});
+
 describe("the messages", () => {
   test("update.status decodes on the hub, update on the agent", () => {
     const status = { type: "update.status", version: "0.2.0", phase: "healthy" } as const;
