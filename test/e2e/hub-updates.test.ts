@@ -64,14 +64,14 @@ const nodeMessage = {
   },
 };
 
-/** Connects a new agent of NODE that takes updates; waits for its welcome. */
-async function connect(streamId = "s1"): Promise<ProtocolClient> {
-  const c = new ProtocolClient(hub.url, credential);
+/** Connects a new agent of `node` that takes updates; waits for its welcome. */
+async function connect(streamId = "s1", node = NODE, cred = credential): Promise<ProtocolClient> {
+  const c = new ProtocolClient(hub.url, cred);
   await c.opened;
   c.send({
     type: "hello",
     protocolVersion: 1,
-    nodeName: NODE,
+    nodeName: node,
     agentVersion: "0.1.0",
     streamId,
     features: ["updates"],
@@ -174,6 +174,26 @@ describe("a per-node agent update (compiled hub)", () => {
       metadata: { annotations: Record<string, string> };
     };
     expect(node.metadata.annotations["hub.fleetlet.io/update"]).toBe(`healthy ${version}`);
+  }, 30_000);
+
+  test("a new node's update, set before it reported its arch, is offered once its first Node comes", async () => {
+    const cred = await hub.credentialFor("cam-new");
+    const set = hubCli("update", "cam-new", "--version", version);
+    expect(set.stdout).toBe(
+      `node/cam-new update to ${version} set (no release ${version} for the node's arch: it has not reported it yet)\n`,
+    );
+    const fresh = await connect("n1", "cam-new", cred);
+    try {
+      fresh.send({ type: "hb" });
+      await fresh.waitFor("hb");
+      expect(fresh.received.some((m) => m.type === "update")).toBe(false);
+      const first = structuredClone(nodeMessage);
+      first.node.metadata.name = "cam-new";
+      fresh.send(first);
+      expect(await fresh.waitFor("update")).toMatchObject({ version, arch });
+    } finally {
+      fresh.close();
+    }
   }, 30_000);
 
   test("the offer comes again after a new welcome", async () => {
