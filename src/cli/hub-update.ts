@@ -71,8 +71,7 @@ async function status(argv: string[], io: CliIO): Promise<number> {
     node === undefined
       ? (await hubRequest<{ items: NodeUpdateView[] }>(target, "GET", "/api/v1/updates")).items
       : [await hubRequest<NodeUpdateView>(target, "GET", nodePath(node))];
-  if (format === "json" || format === "yaml")
-    io.stdout(printObjects(node === undefined ? items : items[0], format));
+  if (format === "json" || format === "yaml") io.stdout(printObjects(items, format));
   else if (items.length === 0) io.stderr("No node updates found\n");
   else io.stdout(printUpdateTable(items, io.now()));
   return 0;

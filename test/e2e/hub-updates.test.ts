@@ -35,7 +35,7 @@ function hubCli(...args: string[]) {
 function statusOf(): Record<string, unknown> {
   const out = hubCli("update", "status", NODE, "-o", "json");
   expect(out.stderr).toBe("");
-  return JSON.parse(out.stdout) as Record<string, unknown>;
+  return (JSON.parse(out.stdout) as { items: Record<string, unknown>[] }).items[0] ?? {};
 }
 
 /** The node as its agent reports it: running 0.1.0 on this machine's arch. */

@@ -42,7 +42,8 @@ export interface NodeUpdateView {
   wanted?: string;
   /** When the wanted release was set (RFC 3339). */
   setAt?: string;
-  /** The agent's last reported phase; "done" when it runs the wanted version. */
+  /** The agent's last reported phase; "done" when it runs the wanted version and reported
+   * nothing of it (an agent that was already running it). */
   phase?: UpdatePhase | "done";
   bytes?: number;
   total?: number;
@@ -192,11 +193,13 @@ export class NodeUpdates {
     };
     const r = this.reported.get(node);
     if (r !== undefined) Object.assign(v, statusFields(r, w?.version));
-    if (w !== undefined && running === w.version) v.phase = "done";
-    else if (w !== undefined) {
-      const problem = await this.problem(w.version, arch);
-      if (problem !== undefined) v.problem = problem;
+    if (w === undefined) return v;
+    if (running === w.version) {
+      if (r?.status.version !== w.version) v.phase = "done";
+      return v;
     }
+    const problem = await this.problem(w.version, arch);
+    if (problem !== undefined) v.problem = problem;
     return v;
   }
 

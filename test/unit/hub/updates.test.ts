@@ -134,6 +134,23 @@ describe("the update offer", () => {
     expect(v).toMatchObject({ running: "0.2.0", wanted: "0.2.0", phase: "done" });
   });
 
+  test("to an agent restarted into the version, none; its view keeps the phase it reported", async () => {
+    const h = updateHub();
+    h.releases.add("0.2.0", "arm64");
+    await h.updates.set("cam-1", "0.2.0");
+    const old = agentSocket(h.sessions, h.credential);
+    old.hello("0.1.0");
+    old.say({ type: "update.status", version: "0.2.0", phase: "restarting" });
+    old.close();
+    const updated = agentSocket(h.sessions, h.credential);
+    updated.hello("0.2.0");
+    updated.say({ type: "update.status", version: "0.2.0", phase: "healthy" });
+    await settle();
+    expect(updated.updatesSent()).toHaveLength(0);
+    const [v] = await h.updates.views("cam-1");
+    expect(v).toMatchObject({ running: "0.2.0", wanted: "0.2.0", phase: "healthy" });
+  });
+
   test("is not sent when no release exists for the agent's arch, nor after a cancel", async () => {
     const h = updateHub();
     h.releases.add("0.2.0", "amd64");
