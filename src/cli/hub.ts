@@ -12,6 +12,7 @@ import { CliError, UsageError } from "./errors.ts";
 import { hubRequest, hubTarget } from "./hub-client.ts";
 import { hubReleaseCommand } from "./hub-release.ts";
 import { serveHubCommand } from "./hub-serve.ts";
+import { hubUpdateCommand } from "./hub-update.ts";
 import type { CliIO } from "./io.ts";
 import { kubeconfigCommand } from "./kubeconfig.ts";
 import {
@@ -38,6 +39,8 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
        fleetlet hub release push FILE --signature FILE.sig --hub URL [--token T]   (a signed agent release)
        fleetlet hub release list --hub URL [--token T] [-o json]
        fleetlet hub release delete VERSION [--arch A] --hub URL [--token T]
+       fleetlet hub update NODE --version V | --cancel --hub URL [--token T]   (the release NODE should run)
+       fleetlet hub update status [NODE] --hub URL [--token T] [-o json]
 Without --tls-cert the hub serves HTTPS with its own CA, made in DIR/tls on the first start (its
 hash is logged and carried by every join token); --tls-san adds names to its certificate.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
@@ -105,6 +108,7 @@ export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   if (a === "kubeconfig") return kubeconfigCommand(argv.slice(1), io);
   if (a === "audit") return auditCommand(argv.slice(1), io);
   if (a === "release") return hubReleaseCommand(argv.slice(1), io);
+  if (a === "update") return hubUpdateCommand(argv.slice(1), io);
   if (a === "node" && (b === "revoke" || b === "forget")) return nodeAction(b, rest, io);
   if (a === "token" || a === "node")
     throw new UsageError(

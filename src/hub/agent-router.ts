@@ -1,9 +1,10 @@
 // The message-routing part of an agent connection on the hub: what each message of a connected
 // node does (after the connection part checked who it is and decoded it): heartbeats are
-// answered (and their clock gives the node's clock skew), desired.ack updates the node's desired report, health is kept in the node's health history, sequenced messages go to the fleet
+// answered (and their clock gives the node's clock skew), desired.ack updates the node's desired report, health is kept in the node's health history, update.status goes to the node's
+// updates, sequenced messages go to the fleet
 // and are queued for storing and acknowledging. Returns why the connection must close, if it
 // must.
-import type { AgentMessage, ErrorCode } from "../protocol/index.ts";
+import type { AgentMessage, ErrorCode, UpdateStatus } from "../protocol/index.ts";
 import { isSequenced } from "../protocol/index.ts";
 import type { Fleet } from "./fleet.ts";
 
@@ -18,6 +19,10 @@ export interface AgentRouteDeps {
   markDirty(node: string): void;
   /** The agent of `node` reported on its desired state. */
   onDesiredAck?(node: string): void;
+  /** The agent of `node` reported on an update (updates/updates.ts). */
+  onUpdateStatus?(node: string, status: UpdateStatus): void;
+  /** The agent sent its whole Node (stored in the fleet), which may bring its arch. */
+  onNodeReport?(): void;
 }
 
 /** The device's clock minus the hub's when it sent a message carrying `agentClock`, received at
@@ -45,10 +50,13 @@ export function routeAgentMessage(
   } else if (msg.type === "desired.ack") {
     deps.fleet.setDesiredAck(name, msg);
     deps.onDesiredAck?.(name);
+  } else if (msg.type === "update.status") {
+    deps.onUpdateStatus?.(name, msg);
   } else if (isSequenced(msg)) {
     const result = deps.fleet.ingest(name, msg);
     if (!result.ok) return { code: "forbidden", reason: result.reason };
     deps.markDirty(name);
+    if (msg.type === "node") deps.onNodeReport?.();
   }
   return undefined;
 }

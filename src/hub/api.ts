@@ -13,7 +13,7 @@ import {
 } from "../protocol/index.ts";
 import { HUB_CA_PATH, joinTokenWithHash } from "../protocol/trust.ts";
 import type { Clock } from "../util/clock.ts";
-import type { AuditLog } from "./audit.ts";
+import type { AuditLog, AuditStart } from "./audit.ts";
 import { handleDeployApi } from "./deploy/api.ts";
 import type { Deployer } from "./deploy/deployer.ts";
 import type { Fleet } from "./fleet.ts";
@@ -23,6 +23,8 @@ import type { KubeApi } from "./kube/index.ts";
 import { handleReleases, isReleasePath, type ReleaseApiDeps } from "./releases/api.ts";
 import { storeWriteStatus } from "./store.ts";
 import { bearerToken } from "./tokens.ts";
+import { handleUpdateApi } from "./updates/api.ts";
+import type { NodeUpdates } from "./updates/updates.ts";
 
 export interface ApiDeps {
   fleet: Fleet;
@@ -41,6 +43,8 @@ export interface ApiDeps {
   audit: AuditLog;
   /** The agent releases (releases/api.ts). */
   releases: Pick<ReleaseApiDeps, "releases" | "log">;
+  /** Per-node agent updates (updates/api.ts); `changed` offers a node's to its agent. */
+  updates: { updates: NodeUpdates; changed(node: string): void };
 }
 
 const DEFAULT_JOIN_TTL_MS = 24 * 3_600_000;
@@ -170,6 +174,7 @@ function nodeAction(deps: ApiDeps, req: Request, name: string, action: string): 
   if (req.method === "POST" && action === "revoke") return revokeNode(deps, name);
   if (req.method === "POST" && action === "forget") {
     deps.identity.releaseRevoked(name);
+    deps.updates.updates.forget(name);
     return json(deps.fleet.forget(name));
   }
   throw new StatusError(
@@ -178,9 +183,25 @@ function nodeAction(deps: ApiDeps, req: Request, name: string, action: string): 
   );
 }
 
-/** Operator routes; the caller has checked the operator token. */
-async function operatorRoute(deps: ApiDeps, req: Request, url: URL): Promise<Response> {
+/** Operator routes; the caller has checked the operator token; `client`: for the audit log. */
+async function operatorRoute(
+  deps: ApiDeps,
+  req: Request,
+  url: URL,
+  client: string,
+): Promise<Response> {
   const path = url.pathname.replace(/\/+$/, "");
+  const update = await handleUpdateApi(
+    {
+      ...deps.updates,
+      maxBodyBytes: deps.maxBodyBytes,
+      audit: (r, action, node, release, outcome) =>
+        deps.audit.record({ ...auditEntry(r, client, "update", action, release), node }, outcome),
+    },
+    req,
+    path,
+  );
+  if (update !== undefined) return update;
   const _q = url.searchParams;
   if (path === JOIN_TOKENS_PATH && req.method === "POST") return createJoinToken(deps, req);
   const tok = /^\/api\/v1\/join-tokens\/([^/]+)$/.exec(path);
@@ -237,6 +258,28 @@ export function operatorOnly(deps: Pick<ApiDeps, "identity">, req: Request, url:
   );
 }
 
+/** An audit entry of the operator's release or update action `action` on `release`. */
+function auditEntry(
+  req: Request,
+  client: string,
+  kind: "release" | "update",
+  action: "push" | "delete" | "set" | "cancel",
+  release: string,
+): AuditStart {
+  const userAgent = req.headers.get("user-agent") ?? "";
+  return {
+    kind,
+    user: "operator",
+    client,
+    userAgent,
+    node: "",
+    namespace: "",
+    pod: "",
+    action,
+    release,
+  };
+}
+
 /** The release routes, which devices may read too (their own authentication); `client` is the
  * caller's address, for the audit log. */
 function releaseRoute(deps: ApiDeps, req: Request, url: URL, client: string): Promise<Response> {
@@ -246,20 +289,10 @@ function releaseRoute(deps: ApiDeps, req: Request, url: URL, client: string): Pr
       identity: deps.identity,
       operatorOnly: (r, u) => operatorOnly(deps, r, u),
       audit: (r, action, release, outcome) =>
-        deps.audit.record(
-          {
-            kind: "release",
-            user: "operator",
-            client,
-            userAgent: r.headers.get("user-agent") ?? "",
-            node: "",
-            namespace: "",
-            pod: "",
-            action,
-            release,
-          },
-          outcome,
-        ),
+        deps.audit.record(auditEntry(r, client, "release", action, release), outcome),
+      stored: (version) => {
+        for (const node of deps.updates.updates.nodesWanting(version)) deps.updates.changed(node);
+      },
     },
     req,
     url,
@@ -274,7 +307,7 @@ export async function handleApi(deps: ApiDeps, req: Request, client = ""): Promi
     if (url.pathname === HUB_CA_PATH && req.method === "GET") return hubCa(deps);
     if (isReleasePath(url.pathname)) return await releaseRoute(deps, req, url, client);
     operatorOnly(deps, req, url);
-    return await operatorRoute(deps, req, url);
+    return await operatorRoute(deps, req, url, client);
   } catch (err) {
     if (err instanceof StatusError) return err.toResponse();
     const unstored = storeWriteStatus(err, `${req.method} ${url.pathname}`);

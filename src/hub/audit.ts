@@ -3,12 +3,13 @@
 // container, what command or ports, when it started and ended, and how it ended. Written to
 // the hub's database when the session starts and again when it ends, so a session cut by a hub
 // crash still shows who opened it. Release pushes and deletes (docs/hub-releases.md) are
-// recorded once, when they are done or refused.
+// recorded once, when they are done or refused, and so are the wanted releases set or canceled
+// for a node (docs/hub-releases.md, "Updating one node").
 import type { Database } from "bun:sqlite";
 
 export interface AuditRecord {
   id: number;
-  kind: "exec" | "attach" | "portforward" | "release";
+  kind: "exec" | "attach" | "portforward" | "release" | "update";
   /** Who: "operator" (the hub has one operator identity). */
   user: string;
   /** The client's address and user agent. */
@@ -18,8 +19,9 @@ export interface AuditRecord {
   node: string;
   namespace: string;
   pod: string;
-  /** A release's action, and which release ("0.2.0/amd64"; a delete of every arch: "0.2.0"). */
-  action?: "push" | "delete";
+  /** A release's action, and which release ("0.2.0/amd64"; a delete of every arch: "0.2.0");
+   * a node update's action ("set", "cancel") and the wanted version in `release`. */
+  action?: "push" | "delete" | "set" | "cancel";
   release?: string;
   container?: string;
   /** exec: the command (attach has none: it joins the container's process); portforward: the

@@ -50,6 +50,8 @@ export class Fleet {
   private readonly desiredReports = new Map<string, DesiredReport>();
   /** The clock skew shown per node (ms, device − hub), from its last hello or hb with a clock. */
   private readonly clockSkews = new Map<string, number>();
+  /** Each node's last update.status, "<phase> <version>" (updates/updates.ts). */
+  private readonly updateNotes = new Map<string, string>();
   /** Each node's latest health report and a short history (health.ts). */
   readonly health = new HealthHistory();
 
@@ -97,6 +99,7 @@ export class Fleet {
       ...(offlineSince !== undefined && { offlineSince }),
       podCount: this.pods.get(name)?.size ?? 0,
       ...(this.clockSkews.has(name) && { clockSkewMs: this.clockSkews.get(name) }),
+      ...(this.updateNotes.has(name) && { update: this.updateNotes.get(name) }),
     });
   }
 
@@ -171,6 +174,7 @@ export class Fleet {
     this.events.delete(name);
     this.desiredReports.delete(name);
     this.clockSkews.delete(name);
+    this.updateNotes.delete(name);
     this.health.forget(name);
     this.nodes.delete(name);
     this.online.delete(name);
@@ -247,6 +251,13 @@ export class Fleet {
     const shown = this.clockSkews.get(name);
     if (shown !== undefined && Math.abs(shown - skewMs) < 2_000) return;
     this.clockSkews.set(name, skewMs);
+    this.emitNode(name);
+  }
+
+  /** Shows the node's last update.status (`text`: "<phase> <version>") on its Node. */
+  setUpdateNote(name: string, text: string): void {
+    if (!this.nodes.has(name) || this.updateNotes.get(name) === text) return;
+    this.updateNotes.set(name, text);
     this.emitNode(name);
   }
 

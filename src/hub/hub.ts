@@ -42,6 +42,7 @@ import {
 import type { HubTls } from "./tls/index.ts";
 import { listenRenewing } from "./tls/renew.ts";
 import { bearerToken } from "./tokens.ts";
+import { openNodeUpdates } from "./updates/updates.ts";
 import { WatchHub, watchSockets, watchUpgrade } from "./watch.ts";
 
 export interface HubOptions {
@@ -152,7 +153,8 @@ function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
   const audit = new AuditLog(store.database, () => opts.clock.now());
   const releases = new ReleaseStore(join(opts.dataDir, "releases"), opts.maxReleaseBytes);
-  return { store, watch, changes, fleet, identity, createdOperatorToken, audit, releases };
+  const updates = openNodeUpdates(store.database, releases, fleet, opts.clock);
+  return { store, watch, changes, fleet, identity, createdOperatorToken, audit, releases, updates };
 }
 
 type HubState = ReturnType<typeof openState>;
@@ -243,6 +245,7 @@ function apiDepsOf(
     revoked: (n: string) => sessions.revoked(n),
     maxBodyBytes: 64 * 1024,
     releases: { releases: state.releases, log: opts.log.with({ component: "releases" }) },
+    updates: { updates: state.updates, changed: (n) => sessions.updateChanged(n) },
     kube: createKubeApi({
       fleet: state.fleet,
       deployer,
@@ -347,6 +350,7 @@ function agentSessions(
       deployer()?.desiredFor(node, agentGeneration, secure),
     onDesiredAck: () => deployer()?.markDirty(),
     broker,
+    updates: state.updates,
   });
 }
 

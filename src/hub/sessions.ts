@@ -24,6 +24,7 @@ import type { Identity } from "./identity.ts";
 import { type RateLimit, TokenBucket } from "./ratelimit.ts";
 import type { SocketHandler } from "./server.ts";
 import type { AgentStreams, StreamBroker } from "./streams/broker.ts";
+import type { NodeUpdates } from "./updates/updates.ts";
 
 /** The state of one agent connection. */
 export interface AgentSocketData {
@@ -79,6 +80,8 @@ export interface SessionOptions {
   onDesiredAck?(node: string): void;
   /** Streams to the agents that run them (absent: the hub opens none). */
   broker?: StreamBroker;
+  /** Agent updates: told of each hello and update.status, asked for the offer to send. */
+  updates?: Pick<NodeUpdates, "hello" | "offer" | "report">;
 }
 
 export class AgentSessions {
@@ -102,6 +105,23 @@ export class AgentSessions {
     if (ws === undefined || ws.data.runsDesired !== true) return;
     const text = this.opts.desiredFor?.(node, undefined, ws.data.secure);
     if (text !== undefined) ws.send(text);
+  }
+
+  /** Offers `node` its wanted release if it is connected here (the operator changed it). */
+  updateChanged(node: string): void {
+    const ws = this.byNode.get(node);
+    if (ws !== undefined) this.offerUpdate(ws, node);
+  }
+
+  /** Sends the agent of `ws` its update offer once known, if there is one and it is still here. */
+  private offerUpdate(ws: AgentSocket, node: string, unlessOffered = false): void {
+    this.opts.updates?.offer(node, unlessOffered).then(
+      (msg) => {
+        if (msg !== undefined && !ws.data.closed && this.byNode.get(node) === ws)
+          ws.send(JSON.stringify(msg));
+      },
+      (err) => this.opts.log.warn("cannot offer an update", { node, error: String(err) }),
+    );
   }
 
   /** How many agents are connected and past hello. */
@@ -214,6 +234,8 @@ export class AgentSessions {
       fleet: this.opts.fleet,
       markDirty: (node) => this.opts.markDirty(node),
       ...(this.opts.onDesiredAck !== undefined && { onDesiredAck: this.opts.onDesiredAck }),
+      onUpdateStatus: (node, status) => this.opts.updates?.report(node, status),
+      onNodeReport: () => this.offerUpdate(ws, name, true),
     });
   }
 
@@ -292,6 +314,8 @@ export class AgentSessions {
       const desired = this.opts.desiredFor?.(name, msg.desiredGeneration ?? 0, ws.data.secure);
       if (desired !== undefined) ws.send(desired);
     }
+    this.opts.updates?.hello(name, msg.agentVersion, msg.features);
+    this.offerUpdate(ws, name);
     this.opts.log.debug("agent connected", {
       node: name,
       ackedSeq,
@@ -360,11 +384,8 @@ export class AgentSessions {
 }
 
 function truncate(s: string, bytes: number): string {
-  return Buffer.byteLength(s) <= bytes
-    ? s
-    : `${Buffer.from(s)
-        .subarray(0, bytes - 3)
-        .toString()}...`;
+  const b = Buffer.from(s);
+  return b.byteLength <= bytes ? s : `${b.subarray(0, bytes - 3).toString()}...`;
 }
 
 /** The socket events of agents' connections, for the server. */

@@ -30,6 +30,8 @@ export interface NodeFacts {
   podCount: number;
   /** The device's clock minus the hub's (ms), when the agent sent its clock. */
   clockSkewMs?: number;
+  /** The agent's last update.status as "<phase> <version>", when it sent one. */
+  update?: string;
 }
 
 /** A signed duration rounded to the second, as Go prints it: "-3h0m12s", "45s", "0s". */
@@ -60,6 +62,7 @@ export function nodeView(rec: NodeRecord, facts: NodeFacts): Node {
   if (rec.revokedAt !== undefined) annotations[HUB_ANNOTATIONS.revoked] = rfc3339(rec.revokedAt);
   if (facts.clockSkewMs !== undefined)
     annotations[HUB_ANNOTATIONS.clockSkew] = skewText(facts.clockSkewMs);
+  if (facts.update !== undefined) annotations[HUB_ANNOTATIONS.update] = facts.update;
   let conditions = reported?.status.conditions;
   if (!facts.online && reported !== undefined) {
     const ready = conditions?.find((c) => c.type === "Ready");

@@ -98,8 +98,9 @@ const agentTypes = new Set([
   "credential.request",
   "credential.saved",
   "health",
+  "update.status",
 ]);
-const hubTypes = new Set(["welcome", "ack", "hb", "desired", "error", "credential"]);
+const hubTypes = new Set(["welcome", "ack", "hb", "desired", "error", "credential", "update"]);
 
 /** Decodes a frame the hub received from an agent. */
 export function decodeAgentMessage(

@@ -24,6 +24,8 @@ export const HUB_ANNOTATIONS = {
   revoked: "hub.fleetlet.io/revoked",
   /** The device's clock minus the hub's, as a Go duration (docs/protocol.md, "Clock skew"). */
   clockSkew: "hub.fleetlet.io/clock-skew",
+  /** The agent's last update.status, "<phase> <version>" (docs/hub-releases.md). */
+  update: "hub.fleetlet.io/update",
 } as const;
 
 /** A device clock further off than this from the hub's is flagged (docs/protocol.md, "Clock skew"). */

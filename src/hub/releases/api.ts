@@ -21,6 +21,8 @@ export interface ReleaseApiDeps {
   operatorOnly(req: Request, url: URL): void;
   /** Writes a push or delete, by the operator's `req`, to the audit log with its outcome. */
   audit(req: Request, action: "push" | "delete", release: string, outcome: string): void;
+  /** Release `version` was stored (the nodes that want it are offered it). */
+  stored?(version: string): void;
   log: Logger;
 }
 
@@ -97,6 +99,7 @@ async function push(
   try {
     const res = await store(deps, req, version, arch);
     deps.audit(req, "push", `${version}/${arch}`, res.status === 201 ? "stored" : "unchanged");
+    if (res.status === 201) deps.stored?.(version);
     return res;
   } catch (err) {
     deps.audit(req, "push", `${version}/${arch}`, `refused: ${(err as Error).message}`);

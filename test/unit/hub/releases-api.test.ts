@@ -72,6 +72,7 @@ beforeAll(() => {
     log: createLogger({ level: "error" }),
     audit: (_req: Request, action: string, release: string, outcome: string) =>
       audited.push(`${action} ${release}: ${outcome}`),
+    stored: (version: string) => audited.push(`stored hook ${version}`),
   };
   server = Bun.serve({
     port: 0,
@@ -112,7 +113,11 @@ describe("the release routes", () => {
     expect(first.status).toBe(201);
     expect(((await first.json()) as { stored: boolean }).stored).toBe(true);
     expect((await put("op")).status).toBe(200);
-    expect(audited).toEqual(["push 1.0.0/arm64: stored", "push 1.0.0/arm64: unchanged"]);
+    expect(audited).toEqual([
+      "push 1.0.0/arm64: stored",
+      "stored hook 1.0.0",
+      "push 1.0.0/arm64: unchanged",
+    ]);
   });
 
   test("a refused push is refused with its reason, and written to the audit log", async () => {

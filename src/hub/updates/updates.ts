@@ -1,0 +1,259 @@
+// Per-node agent updates on the hub (docs/hub-releases.md, "Updating one node"): the release the
+// operator wants each node to run (stored, see store.ts), the `update` offer sent to its agent,
+// and the latest `update.status` each agent reported (kept in memory: an agent reports again as
+// it goes). The rollout of a release to many nodes will drive this; it is not here.
+import type { Database } from "bun:sqlite";
+import { StatusError } from "../../api/status.ts";
+import {
+  AGENT_FEATURES,
+  RELEASES_PATH,
+  type UpdateMessage,
+  type UpdatePhase,
+  type UpdateStatus,
+} from "../../protocol/index.ts";
+import type { Fleet } from "../fleet.ts";
+import type { ReleaseStore } from "../releases/store.ts";
+import { rfc3339 } from "../views.ts";
+import { UpdateStore, type WantedRelease } from "./store.ts";
+
+/** What the hub knows of a node for its update: absent when no such node joined. */
+interface UpdateNodeFacts {
+  /** node.status.nodeInfo.architecture, once reported. */
+  arch?: string;
+  /** The agent's version from its Node (nodeInfo.kubeletVersion without "fleetlet/"). */
+  version?: string;
+}
+
+export interface NodeUpdatesDeps {
+  store: UpdateStore;
+  releases: Pick<ReleaseStore, "get" | "list">;
+  node(name: string): UpdateNodeFacts | undefined;
+  now(): number;
+  /** Shows a node's last status, "<phase> <version>", on its Node. */
+  onReport?(node: string, text: string): void;
+}
+
+/** One node's update as the API shows it (GET /api/v1/updates). */
+export interface NodeUpdateView {
+  node: string;
+  arch?: string;
+  /** The version its agent runs (its last hello, else its Node). */
+  running?: string;
+  wanted?: string;
+  /** When the wanted release was set (RFC 3339). */
+  setAt?: string;
+  /** The agent's last reported phase; "done" when it runs the wanted version and reported
+   * nothing of it (an agent that was already running it). */
+  phase?: UpdatePhase | "done";
+  bytes?: number;
+  total?: number;
+  reason?: string;
+  message?: string;
+  /** The version the last status is of, when it is not the wanted one (a stale status). */
+  staleVersion?: string;
+  /** When the last status was received (RFC 3339). */
+  reportedAt?: string;
+  /** Why the hub cannot offer the wanted release ("no release 0.2.0 for arm64"). */
+  problem?: string;
+}
+
+interface Reported {
+  status: UpdateStatus;
+  at: number;
+}
+
+/** The agent version a node's nodeInfo.kubeletVersion names ("fleetlet/0.2.0" → "0.2.0"). */
+function versionFromKubelet(kubeletVersion: string | undefined): string | undefined {
+  if (kubeletVersion === undefined || !kubeletVersion.startsWith("fleetlet/")) return undefined;
+  return kubeletVersion.slice("fleetlet/".length);
+}
+
+export class NodeUpdates {
+  private readonly wanted = new Map<string, WantedRelease>();
+  private readonly reported = new Map<string, Reported>();
+  /** Each node's agent as it said hello last: its version and whether it takes updates. */
+  private readonly agents = new Map<string, { version: string; updates: boolean }>();
+  /** Nodes whose agent was offered an update since its hello. */
+  private readonly offered = new Set<string>();
+
+  constructor(private readonly deps: NodeUpdatesDeps) {
+    for (const w of deps.store.load()) this.wanted.set(w.node, w);
+  }
+
+  /** The release wanted for `node`, if any. */
+  wantedFor(node: string): WantedRelease | undefined {
+    return this.wanted.get(node);
+  }
+
+  /** The nodes that want release `version` (to offer it when it is pushed). */
+  nodesWanting(version: string): string[] {
+    return [...this.wanted.values()].filter((w) => w.version === version).map((w) => w.node);
+  }
+
+  /** Sets the release `node` should run: NotFound for an unknown node or a version with no
+   * release for any arch. Stored before it returns. */
+  async set(node: string, version: string): Promise<WantedRelease> {
+    if (this.deps.node(node) === undefined)
+      throw new StatusError("NotFound", `node "${node}" not found`);
+    const known = (await this.deps.releases.list()).some((r) => r.version === version);
+    if (!known)
+      throw new StatusError(
+        "NotFound",
+        `release ${version} not found: push it first (fleetlet hub release push)`,
+      );
+    const w = { node, version, setAt: this.deps.now() };
+    this.deps.store.save(w);
+    this.wanted.set(node, w);
+    return w;
+  }
+
+  /** Cancels `node`'s wanted release (the device keeps what it runs); whether there was one. */
+  cancel(node: string): boolean {
+    if (this.deps.node(node) === undefined)
+      throw new StatusError("NotFound", `node "${node}" not found`);
+    if (!this.wanted.has(node)) return false;
+    this.deps.store.delete(node);
+    this.wanted.delete(node);
+    return true;
+  }
+
+  /** Node `name` was forgotten: its wanted release and status go too. */
+  forget(node: string): void {
+    this.deps.store.delete(node);
+    this.wanted.delete(node);
+    this.reported.delete(node);
+    this.agents.delete(node);
+    this.offered.delete(node);
+  }
+
+  /** The agent of `node` said hello with `features`, running `version`. */
+  hello(node: string, version: string, features: readonly string[] | undefined): void {
+    this.agents.set(node, {
+      version,
+      updates: features?.includes(AGENT_FEATURES.updates) === true,
+    });
+    this.offered.delete(node);
+  }
+
+  /** The agent of `node` reported `status` (the latest wins). */
+  report(node: string, status: UpdateStatus): void {
+    this.reported.set(node, { status, at: this.deps.now() });
+    this.deps.onReport?.(node, `${status.phase} ${status.version}`);
+  }
+
+  /** The version `node`'s agent runs, as last known. */
+  running(node: string): string | undefined {
+    return this.agents.get(node)?.version ?? this.deps.node(node)?.version;
+  }
+
+  /**
+   * The `update` message for the agent of `node`, which said hello: undefined when it does not
+   * take updates, no release is wanted, it runs the wanted version already, or no release of
+   * the wanted version exists for its arch. `unlessOffered`: none either when one was offered
+   * since its hello (a Node report, which may bring its arch).
+   */
+  async offer(node: string, unlessOffered = false): Promise<UpdateMessage | undefined> {
+    if (unlessOffered && this.offered.has(node)) return undefined;
+    const agent = this.agents.get(node);
+    const w = this.wanted.get(node);
+    if (agent === undefined || !agent.updates || w === undefined) return undefined;
+    if (agent.version === w.version) return undefined;
+    const arch = this.deps.node(node)?.arch;
+    if (arch !== "amd64" && arch !== "arm64") return undefined;
+    const r = await this.deps.releases.get(w.version, arch);
+    if (r === undefined || this.wanted.get(node) !== w) return undefined;
+    const path = `${RELEASES_PATH}/${encodeURIComponent(w.version)}/${arch}`;
+    this.offered.add(node);
+    return { type: "update", version: w.version, arch, manifest: r.manifest, path };
+  }
+
+  /** The update views of every node with a wanted release or a status, or of `node` alone. */
+  async views(node?: string): Promise<NodeUpdateView[]> {
+    const names = new Set([...this.wanted.keys(), ...this.reported.keys()]);
+    if (node !== undefined) {
+      if (this.deps.node(node) === undefined)
+        throw new StatusError("NotFound", `node "${node}" not found`);
+      names.clear();
+      names.add(node);
+    }
+    const out: NodeUpdateView[] = [];
+    for (const name of [...names].sort()) out.push(await this.view(name));
+    return out;
+  }
+
+  private async view(node: string): Promise<NodeUpdateView> {
+    const arch = this.deps.node(node)?.arch;
+    const running = this.running(node);
+    const w = this.wanted.get(node);
+    const v: NodeUpdateView = {
+      node,
+      ...(arch !== undefined && { arch }),
+      ...(running !== undefined && { running }),
+      ...(w !== undefined && { wanted: w.version, setAt: rfc3339(w.setAt) }),
+    };
+    const r = this.reported.get(node);
+    if (r !== undefined) Object.assign(v, statusFields(r, w?.version));
+    if (w === undefined) return v;
+    if (running === w.version) {
+      if (r?.status.version !== w.version) v.phase = "done";
+      return v;
+    }
+    const problem = await this.problem(w.version, arch);
+    if (problem !== undefined) v.problem = problem;
+    return v;
+  }
+
+  /** Why release `version` cannot be offered to a node of `arch`, if it cannot. */
+  private async problem(version: string, arch: string | undefined): Promise<string | undefined> {
+    if (arch === undefined)
+      return `no release ${version} for the node's arch: it has not reported it yet`;
+    if ((await this.deps.releases.get(version, arch)) === undefined)
+      return `no release ${version} for ${arch}`;
+    return undefined;
+  }
+}
+
+/** The fields of a reported status; `staleVersion` when it is not of the wanted version. */
+function statusFields(r: Reported, wanted: string | undefined): Partial<NodeUpdateView> {
+  const s = r.status;
+  return {
+    phase: s.phase,
+    ...(s.bytes !== undefined && { bytes: s.bytes }),
+    ...(s.total !== undefined && { total: s.total }),
+    ...(s.reason !== undefined && { reason: s.reason }),
+    ...(s.message !== undefined && { message: s.message }),
+    ...(s.version !== wanted && { staleVersion: s.version }),
+    reportedAt: rfc3339(r.at),
+  };
+}
+
+/** The node updates over the hub's `database`, its releases and its fleet. */
+export function openNodeUpdates(
+  database: Database,
+  releases: NodeUpdatesDeps["releases"],
+  fleet: Pick<Fleet, "nodes" | "setUpdateNote">,
+  clock: { now(): number },
+): NodeUpdates {
+  return new NodeUpdates({
+    store: new UpdateStore(database),
+    releases,
+    node: (name) => nodeFactsOf(fleet.nodes, name),
+    now: () => clock.now(),
+    onReport: (node, text) => fleet.setUpdateNote(node, text),
+  });
+}
+
+type FleetNodes = Fleet["nodes"];
+
+/** The update facts of node `name` from the fleet's records (undefined: no such node). */
+function nodeFactsOf(nodes: FleetNodes, name: string): UpdateNodeFacts | undefined {
+  const rec = nodes.get(name);
+  if (rec === undefined) return undefined;
+  const info = rec.node?.status?.nodeInfo;
+  const version = versionFromKubelet(info?.kubeletVersion);
+  return {
+    ...(info?.architecture !== undefined &&
+      info.architecture !== "" && { arch: info.architecture }),
+    ...(version !== undefined && { version }),
+  };
+}
