@@ -80,7 +80,7 @@ describe("fleetlet agent fed bad desired states (needs root and the test bed)", 
       async () => received.find((m) => m.type === "hello"),
       15_000,
     );
-    expect(hello.features).toEqual(["desired-pods", "desired-config", "streams"]);
+    expect(hello.features).toEqual(["desired-pods", "desired-config", "streams", "updates"]);
     const keep = pod("keep", "11111111-2222-3333-4444-555555555555", {
       terminationGracePeriodSeconds: 1,
       containers: [{ name: "main", image: agent.tb.busybox, command: ["sleep", "3600"] }],
