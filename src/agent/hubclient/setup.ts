@@ -187,24 +187,34 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
     },
     ...(input.updates !== undefined && { onUpdate: (m) => input.updates?.offer(m) }),
   });
-  input.health?.bind((h) => client.sendHealth(h));
-  input.updates?.bind({
-    base: input.hub.url,
-    fetch: hubFetchOf(trust),
-    credential,
-    send: (status) => client.sendUpdateStatus(status),
-  });
-  const unsubscribe = [
-    input.nodeStatus.subscribe((n) => client.nodeChanged(n)),
-    input.statusManager.subscribe((c) => client.podChanged(c.uid)),
-    input.recorder.subscribe((e) => client.event(e)),
-  ];
+  const unsubscribe = connectPorts(input, client, { trust, credential });
   return {
     client,
     stop: () => {
       for (const u of unsubscribe) u();
     },
   };
+}
+
+/** Gives the health reporter and the update manager the client's ways to the hub, and feeds the
+ * client the node, pod and event changes; returns the unsubscribe functions. */
+function connectPorts(
+  input: AgentHubInput,
+  client: HubClient,
+  hub: { trust: HubTrust; credential: () => Promise<string> },
+): (() => void)[] {
+  input.health?.bind((h) => client.sendHealth(h));
+  input.updates?.bind({
+    base: input.hub.url,
+    fetch: hubFetchOf(hub.trust),
+    credential: hub.credential,
+    send: (status) => client.sendUpdateStatus(status),
+  });
+  return [
+    input.nodeStatus.subscribe((n) => client.nodeChanged(n)),
+    input.statusManager.subscribe((c) => client.podChanged(c.uid)),
+    input.recorder.subscribe((e) => client.event(e)),
+  ];
 }
 
 export interface AgentHubWiring {
