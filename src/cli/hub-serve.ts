@@ -1,7 +1,9 @@
 // `fleetlet hub` itself: the hub server, with its TLS (given, its own CA, or plain HTTP on
 // loopback) and its flags.
 import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
 import { parseDuration } from "../api/duration.ts";
+import { loadSealer, SealError, type SecretSealer } from "../hub/deploy/sealing.ts";
 import { startHub } from "../hub/hub.ts";
 import { defaultSans, givenTls, type HubTls, ownTls } from "../hub/tls/index.ts";
 import { realClock } from "../util/clock.ts";
@@ -27,6 +29,7 @@ const serveFlags = {
   "node-credential-lifetime": { type: "string" },
   "serving-cert-lifetime": { type: "string" },
   "serving-cert-check-interval": { type: "string" },
+  "secrets-key-file": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
@@ -72,6 +75,28 @@ function credentialTimings(flags: {
   };
 }
 
+/** The sealer of Secrets at rest: the operator's key file, else `<data>/secrets.key` (made at
+ * the first start). */
+function secretsSealer(file: string | undefined, dataDir: string): SecretSealer {
+  try {
+    if (file !== undefined) return loadSealer(file, false).sealer;
+    if (!existsSync(dataDir)) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    return loadSealer(join(dataDir, "secrets.key"), true).sealer;
+  } catch (err) {
+    throw new CliError((err as Error).message);
+  }
+}
+
+/** startHub, with a stored Secret that does not open said as the reason it cannot start. */
+function startHubOrSay(opts: Parameters<typeof startHub>[0]): ReturnType<typeof startHub> {
+  try {
+    return startHub(opts);
+  } catch (err) {
+    if (err instanceof SealError) throw new CliError(`the hub cannot start: ${err.message}`);
+    throw err;
+  }
+}
+
 /** `fleetlet hub [flags]`: serves until SIGTERM or SIGINT. */
 export async function serveHubCommand(argv: string[], io: CliIO, usage: string): Promise<number> {
   const { flags } = parseArgs(argv, serveFlags);
@@ -92,8 +117,10 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
   const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
   const rolloutIntervalMs = durationFlag(flags["rollout-interval"], "rollout-interval");
-  const hub = startHub({
+  const sealer = secretsSealer(flags["secrets-key-file"], dataDir);
+  const hub = startHubOrSay({
     dataDir,
+    sealer,
     hostname,
     port,
     ...(tls !== undefined && { tls }),

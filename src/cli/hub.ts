@@ -29,7 +29,7 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                     [--heartbeat-interval 10s] [--rate-limit 50] [--rate-burst 500]
                     [--max-message-bytes 1048576] [--rollout-interval 1s] [--max-streams-per-node 128]
                     [--node-credential-lifetime 2160h] [--serving-cert-lifetime 8760h]
-                    [--serving-cert-check-interval 24h]
+                    [--serving-cert-check-interval 24h] [--secrets-key-file FILE]
                     [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...] [--uses N]
        fleetlet hub node revoke NAME --hub URL [--token T]
@@ -43,6 +43,8 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
        fleetlet hub update status [NODE] --hub URL [--token T] [-o json]
 Without --tls-cert the hub serves HTTPS with its own CA, made in DIR/tls on the first start (its
 hash is logged and carried by every join token); --tls-san adds names to its certificate.
+Secrets are stored sealed under the first key of --secrets-key-file (default DIR/secrets.key,
+made on the first start); the other keys of the file open what older keys sealed.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
 (--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;

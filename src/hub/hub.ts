@@ -18,7 +18,8 @@ import { isDashboardPath, serveDashboard } from "./dashboard/index.ts";
 import { DeferredDeployWrites } from "./deploy/deferred-store.ts";
 import { Deployer } from "./deploy/deployer.ts";
 import { ownerDaemonSet } from "./deploy/pods.ts";
-import { SqliteDeployStore } from "./deploy/store.ts";
+import type { SecretSealer } from "./deploy/sealing.ts";
+import { openDeployStore } from "./deploy/store.ts";
 import { type Change, Fleet } from "./fleet.ts";
 import { Flusher } from "./flusher.ts";
 import { Identity } from "./identity.ts";
@@ -76,6 +77,8 @@ export interface HubOptions {
   tlsCheckIntervalMs?: number;
   /** The largest release executable a push may upload (default 512 MiB). */
   maxReleaseBytes?: number;
+  /** Seals Secrets in the store (deploy/sealing.ts); absent: they are stored plain (tests). */
+  sealer?: SecretSealer;
 }
 
 export interface Hub {
@@ -119,6 +122,7 @@ function saveOperatorToken(dataDir: string, token: string): void {
 function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
   if (!existsSync(opts.dataDir)) mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   const store = new HubStore(join(opts.dataDir, "hub.db"));
+  const deployStore = openDeployStore(store, opts.sealer, opts.log);
   const loaded = store.load();
   const watch = new WatchHub();
   const changes = new ChangeLog(opts.clock.now());
@@ -154,7 +158,10 @@ function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
   const audit = new AuditLog(store.database, () => opts.clock.now());
   const releases = new ReleaseStore(join(opts.dataDir, "releases"), opts.maxReleaseBytes);
   const updates = openNodeUpdates(store.database, releases, fleet, opts.clock);
-  return { store, watch, changes, fleet, identity, createdOperatorToken, audit, releases, updates };
+  return {
+    ...{ store, deployStore, watch, changes, fleet, identity, createdOperatorToken },
+    ...{ audit, releases, updates },
+  };
 }
 
 type HubState = ReturnType<typeof openState>;
@@ -168,7 +175,7 @@ function startDeployer(
   signal: AbortSignal,
 ): Deployer {
   const deployStore = new DeferredDeployWrites(
-    new SqliteDeployStore(state.store.database),
+    state.deployStore,
     opts.log.with({ component: "deploy" }),
     () => opts.clock.now(),
   );

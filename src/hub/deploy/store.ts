@@ -2,10 +2,12 @@
 // ConfigMaps and Secrets pods use), DaemonSet revisions, rollout records and per-device
 // assignments. DeployStore is the interface (a PostgreSQL store for several hub replicas would
 // be a second implementation); SqliteDeployStore is the embedded default, on the hub's database.
-// Every write is durable when the call returns.
+// Every write is durable when the call returns. Secrets are stored sealed (sealing.ts).
 import type { Database } from "bun:sqlite";
 import type { PodTemplateSpec } from "../../api/daemonset.ts";
+import type { Logger } from "../../util/log.ts";
 import type { RolloutRecord } from "./plan.ts";
+import type { SecretSealer } from "./sealing.ts";
 
 /** An applied object, as stored: apiVersion, kind, metadata (with uid, resourceVersion). */
 export interface StoredObject {
@@ -63,9 +65,60 @@ CREATE TABLE IF NOT EXISTS assignments (ds_uid TEXT NOT NULL, node TEXT NOT NULL
   assigned_at INTEGER NOT NULL, PRIMARY KEY (ds_uid, node));
 `;
 
+/** The name a sealed Secret's body is bound to. */
+const binding = (namespace: string, name: string) => `${namespace}/${name}`;
+
 export class SqliteDeployStore implements DeployStore {
-  constructor(private readonly db: Database) {
+  /** `sealer`: Secrets' bodies are sealed with it (sealing.ts); without one they are plain
+   * (tests of other parts). */
+  constructor(
+    private readonly db: Database,
+    private readonly sealer?: SecretSealer,
+  ) {
     db.exec(SCHEMA);
+  }
+
+  /** An object's body as it is stored: a Secret's sealed when there is a sealer. */
+  private bodyOf(o: Pick<StoredObject, "kind" | "namespace" | "name">, text: string): string {
+    if (o.kind !== "Secret" || this.sealer === undefined) return text;
+    return this.sealer.seal(text, binding(o.namespace, o.name));
+  }
+
+  /** An object's JSON from its stored body (a sealed one opened; throws SealError). */
+  private textOf(o: { kind: string; namespace: string; name: string; body: string }): string {
+    if (o.kind !== "Secret" || this.sealer === undefined) return o.body;
+    return this.sealer.open(o.body, binding(o.namespace, o.name));
+  }
+
+  /**
+   * Seals again every Secret stored plain (before sealing) or with another key than the
+   * sealing one (a rotated key), in one transaction; how many. Throws SealError when one does
+   * not open, before writing anything.
+   */
+  sealSecrets(): number {
+    const sealer = this.sealer;
+    if (sealer === undefined) return 0;
+    const rows = this.db
+      .query("SELECT kind, namespace, name, body FROM objects WHERE kind = 'Secret'")
+      .all() as { kind: string; namespace: string; name: string; body: string }[];
+    const stale = rows.filter((r) => sealer.keyIdOf(r.body) !== sealer.sealingKeyId);
+    const sealed = stale.map((r) => ({ ...r, body: this.bodyOf(r, this.textOf(r)) }));
+    const put = this.db.query(
+      "UPDATE objects SET body = ? WHERE kind = ? AND namespace = ? AND name = ?",
+    );
+    if (sealed.length === 0) return 0;
+    // What was plain is overwritten where it lay, not only unlinked, and the log is folded into
+    // the file: no copy of it is left in a free page or in the write-ahead log.
+    this.db.exec("PRAGMA secure_delete = ON");
+    try {
+      this.db.transaction(() => {
+        for (const r of sealed) put.run(r.body, r.kind, r.namespace, r.name);
+      })();
+      this.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    } finally {
+      this.db.exec("PRAGMA secure_delete = OFF");
+    }
+    return sealed.length;
   }
 
   load(): DeployState {
@@ -98,7 +151,12 @@ export class SqliteDeployStore implements DeployStore {
     }[];
     return {
       resourceVersion: rv === null ? 0 : Number(rv.value),
-      objects: objects.map((o) => ({ ...o, object: JSON.parse(o.body) })),
+      objects: objects.map((o) => ({
+        kind: o.kind,
+        namespace: o.namespace,
+        name: o.name,
+        object: JSON.parse(this.textOf(o)),
+      })),
       revisions: revisions.map((r) => ({
         dsUid: r.ds_uid,
         hash: r.hash,
@@ -127,7 +185,7 @@ export class SqliteDeployStore implements DeployStore {
     this.db.transaction(() => {
       this.db
         .query("INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?)")
-        .run(o.kind, o.namespace, o.name, JSON.stringify(o.object));
+        .run(o.kind, o.namespace, o.name, this.bodyOf(o, JSON.stringify(o.object)));
       this.setResourceVersion(resourceVersion);
     })();
   }
@@ -184,4 +242,24 @@ export class SqliteDeployStore implements DeployStore {
         this.db.query(`DELETE FROM ${table} WHERE ds_uid = ?`).run(dsUid);
     })();
   }
+}
+
+/**
+ * The deploy store on the hub's database, its Secrets sealed with the sealing key first. A
+ * Secret that does not open closes the hub's store and throws SealError: the hub does not start.
+ */
+export function openDeployStore(
+  hub: { database: Database; close(): unknown },
+  sealer: SecretSealer | undefined,
+  log: Logger,
+): SqliteDeployStore {
+  const store = new SqliteDeployStore(hub.database, sealer);
+  try {
+    const resealed = store.sealSecrets();
+    if (resealed > 0) log.info("sealed stored Secrets with the sealing key", { resealed });
+  } catch (err) {
+    hub.close();
+    throw err;
+  }
+  return store;
 }
