@@ -174,5 +174,48 @@ describe("the launcher (runs /bin/sh; no root)", () => {
     p.kill("SIGTERM");
     expect(await p.exited).toBe(0);
     expect(runs()).toEqual(["v2 agent trial=v2", "stopped"]);
+    // The stop was not a crashed start: the trial has as many starts as before it.
+    expect(read("trial")).toBe("v2 0");
+  });
+
+  test("stops during a trial do not use up its starts; crashes do", async () => {
+    version("v1", "exit 0");
+    version(
+      "v2",
+      `trap 'exit 0' TERM
+while :; do sleep 0.1; done`,
+    );
+    link("previous", "v1");
+    link("current", "v2");
+    writeFileSync(join(dir, "trial"), "v2 2\n");
+    for (let stop = 0; stop < 3; stop++) {
+      const before = runs().length;
+      const p = Bun.spawn(
+        [
+          "/bin/sh",
+          LAUNCHER,
+          "--root-dir",
+          root,
+          "--packaged",
+          join(root, "packaged"),
+          "--",
+          "agent",
+        ],
+        { stdout: "ignore", stderr: "ignore" },
+      );
+      for (let i = 0; i < 100 && runs().length === before; i++) await Bun.sleep(50);
+      p.kill("SIGTERM");
+      await p.exited;
+      expect(read("trial")).toBe("v2 2");
+    }
+    // A crash is counted: the third start crashes, and the fourth puts v1 back.
+    writeFileSync(join(dir, "versions", "v2", "fleetlet"), agentScript("v2", "exit 1"), {
+      mode: 0o755,
+    });
+    expect((await launch()).code).toBe(1);
+    expect(read("trial")).toBe("v2 3");
+    await launch();
+    expect(readlinkSync(join(dir, "current"))).toBe("versions/v1");
+    expect(read("rolled-back")).toBe("from=v2 to=v1 reason=crashed at start 3 times");
   });
 });
