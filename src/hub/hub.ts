@@ -21,7 +21,8 @@ import { ownerDaemonSet } from "./deploy/pods.ts";
 import type { SecretSealer } from "./deploy/sealing.ts";
 import { openDeployStore } from "./deploy/store.ts";
 import { type Change, Fleet } from "./fleet.ts";
-import { Flusher } from "./flusher.ts";
+import { Flusher, type FlushHealth } from "./flusher.ts";
+import { healthz, isHealthPath } from "./healthz.ts";
 import { Identity } from "./identity.ts";
 import { ChangeLog, createKubeApi } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
@@ -291,12 +292,14 @@ interface Served {
   sessions: AgentSessions;
   api: ApiDeps;
   pods: PodStreamDeps;
+  /** How the store's writes go (healthz.ts). */
+  storeHealth(): FlushHealth;
 }
 
 /** Bun.serve with the hub's upgrades, sockets and API, with `tls` (absent: plain HTTP) on
  * `port` (0: any free one). */
 function serve(
-  { opts, state, sessions, api, pods }: Served,
+  { opts, state, sessions, api, pods, storeHealth }: Served,
   tls: HubTls | undefined,
   port: number,
 ) {
@@ -325,6 +328,7 @@ function serve(
     fetch(req, server) {
       const url = new URL(req.url);
       if (isDashboardPath(url.pathname)) return serveDashboard(req, url);
+      if (isHealthPath(url.pathname)) return healthz(url.pathname, storeHealth());
       const sub = podSubresource(url.pathname);
       if (sub?.sub === "log")
         return guarded(req, () => podLog(pods, req, url, sub.namespace, sub.name));
@@ -389,7 +393,15 @@ export function startHub(opts: HubOptions): Hub {
   deployer = startDeployer(opts, state, sessions, flush, stopDeploy.signal);
   const liveness = startLiveness(opts, state.fleet, sessions);
   const api = apiDepsOf(opts, state, deployer, sessions);
-  const listener = listen({ opts, state, sessions, api, pods: podStreamsOf(state, broker) });
+  const pods = podStreamsOf(state, broker);
+  const listener = listen({
+    opts,
+    state,
+    sessions,
+    api,
+    pods,
+    storeHealth: () => flusher.health(),
+  });
   const scheme = opts.tls === undefined ? "http" : "https";
   const agents = sessions;
   return {

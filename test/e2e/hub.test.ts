@@ -72,6 +72,14 @@ describe("fleetlet hub (compiled binary, no root, no test bed)", () => {
     );
   });
 
+  test("/livez, /readyz and /healthz answer ok without a token", async () => {
+    for (const path of ["/livez", "/readyz", "/healthz"]) {
+      const res = await fetch(`${hub.url}${path}`);
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe("ok\n");
+    }
+  });
+
   test("join refuses unknown, expired and revoked join tokens with clear reasons", async () => {
     expect(await status(await hub.join("flj_unknown", "a1"))).toMatchObject({
       code: 401,
