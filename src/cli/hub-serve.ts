@@ -88,9 +88,9 @@ function secretsSealer(file: string | undefined, dataDir: string): SecretSealer 
 }
 
 /** startHub, with a stored Secret that does not open said as the reason it cannot start. */
-function startHubOrSay(opts: Parameters<typeof startHub>[0]): ReturnType<typeof startHub> {
+async function startHubOrSay(opts: Parameters<typeof startHub>[0]): ReturnType<typeof startHub> {
   try {
-    return startHub(opts);
+    return await startHub(opts);
   } catch (err) {
     if (err instanceof SealError) throw new CliError(`the hub cannot start: ${err.message}`);
     throw err;
@@ -118,7 +118,7 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
   const rolloutIntervalMs = durationFlag(flags["rollout-interval"], "rollout-interval");
   const sealer = secretsSealer(flags["secrets-key-file"], dataDir);
-  const hub = startHubOrSay({
+  const hub = await startHubOrSay({
     dataDir,
     sealer,
     hostname,

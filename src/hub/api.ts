@@ -70,7 +70,7 @@ async function join(deps: ApiDeps, req: Request): Promise<Response> {
       `${req.method} ${JOIN_PATH} is not allowed; use POST`,
     );
   const body = parseWith(joinRequestSchema, await readJson(req, deps.maxBodyBytes), "join request");
-  return json(deps.identity.join(body, deps.clock.now()));
+  return json(await deps.identity.join(body, deps.clock.now()));
 }
 
 async function createJoinToken(deps: ApiDeps, req: Request): Promise<Response> {
@@ -95,7 +95,7 @@ async function createJoinToken(deps: ApiDeps, req: Request): Promise<Response> {
         `invalid ttl ${JSON.stringify(body.ttl)}: must be positive`,
       );
   }
-  const created = deps.identity.createJoinToken(
+  const created = await deps.identity.createJoinToken(
     ttlMs,
     body.labels ?? {},
     deps.clock.now(),
@@ -158,14 +158,19 @@ export async function patchNodeLabels(
 }
 
 /** DELETE /api/v1/nodes/NAME (or POST .../revoke): the credential is refused from now on. */
-export function revokeNode(deps: ApiDeps, name: string): Response {
-  deps.identity.revokeNode(name, deps.clock.now());
+export async function revokeNode(deps: ApiDeps, name: string): Promise<Response> {
+  await deps.identity.revokeNode(name, deps.clock.now());
   deps.revoked(name);
   return json(deps.fleet.view(name));
 }
 
 /** POST /api/v1/nodes/NAME/revoke|forget, GET /api/v1/nodes/NAME/health. */
-function nodeAction(deps: ApiDeps, req: Request, name: string, action: string): Response {
+async function nodeAction(
+  deps: ApiDeps,
+  req: Request,
+  name: string,
+  action: string,
+): Promise<Response> {
   if (req.method === "GET" && action === "health") {
     if (deps.fleet.view(name) === undefined)
       throw new StatusError("NotFound", `node "${name}" not found`);
@@ -175,7 +180,7 @@ function nodeAction(deps: ApiDeps, req: Request, name: string, action: string): 
   if (req.method === "POST" && action === "forget") {
     deps.identity.releaseRevoked(name);
     deps.updates.updates.forget(name);
-    return json(deps.fleet.forget(name));
+    return json(await deps.fleet.forget(name));
   }
   throw new StatusError(
     "MethodNotAllowed",
@@ -207,7 +212,7 @@ async function operatorRoute(
   const tok = /^\/api\/v1\/join-tokens\/([^/]+)$/.exec(path);
   if (tok !== null && req.method === "DELETE") {
     const id = decodeSegment(tok[1] ?? "");
-    if (!deps.identity.revokeJoinToken(id))
+    if (!(await deps.identity.revokeJoinToken(id)))
       throw new StatusError("NotFound", `join token "${id}" not found`);
     return json({ id, revoked: true });
   }

@@ -160,12 +160,13 @@ export class Fleet {
   }
 
   /**
-   * Drops node `name` with its pods and events, here and in the store (the operator forgot a
-   * revoked node); the watch streams get DELETED for each. Returns the Node as it was.
+   * Drops node `name` with its pods and events, in the store and then here (the operator forgot
+   * a revoked node); the watch streams get DELETED for each. Returns the Node as it was.
    */
-  forget(name: string): Node | undefined {
+  async forget(name: string): Promise<Node | undefined> {
     const last = this.view(name);
     if (last === undefined) return undefined;
+    await this.opts.store.forgetNodeNow(name);
     for (const pod of this.pods.get(name)?.values() ?? [])
       this.opts.onChange({ type: "DELETED", kind: "pods", object: podView(name, pod) });
     for (const event of this.events.get(name)?.values() ?? [])
@@ -180,7 +181,6 @@ export class Fleet {
     this.online.delete(name);
     this.offlineSince.delete(name);
     this.received.delete(name);
-    this.opts.store.forgetNodeNow(name);
     this.opts.onChange({ type: "DELETED", kind: "nodes", object: last });
     return last;
   }

@@ -6,6 +6,7 @@
 // works, with no restart. Invariants: a node is acknowledged only up to what the store wrote;
 // while writes fail, the failure is logged as an error once, then once a minute with what waits,
 // and every retry that fails at debug level (with the count, so each attempt can be told).
+// One flush writes at a time; a node marked dirty while one writes is acknowledged by the next.
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import type { Fleet } from "./fleet.ts";
@@ -37,6 +38,9 @@ const SAY_EVERY_MS = 60_000;
 
 export class Flusher {
   private readonly dirty = new Set<string>();
+  /** The flush writing now, if one is (flushOnce never rejects), and the one asked for since. */
+  private writing: Promise<void> | undefined;
+  private again: Promise<void> | undefined;
   private cancel: (() => void) | undefined;
   private readonly state: FlushHealth = { failedFlushes: 0 };
   /** The wait before the next retry while flushes fail. */
@@ -52,19 +56,37 @@ export class Flusher {
     this.cancel ??= this.deps.clock.setTimer(this.deps.intervalMs, () => this.flush());
   }
 
-  /** Writes what is queued now and sends the acks (the flush loop's iteration). */
-  flush(): void {
+  /** Writes what is queued now and sends the acks (the flush loop's iteration). A flush asked
+   * for while one writes runs once that one ended; the promise settles when this one did. */
+  flush(): Promise<void> {
     this.cancel?.();
     this.cancel = undefined;
+    if (this.writing !== undefined) {
+      this.again ??= this.writing.then(() => {
+        this.again = undefined;
+        return this.flush();
+      });
+      return this.again;
+    }
+    const run = this.flushOnce();
+    this.writing = run;
+    void run.finally(() => {
+      if (this.writing === run) this.writing = undefined;
+    });
+    return run;
+  }
+
+  private async flushOnce(): Promise<void> {
     const acks: [string, number][] = [];
     for (const name of this.dirty) acks.push([name, this.deps.fleet.markReceived(name)]);
+    this.dirty.clear();
     try {
-      this.deps.store.flush();
+      await this.deps.store.flush();
     } catch (err) {
+      for (const [name] of acks) this.dirty.add(name);
       this.failed(err);
       return;
     }
-    this.dirty.clear();
     this.recovered();
     for (const [name, seq] of acks) {
       this.deps.fleet.stored(name, seq);
@@ -76,7 +98,7 @@ export class Flusher {
     return { ...this.state };
   }
 
-  /** Stops the pending flush timer (the hub stops; call flush() after). */
+  /** Stops the pending flush timer (the hub stops; await flush() after). */
   stop(): void {
     this.cancel?.();
     this.cancel = undefined;

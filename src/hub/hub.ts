@@ -30,7 +30,7 @@ import type { RateLimit } from "./ratelimit.ts";
 import { ReleaseStore } from "./releases/store.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, agentSockets } from "./sessions.ts";
-import { HubStore } from "./store.ts";
+import { SqliteHubStore } from "./store-sqlite.ts";
 import { StreamBroker } from "./streams/broker.ts";
 import {
   execSockets,
@@ -92,7 +92,7 @@ export interface Hub {
   fleet: Fleet;
   deployer: Deployer;
   /** Writes what is queued and sends the acks (the flush loop's iteration). */
-  flush(): void;
+  flush(): Promise<void>;
   /** Marks silent nodes offline (the liveness loop's iteration). */
   checkLiveness(): string[];
   connectedAgents(): number;
@@ -120,11 +120,11 @@ function saveOperatorToken(dataDir: string, token: string): void {
 }
 
 /** The hub's state: its store and what is loaded from it, and the parts that keep it. */
-function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
+async function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
   if (!existsSync(opts.dataDir)) mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
-  const store = new HubStore(join(opts.dataDir, "hub.db"));
+  const store = new SqliteHubStore(join(opts.dataDir, "hub.db"));
   const deployStore = openDeployStore(store, opts.sealer, opts.log);
-  const loaded = store.load();
+  const loaded = await store.load();
   const watch = new WatchHub();
   const changes = new ChangeLog(opts.clock.now());
   const heartbeat = opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs;
@@ -153,8 +153,8 @@ function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
     },
     loaded,
   );
-  identity.adoptLegacy(opts.clock.now());
-  const createdOperatorToken = identity.ensureOperatorToken();
+  await identity.adoptLegacy(opts.clock.now());
+  const createdOperatorToken = await identity.ensureOperatorToken();
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
   const audit = new AuditLog(store.database, () => opts.clock.now());
   const releases = new ReleaseStore(join(opts.dataDir, "releases"), opts.maxReleaseBytes);
@@ -165,7 +165,7 @@ function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
   };
 }
 
-type HubState = ReturnType<typeof openState>;
+type HubState = Awaited<ReturnType<typeof openState>>;
 
 /** The DaemonSet deployer over the state, running its rollout loop until `signal`. */
 function startDeployer(
@@ -370,9 +370,9 @@ function listen(s: Served) {
   return listenRenewing((tls, port) => serve(s, tls, port), s.opts);
 }
 
-export function startHub(opts: HubOptions): Hub {
+export async function startHub(opts: HubOptions): Promise<Hub> {
   let deployer: Deployer | undefined;
-  const state = openState(opts, () => deployer?.markDirty());
+  const state = await openState(opts, () => deployer?.markDirty());
   let sessions: AgentSessions | undefined;
   const flusher = new Flusher({
     fleet: state.fleet,
@@ -421,9 +421,9 @@ export function startHub(opts: HubOptions): Hub {
       agents.closeAll();
       state.watch.closeAll();
       flusher.stop();
-      flush();
+      await flush();
       await listener.stop();
-      const closed = state.store.close();
+      const closed = await state.store.close();
       if (closed.unstored > 0)
         opts.log.warn(
           "hub stopped with writes not stored; agents resend what was not acknowledged",

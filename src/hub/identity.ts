@@ -55,6 +55,9 @@ export class Identity {
   private readonly credentials = new Map<string, string>();
   private readonly newToken: typeof generateToken;
   private readonly lifetimeMs: number;
+  /** The tail of the identity writes: one at a time, so that a write decides on what the ones
+   * before it stored (two joins of one name or one single-use token cannot both pass). */
+  private writes: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly deps: IdentityDeps,
@@ -70,22 +73,30 @@ export class Identity {
     this.lifetimeMs = deps.credentialLifetimeMs ?? DEFAULT_CREDENTIAL_LIFETIME_MS;
   }
 
+  /** Runs `write` after the identity writes before it. */
+  private serial<T>(write: () => Promise<T>): Promise<T> {
+    const done = this.writes.then(write);
+    this.writes = done.catch(() => {});
+    return done;
+  }
+
   /** Gives every node stored before credentials had a lifetime one from `now` (migration). */
-  adoptLegacy(now: number): void {
+  async adoptLegacy(now: number): Promise<void> {
     for (const rec of this.deps.nodes.values()) {
       if (rec.credentialExpiresAt !== undefined) continue;
       rec.credentialIssuedAt = now;
       rec.credentialExpiresAt = now + this.lifetimeMs;
-      this.saveNow(rec);
+      await this.saveNow(rec);
     }
   }
 
   /** Creates the operator token if there is none; returns it only when it was just created. */
-  ensureOperatorToken(): string | undefined {
+  async ensureOperatorToken(): Promise<string | undefined> {
     if (this.operatorHash !== undefined) return undefined;
     const token = this.newToken("operator");
-    this.operatorHash = hashToken(token);
-    this.deps.store.saveOperatorHash(this.operatorHash);
+    const hash = hashToken(token);
+    await this.deps.store.saveOperatorHash(hash);
+    this.operatorHash = hash;
     return token;
   }
 
@@ -101,7 +112,16 @@ export class Identity {
     labels: Record<string, string>,
     now: number,
     maxUses?: number,
-  ): JoinTokenResponse {
+  ): Promise<JoinTokenResponse> {
+    return this.serial(() => this.newJoinToken(ttlMs, labels, now, maxUses));
+  }
+
+  private async newJoinToken(
+    ttlMs: number,
+    labels: Record<string, string>,
+    now: number,
+    maxUses?: number,
+  ): Promise<JoinTokenResponse> {
     const token = this.newToken("join");
     const hash = hashToken(token);
     const rec: JoinTokenRecord = {
@@ -114,7 +134,7 @@ export class Identity {
       ...(maxUses !== undefined && { maxUses }),
       used: 0,
     };
-    this.deps.store.saveJoinToken(rec);
+    await this.deps.store.saveJoinToken(rec);
     this.joinTokens.set(hash, rec);
     return {
       id: rec.id,
@@ -126,18 +146,27 @@ export class Identity {
   }
 
   /** Revokes the join token with public id `id`; false when there is none. */
-  revokeJoinToken(id: string): boolean {
-    for (const rec of this.joinTokens.values()) {
-      if (rec.id !== id) continue;
-      rec.revoked = true;
-      this.deps.store.saveJoinToken(rec);
-      return true;
-    }
-    return false;
+  revokeJoinToken(id: string): Promise<boolean> {
+    return this.serial(async () => {
+      for (const rec of this.joinTokens.values()) {
+        if (rec.id !== id) continue;
+        await this.deps.store.saveJoinToken({ ...rec, revoked: true });
+        rec.revoked = true;
+        return true;
+      }
+      return false;
+    });
   }
 
   /** Exchanges a join token for a new node credential (see the refusal table in the doc). */
-  join(req: JoinRequest, now: number): { nodeName: string; credential: string } {
+  join(req: JoinRequest, now: number): Promise<{ nodeName: string; credential: string }> {
+    return this.serial(() => this.joinNow(req, now));
+  }
+
+  private async joinNow(
+    req: JoinRequest,
+    now: number,
+  ): Promise<{ nodeName: string; credential: string }> {
     const nameErrors = isDNS1123Subdomain(req.nodeName);
     if (nameErrors.length > 0)
       throw new StatusError(
@@ -167,11 +196,11 @@ export class Identity {
             desiredGeneration: 0,
             ackedGeneration: 0,
           };
-    if (existing !== undefined) this.forgetHashes(existing);
     this.setCurrent(rec, cred);
-    token.used++;
     const { node: _node, ...progress } = rec;
-    this.deps.store.saveJoinNow(token, progress);
+    await this.deps.store.saveJoinNow({ ...token, used: token.used + 1 }, progress);
+    token.used++;
+    if (existing !== undefined) this.forgetHashes(existing);
     this.deps.nodes.set(rec.name, rec);
     this.credentials.set(rec.credentialHash, rec.name);
     return { nodeName: rec.name, credential };
@@ -193,7 +222,7 @@ export class Identity {
   }
 
   /** The node a credential speaks for at `now`, or why it is refused. Using a node's pending
-   * (rotated) credential makes it the current one. */
+   * (rotated) credential makes it the current one (queued: see promote). */
   authenticate(
     credential: string | undefined,
     now = (this.deps.now ?? Date.now)(),
@@ -236,16 +265,19 @@ export class Identity {
    * pending one (replacing an earlier pending one) and stored before it is returned; the current
    * one keeps working until the new one is used or the current one expires.
    */
-  renewCredential(name: string, now: number): { credential: string } & CredentialTimes {
-    const rec = this.deps.nodes.get(name);
-    if (rec === undefined) throw new Error(`node "${name}" is not known`);
-    if (rec.pendingCredential !== undefined) this.credentials.delete(rec.pendingCredential.hash);
-    const credential = this.newToken("credential");
-    const pending = this.newCredential(credential, now);
-    rec.pendingCredential = pending;
-    this.saveNow(rec);
-    this.credentials.set(pending.hash, name);
-    return { credential, ...this.times(pending.issuedAt, pending.expiresAt, now) };
+  renewCredential(name: string, now: number): Promise<{ credential: string } & CredentialTimes> {
+    return this.serial(async () => {
+      const rec = this.deps.nodes.get(name);
+      if (rec === undefined) throw new Error(`node "${name}" is not known`);
+      const credential = this.newToken("credential");
+      const pending = this.newCredential(credential, now);
+      const { node: _node, ...progress } = rec;
+      await this.deps.store.saveNodeNow({ ...progress, pendingCredential: pending });
+      if (rec.pendingCredential !== undefined) this.credentials.delete(rec.pendingCredential.hash);
+      rec.pendingCredential = pending;
+      this.credentials.set(pending.hash, name);
+      return { credential, ...this.times(pending.issuedAt, pending.expiresAt, now) };
+    });
   }
 
   /** The agent of `name` saved its pending credential: it becomes the only one. */
@@ -279,13 +311,18 @@ export class Identity {
     delete rec.pendingCredential;
   }
 
-  /** Makes the pending credential of `rec` its current one and forgets the old; stored now. */
+  /**
+   * Makes the pending credential of `rec` its current one and forgets the old, in memory at once
+   * and in the store with the next flush: until then the store holds the credential as pending,
+   * so a hub restarted before the flush promotes it again when the agent uses it.
+   */
   private promote(rec: NodeRecord): void {
     const pending = rec.pendingCredential;
     if (pending === undefined) return;
     this.credentials.delete(rec.credentialHash);
     this.setCurrent(rec, pending);
-    this.saveNow(rec);
+    const { node: _node, ...progress } = rec;
+    this.deps.store.queueProgress(progress);
   }
 
   private forgetHashes(rec: NodeRecord): void {
@@ -293,9 +330,9 @@ export class Identity {
     if (rec.pendingCredential !== undefined) this.credentials.delete(rec.pendingCredential.hash);
   }
 
-  private saveNow(rec: NodeRecord): void {
+  private saveNow(rec: NodeRecord): Promise<void> {
     const { node: _node, ...progress } = rec;
-    this.deps.store.saveNodeNow(progress);
+    return this.deps.store.saveNodeNow(progress);
   }
 
   /**
@@ -310,14 +347,16 @@ export class Identity {
     this.forgetHashes(rec);
   }
 
-  /** Revokes node `name`: its credential is refused from now on. */
-  revokeNode(name: string, now: number): NodeRecord {
-    const rec = this.deps.nodes.get(name);
-    if (rec === undefined) throw new StatusError("NotFound", `nodes "${name}" not found`);
-    if (rec.revokedAt === undefined) {
-      rec.revokedAt = now;
-      this.saveNow(rec);
-    }
-    return rec;
+  /** Revokes node `name`: its credential is refused from now on (once stored). */
+  revokeNode(name: string, now: number): Promise<NodeRecord> {
+    return this.serial(async () => {
+      const rec = this.deps.nodes.get(name);
+      if (rec === undefined) throw new StatusError("NotFound", `nodes "${name}" not found`);
+      if (rec.revokedAt === undefined) {
+        await this.saveNow({ ...rec, revokedAt: now });
+        rec.revokedAt = now;
+      }
+      return rec;
+    });
   }
 }

@@ -240,7 +240,8 @@ export class AgentSessions {
   }
 
   /** Rotation over the connection (docs/protocol.md, "Rotating the node credential"): a new
-   * credential, stored as pending before it is sent; or the agent saved it. */
+   * credential, stored as pending before it is sent (a failed write sends nothing); or the agent
+   * saved it. */
   private credentialMessage(
     ws: AgentSocket,
     name: string,
@@ -251,12 +252,21 @@ export class AgentSessions {
     fleet.touch(name, now);
     if (type === "credential.saved") {
       identity.credentialSaved(name);
+      this.opts.flushNow();
       log.info("node credential rotated", { node: name });
       return;
     }
-    const renewed = identity.renewCredential(name, now);
-    ws.send(JSON.stringify({ type: "credential", ...renewed }));
-    log.info("sent a new node credential", { node: name, expiresAt: renewed.expiresAt });
+    identity.renewCredential(name, now).then(
+      (renewed) => {
+        ws.send(JSON.stringify({ type: "credential", ...renewed }));
+        log.info("sent a new node credential", { node: name, expiresAt: renewed.expiresAt });
+      },
+      (err) =>
+        log.error("could not store a new node credential; the agent asks again", {
+          node: name,
+          error: err,
+        }),
+    );
   }
 
   private hello(ws: AgentSocket, msg: AgentMessage, now: number): Refusal | undefined {

@@ -7,7 +7,7 @@ import { AuditLog } from "../../src/hub/audit.ts";
 import { Identity } from "../../src/hub/identity.ts";
 import type { ReleaseInfo, StoredRelease } from "../../src/hub/releases/store.ts";
 import { AgentSessions, type AgentSocket } from "../../src/hub/sessions.ts";
-import { HubStore } from "../../src/hub/store.ts";
+import { SqliteHubStore } from "../../src/hub/store-sqlite.ts";
 import { openNodeUpdates } from "../../src/hub/updates/updates.ts";
 import { AGENT_FEATURES, PROTOCOL_VERSION } from "../../src/protocol/index.ts";
 import { FakeClock } from "../../src/util/clock.ts";
@@ -60,17 +60,18 @@ function reportNode(rec: { node?: Node } | undefined, arch: string | null): void
 
 /** The update parts over `path` (":memory:" or a file, to reopen), node "cam-1" of `arch`
  * (null: not reported yet). */
-export function updateHub(path = ":memory:", arch: string | null = "arm64") {
+export async function updateHub(path = ":memory:", arch: string | null = "arm64") {
   const clock = new FakeClock(Date.UTC(2026, 5, 1, 12));
-  const store = new HubStore(path);
-  const loaded = store.load();
+  const store = new SqliteHubStore(path);
+  const loaded = await store.load();
   const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes, now: () => clock.now() }, loaded);
-  const operatorToken = identity.ensureOperatorToken();
+  const operatorToken = await identity.ensureOperatorToken();
   let credential = "";
   if (!fleet.nodes.has("cam-1")) {
-    const tok = identity.createJoinToken(60_000, {}, clock.now());
-    credential = identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now()).credential;
+    const tok = await identity.createJoinToken(60_000, {}, clock.now());
+    credential = (await identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now()))
+      .credential;
   }
   reportNode(fleet.nodes.get("cam-1"), arch);
   const releases = new FakeReleases();

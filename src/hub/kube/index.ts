@@ -67,7 +67,7 @@ export interface KubeApiDeps extends ResourceDeps {
   /** PATCH and DELETE of a node (the hub's labels; revoking). */
   node: {
     patch(req: Request, name: string): Promise<Response>;
-    delete(name: string): Response;
+    delete(name: string): Promise<Response>;
   };
 }
 

@@ -109,7 +109,7 @@ async function report(c: ProtocolClient): Promise<void> {
 
 export async function startInProcessHub(): Promise<InProcessHub> {
   const dataDir = mkdtempSync(join(tmpdir(), "fleetlet-fuzz-hub-"));
-  const hub = startHub({
+  const hub = await startHub({
     dataDir,
     hostname: "127.0.0.1",
     port: 0,

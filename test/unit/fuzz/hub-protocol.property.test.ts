@@ -13,7 +13,7 @@ import { type HubMessageHandlers, routeHubFrame } from "../../../src/agent/hubcl
 import { createHubPodSource } from "../../../src/agent/sources/index.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { AgentSessions, type AgentSocket } from "../../../src/hub/sessions.ts";
-import { HubStore } from "../../../src/hub/store.ts";
+import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { StreamBroker } from "../../../src/hub/streams/broker.ts";
 import type { Decoded } from "../../../src/protocol/decode.ts";
 import {
@@ -150,17 +150,17 @@ describe("protocol decoding under hostile frames", () => {
 });
 
 /** The hub's sessions over a fleet in memory, with two joined nodes and a stream broker. */
-function hub() {
+async function hub() {
   const clock = new FakeClock();
-  const store = new HubStore(":memory:");
-  const loaded = store.load();
+  const store = new SqliteHubStore(":memory:");
+  const loaded = await store.load();
   const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
-  const credential = (node: string) => {
-    const tok = identity.createJoinToken(60_000, {}, clock.now());
-    return identity.join({ joinToken: tok.token, nodeName: node }, clock.now()).credential;
+  const credential = async (node: string) => {
+    const tok = await identity.createJoinToken(60_000, {}, clock.now());
+    return (await identity.join({ joinToken: tok.token, nodeName: node }, clock.now())).credential;
   };
-  const creds = { "cam-1": credential("cam-1"), "cam-2": credential("cam-2") };
+  const creds = { "cam-1": await credential("cam-1"), "cam-2": await credential("cam-2") };
   let sessions: AgentSessions | undefined;
   const broker = new StreamBroker({
     log: nullLogger,
@@ -184,7 +184,7 @@ function hub() {
   return { fleet, sessions, broker, creds };
 }
 
-type Hub = ReturnType<typeof hub>;
+type Hub = Awaited<ReturnType<typeof hub>>;
 
 /** A connection of `node` past hello: what it was sent, and how it was closed. */
 function connect(h: Hub, node: "cam-1" | "cam-2") {
@@ -218,7 +218,7 @@ function snapshot(h: Hub) {
 
 describe("the hub's sessions under hostile agent frames", () => {
   test("never throw, refuse with the error's close code, change nothing when refusing, keep serving others", async () => {
-    const h = hub();
+    const h = await hub();
     const other = connect(h, "cam-2");
     let seq = 1;
     await fuzz(

@@ -5,7 +5,7 @@ import { clockSkew } from "../../../src/hub/agent-router.ts";
 import type { Change } from "../../../src/hub/fleet.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { AgentSessions, type AgentSocket } from "../../../src/hub/sessions.ts";
-import { HubStore } from "../../../src/hub/store.ts";
+import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { skewText } from "../../../src/hub/views.ts";
 import { HUB_ANNOTATIONS, PROTOCOL_VERSION } from "../../../src/protocol/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
@@ -14,15 +14,18 @@ import { testFleet } from "../../lib/hub-fleet.ts";
 
 const HOUR = 3_600_000;
 
-function hub() {
+async function hub() {
   const clock = new FakeClock(Date.UTC(2026, 5, 1, 12));
-  const store = new HubStore(":memory:");
-  const loaded = store.load();
+  const store = new SqliteHubStore(":memory:");
+  const loaded = await store.load();
   const changes: Change[] = [];
   const fleet = testFleet(store, loaded, clock, (c) => changes.push(c));
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
-  const tok = identity.createJoinToken(60_000, {}, clock.now());
-  const { credential } = identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now());
+  const tok = await identity.createJoinToken(60_000, {}, clock.now());
+  const { credential } = await identity.join(
+    { joinToken: tok.token, nodeName: "cam-1" },
+    clock.now(),
+  );
   const sessions = new AgentSessions({
     fleet,
     identity,
@@ -80,15 +83,15 @@ describe("skewText()", () => {
 });
 
 describe("the hub's clock skew of a node", () => {
-  test("a node that never sent its clock has no skew annotation", () => {
-    const { say, skew } = hub();
+  test("a node that never sent its clock has no skew annotation", async () => {
+    const { say, skew } = await hub();
     say(hello);
     say({ type: "hb" });
     expect(skew()).toBeUndefined();
   });
 
-  test("hello's clock gives the skew; hb's clock and round trip update it", () => {
-    const { clock, say, skew, sent } = hub();
+  test("hello's clock gives the skew; hb's clock and round trip update it", async () => {
+    const { clock, say, skew, sent } = await hub();
     say({ ...hello, clock: clock.now() - 3 * HOUR });
     expect(sent[0]?.type).toBe("welcome");
     expect(skew()).toBe("-3h0m0s");
@@ -98,8 +101,8 @@ describe("the hub's clock skew of a node", () => {
     expect(skew()).toBe("10m0s");
   });
 
-  test("jitter under 2 s changes neither the shown skew nor tells watchers", () => {
-    const { clock, say, skew, nodeChanges } = hub();
+  test("jitter under 2 s changes neither the shown skew nor tells watchers", async () => {
+    const { clock, say, skew, nodeChanges } = await hub();
     say({ ...hello, clock: clock.now() + 30_000 });
     const before = nodeChanges();
     for (const off of [30_900, 29_200, 31_500]) {

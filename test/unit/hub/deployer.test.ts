@@ -8,7 +8,7 @@ import { createLocalBus } from "../../../src/hub/bus.ts";
 import { Deployer } from "../../../src/hub/deploy/deployer.ts";
 import { SqliteDeployStore } from "../../../src/hub/deploy/store.ts";
 import { Identity } from "../../../src/hub/identity.ts";
-import { HubStore } from "../../../src/hub/store.ts";
+import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { reportedStatus } from "../../lib/deploy.ts";
@@ -21,9 +21,9 @@ afterEach(() => {
 });
 
 /** A hub's deploy side on a store file, with devices that join and connect. */
-function hub(file: string, clock: FakeClock) {
-  const store = new HubStore(file);
-  const loaded = store.load();
+async function hub(file: string, clock: FakeClock) {
+  const store = new SqliteHubStore(file);
+  const loaded = await store.load();
   const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
   const bus = createLocalBus();
@@ -47,9 +47,9 @@ function hub(file: string, clock: FakeClock) {
     fleet,
     deployer,
     sent,
-    join(name: string, labels: Record<string, string>) {
-      const tok = identity.createJoinToken(60_000, labels, clock.now());
-      identity.join({ joinToken: tok.token, nodeName: name }, clock.now());
+    async join(name: string, labels: Record<string, string>) {
+      const tok = await identity.createJoinToken(60_000, labels, clock.now());
+      await identity.join({ joinToken: tok.token, nodeName: name }, clock.now());
       this.connect(name);
     },
     connect(name: string) {
@@ -110,23 +110,23 @@ function daemonSet(
   };
 }
 
-function setup() {
+async function setup() {
   const dir = mkdtempSync(join(tmpdir(), "fleetlet-deployer-"));
   dirs.push(dir);
   const clock = new FakeClock(Date.UTC(2026, 0, 1));
   const file = join(dir, "hub.db");
-  return { clock, file, h: hub(file, clock) };
+  return { clock, file, h: await hub(file, clock) };
 }
 
 const names = (pods: Pod[]) => pods.map((p) => p.metadata.name);
 const imageOf = (pods: Pod[]) => pods[0]?.spec.containers[0]?.image;
 
 describe("Deployer", () => {
-  test("a DaemonSet goes to exactly the devices its nodeSelector matches, as <ds>-<node>", () => {
-    const { h } = setup();
-    h.join("cam-1", { site: "a" });
-    h.join("cam-2", { site: "a" });
-    h.join("cam-3", { site: "b" });
+  test("a DaemonSet goes to exactly the devices its nodeSelector matches, as <ds>-<node>", async () => {
+    const { h } = await setup();
+    await h.join("cam-1", { site: "a" });
+    await h.join("cam-2", { site: "a" });
+    await h.join("cam-3", { site: "b" });
     const r = h.deployer.apply(daemonSet("busybox:1"));
     expect(r.result).toBe("created");
     expect(h.sent.sort()).toEqual(["cam-1", "cam-2"]);
@@ -142,10 +142,10 @@ describe("Deployer", () => {
     expect(h.deployer.apply(daemonSet("busybox:1")).result).toBe("unchanged");
   });
 
-  test("relabelling moves the pod; deleting the DaemonSet empties every device's state", () => {
-    const { h } = setup();
-    h.join("cam-1", { site: "a" });
-    h.join("cam-3", { site: "b" });
+  test("relabelling moves the pod; deleting the DaemonSet empties every device's state", async () => {
+    const { h } = await setup();
+    await h.join("cam-1", { site: "a" });
+    await h.join("cam-3", { site: "b" });
     h.deployer.apply(daemonSet("busybox:1"));
     h.fleet.setHubLabels("cam-1", { site: "b" });
     h.fleet.setHubLabels("cam-3", { site: "a" });
@@ -157,13 +157,13 @@ describe("Deployer", () => {
     expect(h.fleet.nodes.get("cam-3")?.desiredGeneration).toBe(2);
   });
 
-  test("a hub restart keeps objects, revisions and generations: nothing is resent", () => {
-    const { h, file, clock } = setup();
-    h.join("cam-1", { site: "a" });
+  test("a hub restart keeps objects, revisions and generations: nothing is resent", async () => {
+    const { h, file, clock } = await setup();
+    await h.join("cam-1", { site: "a" });
     h.deployer.apply(daemonSet("busybox:1"));
     const generation = h.fleet.nodes.get("cam-1")?.desiredGeneration;
     h.store.close();
-    const again = hub(file, clock);
+    const again = await hub(file, clock);
     expect(again.fleet.nodes.get("cam-1")?.desiredGeneration).toBe(generation);
     expect(again.sent).toEqual([]);
     expect(again.deployer.desiredFor("cam-1", generation, true)).toBeUndefined();
@@ -173,9 +173,9 @@ describe("Deployer", () => {
     ).toHaveLength(1);
   });
 
-  test("a DaemonSet stored before the hub defaulted it keeps its revision: applied again, nothing changes", () => {
-    const { h, file, clock } = setup();
-    h.join("cam-1", { site: "a" });
+  test("a DaemonSet stored before the hub defaulted it keeps its revision: applied again, nothing changes", async () => {
+    const { h, file, clock } = await setup();
+    await h.join("cam-1", { site: "a" });
     const first = h.deployer.apply(daemonSet("busybox:1")).daemonSet;
     expect(first.spec.updateStrategy).toEqual({
       type: "RollingUpdate",
@@ -193,24 +193,24 @@ describe("Deployer", () => {
       .query("UPDATE revisions SET template = ?")
       .run(JSON.stringify(raw.spec.template));
     h.store.close();
-    const again = hub(file, clock);
+    const again = await hub(file, clock);
     expect(again.deployer.get("default", "web")?.spec.revisionHistoryLimit).toBe(10);
     expect(again.deployer.apply(daemonSet("busybox:1")).result).toBe("unchanged");
     expect(again.desired("cam-1")[0]?.metadata.uid).toBe(uid);
     expect(again.sent).toEqual([]);
   });
 
-  test("an agent ahead of the hub (restored store) makes the hub raise its generation", () => {
-    const { h } = setup();
-    h.join("cam-1", { site: "a" });
+  test("an agent ahead of the hub (restored store) makes the hub raise its generation", async () => {
+    const { h } = await setup();
+    await h.join("cam-1", { site: "a" });
     h.deployer.apply(daemonSet("busybox:1"));
     const text = h.deployer.desiredFor("cam-1", 9, true);
     expect(JSON.parse(text ?? "{}").generation).toBe(10);
   });
 
-  test("v1 → v2 goes one device at a time after the canary; v3 crashing is rolled back", () => {
-    const { h, clock } = setup();
-    for (const n of ["cam-1", "cam-2", "cam-3"]) h.join(n, { site: "a" });
+  test("v1 → v2 goes one device at a time after the canary; v3 crashing is rolled back", async () => {
+    const { h, clock } = await setup();
+    for (const n of ["cam-1", "cam-2", "cam-3"]) await h.join(n, { site: "a" });
     h.deployer.apply(daemonSet("busybox:1"));
     for (const n of ["cam-1", "cam-2", "cam-3"]) h.run(n);
     clock.step(1000);
@@ -272,9 +272,9 @@ describe("Deployer", () => {
     ]);
   });
 
-  test("a device that refused its desired state is shown with the device's reason", () => {
-    const { h } = setup();
-    h.join("cam-1", { site: "a" });
+  test("a device that refused its desired state is shown with the device's reason", async () => {
+    const { h } = await setup();
+    await h.join("cam-1", { site: "a" });
     h.deployer.apply(daemonSet("busybox:1"));
     h.fleet.setDesiredAck("cam-1", {
       generation: 0,
@@ -288,9 +288,9 @@ describe("Deployer", () => {
     expect(view.message).toContain("device cam-1: the device refused its desired state");
   });
 
-  test("an agent that does not run hub pods is left out and said to be too old", () => {
-    const { h } = setup();
-    h.join("cam-1", { site: "a" });
+  test("an agent that does not run hub pods is left out and said to be too old", async () => {
+    const { h } = await setup();
+    await h.join("cam-1", { site: "a" });
     h.fleet.connect(
       "cam-1",
       {
@@ -338,17 +338,17 @@ describe("Deployer with ConfigMaps and Secrets", () => {
     ];
     return ds;
   }
-  const message = (h: ReturnType<typeof hub>, node: string, secure = true) =>
+  const message = (h: Awaited<ReturnType<typeof hub>>, node: string, secure = true) =>
     JSON.parse(h.deployer.desiredFor(node, undefined, secure) ?? "{}") as {
       generation?: number;
       configMaps?: { metadata: { name: string } }[];
       secrets?: { metadata: { name: string } }[];
     };
 
-  test("each device gets only the objects its own pods use; Secrets only over a secure connection", () => {
-    const { h } = setup();
-    h.join("cam-1", { site: "a" });
-    h.join("cam-3", { site: "b" });
+  test("each device gets only the objects its own pods use; Secrets only over a secure connection", async () => {
+    const { h } = await setup();
+    await h.join("cam-1", { site: "a" });
+    await h.join("cam-3", { site: "b" });
     h.deployer.applyObject(cm);
     h.deployer.applyObject(secret);
     h.deployer.applyObject({ ...cm, metadata: { name: "unused", namespace: "default" } });
@@ -365,10 +365,10 @@ describe("Deployer with ConfigMaps and Secrets", () => {
     expect(device?.message).toContain("SecretsWithheld");
   });
 
-  test("a changed ConfigMap raises the generation of the devices using it, and only theirs", () => {
-    const { h } = setup();
-    h.join("cam-1", { site: "a" });
-    h.join("cam-3", { site: "b" });
+  test("a changed ConfigMap raises the generation of the devices using it, and only theirs", async () => {
+    const { h } = await setup();
+    await h.join("cam-1", { site: "a" });
+    await h.join("cam-3", { site: "b" });
     h.deployer.applyObject(cm);
     h.deployer.applyObject(secret);
     h.deployer.apply(reader());
@@ -379,8 +379,8 @@ describe("Deployer with ConfigMaps and Secrets", () => {
     expect(h.fleet.nodes.get("cam-3")?.desiredGeneration).toBe(0);
   });
 
-  test("an immutable object cannot change", () => {
-    const { h } = setup();
+  test("an immutable object cannot change", async () => {
+    const { h } = await setup();
     h.deployer.applyObject({ ...cm, immutable: true });
     expect(() =>
       h.deployer.applyObject({ ...cm, immutable: true, data: { greeting: "x" } }),

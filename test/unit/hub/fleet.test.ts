@@ -2,14 +2,14 @@ import { describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { type Change, Fleet } from "../../../src/hub/fleet.ts";
 import { Identity } from "../../../src/hub/identity.ts";
-import { HubStore } from "../../../src/hub/store.ts";
+import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { HUB_ANNOTATIONS, PROTOCOL_VERSION } from "../../../src/protocol/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { makePod } from "../../lib/builders.ts";
 
-function setup(store = new HubStore(":memory:"), clock = new FakeClock()) {
+async function setup(store = new SqliteHubStore(":memory:"), clock = new FakeClock()) {
   const changes: Change[] = [];
-  const loaded = store.load();
+  const loaded = await store.load();
   const fleet = new Fleet(
     {
       store,
@@ -32,10 +32,13 @@ const hello = (streamId = "s1") => ({
   streamId,
 });
 
-function joined(clock: FakeClock, store?: HubStore) {
-  const s = setup(store, clock);
-  const tok = s.identity.createJoinToken(60_000, { site: "a" }, clock.now());
-  const { credential } = s.identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now());
+async function joined(clock: FakeClock, store?: SqliteHubStore) {
+  const s = await setup(store, clock);
+  const tok = await s.identity.createJoinToken(60_000, { site: "a" }, clock.now());
+  const { credential } = await s.identity.join(
+    { joinToken: tok.token, nodeName: "cam-1" },
+    clock.now(),
+  );
   return { ...s, credential, joinToken: tok.token };
 }
 
@@ -43,9 +46,9 @@ const pod = (name: string, nodeName = "cam-1") =>
   makePod({ name, spec: { nodeName }, status: { phase: "Running" } });
 
 describe("Fleet", () => {
-  test("checkLiveness() marks a node offline after the silence limit, and a message brings it back", () => {
+  test("checkLiveness() marks a node offline after the silence limit, and a message brings it back", async () => {
     const clock = new FakeClock();
-    const { fleet } = joined(clock);
+    const { fleet } = await joined(clock);
     fleet.connect("cam-1", hello(), clock.now());
     clock.step(30_000);
     expect(fleet.checkLiveness(clock.now())).toEqual([]);
@@ -57,9 +60,9 @@ describe("Fleet", () => {
     expect(fleet.isOnline("cam-1")).toBe(true);
   });
 
-  test("an offline node that reported Ready shows Ready Unknown with reason NodeStatusUnknown", () => {
+  test("an offline node that reported Ready shows Ready Unknown with reason NodeStatusUnknown", async () => {
     const clock = new FakeClock();
-    const { fleet } = joined(clock);
+    const { fleet } = await joined(clock);
     fleet.connect("cam-1", hello(), clock.now());
     const node = {
       apiVersion: "v1" as const,
@@ -74,9 +77,9 @@ describe("Fleet", () => {
     expect(ready).toMatchObject({ status: "Unknown", reason: "NodeStatusUnknown" });
   });
 
-  test("ingest() refuses a pod or event of another node and ignores a repeated seq", () => {
+  test("ingest() refuses a pod or event of another node and ignores a repeated seq", async () => {
     const clock = new FakeClock();
-    const { fleet, changes } = joined(clock);
+    const { fleet, changes } = await joined(clock);
     fleet.connect("cam-1", hello(), clock.now());
     const other = pod("x", "cam-2");
     const r = fleet.ingest("cam-1", {
@@ -95,9 +98,9 @@ describe("Fleet", () => {
     expect(fleet.podsOf("cam-1").size).toBe(1);
   });
 
-  test("a pod reported without a creationTimestamp gets the hub's time of its first report, kept on updates", () => {
+  test("a pod reported without a creationTimestamp gets the hub's time of its first report, kept on updates", async () => {
     const clock = new FakeClock(Date.parse("2026-03-01T10:00:00.700Z"));
-    const { fleet, changes } = joined(clock);
+    const { fleet, changes } = await joined(clock);
     fleet.connect("cam-1", hello(), clock.now());
     const { creationTimestamp: _, ...meta } = pod("web").metadata;
     const p = { ...pod("web"), metadata: meta };
@@ -117,9 +120,9 @@ describe("Fleet", () => {
     );
   });
 
-  test("a hello with a new stream id forgets the node's pods and starts its seqs at 0", () => {
+  test("a hello with a new stream id forgets the node's pods and starts its seqs at 0", async () => {
     const clock = new FakeClock();
-    const { fleet } = joined(clock);
+    const { fleet } = await joined(clock);
     fleet.connect("cam-1", hello("s1"), clock.now());
     const p = pod("web");
     fleet.ingest("cam-1", { type: "pod.upsert", seq: 5, uid: p.metadata.uid ?? "", pod: p });
@@ -129,9 +132,9 @@ describe("Fleet", () => {
     expect(fleet.podsOf("cam-1").size).toBe(0);
   });
 
-  test("keeps only the most recent events of a node", () => {
+  test("keeps only the most recent events of a node", async () => {
     const clock = new FakeClock();
-    const { fleet } = joined(clock);
+    const { fleet } = await joined(clock);
     for (const [i, name] of ["a", "b", "c"].entries()) {
       const event = {
         apiVersion: "v1" as const,
@@ -154,9 +157,9 @@ describe("Fleet", () => {
 
 describe("HubStore", () => {
   /** cam-1 joined and connected on a store file, its pod "web" stored; remove() deletes the file. */
-  function onFile(clock: FakeClock, tag: string) {
+  async function onFile(clock: FakeClock, tag: string) {
     const path = `${process.env.TMPDIR ?? "/tmp"}/hub-store-${tag}-${process.pid}-${Date.now()}.db`;
-    const a = joined(clock, new HubStore(path));
+    const a = await joined(clock, new SqliteHubStore(path));
     a.fleet.connect("cam-1", hello(), clock.now());
     const p = pod("web");
     a.fleet.ingest("cam-1", { type: "pod.upsert", seq: 1, uid: p.metadata.uid ?? "", pod: p });
@@ -167,11 +170,11 @@ describe("HubStore", () => {
     return { ...a, path, p, remove };
   }
 
-  test("what was flushed is loaded again by a new store on the same file", () => {
+  test("what was flushed is loaded again by a new store on the same file", async () => {
     const clock = new FakeClock();
-    const { path, p, remove, ...a } = onFile(clock, "reload");
-    a.store.close();
-    const b = setup(new HubStore(path));
+    const { path, p, remove, ...a } = await onFile(clock, "reload");
+    await a.store.close();
+    const b = await setup(new SqliteHubStore(path));
     expect(b.fleet.nodes.get("cam-1")).toMatchObject({
       ackedSeq: 1,
       streamId: "s1",
@@ -182,13 +185,13 @@ describe("HubStore", () => {
       ok: true,
       nodeName: "cam-1",
     });
-    b.store.close();
+    await b.store.close();
     remove();
   });
 
-  test("a forgotten node stays forgotten, also with writes of it still queued", () => {
+  test("a forgotten node stays forgotten, also with writes of it still queued", async () => {
     const clock = new FakeClock();
-    const { path, remove, ...a } = onFile(clock, "forget");
+    const { path, remove, ...a } = await onFile(clock, "forget");
     a.store.flush();
     const q = pod("db");
     a.fleet.ingest("cam-1", { type: "pod.upsert", seq: 2, uid: "uid-db", pod: q });
@@ -197,10 +200,10 @@ describe("HubStore", () => {
     expect(() => a.identity.releaseRevoked("cam-1")).toThrow(
       'node "cam-1" is not revoked; revoke it first',
     );
-    a.identity.revokeNode("cam-1", clock.now());
+    await a.identity.revokeNode("cam-1", clock.now());
     a.changes.length = 0;
     a.identity.releaseRevoked("cam-1");
-    expect(a.fleet.forget("cam-1")?.metadata.name).toBe("cam-1");
+    expect((await a.fleet.forget("cam-1"))?.metadata.name).toBe("cam-1");
     expect(a.changes.map((c) => `${c.type} ${c.kind} ${c.object.metadata.name}`)).toEqual([
       "DELETED pods web",
       "DELETED pods db",
@@ -211,56 +214,56 @@ describe("HubStore", () => {
       ok: false,
       code: "unauthorized",
     });
-    a.store.close();
-    const b = setup(new HubStore(path));
+    await a.store.close();
+    const b = await setup(new SqliteHubStore(path));
     expect(b.fleet.nodes.size).toBe(0);
     expect(b.fleet.allPods()).toEqual([]);
-    const tok = b.identity.createJoinToken(60_000, {}, clock.now());
-    expect(b.identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now()).nodeName).toBe(
-      "cam-1",
-    );
-    b.store.close();
+    const tok = await b.identity.createJoinToken(60_000, {}, clock.now());
+    expect(
+      (await b.identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now())).nodeName,
+    ).toBe("cam-1");
+    await b.store.close();
     remove();
   });
 });
 
 describe("Identity", () => {
-  test("join() refuses unknown, expired and revoked join tokens with clear reasons", () => {
+  test("join() refuses unknown, expired and revoked join tokens with clear reasons", async () => {
     const clock = new FakeClock();
-    const { identity } = setup();
-    const tok = identity.createJoinToken(1000, {}, clock.now());
-    expect(() => identity.join({ joinToken: "flj_nope", nodeName: "a" }, clock.now())).toThrow(
-      "unknown join token",
-    );
+    const { identity } = await setup();
+    const tok = await identity.createJoinToken(1000, {}, clock.now());
+    await expect(
+      identity.join({ joinToken: "flj_nope", nodeName: "a" }, clock.now()),
+    ).rejects.toThrow("unknown join token");
     clock.step(1000);
-    expect(() => identity.join({ joinToken: tok.token, nodeName: "a" }, clock.now())).toThrow(
-      "join token expired at",
-    );
-    const tok2 = identity.createJoinToken(1000, {}, clock.now());
-    identity.revokeJoinToken(tok2.id);
-    expect(() => identity.join({ joinToken: tok2.token, nodeName: "a" }, clock.now())).toThrow(
-      "join token revoked",
-    );
+    await expect(
+      identity.join({ joinToken: tok.token, nodeName: "a" }, clock.now()),
+    ).rejects.toThrow("join token expired at");
+    const tok2 = await identity.createJoinToken(1000, {}, clock.now());
+    await identity.revokeJoinToken(tok2.id);
+    await expect(
+      identity.join({ joinToken: tok2.token, nodeName: "a" }, clock.now()),
+    ).rejects.toThrow("join token revoked");
   });
 
-  test("a revoked node's credential is refused and its name cannot join again (until forgotten)", () => {
+  test("a revoked node's credential is refused and its name cannot join again (until forgotten)", async () => {
     const clock = new FakeClock();
-    const { identity, credential, joinToken } = joined(clock);
-    identity.revokeNode("cam-1", clock.now());
+    const { identity, credential, joinToken } = await joined(clock);
+    await identity.revokeNode("cam-1", clock.now());
     expect(identity.authenticate(credential)).toEqual({
       ok: false,
       code: "revoked",
       reason: 'node "cam-1" was revoked',
     });
-    expect(() => identity.join({ joinToken, nodeName: "cam-1" }, clock.now())).toThrow(
+    await expect(identity.join({ joinToken, nodeName: "cam-1" }, clock.now())).rejects.toThrow(
       'node "cam-1" was revoked',
     );
   });
 
-  test("the hub keeps only hashes of tokens", () => {
+  test("the hub keeps only hashes of tokens", async () => {
     const clock = new FakeClock();
-    const { store, credential, joinToken } = joined(clock);
-    const dump = JSON.stringify(store.load());
+    const { store, credential, joinToken } = await joined(clock);
+    const dump = JSON.stringify(await store.load());
     expect(dump).not.toContain(credential);
     expect(dump).not.toContain(joinToken);
   });

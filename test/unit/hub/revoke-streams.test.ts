@@ -4,7 +4,7 @@
 import { describe, expect, test } from "bun:test";
 import { Identity } from "../../../src/hub/identity.ts";
 import { AgentSessions, type AgentSocket } from "../../../src/hub/sessions.ts";
-import { HubStore } from "../../../src/hub/store.ts";
+import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { StreamBroker } from "../../../src/hub/streams/broker.ts";
 import { AGENT_FEATURES, PROTOCOL_VERSION, type StreamOpen } from "../../../src/protocol/index.ts";
 import type { StreamError } from "../../../src/protocol/streams.ts";
@@ -12,14 +12,17 @@ import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { testFleet } from "../../lib/hub-fleet.ts";
 
-function hubWithDevice() {
+async function hubWithDevice() {
   const clock = new FakeClock();
-  const store = new HubStore(":memory:");
-  const loaded = store.load();
+  const store = new SqliteHubStore(":memory:");
+  const loaded = await store.load();
   const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes, now: () => clock.now() }, loaded);
-  const tok = identity.createJoinToken(60_000, {}, clock.now());
-  const { credential } = identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now());
+  const tok = await identity.createJoinToken(60_000, {}, clock.now());
+  const { credential } = await identity.join(
+    { joinToken: tok.token, nodeName: "cam-1" },
+    clock.now(),
+  );
   let sessions: AgentSessions | undefined;
   const broker = new StreamBroker({
     log: nullLogger,
@@ -85,13 +88,13 @@ describe("revoking a node", () => {
   test.each(opens)(
     "ends its open %s stream at once with a Status saying it was revoked",
     async (_n, open) => {
-      const { sessions, broker, ws, sent, identity, clock } = hubWithDevice();
+      const { sessions, broker, ws, sent, identity, clock } = await hubWithDevice();
       const c = client();
       const opened = broker.opener("cam-1")(open, c.out, new AbortController().signal);
       const req = sent.find((m) => m.type === "stream.open") as { id: number };
       sessions.message(ws, JSON.stringify({ type: "stream.ready", id: req.id, window: 65536 }));
       await opened;
-      identity.revokeNode("cam-1", clock.now());
+      await identity.revokeNode("cam-1", clock.now());
       sessions.revoked("cam-1");
       expect(ws.closedWith).toBe(4403);
       expect(c.ends).toEqual([
@@ -101,7 +104,7 @@ describe("revoking a node", () => {
   );
 
   test("a stream still starting is refused with the same reason", async () => {
-    const { sessions, broker } = hubWithDevice();
+    const { sessions, broker } = await hubWithDevice();
     const opened = broker.opener("cam-1")(
       opens[0]?.[1] as StreamOpen,
       client().out,
@@ -112,7 +115,7 @@ describe("revoking a node", () => {
   });
 
   test("no new stream opens to it afterwards", async () => {
-    const { sessions, broker } = hubWithDevice();
+    const { sessions, broker } = await hubWithDevice();
     sessions.revoked("cam-1");
     await expect(
       broker.opener("cam-1")(

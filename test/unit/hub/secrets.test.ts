@@ -36,7 +36,7 @@ function capture() {
 }
 
 async function hubOn(dataDir: string, log: ReturnType<typeof capture>["log"]): Promise<Hub> {
-  const hub = startHub({
+  const hub = await startHub({
     dataDir,
     hostname: "127.0.0.1",
     port: 0,

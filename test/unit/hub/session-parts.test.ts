@@ -5,21 +5,25 @@ import { routeAgentMessage } from "../../../src/hub/agent-router.ts";
 import { Flusher } from "../../../src/hub/flusher.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { AgentSessions, type AgentSocket } from "../../../src/hub/sessions.ts";
-import { HubStore } from "../../../src/hub/store.ts";
+import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { PROTOCOL_VERSION } from "../../../src/protocol/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { testFleet } from "../../lib/hub-fleet.ts";
+import { settle } from "../../lib/hub-updates.ts";
 import { makeEvent } from "../hubclient/fixtures.ts";
 
-function hubParts() {
+async function hubParts() {
   const clock = new FakeClock();
-  const store = new HubStore(":memory:");
-  const loaded = store.load();
+  const store = new SqliteHubStore(":memory:");
+  const loaded = await store.load();
   const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
-  const tok = identity.createJoinToken(60_000, {}, clock.now());
-  const { credential } = identity.join({ joinToken: tok.token, nodeName: "cam-1" }, clock.now());
+  const tok = await identity.createJoinToken(60_000, {}, clock.now());
+  const { credential } = await identity.join(
+    { joinToken: tok.token, nodeName: "cam-1" },
+    clock.now(),
+  );
   const dirty: string[] = [];
   const sessions = new AgentSessions({
     fleet,
@@ -57,8 +61,8 @@ const hello = {
 };
 
 describe("AgentSessions (the connection part)", () => {
-  test("refuses an unknown credential on open with unauthorized", () => {
-    const { sessions } = hubParts();
+  test("refuses an unknown credential on open with unauthorized", async () => {
+    const { sessions } = await hubParts();
     const { ws, sent } = socket(sessions, "flc_nope");
     sessions.open(ws);
     expect(sent).toEqual([
@@ -67,8 +71,8 @@ describe("AgentSessions (the connection part)", () => {
     expect(ws.closedWith).toBe(4401);
   });
 
-  test("welcomes a hello, then closes an older connection of the same node as replaced", () => {
-    const { sessions, credential } = hubParts();
+  test("welcomes a hello, then closes an older connection of the same node as replaced", async () => {
+    const { sessions, credential } = await hubParts();
     const a = socket(sessions, credential);
     sessions.open(a.ws);
     sessions.message(a.ws, JSON.stringify(hello));
@@ -80,16 +84,16 @@ describe("AgentSessions (the connection part)", () => {
     expect(sessions.count()).toBe(1);
   });
 
-  test("closes a connection that says nothing within the hello timeout", () => {
-    const { sessions, credential, clock } = hubParts();
+  test("closes a connection that says nothing within the hello timeout", async () => {
+    const { sessions, credential, clock } = await hubParts();
     const { ws, sent } = socket(sessions, credential);
     sessions.open(ws);
     clock.step(5000);
     expect(sent.at(-1)).toMatchObject({ type: "error", code: "protocol" });
   });
 
-  test("closes a connection over the rate limit with rate-limited", () => {
-    const { sessions, credential } = hubParts();
+  test("closes a connection over the rate limit with rate-limited", async () => {
+    const { sessions, credential } = await hubParts();
     const { ws } = socket(sessions, credential);
     sessions.open(ws);
     sessions.message(ws, JSON.stringify(hello));
@@ -99,8 +103,8 @@ describe("AgentSessions (the connection part)", () => {
 });
 
 describe("routeAgentMessage() (the routing part)", () => {
-  test("answers a heartbeat, queues a sequenced message, refuses a second hello", () => {
-    const { fleet, clock, sessions, credential } = hubParts();
+  test("answers a heartbeat, queues a sequenced message, refuses a second hello", async () => {
+    const { fleet, clock, sessions, credential } = await hubParts();
     const { ws } = socket(sessions, credential);
     sessions.open(ws);
     sessions.message(ws, JSON.stringify(hello));
@@ -118,8 +122,8 @@ describe("routeAgentMessage() (the routing part)", () => {
     expect(again).toEqual({ code: "protocol", reason: "hello was already received" });
   });
 
-  test("keeps a health report in the node's history, unacknowledged, and a malformed one closes", () => {
-    const { fleet, clock, sessions, credential } = hubParts();
+  test("keeps a health report in the node's history, unacknowledged, and a malformed one closes", async () => {
+    const { fleet, clock, sessions, credential } = await hubParts();
     const { ws } = socket(sessions, credential);
     sessions.open(ws);
     sessions.message(ws, JSON.stringify(hello));
@@ -133,8 +137,8 @@ describe("routeAgentMessage() (the routing part)", () => {
     expect(fleet.health.view("cam-1").history).toEqual([health]);
   });
 
-  test("refuses an event of another node with forbidden", () => {
-    const { fleet, clock } = hubParts();
+  test("refuses an event of another node with forbidden", async () => {
+    const { fleet, clock } = await hubParts();
     const event = { ...makeEvent("e1"), source: { component: "fleetlet", host: "other" } };
     const r = routeAgentMessage("cam-1", { type: "event", seq: 1, event }, clock.now(), () => {}, {
       fleet,
@@ -145,8 +149,8 @@ describe("routeAgentMessage() (the routing part)", () => {
 });
 
 describe("Flusher (the acknowledging part)", () => {
-  test("acknowledges each dirty node once its messages are stored, after the interval", () => {
-    const { fleet, store, clock, sessions, credential } = hubParts();
+  test("acknowledges each dirty node once its messages are stored, after the interval", async () => {
+    const { fleet, store, clock, sessions, credential } = await hubParts();
     const { ws } = socket(sessions, credential);
     sessions.open(ws);
     sessions.message(ws, JSON.stringify(hello));
@@ -163,12 +167,13 @@ describe("Flusher (the acknowledging part)", () => {
     flusher.markDirty("cam-1");
     expect(acks).toEqual([]);
     clock.step(20);
+    await settle();
     expect(acks).toEqual([["cam-1", 3]]);
     expect(fleet.nodes.get("cam-1")?.ackedSeq).toBe(3);
   });
 
-  test("sends no ack when the store write fails", () => {
-    const { fleet, clock } = hubParts();
+  test("sends no ack when the store write fails", async () => {
+    const { fleet, clock } = await hubParts();
     const acks: unknown[] = [];
     const flusher = new Flusher({
       fleet,
@@ -184,7 +189,8 @@ describe("Flusher (the acknowledging part)", () => {
       ack: (n, s) => acks.push([n, s]),
     });
     flusher.markDirty("cam-1");
-    flusher.flush();
+    await flusher.flush();
     expect(acks).toEqual([]);
+    expect(flusher.health().failedFlushes).toBe(1);
   });
 });

@@ -13,9 +13,11 @@ import { ConfigObjectCatalog } from "../../../src/hub/deploy/objects.ts";
 import { SqliteDeployStore } from "../../../src/hub/deploy/store.ts";
 import { Fleet } from "../../../src/hub/fleet.ts";
 import { Flusher } from "../../../src/hub/flusher.ts";
-import { HubStore, storeWriteStatus } from "../../../src/hub/store.ts";
+import { storeWriteStatus } from "../../../src/hub/store.ts";
+import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { createLogger, nullLogger } from "../../../src/util/log.ts";
+import { settle } from "../../lib/hub-updates.ts";
 import { makeEvent, makePod } from "../hubclient/fixtures.ts";
 
 let dirs: string[] = [];
@@ -42,10 +44,10 @@ function free(db: Database): void {
 /** A payload that needs new pages. */
 const big = (name: string) => ({ ...makeEvent(name), message: "x".repeat(20_000) });
 
-function hubParts(path: string) {
+async function hubParts(path: string) {
   const clock = new FakeClock();
-  const store = new HubStore(path);
-  store.saveNodeNow({
+  const store = new SqliteHubStore(path);
+  await store.saveNodeNow({
     name: "cam-1",
     credentialHash: "h",
     hubLabels: {},
@@ -63,52 +65,52 @@ function hubParts(path: string) {
       onChange: () => {},
       now: () => clock.now(),
     },
-    store.load(),
+    await store.load(),
   );
   return { clock, store, fleet };
 }
 
 describe("the hub store on a full disk", () => {
-  test("a failed flush keeps everything queued; the next one that works writes it all", () => {
+  test("a failed flush keeps everything queued; the next one that works writes it all", async () => {
     const path = tempDb();
-    const store = new HubStore(path);
+    const store = new SqliteHubStore(path);
     store.queuePod("cam-1", "u1", makePod("u1"));
     store.queueEvent("cam-1", "e1", big("e1"));
     fill(store.database);
-    expect(() => store.flush()).toThrow("database or disk is full");
+    await expect(store.flush()).rejects.toThrow("database or disk is full");
     expect(store.pending()).toBe(2);
     store.queueEvent("cam-1", "e2", big("e2"));
-    expect(() => store.flush()).toThrow("database or disk is full");
+    await expect(store.flush()).rejects.toThrow("database or disk is full");
     expect(store.pending()).toBe(3);
     free(store.database);
-    store.flush();
+    await store.flush();
     expect(store.pending()).toBe(0);
-    store.close();
-    const again = new HubStore(path).load();
+    await store.close();
+    const again = await new SqliteHubStore(path).load();
     expect(again.pods.map((p) => p.pod.metadata.uid)).toEqual(["u1"]);
     expect(again.events.map((e) => e.event.metadata.name).sort()).toEqual(["e1", "e2"]);
   });
 
-  test("closing on a full disk closes the database and counts what was not stored", () => {
-    const store = new HubStore(tempDb());
+  test("closing on a full disk closes the database and counts what was not stored", async () => {
+    const store = new SqliteHubStore(tempDb());
     store.queueEvent("cam-1", "e1", big("e1"));
     fill(store.database);
-    expect(store.close()).toMatchObject({ unstored: 1 });
+    expect(await store.close()).toMatchObject({ unstored: 1 });
   });
 
-  test("a node saved now whose write fails leaves nothing of it queued", () => {
-    const store = new HubStore(tempDb());
+  test("a node saved now whose write fails leaves nothing of it queued", async () => {
+    const store = new SqliteHubStore(tempDb());
     fill(store.database);
     const progress = {
       ...{ name: "cam-9", credentialHash: "h".repeat(4000), hubLabels: {}, joinedAt: 0 },
       ...{ ackedSeq: 0, connected: false, desiredGeneration: 0, ackedGeneration: 0 },
     };
-    expect(() => store.saveNodeNow(progress)).toThrow("database or disk is full");
+    await expect(store.saveNodeNow(progress)).rejects.toThrow("database or disk is full");
     expect(store.pending()).toBe(0);
   });
 
-  test("the flusher acknowledges nothing while writes fail, and everything once they work, by itself", () => {
-    const { clock, store, fleet } = hubParts(tempDb());
+  test("the flusher acknowledges nothing while writes fail, and everything once they work, by itself", async () => {
+    const { clock, store, fleet } = await hubParts(tempDb());
     const acks: [string, number][] = [];
     const flusher = new Flusher({
       ...{ fleet, store, clock, log: nullLogger, intervalMs: 20 },
@@ -118,9 +120,11 @@ describe("the hub store on a full disk", () => {
     fleet.ingest("cam-1", { type: "event", seq: 1, event: big("a") });
     flusher.markDirty("cam-1");
     clock.step(20);
+    await settle();
     fleet.ingest("cam-1", { type: "event", seq: 2, event: big("b") });
     flusher.markDirty("cam-1");
     clock.step(1000);
+    await settle();
     expect(acks).toEqual([]);
     expect(flusher.health()).toMatchObject({ failedFlushes: 2 });
     expect(flusher.health().lastError).toContain("database or disk is full");
@@ -128,12 +132,13 @@ describe("the hub store on a full disk", () => {
     expect(fleet.allEvents().length).toBe(2);
     free(store.database);
     clock.step(2000);
+    await settle();
     expect(acks).toEqual([["cam-1", 2]]);
     expect(flusher.health().failingSince).toBeUndefined();
   });
 
-  test("every failed flush is logged: an error the first time and once a minute, debug between", () => {
-    const { clock, store, fleet } = hubParts(tempDb());
+  test("every failed flush is logged: an error the first time and once a minute, debug between", async () => {
+    const { clock, store, fleet } = await hubParts(tempDb());
     const lines: string[] = [];
     const log = createLogger({ level: "debug", write: (l) => lines.push(l), now: () => 0 });
     const flusher = new Flusher({ fleet, store, clock, log, intervalMs: 20, ack: () => {} });
@@ -141,7 +146,11 @@ describe("the hub store on a full disk", () => {
     fleet.ingest("cam-1", { type: "event", seq: 1, event: big("a") });
     flusher.markDirty("cam-1");
     // Retries after 1, 2, 4, 8, 16, 30 s: the sixth failure is 31 s in, the seventh 61 s in.
-    clock.step(20 + 1000 + 2000 + 4000 + 8000 + 16_000 + 30_000);
+    // (Each retry is set once the failed write's promise settled.)
+    for (const ms of [20, 1000, 2000, 4000, 8000, 16_000, 30_000]) {
+      clock.step(ms);
+      await settle();
+    }
     const said = lines.map((l) => [
       / (ERROR|DEBUG) /.exec(l)?.[1],
       /failedFlushes=(\d+)/.exec(l)?.[1],
@@ -154,7 +163,7 @@ describe("the hub store on a full disk", () => {
     expect(lines.every((l) => l.includes("hub store write failed"))).toBe(true);
   });
 
-  test("an operator's ConfigMap is refused with 507 and not kept; taken once space returns", () => {
+  test("an operator's ConfigMap is refused with 507 and not kept; taken once space returns", async () => {
     const db = new Database(tempDb());
     db.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     const store = new SqliteDeployStore(db);
@@ -188,7 +197,7 @@ describe("the hub store on a full disk", () => {
     expect(catalog.apply(cm, 0).result).toBe("created");
   });
 
-  test("storeWriteStatus() maps SQLite's write failures and leaves other errors alone", () => {
+  test("storeWriteStatus() maps SQLite's write failures and leaves other errors alone", async () => {
     const sqlite = (code: string) => Object.assign(new Error("boom"), { code });
     const cases: [unknown, number | undefined][] = [
       [sqlite("SQLITE_FULL"), 507],
@@ -208,7 +217,7 @@ describe("the hub store on a full disk", () => {
       });
   });
 
-  test("rollout progress that cannot be written is kept and written by the next pass that can", () => {
+  test("rollout progress that cannot be written is kept and written by the next pass that can", async () => {
     const db = new Database(tempDb());
     db.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     const inner = new SqliteDeployStore(db);

@@ -87,7 +87,7 @@ describe("a running hub", () => {
     const LIFETIME = 60_000;
     const tls = ownTls(dir, SANS, clock.now(), LIFETIME);
     const ca = tls.caPem ?? "";
-    const hub: Hub = startHub({
+    const hub: Hub = await startHub({
       dataDir: dir,
       hostname: "127.0.0.1",
       port: 0,

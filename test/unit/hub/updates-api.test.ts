@@ -5,8 +5,8 @@ import { describe, expect, test } from "bun:test";
 import { type ApiDeps, handleApi } from "../../../src/hub/api.ts";
 import { updateHub } from "../../lib/hub-updates.ts";
 
-function api() {
-  const h = updateHub();
+async function api() {
+  const h = await updateHub();
   h.releases.add("0.2.0", "arm64");
   const changed: string[] = [];
   const deps = {
@@ -34,7 +34,7 @@ const PATH = "/api/v1/nodes/cam-1/update";
 
 describe("PUT /api/v1/nodes/<name>/update", () => {
   test("a device's credential is refused (403), no token is 401, and nothing is set", async () => {
-    const { h, call, changed } = api();
+    const { h, call, changed } = await api();
     const dev = await call("PUT", PATH, h.credential, { version: "0.2.0" });
     expect(dev.status).toBe(403);
     expect(await dev.text()).toContain("cannot use the operator API");
@@ -45,7 +45,7 @@ describe("PUT /api/v1/nodes/<name>/update", () => {
   });
 
   test("the operator sets it: 200 with the node's update, audited, offered at once", async () => {
-    const { h, call, changed, op } = api();
+    const { h, call, changed, op } = await api();
     const res = await call("PUT", PATH, op, { version: "0.2.0" });
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ node: "cam-1", wanted: "0.2.0", arch: "arm64" });
@@ -60,7 +60,7 @@ describe("PUT /api/v1/nodes/<name>/update", () => {
     ["a version that is not a string", { version: 2 }, 400, "bad update"],
     ["a version with no release", { version: "9.9.9" }, 404, "release 9.9.9 not found"],
   ])("%s is refused", async (_name, body, status, text) => {
-    const { h, call, changed, op } = api();
+    const { h, call, changed, op } = await api();
     const res = await call("PUT", PATH, op, body);
     expect(res.status).toBe(status);
     expect(await res.text()).toContain(text);
@@ -69,7 +69,7 @@ describe("PUT /api/v1/nodes/<name>/update", () => {
   });
 
   test("an unknown node is 404", async () => {
-    const { call, op } = api();
+    const { call, op } = await api();
     const res = await call("PUT", "/api/v1/nodes/nope/update", op, { version: "0.2.0" });
     expect(res.status).toBe(404);
     expect(await res.text()).toContain('node \\"nope\\" not found');
@@ -78,7 +78,7 @@ describe("PUT /api/v1/nodes/<name>/update", () => {
 
 describe("DELETE and GET", () => {
   test("DELETE cancels (audited); GET /api/v1/updates lists the nodes' updates", async () => {
-    const { h, call, op } = api();
+    const { h, call, op } = await api();
     await call("PUT", PATH, op, { version: "0.2.0" });
     const list = (await (await call("GET", "/api/v1/updates", op)).json()) as { items: unknown[] };
     expect(list.items).toMatchObject([{ node: "cam-1", wanted: "0.2.0" }]);

@@ -21,22 +21,22 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe("the wanted release", () => {
   test("is stored: a reopened hub has it, and a cancel is stored too", async () => {
     const path = join(dir, "hub.db");
-    const a = updateHub(path);
+    const a = await updateHub(path);
     a.releases.add("0.2.0", "arm64");
     await a.updates.set("cam-1", "0.2.0");
     a.store.close();
-    const b = updateHub(path);
+    const b = await updateHub(path);
     expect(b.updates.wantedFor("cam-1")?.version).toBe("0.2.0");
     expect(b.updates.cancel("cam-1")).toBe(true);
     b.store.close();
-    const c = updateHub(path);
+    const c = await updateHub(path);
     expect(c.updates.wantedFor("cam-1")).toBeUndefined();
     expect(c.updates.cancel("cam-1")).toBe(false);
     c.store.close();
   });
 
   test("is refused for an unknown node or a version with no release at all", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "amd64");
     await expect(h.updates.set("nope", "0.2.0")).rejects.toThrow('node "nope" not found');
     await expect(h.updates.set("cam-1", "9.9.9")).rejects.toThrow("release 9.9.9 not found");
@@ -45,7 +45,7 @@ describe("the wanted release", () => {
   });
 
   test("is kept when no release exists for the node's arch, and its view says why", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "amd64");
     await h.updates.set("cam-1", "0.2.0");
     const [v] = await h.updates.views("cam-1");
@@ -54,7 +54,7 @@ describe("the wanted release", () => {
   });
 
   test("of a node that has not reported its arch is kept, and its view says so", async () => {
-    const h = updateHub(":memory:", null);
+    const h = await updateHub(":memory:", null);
     h.releases.add("0.2.0", "amd64");
     await h.updates.set("cam-1", "0.2.0");
     const [v] = await h.updates.views();
@@ -65,7 +65,7 @@ describe("the wanted release", () => {
 
 describe("the update offer", () => {
   test("is sent after the welcome to an agent that takes updates, with the stored manifest", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "arm64");
     await h.updates.set("cam-1", "0.2.0");
     const agent = agentSocket(h.sessions, h.credential);
@@ -84,7 +84,7 @@ describe("the update offer", () => {
   });
 
   test("is sent again after each welcome, while the release is wanted", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "arm64");
     await h.updates.set("cam-1", "0.2.0");
     const first = agentSocket(h.sessions, h.credential);
@@ -99,7 +99,7 @@ describe("the update offer", () => {
   });
 
   test("is sent at once when the wanted release is set while the agent is connected", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "arm64");
     const agent = agentSocket(h.sessions, h.credential);
     agent.hello();
@@ -112,7 +112,7 @@ describe("the update offer", () => {
   });
 
   test("is not sent to an agent that did not announce updates", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "arm64");
     await h.updates.set("cam-1", "0.2.0");
     const agent = agentSocket(h.sessions, h.credential);
@@ -123,7 +123,7 @@ describe("the update offer", () => {
   });
 
   test("is not sent to an agent already running the version; its view is done", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "arm64");
     await h.updates.set("cam-1", "0.2.0");
     const agent = agentSocket(h.sessions, h.credential);
@@ -135,7 +135,7 @@ describe("the update offer", () => {
   });
 
   test("to an agent restarted into the version, none; its view keeps the phase it reported", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "arm64");
     await h.updates.set("cam-1", "0.2.0");
     const old = agentSocket(h.sessions, h.credential);
@@ -152,7 +152,7 @@ describe("the update offer", () => {
   });
 
   test("is not sent when no release exists for the agent's arch, nor after a cancel", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "amd64");
     await h.updates.set("cam-1", "0.2.0");
     const agent = agentSocket(h.sessions, h.credential);
@@ -194,7 +194,7 @@ describe("the offer on a Node report", () => {
   });
 
   test("a node's first Node, bringing its arch after the welcome, gets the offer once", async () => {
-    const h = updateHub(":memory:", null);
+    const h = await updateHub(":memory:", null);
     h.releases.add("0.2.0", "arm64");
     await h.updates.set("cam-1", "0.2.0");
     const agent = agentSocket(h.sessions, h.credential);
@@ -210,7 +210,7 @@ describe("the offer on a Node report", () => {
   });
 
   test("a release pushed later is offered to the nodes that want it (nodesWanting)", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "amd64");
     await h.updates.set("cam-1", "0.2.0");
     const agent = agentSocket(h.sessions, h.credential);
@@ -227,7 +227,7 @@ describe("the offer on a Node report", () => {
 });
 
 describe("the messages", () => {
-  test("update.status decodes on the hub, update on the agent", () => {
+  test("update.status decodes on the hub, update on the agent", async () => {
     const status = { type: "update.status", version: "0.2.0", phase: "healthy" } as const;
     expect(decodeAgentMessage(JSON.stringify(status))).toEqual({ ok: true, message: status });
     const update = {
@@ -243,7 +243,7 @@ describe("the messages", () => {
 
 describe("update.status", () => {
   test.each(UPDATE_PHASES)("%s is kept as the node's latest, with its fields", async (phase) => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "arm64");
     await h.updates.set("cam-1", "0.2.0");
     const agent = agentSocket(h.sessions, h.credential);
@@ -266,7 +266,7 @@ describe("update.status", () => {
   });
 
   test("of another version than the wanted one is kept, marked stale", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     h.releases.add("0.2.0", "arm64");
     h.releases.add("0.3.0", "arm64");
     await h.updates.set("cam-1", "0.2.0");
@@ -279,7 +279,7 @@ describe("update.status", () => {
   });
 
   test("of a node with no wanted release is listed, stale", async () => {
-    const h = updateHub();
+    const h = await updateHub();
     const agent = agentSocket(h.sessions, h.credential);
     agent.hello();
     agent.say({ type: "update.status", version: "0.2.0", phase: "refused", reason: "no-keys" });

@@ -1,0 +1,98 @@
+// What agents reported and the store has not written yet, coalesced by key so that ingest costs a
+// map update per message: a node's progress and Node object, its pods and events (null: deleted),
+// and the nodes whose stored pods are to be cleared before the pods queued after that. Every
+// store implementation takes a batch out to write it in one transaction and puts it back, newer
+// entries winning, when the write fails.
+import type { Node } from "../api/node.ts";
+import type { Event, Pod } from "../api/types.ts";
+import type { NodeProgress } from "./store.ts";
+
+/** One batch of queued writes, as a store writes it. */
+export interface ReportBatch {
+  progress: Map<string, NodeProgress>;
+  nodeObjects: Map<string, Node>;
+  /** Nodes whose stored pods are cleared, before `pods` are written. */
+  cleared: Set<string>;
+  pods: Map<string, { node: string; uid: string; pod: Pod | null }>;
+  events: Map<string, { node: string; name: string; event: Event | null }>;
+}
+
+const emptyBatch = (): ReportBatch => ({
+  progress: new Map(),
+  nodeObjects: new Map(),
+  cleared: new Set(),
+  pods: new Map(),
+  events: new Map(),
+});
+
+export class ReportQueue {
+  private q = emptyBatch();
+
+  progress(p: NodeProgress): void {
+    this.q.progress.set(p.name, p);
+  }
+
+  node(name: string, node: Node): void {
+    this.q.nodeObjects.set(name, node);
+  }
+
+  pod(node: string, uid: string, pod: Pod | null): void {
+    this.q.pods.set(`${node}\u0000${uid}`, { node, uid, pod });
+  }
+
+  clearPods(node: string): void {
+    for (const [key, p] of this.q.pods) if (p.node === node) this.q.pods.delete(key);
+    this.q.cleared.add(node);
+  }
+
+  event(node: string, name: string, event: Event | null): void {
+    this.q.events.set(`${node}\u0000${name}`, { node, name, event });
+  }
+
+  /** The queued progress of `name`, if any (to put back after a failed write of a newer one). */
+  queuedProgress(name: string): NodeProgress | undefined {
+    return this.q.progress.get(name);
+  }
+
+  /** Sets (or with undefined drops) the queued progress of `name`. */
+  restoreProgress(name: string, p: NodeProgress | undefined): void {
+    if (p === undefined) this.q.progress.delete(name);
+    else this.q.progress.set(name, p);
+  }
+
+  /** Drops everything queued of node `name`. */
+  forget(name: string): void {
+    const q = this.q;
+    q.progress.delete(name);
+    q.nodeObjects.delete(name);
+    q.cleared.delete(name);
+    for (const [key, p] of q.pods) if (p.node === name) q.pods.delete(key);
+    for (const [key, e] of q.events) if (e.node === name) q.events.delete(key);
+  }
+
+  size(): number {
+    const q = this.q;
+    return q.progress.size + q.nodeObjects.size + q.pods.size + q.events.size + q.cleared.size;
+  }
+
+  /** Takes everything queued out, leaving the queue empty. */
+  take(): ReportBatch {
+    const batch = this.q;
+    this.q = emptyBatch();
+    return batch;
+  }
+
+  /** Puts a batch that was not written back, under what was queued since (newer wins; a node's
+   * pods cleared since drop its pods of the batch). */
+  putBack(b: ReportBatch): void {
+    const q = this.q;
+    const olderPods = [...b.pods].filter(([, p]) => !q.cleared.has(p.node));
+    this.q = {
+      progress: new Map([...b.progress, ...q.progress]),
+      nodeObjects: new Map([...b.nodeObjects, ...q.nodeObjects]),
+      pods: new Map([...olderPods, ...q.pods]),
+      events: new Map([...b.events, ...q.events]),
+      cleared: new Set([...b.cleared, ...q.cleared]),
+    };
+  }
+}
