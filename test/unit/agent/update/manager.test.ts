@@ -129,7 +129,7 @@ describe("the agent's update wiring (no root)", () => {
     const updates = await setupAgentUpdates({
       config: {
         rootDir: root,
-        hub: { url: "https://hub.example:7443" },
+        hub: { urls: ["https://hub.example:7443"] },
         updatePublicKeys: keys,
         updateBandwidthLimit: 0,
       },
