@@ -11,7 +11,7 @@
 //   node_modules/.bin/bun scripts/bench/agent-update.ts [--rounds 3] [--restart-sec S]
 //   (default S: RestartSec of deploy/systemd/fleetlet-agent.service)
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { TestAgent } from "../../test/lib/agent.ts";
 import { TestHub } from "../../test/lib/hub.ts";
@@ -147,7 +147,10 @@ function stats(label: string, xs: number[], fmt: (v: number) => string): string 
 
 function summary(results: RoundResult[], sizes: Map<string, number>): void {
   const size = (r: RoundResult) => sizes.get(r.version) ?? Number.NaN;
-  console.log(`\n${results.length} rounds, RestartSec ${opts["restart-sec"]} s`);
+  const load = loadavg().map((l) => l.toFixed(1));
+  console.log(
+    `\n${results.length} rounds, RestartSec ${opts["restart-sec"]} s, load average ${load}`,
+  );
   console.log(`${"".padEnd(26)} ${["median", "min", "max"].map((h) => h.padStart(12)).join("")}`);
   for (const k of Object.keys(results[0]?.phases ?? {}) as (keyof Phases)[])
     console.log(
