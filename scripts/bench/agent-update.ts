@@ -132,7 +132,7 @@ function roundLine(i: number, from: string, r: RoundResult, compressed: number):
   return [
     `round ${i + 1}: ${from} → ${r.version}: ${s(r.total)} s (download ${s(p.download)}, rest ${s(r.total - p.download)})`,
     `  ${parts.join(", ")} s`,
-    `  hub showed healthy at ${s(r.hubHealthyAt)} s ("${r.hubMessage}"), trial closed at ${s(r.passedAt)} s` +
+    `  hub showed healthy at ${s(r.hubHealthyAt)} s${r.hubMessage === "" ? "" : ` ("${r.hubMessage}")`}, trial closed at ${s(r.passedAt)} s` +
       (r.failures > 0 ? `; ${r.failures} failed download(s) tried again` : ""),
     `  download connection ${r.downloadWire} B (${r.downloadDown} B down) for ${compressed} B compressed: ` +
       `${(r.downloadWire / compressed).toFixed(4)}, ${r.downloadWire - compressed} B more; ` +
