@@ -15,6 +15,7 @@ const JS = "text/javascript; charset=utf-8";
 const DASHBOARD_ASSETS: Readonly<Record<string, Asset>> = {
   "/": { body: asset("index.html"), type: "text/html; charset=utf-8" },
   "/ui/style.css": { body: asset("style.css"), type: "text/css; charset=utf-8" },
+  "/ui/parts.css": { body: asset("parts.css"), type: "text/css; charset=utf-8" },
   "/ui/icon.svg": { body: asset("icon.svg"), type: "image/svg+xml" },
   "/ui/app.js": { body: asset("app.js"), type: JS },
   "/ui/dom.js": { body: asset("dom.js"), type: JS },
