@@ -29,6 +29,9 @@ const DASHBOARD_ASSETS: Readonly<Record<string, Asset>> = {
   "/ui/pod-view.js": { body: asset("pod-view.js"), type: JS },
   "/ui/daemonset-view.js": { body: asset("daemonset-view.js"), type: JS },
   "/ui/rollout-model.js": { body: asset("rollout-model.js"), type: JS },
+  "/ui/poll.js": { body: asset("poll.js"), type: JS },
+  "/ui/agent-model.js": { body: asset("agent-model.js"), type: JS },
+  "/ui/agent-view.js": { body: asset("agent-view.js"), type: JS },
 };
 
 /** Nothing but the hub itself: no script, style, image or connection elsewhere. */
