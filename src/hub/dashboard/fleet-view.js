@@ -21,8 +21,11 @@ import { clockSkewState } from "./skew.js";
 
 /** Device rows drawn at most (a fleet of thousands is searched with the filter). */
 const MAX_ROWS = 500;
-/** How often the page asks the hub for agent updates and rollouts while it redraws (ms). */
-const AGENT_REFRESH_MS = 3000;
+/** How often the page asks the hub for agent updates and rollouts while it redraws; for a fleet
+ * of more than LARGE_FLEET devices, less often (a rollout over it changes something every second). */
+const AGENT_PACE = { everyMs: 3000, soonMs: 0 };
+const LARGE_FLEET_AGENT_PACE = { everyMs: 15_000, soonMs: 5000 };
+const LARGE_FLEET = 1000;
 
 /** @typedef {import("./live.js").FleetState} FleetState */
 /** @typedef {import("./model.js").KObject} KObject */
@@ -217,17 +220,18 @@ function attention(state, now) {
 /** @typedef {import("./agent-model.js").AgentRollout} AgentRollout */
 
 /**
- * The agents' updates and the agent rollouts, from the hub: asked again at most every
- * AGENT_REFRESH_MS, and at once when a device's reported update or version changed on the watch.
+ * The agents' updates and the agent rollouts, from the hub: asked again at the AGENT_PACE, and
+ * sooner when a device's reported update or version changed on the watch.
  * @param {FleetState} state
  * @param {import("./poll.js").Api} api
  * @param {() => void} changed
  */
 function agentFeeds(state, api, changed) {
+  const pace = () => (state.nodes.size > LARGE_FLEET ? LARGE_FLEET_AGENT_PACE : AGENT_PACE);
   /** @type {import("./poll.js").Poller<{ items: NodeUpdate[] }>} */
-  const updates = poller(api, "/api/v1/updates", AGENT_REFRESH_MS, changed);
+  const updates = poller(api, "/api/v1/updates", pace, changed);
   /** @type {import("./poll.js").Poller<{ items: AgentRollout[] }>} */
-  const rollouts = poller(api, "/api/v1/agentrollouts", AGENT_REFRESH_MS, changed);
+  const rollouts = poller(api, "/api/v1/agentrollouts", pace, changed);
   let seen = "";
   /** @type {Map<string, NodeUpdate>} */
   let byNode = new Map();

@@ -190,8 +190,9 @@ export function eventTable(events, now, withObject) {
 
 /** How often the page asks the hub for the device's health (ms). */
 const HEALTH_REFRESH_MS = 15_000;
-/** How often the page asks the hub for the device's update while it redraws (ms). */
-const UPDATE_REFRESH_MS = 3000;
+/** How often the page asks the hub for the device's update while it redraws; at once when the
+ * Node shows a new update status. */
+const UPDATE_PACE = { everyMs: 3000, soonMs: 0 };
 
 /**
  * The device's health from the hub, asked again at most every HEALTH_REFRESH_MS.
@@ -267,7 +268,7 @@ export function mountNode(root, state, name, api) {
   const agent = poller(
     api,
     `/api/v1/nodes/${encodeURIComponent(name)}/update`,
-    UPDATE_REFRESH_MS,
+    () => UPDATE_PACE,
     () => update(),
   );
   let agentSeen = "";

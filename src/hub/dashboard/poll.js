@@ -1,7 +1,7 @@
 // @ts-check
 // Reading the operator API from the page: an error that keeps the HTTP status, and a poller that
-// asks for one path again when a view redraws, at most every so often, or at once when the view
-// knows it changed. An API the hub does not have (404) is remembered and not asked again.
+// asks for one path again when a view redraws, at most every so often, or sooner when the view
+// knows the answer changed. An API the hub does not have (404) is remembered and not asked again.
 
 /** The hub answered a status other than 2xx. */
 export class HttpError extends Error {
@@ -16,6 +16,11 @@ export class HttpError extends Error {
 }
 
 /** @typedef {(path: string) => Promise<any>} Api */
+/**
+ * How often to ask: at most every `everyMs`, or every `soonMs` once the view knows the answer
+ * changed.
+ * @typedef {{ everyMs: number, soonMs: number }} Pace
+ */
 
 /**
  * @template T
@@ -23,36 +28,35 @@ export class HttpError extends Error {
  * @property {T | undefined} value the last answer
  * @property {boolean} absent the hub answered 404: it has no such API (it is not asked again)
  * @property {string | undefined} error why the last request failed (the value is kept)
- * @property {(now: number, force?: boolean) => void} refresh asks again when `everyMs` passed
- *   since the last request, or now with `force` (after the one under way, if any)
+ * @property {(now: number, changed?: boolean) => void} refresh asks again when the pace allows;
+ *   `changed`: the answer changed, ask within `soonMs` (after the request under way, if any)
  */
 
 /**
- * A poller of `path`; `changed` is called after each answer or failure.
+ * A poller of `path` at `pace()`; `changed` is called after each answer or failure.
  * @template T
  * @param {Api} api
  * @param {string} path
- * @param {number} everyMs
+ * @param {() => Pace} pace
  * @param {() => void} changed
  * @returns {Poller<T>}
  */
-export function poller(api, path, everyMs, changed) {
+export function poller(api, path, pace, changed) {
   let askedAt = Number.NEGATIVE_INFINITY;
   let busy = false;
-  let again = false;
+  let stale = false;
   /** @type {Poller<T>} */
   const p = {
     value: undefined,
     absent: false,
     error: undefined,
-    refresh(now, force = false) {
-      if (p.absent) return;
-      if (busy) {
-        again ||= force;
-        return;
-      }
-      if (!force && now - askedAt < everyMs) return;
+    refresh(now, changedNow = false) {
+      stale ||= changedNow;
+      if (p.absent || busy) return;
+      const { everyMs, soonMs } = pace();
+      if (now - askedAt < (stale ? soonMs : everyMs)) return;
       askedAt = now;
+      stale = false;
       busy = true;
       api(path)
         .then(
@@ -69,10 +73,7 @@ export function poller(api, path, everyMs, changed) {
         )
         .finally(() => {
           busy = false;
-          if (again) {
-            again = false;
-            p.refresh(Date.now(), true);
-          }
+          if (stale) p.refresh(Date.now());
           changed();
         });
     },

@@ -211,10 +211,15 @@ function manualApi() {
 }
 
 describe("poller()", () => {
-  test("asks at most every everyMs, at once when forced, and keeps the last answer", async () => {
+  test("asks at most every everyMs, within soonMs once told the answer changed, and keeps the last answer", async () => {
     const m = manualApi();
     let changes = 0;
-    const p = poller<{ n: number }>(m.api, "/x", 3000, () => changes++);
+    const p = poller<{ n: number }>(
+      m.api,
+      "/x",
+      () => ({ everyMs: 3000, soonMs: 500 }),
+      () => changes++,
+    );
     p.refresh(1000);
     p.refresh(1001);
     expect(m.asked).toEqual(["/x"]);
@@ -222,21 +227,48 @@ describe("poller()", () => {
     await m.settle();
     expect(p.value).toEqual({ n: 1 });
     expect(changes).toBe(1);
-    p.refresh(3999);
+    p.refresh(1499, true);
     expect(m.asked).toHaveLength(1);
-    p.refresh(3999, true);
+    p.refresh(1500);
     expect(m.asked).toHaveLength(2);
     m.pending.shift()?.reject(new HttpError(500, "/x"));
     await m.settle();
     expect(p.value).toEqual({ n: 1 });
     expect(p.error).toBe("HTTP 500 for /x");
-    p.refresh(7000);
+    p.refresh(4499);
+    expect(m.asked).toHaveLength(2);
+    p.refresh(4500);
     expect(m.asked).toHaveLength(3);
   });
 
-  test("a forced refresh while one is under way asks again after it", async () => {
+  test("reads its pace at each refresh (a fleet that grew is asked less often)", async () => {
     const m = manualApi();
-    const p = poller(m.api, "/x", 3000, () => {});
+    let pace = { everyMs: 3000, soonMs: 0 };
+    const p = poller(
+      m.api,
+      "/x",
+      () => pace,
+      () => {},
+    );
+    p.refresh(0);
+    m.pending.shift()?.resolve({});
+    await m.settle();
+    pace = { everyMs: 15_000, soonMs: 5000 };
+    p.refresh(3000);
+    p.refresh(4999, true);
+    expect(m.asked).toHaveLength(1);
+    p.refresh(5000);
+    expect(m.asked).toHaveLength(2);
+  });
+
+  test("an answer that changed while a request is under way is asked again after it", async () => {
+    const m = manualApi();
+    const p = poller(
+      m.api,
+      "/x",
+      () => ({ everyMs: 3000, soonMs: 0 }),
+      () => {},
+    );
     p.refresh(0);
     p.refresh(1, true);
     expect(m.asked).toHaveLength(1);
@@ -247,7 +279,12 @@ describe("poller()", () => {
 
   test("a 404 marks the API absent, with no error, and it is not asked again", async () => {
     const m = manualApi();
-    const p = poller(m.api, "/api/v1/agentrollouts", 3000, () => {});
+    const p = poller(
+      m.api,
+      "/api/v1/agentrollouts",
+      () => ({ everyMs: 3000, soonMs: 0 }),
+      () => {},
+    );
     p.refresh(0);
     m.pending.shift()?.reject(new HttpError(404, "/api/v1/agentrollouts"));
     await m.settle();
