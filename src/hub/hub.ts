@@ -27,6 +27,7 @@ import { ChangeLog, createKubeApi } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
 import type { RateLimit } from "./ratelimit.ts";
 import { ReleaseStore } from "./releases/store.ts";
+import { type AgentRollouts, startAgentRollouts } from "./rollouts/index.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, agentSockets } from "./sessions.ts";
 import { HubStore } from "./store.ts";
@@ -241,6 +242,7 @@ function apiDepsOf(
   state: HubState,
   deployer: Deployer,
   sessions: AgentSessions,
+  rollouts: AgentRollouts,
 ): ApiDeps {
   const deps: ApiDeps = {
     fleet: state.fleet,
@@ -253,6 +255,7 @@ function apiDepsOf(
     maxBodyBytes: 64 * 1024,
     releases: { releases: state.releases, log: opts.log.with({ component: "releases" }) },
     updates: { updates: state.updates, changed: (n) => sessions.updateChanged(n) },
+    agentRollouts: rollouts,
     kube: createKubeApi({
       fleet: state.fleet,
       deployer,
@@ -388,7 +391,9 @@ export function startHub(opts: HubOptions): Hub {
   const stopDeploy = new AbortController();
   deployer = startDeployer(opts, state, sessions, flush, stopDeploy.signal);
   const liveness = startLiveness(opts, state.fleet, sessions);
-  const api = apiDepsOf(opts, state, deployer, sessions);
+  const everyMs = opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs;
+  const rollouts = startAgentRollouts(state, sessions, opts, everyMs, stopDeploy.signal);
+  const api = apiDepsOf(opts, state, deployer, sessions, rollouts);
   const listener = listen({ opts, state, sessions, api, pods: podStreamsOf(state, broker) });
   const scheme = opts.tls === undefined ? "http" : "https";
   const agents = sessions;
