@@ -8,7 +8,7 @@
 import { json, StatusError } from "../../api/status.ts";
 import { decodeSegment, readJson } from "../http.ts";
 import type { AgentRollouts } from "./controller.ts";
-import { parseSpec } from "./spec.ts";
+import { parseSpec, RESULT_HEADER } from "./spec.ts";
 
 const LIST_PATH = "/api/v1/agentrollouts";
 const ONE = /^\/api\/v1\/agentrollouts\/([^/]+)(?:\/(pause|resume|undo))?$/;
@@ -69,7 +69,9 @@ async function put(deps: AgentRolloutApiDeps, req: Request, name: string): Promi
   try {
     const r = await deps.rollouts.put(name, parseSpec(body));
     deps.audit(req, action, name, version, r.result);
-    return json(r.view, r.code);
+    const res = json(r.view, r.code);
+    res.headers.set(RESULT_HEADER, r.result);
+    return res;
   } catch (err) {
     deps.audit(req, action, name, version, `refused: ${(err as Error).message}`);
     throw err;

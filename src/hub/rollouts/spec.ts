@@ -7,6 +7,9 @@ import { StatusError } from "../../api/status.ts";
 import { describeZodError } from "../../protocol/index.ts";
 import type { RolloutRecord } from "../deploy/plan.ts";
 
+/** The header of a PUT's answer saying what it did: created, configured or unchanged. */
+export const RESULT_HEADER = "x-fleetlet-result";
+
 /** The planner's second revision: each member's version before the rollout moved it. */
 export const PREVIOUS = "@previous";
 
