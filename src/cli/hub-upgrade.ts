@@ -19,8 +19,8 @@ Creates or changes the agent rollout NAME: the nodes matching SELECTOR (every no
 are taken to release V (pushed with \`fleetlet hub release push\`), a canary first, then at most
 --max-unavailable at a time; a node whose agent refuses V, is rolled back from it or is not
 healthy within --progress-deadline stops the rollout, and the nodes that got V are sent their
-previous version again (unless --no-auto-rollback). Flags not given take these defaults. Follow it
-with \`fleetlet rollout status agentrollout/NAME\`; pause, resume and undo it with \`fleetlet rollout\`.
+previous version again (unless --no-auto-rollback). Flags not given take the defaults shown, also
+when NAME exists. Follow it with \`fleetlet rollout status agentrollout/NAME\`; pause, resume and undo it with \`fleetlet rollout\`.
 Deleting it leaves every node's wanted release as it is.
 `;
 

@@ -246,7 +246,9 @@ export class AgentRollouts {
     r.record.planner = plan.record;
     if (plan.assign.size > 0) this.deps.store.save(r);
     for (const [n, rev] of plan.assign) this.want(n, rev === version ? version : r.record.from[n]);
-    return plan.phase;
+    // The planner calls a rollout with no member online Rolling; one that was complete stays so.
+    const idle = facts.every((d) => !d.online) && plan.record.stableHash === version;
+    return plan.phase === "Rolling" && idle ? "Complete" : plan.phase;
   }
 
   /** Sets the wish of `node` to `version` (null or undefined: none), offering it if it changed. */

@@ -93,6 +93,22 @@ describe("a rollout step by step", () => {
     );
     expect(w.wishes()["cam-2"]).toBe("-");
   });
+
+  test("with every member offline, a rollout that was complete stays Complete; one that was not is Rolling", async () => {
+    const w = rolloutWorld(["cam-1", "cam-2"]);
+    await w.put("done", { version: "0.2.0", selector: "tier=prod" });
+    for (const n of ["cam-1", "cam-2"]) {
+      w.report(n, "0.2.0", "healthy");
+      w.rollouts.pass();
+    }
+    expect(w.rollouts.view("done").phase).toBe("Complete");
+    for (const n of ["cam-1", "cam-2"]) (w.world.get(n) as { online: boolean }).online = false;
+    w.rollouts.pass();
+    expect(w.rollouts.view("done").phase).toBe("Complete");
+    const fresh = rolloutWorld(["cam-1"]);
+    (fresh.world.get("cam-1") as { online: boolean }).online = false;
+    expect((await fresh.put("new", { version: "0.2.0", canary: 0 })).view.phase).toBe("Rolling");
+  });
 });
 
 describe("failures", () => {
