@@ -37,15 +37,37 @@ export function moved(r: AgentRollout, node: string): boolean {
   return Object.hasOwn(r.record.from, node);
 }
 
-/** Whether the member's agent runs `version`: it says so, or reported `healthy` of it. */
+/**
+ * Whether the member's agent runs `version`, healthy: its last status of `version` is `healthy`
+ * (a new agent on trial says hello with its version before it is healthy: the status the old
+ * agent sent, `restarting`, stands until then), or it says it runs `version` and reported
+ * nothing of it.
+ */
 function runs(m: MemberObservation, version: string): boolean {
-  return m.running === version || (m.status?.version === version && m.status.phase === "healthy");
+  if (m.status?.version === version) return m.status.phase === "healthy";
+  return m.running === version;
 }
 
-/** Why an online member offered `version` at `offeredAt` fails the progress deadline, if it does. */
-function lateness(r: AgentRollout, m: MemberObservation, now: number): string | undefined {
+/**
+ * Whether the member counts as online for the planner: it is connected, or it went away after it
+ * was offered the rollout's version and does not run it yet. An agent taking an update restarts,
+ * so the member it takes the update on is not skipped as an offline device would be: it counts
+ * as unavailable until it is back on the version (or fails), and holds the canary and
+ * `maxUnavailable` meanwhile.
+ */
+function counted(m: MemberObservation, assigned: string, version: string, on: boolean): boolean {
+  return m.online || (assigned === version && m.offeredAt !== undefined && !on);
+}
+
+/** Why a counted member offered `version` at `offeredAt` fails the progress deadline, if it does. */
+function lateness(
+  r: AgentRollout,
+  m: MemberObservation,
+  online: boolean,
+  now: number,
+): string | undefined {
   const deadline = r.spec.progressDeadlineSeconds;
-  if (!m.online || m.offeredAt === undefined || now - m.offeredAt <= deadline * 1000)
+  if (!online || m.offeredAt === undefined || now - m.offeredAt <= deadline * 1000)
     return undefined;
   return `its agent did not report ${r.spec.version} healthy within the progress deadline (${deadline}s)`;
 }
@@ -56,8 +78,10 @@ export function deviceFacts(r: AgentRollout, m: MemberObservation, now: number):
   const { version } = r.spec;
   const assigned = moved(r, m.name) && m.wanted === version ? version : PREVIOUS;
   const on = runs(m, version);
+  const online = counted(m, assigned, version, on);
   const failure =
-    failureOf(m.status, version) ?? (assigned === version && !on ? lateness(r, m, now) : undefined);
+    failureOf(m.status, version) ??
+    (assigned === version && !on ? lateness(r, m, online, now) : undefined);
   const from = r.record.from[m.name];
   const back = from === undefined || from === null ? !runs(m, version) : m.running === from;
   const pods = new Map<string, PodFacts>([
@@ -67,7 +91,7 @@ export function deviceFacts(r: AgentRollout, m: MemberObservation, now: number):
   return {
     name: m.name,
     eligible: true,
-    online: m.online,
+    online,
     assigned,
     ...(assigned === version && m.offeredAt !== undefined && { deliveredAt: m.offeredAt }),
     pods,

@@ -80,6 +80,54 @@ describe("a rollout step by step", () => {
     });
   });
 
+  test("a member that goes away while it takes the version holds the canary, unavailable, until it is back on it", async () => {
+    const w = rolloutWorld(NODES);
+    await w.put("prod", { version: "0.2.0", maxUnavailable: 2 });
+    await w.connect("cam-1");
+    // The agent installs the release and restarts: the hub no longer hears it.
+    (w.world.get("cam-1") as { online: boolean }).online = false;
+    w.rollouts.pass();
+    const waiting = w.rollouts.view("prod");
+    expect(waiting.phase).toBe("Canary");
+    expect(waiting.counts).toMatchObject({ updated: 1, unavailable: 1, offline: 0 });
+    expect(w.wishes()).toEqual({ "cam-1": "0.2.0", "cam-2": "-", "cam-3": "-", "cam-4": "-" });
+    (w.world.get("cam-1") as { online: boolean }).online = true;
+    w.report("cam-1", "0.2.0", "healthy");
+    w.rollouts.pass();
+    expect(w.rollouts.view("prod").phase).toBe("Rolling");
+    expect(w.wishes()["cam-2"]).toBe("0.2.0");
+  });
+
+  test("a member back on the version but still on trial (no healthy yet) does not pass the canary", async () => {
+    const w = rolloutWorld(NODES);
+    await w.put("prod", { version: "0.2.0" });
+    await w.connect("cam-1");
+    w.report("cam-1", "0.2.0", "restarting");
+    (w.world.get("cam-1") as { version: string }).version = "0.2.0";
+    await w.connect("cam-1");
+    w.rollouts.pass();
+    expect(w.rollouts.view("prod").phase).toBe("Canary");
+    expect(w.wishes()["cam-2"]).toBe("-");
+    w.report("cam-1", "0.2.0", "healthy");
+    w.rollouts.pass();
+    expect(w.rollouts.view("prod").phase).toBe("Rolling");
+  });
+
+  test("a member that went away after the offer and stays away fails the progress deadline", async () => {
+    const w = rolloutWorld(["cam-1", "cam-2"]);
+    await w.put("prod", { version: "0.2.0", progressDeadlineSeconds: 60 });
+    await w.connect("cam-1");
+    (w.world.get("cam-1") as { online: boolean }).online = false;
+    w.clock.step(61_000);
+    w.rollouts.pass();
+    const v = w.rollouts.view("prod");
+    expect(v.phase).toBe("Failed");
+    expect(v.failed?.message).toBe(
+      "its agent did not report 0.2.0 healthy within the progress deadline (60s)",
+    );
+    expect(w.wishes()["cam-2"]).toBe("-");
+  });
+
   test("an offline member is not moved; the others complete without it", async () => {
     const w = rolloutWorld(["cam-1", "cam-2"]);
     (w.world.get("cam-2") as { online: boolean }).online = false;
