@@ -63,7 +63,7 @@ const commands: Record<string, { run: Command; help: string }> = {
   },
   rollout: {
     run: async (argv) => (await import("./cli/rollout.ts")).rolloutCommand(argv, processIO()),
-    help: "a DaemonSet's rollout on the hub: status, history, undo",
+    help: "rollouts on the hub: daemonset/NAME (status, history, undo), agentrollout/NAME (status, pause, resume, undo)",
   },
   release: {
     run: async (argv) => (await import("./cli/release.ts")).releaseCommand(argv, processIO()),

@@ -16,6 +16,11 @@ the file. Durations are "20s", "5m".
   ${"--config FILE".padEnd(width)} the agent's config file (or env FLEETLET_CONFIG)
 ${flags}
 
+--hub (hub.url) takes one hub URL or the URLs of a hub's replicas, comma-separated (in the file
+also a YAML list); one CA verifies them all, and the device joins once. Each round tries every
+URL once, in a random order; the backoff (hubReconnectBackOffBase, hubReconnectBackOffMax) waits
+between rounds.
+
 Only in the config file: hubPodPolicy (what the hub's pods may do on this device: allowPrivileged,
 allowHostNetwork, allowHostPID, allowHostIPC, allowedHostPathPrefixes, allowedRegistries,
 allowedCapabilities, maxPods; safe defaults, see docs/deploy.md) and hostDevices (device groups by

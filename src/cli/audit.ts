@@ -10,8 +10,8 @@ import { alignTabs, TABLE } from "./tabwriter.ts";
 
 const AUDIT_USAGE = `usage: fleetlet hub audit --hub URL [--token T] [--node NAME] [--limit 100] [-o json|yaml]
   Every exec, attach and port-forward into a device: who, from where, which pod and command or ports,
-  when, for how long, and how it ended; every release push and delete, and every node update set
-  or canceled.
+  when, for how long, and how it ended; every release push and delete, every node update set
+  or canceled, and every agent rollout created, changed, paused, resumed, undone or deleted.
 `;
 
 const flags = {
@@ -25,6 +25,8 @@ const flags = {
 } as const satisfies FlagSpecs;
 
 function what(r: AuditRecord): string {
+  if (r.kind === "agentrollout")
+    return `${r.action ?? "?"} agentrollout/${r.rollout ?? "?"} ${r.release ?? ""}`.trim();
   if (r.kind === "update") return `${r.action ?? "?"} ${r.release ?? ""}`.trim();
   if (r.kind === "release") return `${r.action ?? "?"} ${r.release ?? "?"}`;
   if (r.kind === "exec") return `${r.tty ? "-t " : ""}${(r.command ?? []).join(" ")}`;

@@ -13,6 +13,7 @@ import { hubRequest, hubTarget } from "./hub-client.ts";
 import { hubReleaseCommand } from "./hub-release.ts";
 import { serveHubCommand } from "./hub-serve.ts";
 import { hubUpdateCommand } from "./hub-update.ts";
+import { hubUpgradeCommand } from "./hub-upgrade.ts";
 import type { CliIO } from "./io.ts";
 import { kubeconfigCommand } from "./kubeconfig.ts";
 import {
@@ -41,6 +42,9 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
        fleetlet hub release delete VERSION [--arch A] --hub URL [--token T]
        fleetlet hub update NODE --version V | --cancel --hub URL [--token T]   (the release NODE should run)
        fleetlet hub update status [NODE] --hub URL [--token T] [-o json]
+       fleetlet hub upgrade NAME --version V [-l SELECTOR] [--canary 1] [--max-unavailable 1|25%]
+                   [--progress-deadline 10m] [--no-auto-rollback] --hub URL [--token T]   (an agent rollout)
+       fleetlet hub upgrade list|delete [NAME] --hub URL [--token T]   (follow one: fleetlet rollout status agentrollout/NAME)
 Without --tls-cert the hub serves HTTPS with its own CA, made in DIR/tls on the first start (its
 hash is logged and carried by every join token); --tls-san adds names to its certificate.
 Secrets are stored sealed under the first key of --secrets-key-file (default DIR/secrets.key,
@@ -111,6 +115,7 @@ export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   if (a === "audit") return auditCommand(argv.slice(1), io);
   if (a === "release") return hubReleaseCommand(argv.slice(1), io);
   if (a === "update") return hubUpdateCommand(argv.slice(1), io);
+  if (a === "upgrade") return hubUpgradeCommand(argv.slice(1), io);
   if (a === "node" && (b === "revoke" || b === "forget")) return nodeAction(b, rest, io);
   if (a === "token" || a === "node")
     throw new UsageError(

@@ -1,6 +1,6 @@
 // `fleetlet rollout status|history|undo daemonset/NAME --hub` and `fleetlet get daemonsets --hub`,
 // with kubectl's wording and columns, and fleetlet's rollout facts: which device is on which
-// revision, and why a rollout stopped.
+// revision, and why a rollout stopped. Agent rollouts (agentrollout/NAME): rollout-agent.ts.
 
 import { daemonSetTable } from "../api/columns.ts";
 import type { ControllerRevision, DaemonSet } from "../api/daemonset.ts";
@@ -11,6 +11,7 @@ import { CliError, UsageError } from "./errors.ts";
 import { type HubTarget, hubRequest, hubTarget } from "./hub-client.ts";
 import type { CliIO } from "./io.ts";
 import { parseOutputFormat, printObjects } from "./printers.ts";
+import { agentRolloutCommand, agentRolloutName } from "./rollout-agent.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
 const flags = {
@@ -29,6 +30,8 @@ const flags = {
 export const ROLLOUT_USAGE = `usage: fleetlet rollout status daemonset/NAME --hub URL [--token T] [-n NS] [--watch=false] [--timeout 10m]
        fleetlet rollout history daemonset/NAME --hub URL [--token T] [-n NS] [--revision N]
        fleetlet rollout undo daemonset/NAME --hub URL [--token T] [-n NS] [--to-revision N]
+       fleetlet rollout status agentrollout/NAME --hub URL [--token T] [--watch=false] [--timeout 10m]
+       fleetlet rollout pause|resume|undo agentrollout/NAME --hub URL [--token T]
 `;
 
 function dsPath(ns: string, name: string): string {
@@ -48,7 +51,7 @@ function targetName(positionals: string[]): string {
     !name ||
     rest.length > 0
   )
-    throw new UsageError(`rollout knows daemonsets only: daemonset/NAME\n${ROLLOUT_USAGE}`);
+    throw new UsageError(`rollout knows daemonset/NAME and agentrollout/NAME\n${ROLLOUT_USAGE}`);
   return name;
 }
 
@@ -136,7 +139,7 @@ async function history(
   return 0;
 }
 
-/** `fleetlet rollout status|history|undo daemonset/NAME --hub URL`. */
+/** `fleetlet rollout status|history|undo daemonset/NAME --hub URL`, and agent rollouts. */
 export async function rolloutCommand(argv: string[], io: CliIO): Promise<number> {
   const { flags: f, positionals } = parseArgs(argv, flags);
   if (f.help) {
@@ -146,6 +149,8 @@ export async function rolloutCommand(argv: string[], io: CliIO): Promise<number>
   const [verb, ...rest] = positionals;
   if (f.hub === undefined) throw new UsageError("rollouts are run by the hub: add --hub URL");
   const target = hubTarget(f, io);
+  const agent = agentRolloutName(rest);
+  if (agent !== undefined) return agentRolloutCommand(verb, agent, target, f, io, ROLLOUT_USAGE);
   const ns = f.namespace ?? "default";
   const name = targetName(rest);
   switch (verb) {

@@ -13,7 +13,7 @@ import {
 } from "../protocol/index.ts";
 import { HUB_CA_PATH, joinTokenWithHash } from "../protocol/trust.ts";
 import type { Clock } from "../util/clock.ts";
-import type { AuditLog, AuditStart } from "./audit.ts";
+import type { AuditLog, AuditRecord, AuditStart } from "./audit.ts";
 import { handleDeployApi } from "./deploy/api.ts";
 import type { Deployer } from "./deploy/deployer.ts";
 import type { Fleet } from "./fleet.ts";
@@ -21,6 +21,8 @@ import { decodeSegment, readJson } from "./http.ts";
 import type { Identity } from "./identity.ts";
 import type { KubeApi } from "./kube/index.ts";
 import { handleReleases, isReleasePath, type ReleaseApiDeps } from "./releases/api.ts";
+import { handleAgentRolloutApi } from "./rollouts/api.ts";
+import type { AgentRollouts } from "./rollouts/index.ts";
 import { storeWriteStatus } from "./store.ts";
 import { bearerToken } from "./tokens.ts";
 import { handleUpdateApi } from "./updates/api.ts";
@@ -45,6 +47,8 @@ export interface ApiDeps {
   releases: Pick<ReleaseApiDeps, "releases" | "log">;
   /** Per-node agent updates (updates/api.ts); `changed` offers a node's to its agent. */
   updates: { updates: NodeUpdates; changed(node: string): void };
+  /** The agent rollouts (rollouts/api.ts). */
+  agentRollouts: AgentRollouts;
 }
 
 const DEFAULT_JOIN_TTL_MS = 24 * 3_600_000;
@@ -199,6 +203,7 @@ async function operatorRoute(
   const update = await handleUpdateApi(
     {
       ...deps.updates,
+      rolloutOf: (n) => deps.agentRollouts.rolloutOf(n),
       maxBodyBytes: deps.maxBodyBytes,
       audit: (r, action, node, release, outcome) =>
         deps.audit.record({ ...auditEntry(r, client, "update", action, release), node }, outcome),
@@ -207,6 +212,20 @@ async function operatorRoute(
     path,
   );
   if (update !== undefined) return update;
+  const rollout = await handleAgentRolloutApi(
+    {
+      rollouts: deps.agentRollouts,
+      maxBodyBytes: deps.maxBodyBytes,
+      audit: (r, action, name, release, outcome) =>
+        deps.audit.record(
+          { ...auditEntry(r, client, "agentrollout", action, release), rollout: name },
+          outcome,
+        ),
+    },
+    req,
+    path,
+  );
+  if (rollout !== undefined) return rollout;
   const _q = url.searchParams;
   if (path === JOIN_TOKENS_PATH && req.method === "POST") return createJoinToken(deps, req);
   const tok = /^\/api\/v1\/join-tokens\/([^/]+)$/.exec(path);
@@ -267,8 +286,8 @@ export function operatorOnly(deps: Pick<ApiDeps, "identity">, req: Request, url:
 function auditEntry(
   req: Request,
   client: string,
-  kind: "release" | "update",
-  action: "push" | "delete" | "set" | "cancel",
+  kind: AuditRecord["kind"],
+  action: NonNullable<AuditRecord["action"]>,
   release: string,
 ): AuditStart {
   const userAgent = req.headers.get("user-agent") ?? "";

@@ -4,12 +4,13 @@
 // the hub's database when the session starts and again when it ends, so a session cut by a hub
 // crash still shows who opened it. Release pushes and deletes (docs/hub-releases.md) are
 // recorded once, when they are done or refused, and so are the wanted releases set or canceled
-// for a node (docs/hub-releases.md, "Updating one node").
+// for a node (docs/hub-releases.md, "Updating one node"), and every agent rollout created,
+// changed, paused, resumed, undone or deleted.
 import type { Database } from "bun:sqlite";
 
 export interface AuditRecord {
   id: number;
-  kind: "exec" | "attach" | "portforward" | "release" | "update";
+  kind: "exec" | "attach" | "portforward" | "release" | "update" | "agentrollout";
   /** Who: "operator" (the hub has one operator identity). */
   user: string;
   /** The client's address and user agent. */
@@ -21,8 +22,10 @@ export interface AuditRecord {
   pod: string;
   /** A release's action, and which release ("0.2.0/amd64"; a delete of every arch: "0.2.0");
    * a node update's action ("set", "cancel") and the wanted version in `release`. */
-  action?: "push" | "delete" | "set" | "cancel";
+  action?: "push" | "delete" | "set" | "cancel" | "create" | "change" | "pause" | "resume" | "undo";
   release?: string;
+  /** An agent rollout's name (its version in `release`). */
+  rollout?: string;
   container?: string;
   /** exec: the command (attach has none: it joins the container's process); portforward: the
    * ports. */

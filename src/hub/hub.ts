@@ -28,6 +28,7 @@ import { ChangeLog, createKubeApi } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
 import type { RateLimit } from "./ratelimit.ts";
 import { ReleaseStore } from "./releases/store.ts";
+import { type AgentRollouts, startAgentRollouts } from "./rollouts/index.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, agentSockets } from "./sessions.ts";
 import { SqliteHubStore } from "./store-sqlite.ts";
@@ -242,6 +243,7 @@ function apiDepsOf(
   state: HubState,
   deployer: Deployer,
   sessions: AgentSessions,
+  rollouts: AgentRollouts,
 ): ApiDeps {
   const deps: ApiDeps = {
     fleet: state.fleet,
@@ -254,6 +256,7 @@ function apiDepsOf(
     maxBodyBytes: 64 * 1024,
     releases: { releases: state.releases, log: opts.log.with({ component: "releases" }) },
     updates: { updates: state.updates, changed: (n) => sessions.updateChanged(n) },
+    agentRollouts: rollouts,
     kube: createKubeApi({
       fleet: state.fleet,
       deployer,
@@ -392,16 +395,12 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   const stopDeploy = new AbortController();
   deployer = startDeployer(opts, state, sessions, flush, stopDeploy.signal);
   const liveness = startLiveness(opts, state.fleet, sessions);
-  const api = apiDepsOf(opts, state, deployer, sessions);
+  const everyMs = opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs;
+  const rollouts = startAgentRollouts(state, sessions, opts, everyMs, stopDeploy.signal);
+  const api = apiDepsOf(opts, state, deployer, sessions, rollouts);
   const pods = podStreamsOf(state, broker);
-  const listener = listen({
-    opts,
-    state,
-    sessions,
-    api,
-    pods,
-    storeHealth: () => flusher.health(),
-  });
+  const storeHealth = () => flusher.health();
+  const listener = listen({ opts, state, sessions, api, pods, storeHealth });
   const scheme = opts.tls === undefined ? "http" : "https";
   const agents = sessions;
   return {

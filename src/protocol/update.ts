@@ -37,7 +37,7 @@ export const updateStatusSchema = z.object({
   /** Compressed bytes received (downloading). */
   bytes: z.int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
   total: z.int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
-  /** refused: no-launcher, no-keys, malformed, signature, arch; failed: interrupted, http,
+  /** refused: no-launcher, no-keys, malformed, signature, arch, rolled-back; failed: interrupted, http,
    * gzip, size, sha256, disk; rolled-back: the launcher's reason. */
   reason: z.string().max(1024).optional(),
   /** A sentence for people. */

@@ -31,6 +31,15 @@ export function sleepQuietly(clock: Clock, ms: number, signal?: AbortSignal): Pr
   return clock.sleep(ms, signal).catch(() => {});
 }
 
+/** Resolves once `signal` aborts (at once when it has): what a loop with nothing left to do
+ * but stop awaits. */
+export function untilAborted(signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}
+
 /** The longest delay a runtime timer takes (2^31-1 ms, about 24.8 days): a longer one fires at
  * once (Node and Bun warn and use 1 ms), which made a period of 1000h a busy loop. */
 const MAX_TIMER_MS = 2 ** 31 - 1;

@@ -19,7 +19,7 @@ export const manifestText = (version: string, arch: string) =>
   `fleetlet-release: 1\nversion: ${version}\narch: ${arch}\nsize: 1\nsha256: ${"0".repeat(64)}\nsignature: x\n`;
 
 /** Releases held in memory: "version/arch" → stored. */
-class FakeReleases {
+export class FakeReleases {
   readonly stored = new Map<string, StoredRelease>();
 
   add(version: string, arch: "amd64" | "arm64"): void {

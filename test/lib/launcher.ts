@@ -7,9 +7,9 @@ import { fleetletBin } from "./testbed.ts";
 
 const LAUNCHER = join(import.meta.dir, "../../deploy/fleetlet-launch");
 
-/** The command for TestAgent: runs the launcher again 0.5 s after it exits, passes a stop on.
- * The launcher's --root-dir is the agent's own. */
-export function serviceCommand(trialLimitS = 60): string[] {
+/** The command for TestAgent: runs the launcher again `restartDelayS` after it exits (the
+ * unit's RestartSec), passes a stop on. The launcher's --root-dir is the agent's own. */
+export function serviceCommand(trialLimitS = 60, restartDelayS = 0.5): string[] {
   const loop = `trap 'stop=1; kill -TERM $child 2>/dev/null' TERM
 stop=0
 root=; prev=; for a in "$@"; do [ "$prev" = --root-dir ] && root=$a; prev=$a; done
@@ -19,7 +19,7 @@ while [ $stop = 0 ]; do
   wait $child; code=$?
   while kill -0 $child 2>/dev/null; do wait $child; code=$?; done
   echo "service: the launcher exited with $code" >&2
-  [ $stop = 0 ] && sleep 0.5
+  [ $stop = 0 ] && sleep ${restartDelayS}
 done`;
   return ["/bin/sh", "-c", loop, "service"];
 }

@@ -15,13 +15,15 @@ function loopbackHost(host: string): boolean {
 
 /** A plain (not TLS) hub URL is refused unless it is loopback or hub.insecure says so
  * (docs/protocol.md, "TLS and trust"). */
-export function checkHubUrl(hub: { url: string; insecure?: boolean }, where: string): void {
-  const u = new URL(hub.url);
-  const plain = u.protocol === "http:" || u.protocol === "ws:";
-  if (plain && !loopbackHost(u.hostname) && hub.insecure !== true)
-    throw new ConfigError(
-      `${where}: hub.url ${showValue(hub.url)} is not TLS and not loopback: exec sessions, port-forwards and pod logs would travel unencrypted; use https:// (the hub serves TLS by default), or set hub.insecure: true to accept that`,
-    );
+export function checkHubUrl(hub: { urls: string[]; insecure?: boolean }, where: string): void {
+  for (const url of hub.urls) {
+    const u = new URL(url);
+    const plain = u.protocol === "http:" || u.protocol === "ws:";
+    if (plain && !loopbackHost(u.hostname) && hub.insecure !== true)
+      throw new ConfigError(
+        `${where}: hub.url ${showValue(url)} is not TLS and not loopback: exec sessions, port-forwards and pod logs would travel unencrypted; use https:// (the hub serves TLS by default), or set hub.insecure: true to accept that`,
+      );
+  }
 }
 
 /** Whether the agent's hub URL is plain and not loopback (allowed by hub.insecure: warn). */

@@ -9,6 +9,7 @@ import { sysctlPatternProblem } from "../sysctl/names.ts";
 import { deviceConfigFields, hostDeviceGroupFields } from "./devices-schema.ts";
 import { evictionConfigFields } from "./eviction-schema.ts";
 import { gcConfigFields } from "./gc-schema.ts";
+import { hubUrlEntries, hubUrlsProblem } from "./hub-urls.ts";
 import { pullConfigFields } from "./pulls-schema.ts";
 import { resourceConfigFields } from "./resources-schema.ts";
 import { duration, durationOrZero, integerFrom } from "./schema-parts.ts";
@@ -35,16 +36,18 @@ const nodeName = z.string({ error: "must be a string" }).superRefine((v, ctx) =>
     ctx.addIssue({ code: "custom", message: `is not a valid node name: ${errs.join("; ")}` });
 });
 
-const hubUrl = z.string({ error: "must be a string" }).superRefine((v, ctx) => {
-  let ok = false;
-  try {
-    ok = ["ws:", "wss:", "http:", "https:"].includes(new URL(v).protocol);
-  } catch {
-    ok = false;
-  }
-  if (!ok)
-    ctx.addIssue({ code: "custom", message: "must be a ws://, wss://, http:// or https:// URL" });
-});
+/** hub.url: one hub URL, several separated by commas, or a list of them; out comes the list. */
+const hubUrl = z
+  .union([z.string(), z.array(z.string())], {
+    error: "must be a hub URL, several separated by commas, or a list of them",
+  })
+  .transform((v, ctx) => {
+    const entries = hubUrlEntries(v);
+    const problem = hubUrlsProblem(entries);
+    if (problem === undefined) return entries;
+    ctx.addIssue({ code: "custom", message: problem });
+    return z.NEVER;
+  });
 
 const labels = z
   .record(z.string(), z.string({ error: "must be a string" }), {

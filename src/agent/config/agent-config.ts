@@ -156,7 +156,8 @@ export interface AgentConfig {
   hostDevices: HostDeviceGroupConfig[];
   /** The fleet hub to join; absent when the agent runs alone. */
   hub?: {
-    url: string;
+    /** The hub's URLs (hub.url, --hub): the replicas of one hub, tried in a random order. */
+    urls: string[];
     joinToken?: string;
     caFile?: string;
     /** Allows a plain ws:// or http:// hub URL that is not loopback (warned at every start). */
@@ -409,12 +410,13 @@ function merge(
   if (config.nodeName === "") config.nodeName = hostname().toLowerCase();
   const hub = { ...dropUndefined(fileHub ?? {}), ...dropUndefined(flagHub ?? {}) };
   if (Object.keys(hub).length > 0) {
-    if (hub.url === undefined) {
+    const { url, ...rest } = hub;
+    if (url === undefined) {
       throw new ConfigError(
         `${where}: hub.url (--hub) is required when hub.joinToken or hub.caFile is set`,
       );
     }
-    config.hub = { ...hub, url: hub.url };
+    config.hub = { ...rest, urls: url };
     checkHubUrl(config.hub, where);
   }
   return config;

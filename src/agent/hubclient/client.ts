@@ -1,6 +1,8 @@
 // The hub client: feeds the outbox from the agent (node reports, pod changes, events), and keeps
 // one connection to the hub, reconnecting with exponential backoff and full jitter (base 1 s, cap
-// 60 s; the attempt count resets after a connection that was welcomed and lasted a minute). On
+// 60 s; the attempt count resets after a connection that was welcomed and lasted a minute). Given
+// several hub URLs (replicas of one hub), it tries them in rounds (rounds.ts): each URL once, in a
+// fresh random order, the next one at once after a failed connect, the backoff between rounds. On
 // each welcome it converges the hub's view: a full node, the dropped-events count, every pod the
 // hub has not seen as it is now, and deletes for pods that are gone, then a desired.ack reporting
 // its desired state; unless the welcome's seq shows that the hub's record of the stream differs
@@ -17,23 +19,25 @@ import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { type OpenStream, StreamMux } from "../streams/mux.ts";
 import { type DesiredHandler, DesiredReports } from "./desired.ts";
-import { JoinError } from "./join.ts";
+import { hubEndpoints, JoinError } from "./join.ts";
 import { fingerprint, type Outbox } from "./outbox.ts";
+import { runRound, shuffled } from "./rounds.ts";
 import { type Session, type SessionResult, startSession } from "./session.ts";
 import type { Dial } from "./socket.ts";
 
 export interface HubClientDeps {
   clock: Clock;
   logger: Logger;
-  /** Uniform in [0, 1); jitter. */
+  /** Uniform in [0, 1); jitter and the order of the hub URLs. */
   random?: () => number;
-  /** The connect URL (ws:// or wss://). */
-  connectUrl: string;
+  /** The hub's URLs as configured (ws, wss, http or https; at least one): its replicas. */
+  hubUrls: readonly string[];
   nodeName: string;
   agentVersion: string;
   outbox: Outbox;
-  /** The node credential (read, or obtained by joining); rejects with JoinError. */
-  credential: () => Promise<string>;
+  /** The node credential (read, or obtained by joining the hub at `hubUrl`); rejects with
+   * JoinError. */
+  credential: (hubUrl: string) => Promise<string>;
   /** Saves a rotated credential for the next connections (absent: the agent never rotates). */
   saveCredential?: (credential: string) => void;
   /** Where the credential is kept, to say what to do when the hub refuses it. */
@@ -75,12 +79,18 @@ export interface HubClient {
   sendHealth(health: DeviceHealth): boolean;
   /** Sends an update.status if a connection is welcomed; whether it was sent. */
   sendUpdateStatus(status: Omit<UpdateStatus, "type">): boolean;
-  /** One connection, from credential to close (the iteration tests call). */
-  connectOnce(signal: AbortSignal): Promise<SessionResult & { permanent: boolean }>;
+  /** One connection to `hubUrl` (default: the first), from credential to close (the iteration
+   * tests call). */
+  connectOnce(
+    signal: AbortSignal,
+    hubUrl?: string,
+  ): Promise<SessionResult & { permanent: boolean }>;
   /** Connects and reconnects until `signal` is aborted. */
   run(signal: AbortSignal): Promise<void>;
   /** Whether a connection is open and welcomed. */
   readonly connected: boolean;
+  /** The hub URL last welcomed (the first one before any). */
+  readonly hubUrl: string;
 }
 
 /**
@@ -117,6 +127,8 @@ class Client implements HubClient {
   private redialAtOnce = false;
   /** Cancels the next look for gone pods, while the pod sources are not all seen yet. */
   private cancelDeleteGone: (() => void) | undefined;
+  /** The hub URL last welcomed; the first one before any. */
+  private welcomedUrl: string;
 
   constructor(private readonly deps: HubClientDeps) {
     this.log = deps.logger;
@@ -125,9 +137,11 @@ class Client implements HubClient {
     this.maxMs = deps.backoffMaxMs ?? 60_000;
     this.stableAfterMs = deps.stableAfterMs ?? 60_000;
     this.random = deps.random ?? Math.random;
+    const first = deps.hubUrls[0];
+    if (first === undefined) throw new Error("the hub client needs at least one hub URL");
+    this.welcomedUrl = first;
     this.desired = new DesiredReports({
       ...(deps.desired !== undefined && { handler: deps.desired }),
-      connectUrl: deps.connectUrl,
       log: this.log,
       nodeEvent: deps.nodeEvent,
     });
@@ -135,6 +149,10 @@ class Client implements HubClient {
 
   get connected(): boolean {
     return this.session?.welcomed ?? false;
+  }
+
+  get hubUrl(): string {
+    return this.welcomedUrl;
   }
 
   nodeChanged(node: Node): void {
@@ -170,16 +188,19 @@ class Client implements HubClient {
     return this.session?.sendUpdateStatus(status) ?? false;
   }
 
-  async connectOnce(signal: AbortSignal): Promise<SessionResult & { permanent: boolean }> {
+  async connectOnce(
+    signal: AbortSignal,
+    hubUrl = this.welcomedUrl,
+  ): Promise<SessionResult & { permanent: boolean }> {
     let credential: string;
     try {
-      credential = await this.deps.credential();
+      credential = await this.deps.credential(hubUrl);
     } catch (err) {
       const permanent = err instanceof JoinError && err.permanent;
-      this.log.warn("cannot get a hub credential", { error: err });
+      this.log.warn("cannot get a hub credential", { url: hubUrl, error: err });
       return { welcomed: false, durationMs: 0, code: 0, reason: (err as Error).message, permanent };
     }
-    const s = this.startSession(credential);
+    const s = this.startSession(credential, hubUrl);
     this.session = s;
     const onAbort = () => s.close(1000, "agent stopping");
     signal.addEventListener("abort", onAbort, { once: true });
@@ -204,8 +225,18 @@ class Client implements HubClient {
   async run(signal: AbortSignal): Promise<void> {
     let attempt = 0;
     while (!signal.aborted) {
-      const r = await this.connectOnce(signal);
-      if (signal.aborted) break;
+      const r = await runRound(
+        shuffled(this.deps.hubUrls, this.random),
+        signal,
+        (url) => this.connectOnce(signal, url),
+        (url, failed, next) =>
+          this.log.info("cannot connect to this hub URL; trying the next", {
+            url,
+            reason: failed.error?.reason ?? failed.reason,
+            next,
+          }),
+      );
+      if (r === undefined || signal.aborted) break;
       if (r.welcomed && r.durationMs >= this.stableAfterMs) attempt = 0;
       const delay = reconnectDelay(this.redialAtOnce ? 0 : attempt, r.permanent, {
         baseMs: this.baseMs,
@@ -227,15 +258,17 @@ class Client implements HubClient {
     this.session?.wake();
   }
 
-  /** Opens a session with `credential`: the hello, the welcome's convergence, the streams. */
-  private startSession(credential: string): Session {
+  /** Opens a session with `credential` to the hub at `hubUrl`: the hello, the welcome's
+   * convergence, the streams. */
+  private startSession(credential: string, hubUrl: string): Session {
     const { deps, log, outbox } = this;
     const streams = deps.streams;
+    const url = hubEndpoints(hubUrl).connect;
     const s = startSession({
       clock: deps.clock,
       logger: log,
       dial: deps.dial,
-      url: deps.connectUrl,
+      url,
       credential,
       hello: {
         nodeName: deps.nodeName,
@@ -253,8 +286,9 @@ class Client implements HubClient {
       },
       outbox,
       onWelcome: (w) => {
+        this.welcomedUrl = hubUrl;
         log.info("connected to the hub", {
-          url: deps.connectUrl,
+          url,
           ackedSeq: w.ackedSeq,
           pending: outbox.size,
         });
@@ -267,7 +301,7 @@ class Client implements HubClient {
         if (deps.desired !== undefined) s.report(this.desired.report());
         deps.onWelcomed?.();
       },
-      onDesired: (d) => this.desired.take(d),
+      onDesired: (d) => this.desired.take(d, url),
       ...(deps.saveCredential !== undefined && { saveCredential: deps.saveCredential }),
       ...(deps.onUpdate !== undefined && { onUpdate: deps.onUpdate }),
       ...(streams !== undefined && {

@@ -33,7 +33,6 @@ export function secretsAllowed(connectUrl: string): boolean {
 export interface DesiredReportsDeps {
   /** Absent: the agent does not run hub pods, and refuses every desired state. */
   handler?: DesiredHandler;
-  connectUrl: string;
   log: Logger;
   nodeEvent(type: "Normal" | "Warning", reason: string, message: string): void;
 }
@@ -54,8 +53,9 @@ export class DesiredReports {
     };
   }
 
-  /** Takes one desired message (or why it did not decode); returns the ack to answer with. */
-  take(d: DesiredReceived): Omit<DesiredAck, "type"> {
+  /** Takes one desired message (or why it did not decode) that came over `connectUrl`; returns
+   * the ack to answer with. */
+  take(d: DesiredReceived, connectUrl: string): Omit<DesiredAck, "type"> {
     const handler = this.deps.handler;
     if (!d.ok) this.refuse(d.reason, d.generation);
     else if (handler === undefined)
@@ -63,7 +63,7 @@ export class DesiredReports {
     else if (d.message.generation === handler.generation) this.refused = undefined;
     else {
       const { generation, pods, configMaps } = d.message;
-      const secrets = this.secretsOf(d.message.secrets);
+      const secrets = this.secretsOf(d.message.secrets, connectUrl);
       const r = handler.accept({
         generation,
         pods,
@@ -78,10 +78,10 @@ export class DesiredReports {
     return this.report();
   }
 
-  private secretsOf(secrets: unknown[] | undefined): unknown[] | undefined {
-    if (secrets === undefined || secretsAllowed(this.deps.connectUrl)) return secrets;
+  private secretsOf(secrets: unknown[] | undefined, connectUrl: string): unknown[] | undefined {
+    if (secrets === undefined || secretsAllowed(connectUrl)) return secrets;
     this.deps.log.warn("dropped Secrets sent over a connection that is neither TLS nor loopback", {
-      url: this.deps.connectUrl,
+      url: connectUrl,
       secrets: secrets.length,
     });
     return undefined;

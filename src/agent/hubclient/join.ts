@@ -4,6 +4,7 @@
 import { readFileSync } from "node:fs";
 import { AGENT_CONNECT_PATH, JOIN_PATH, joinResponseSchema } from "../../protocol/index.ts";
 import { writeFileAtomic } from "../../util/atomic-file.ts";
+import { hubAddress } from "../config/hub-urls.ts";
 
 /** The hub refused or could not answer the join; `permanent` when retrying cannot help. */
 export class JoinError extends Error {
@@ -18,9 +19,7 @@ export class JoinError extends Error {
 
 /** The hub's HTTP base ("https://hub:7443") and WebSocket connect URL, from hub.url. */
 export function hubEndpoints(hubUrl: string): { http: string; connect: string } {
-  const u = new URL(hubUrl);
-  const secure = u.protocol === "https:" || u.protocol === "wss:";
-  const base = `${u.host}${u.pathname.replace(/\/+$/, "")}`;
+  const { secure, base } = hubAddress(hubUrl);
   return {
     http: `${secure ? "https" : "http"}://${base}`,
     connect: `${secure ? "wss" : "ws"}://${base}${AGENT_CONNECT_PATH}`,

@@ -22,7 +22,8 @@ import { HubTrust } from "./trust.ts";
 
 export interface AgentHubInput {
   hub: {
-    url: string;
+    /** The hub's URLs: its replicas, which share one CA and one store. */
+    urls: string[];
     joinToken?: string;
     caFile?: string;
     insecure?: boolean;
@@ -77,15 +78,15 @@ interface HealthPort {
   reconnected(): void;
 }
 
-/** The agent's trust in the hub (trust.ts), after warning of a plain hub URL off loopback. */
+/** The agent's trust in the hub (trust.ts), one for all its URLs (the replicas share the CA),
+ * after warning of each plain hub URL off loopback. */
 function hubTrust(input: AgentHubInput, log: Logger): HubTrust {
-  if (insecureHubUrl(input.hub.url))
+  for (const url of input.hub.urls.filter(insecureHubUrl))
     log.warn(
       "the hub URL is plain and not loopback (hub.insecure: true): exec sessions, port-forwards and pod logs travel unencrypted, and the hub sends no Secrets",
-      { url: input.hub.url },
+      { url },
     );
   return new HubTrust({
-    hubUrl: input.hub.url,
     ...(input.hub.caFile !== undefined && { caFile: input.hub.caFile }),
     ...(input.hub.joinToken !== undefined && { joinToken: input.hub.joinToken }),
     rootDir: input.rootDir,
@@ -94,14 +95,15 @@ function hubTrust(input: AgentHubInput, log: Logger): HubTrust {
   });
 }
 
-/** The node credential: the saved one, or one joined for, once the hub's CA is trusted. One that
- * could not be saved (a full disk) is kept in memory, used, and saved again at each call. */
-function credentialOf(input: AgentHubInput, trust: HubTrust): () => Promise<string> {
+/** The node credential: the saved one, or one joined for at the hub URL given, once the hub's CA
+ * is trusted. One that could not be saved (a full disk) is kept in memory, used, and saved again
+ * at each call. */
+function credentialOf(input: AgentHubInput, trust: HubTrust): (hubUrl: string) => Promise<string> {
   const hubFetch = hubFetchOf(trust);
   const path = join(input.rootDir, CREDENTIAL_FILE);
   const writes = input.stateWrites ?? ignoreStateWrites;
   let unsaved: string | undefined;
-  return async () => {
+  return async (hubUrl) => {
     if (unsaved !== undefined) {
       const credential = unsaved;
       try {
@@ -112,9 +114,9 @@ function credentialOf(input: AgentHubInput, trust: HubTrust): () => Promise<stri
       }
       return credential;
     }
-    await trust.resolve();
+    await trust.resolve(hubUrl);
     return loadOrJoin({
-      hubUrl: input.hub.url,
+      hubUrl,
       joinToken: input.hub.joinToken,
       nodeName: input.nodeName,
       credentialPath: path,
@@ -153,7 +155,7 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
   const client = createHubClient({
     clock: input.clock,
     logger: log,
-    connectUrl: hubEndpoints(input.hub.url).connect,
+    hubUrls: input.hub.urls,
     nodeName: input.nodeName,
     agentVersion: input.version,
     outbox,
@@ -201,13 +203,15 @@ export function createAgentHubClient(input: AgentHubInput): { client: HubClient;
 function connectPorts(
   input: AgentHubInput,
   client: HubClient,
-  hub: { trust: HubTrust; credential: () => Promise<string> },
+  hub: { trust: HubTrust; credential: (hubUrl: string) => Promise<string> },
 ): (() => void)[] {
   input.health?.bind((h) => client.sendHealth(h));
   input.updates?.bind({
-    base: input.hub.url,
+    get base() {
+      return hubEndpoints(client.hubUrl).http;
+    },
     fetch: hubFetchOf(hub.trust),
-    credential: hub.credential,
+    credential: () => hub.credential(client.hubUrl),
     send: (status) => client.sendUpdateStatus(status),
   });
   return [

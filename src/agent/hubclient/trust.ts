@@ -1,7 +1,8 @@
 // How the agent trusts the hub (docs/protocol.md, "TLS and trust"): the CA of hub.caFile, else
 // the CA it saved on first contact, else — when the join token names a CA hash — the hub's CA
 // fetched once without verification and kept only if its hash is the token's. A plain or
-// system-trusted hub needs none.
+// system-trusted hub needs none. One trust serves every URL of the hub (its replicas share the
+// CA): the CA is fetched from the URL being tried, and then verifies all of them.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { caHash, HUB_CA_PATH, parseJoinToken, SAVED_CA_FILE } from "../../protocol/index.ts";
@@ -11,7 +12,6 @@ import type { StateWrites } from "../events/state-writes.ts";
 import { hubEndpoints, JoinError } from "./join.ts";
 
 export interface TrustInput {
-  hubUrl: string;
   caFile?: string;
   joinToken?: string;
   rootDir: string;
@@ -48,13 +48,11 @@ export class HubTrust {
   private ca: string | undefined;
   private readonly savedPath: string;
   private readonly wanted: string | undefined;
-  private readonly secure: boolean;
 
   constructor(private readonly input: TrustInput) {
     this.savedPath = join(input.rootDir, SAVED_CA_FILE);
     this.wanted =
       input.joinToken === undefined ? undefined : parseJoinToken(input.joinToken).caHash;
-    this.secure = hubEndpoints(input.hubUrl).http.startsWith("https:");
     if (input.caFile !== undefined) {
       this.ca = readCaFile(input.caFile);
       const have = caHash(this.ca);
@@ -73,11 +71,14 @@ export class HubTrust {
     return this.ca;
   }
 
-  /** Makes sure the CA is known: fetches and checks it on first contact when the token says
-   * which one it must be. Rejects with JoinError when the hub's CA is not that one. */
-  async resolve(): Promise<string | undefined> {
-    if (this.ca !== undefined || !this.secure || this.wanted === undefined) return this.ca;
-    const url = `${hubEndpoints(this.input.hubUrl).http}${HUB_CA_PATH}`;
+  /** Makes sure the CA is known before `hubUrl` is dialled: fetches it from there and checks it
+   * on first contact when the token says which one it must be. Rejects with JoinError when the
+   * hub's CA is not that one. */
+  async resolve(hubUrl: string): Promise<string | undefined> {
+    const { http } = hubEndpoints(hubUrl);
+    if (this.ca !== undefined || !http.startsWith("https:") || this.wanted === undefined)
+      return this.ca;
+    const url = `${http}${HUB_CA_PATH}`;
     let pem: string;
     try {
       const res = await (this.input.fetchUnverified ?? unverifiedFetch)(url);
@@ -100,7 +101,7 @@ export class HubTrust {
     }
     if (have !== this.wanted)
       throw new JoinError(
-        `the hub's CA ${have} is not the one the join token names (${this.wanted}); not trusting ${this.input.hubUrl}`,
+        `the hub's CA ${have} is not the one the join token names (${this.wanted}); not trusting ${hubUrl}`,
         false,
       );
     this.save(pem);

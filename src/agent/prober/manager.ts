@@ -14,7 +14,7 @@ import type {
   ContainerStatus,
   Pod,
 } from "../../api/types.ts";
-import { type Clock, monotonicOf } from "../../util/clock.ts";
+import { type Clock, monotonicOf, untilAborted } from "../../util/clock.ts";
 import { type Logger, nullLogger } from "../../util/log.ts";
 import type { ProbeResults } from "../status/index.ts";
 import { runProbe } from "./prober.ts";
@@ -178,10 +178,7 @@ class Prober implements ProberManager {
   async run(signal: AbortSignal): Promise<void> {
     this.running = true;
     for (const [key, w] of this.workers) this.loop(key, w);
-    await new Promise<void>((resolve) => {
-      if (signal.aborted) return resolve();
-      signal.addEventListener("abort", () => resolve(), { once: true });
-    });
+    await untilAborted(signal);
     this.running = false;
     for (const key of [...this.workers.keys()]) this.stop(key);
   }

@@ -15,8 +15,8 @@ import { takeUpdate, UpdateRefused } from "./take.ts";
 
 /** What the hub client gives the update manager. */
 export interface UpdateLink {
-  /** The hub's base URL (https://hub:7443). */
-  base: string;
+  /** The hub's base URL (https://hub:7443): of the hub URL the agent was last welcomed at. */
+  readonly base: string;
   /** fetch with the hub's CA. */
   fetch(url: string, init: RequestInit): Promise<Response>;
   /** The node's credential. */

@@ -6,7 +6,7 @@
 // back), and the hub that its update is done.
 import { type PublicKey, parsePublicKey } from "../../release/keys.ts";
 import type { Arch } from "../../release/manifest.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, untilAborted } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { AgentConfig } from "../config/index.ts";
 import { updateDir } from "./install.ts";
@@ -101,9 +101,8 @@ export async function setupAgentUpdates(input: AgentUpdatesInput): Promise<{
     run: async (signal) => {
       try {
         await runTrialWatch(trial, signal);
-        await new Promise<void>((resolve) =>
-          signal.addEventListener("abort", () => resolve(), { once: true }),
-        );
+        // The stop may have come during the trial: then this returns at once.
+        await untilAborted(signal);
       } finally {
         manager?.close();
       }

@@ -8,12 +8,13 @@ import { ReleaseCheckError, verifyManifest } from "../../release/verify.ts";
 import type { Clock } from "../../util/clock.ts";
 import { downloadRelease } from "./download.ts";
 import { installVersion, linkedVersion, versionName } from "./install.ts";
+import { rolledBackReason } from "./trial.ts";
 
 /** Why the device takes no update; `reason` is what the hub is told. */
 export class UpdateRefused extends Error {
   override readonly name = "UpdateRefused";
   constructor(
-    readonly reason: "no-launcher" | "no-keys" | "malformed" | "signature" | "arch",
+    readonly reason: "no-launcher" | "no-keys" | "malformed" | "signature" | "arch" | "rolled-back",
     message: string,
   ) {
     super(message);
@@ -74,6 +75,12 @@ export async function takeUpdate(
   const name = versionName(manifest.version, manifest.sha256);
   if (linkedVersion(t.dir, "current") === name)
     return { name, already: true, resumedFrom: 0, fetched: 0 };
+  const before = rolledBackReason(t.dir, name);
+  if (before !== undefined)
+    throw new UpdateRefused(
+      "rolled-back",
+      `the launcher rolled this device back from ${name} before (${before}): it does not take that release again`,
+    );
   const base = `${t.dir}/download/${manifest.sha256}`;
   const got = await downloadRelease({
     url: offer.url,

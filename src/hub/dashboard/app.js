@@ -9,6 +9,7 @@ import { mountFleet } from "./fleet-view.js";
 import { checkToken, FleetState, Live } from "./live.js";
 import { mountNode } from "./node-view.js";
 import { mountPod } from "./pod-view.js";
+import { HttpError } from "./poll.js";
 
 const TOKEN_KEY = "fleetlet.operatorToken";
 /** Redraws are coalesced to at most one per this many ms (more for a large fleet). */
@@ -118,7 +119,7 @@ function route() {
   /** @param {string} path */
   const api = async (path) => {
     const res = await fetch(path, { headers: { authorization: `Bearer ${token}` } });
-    if (!res.ok) throw new Error(`HTTP ${res.status} for ${path}`);
+    if (!res.ok) throw new HttpError(res.status, path);
     return res.json();
   };
   if (parts[0] === "daemonsets" && parts[1] && parts[2])
@@ -127,7 +128,7 @@ function route() {
   else if (parts[0] === "nodes" && parts[1] && parts[2] === "pods" && parts[3] && parts[4])
     view = mountPod(main, state, parts[1], parts[3], parts[4]);
   else if (parts[0] === "nodes" && parts[1]) view = mountNode(main, state, parts[1], api);
-  else view = mountFleet(main, state);
+  else view = mountFleet(main, state, api);
   view.update();
   document.title = `${view.title} · fleetlet hub`;
   window.scrollTo(0, 0);

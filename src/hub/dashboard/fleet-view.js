@@ -1,6 +1,8 @@
 // @ts-check
-// The fleet at a glance: totals, every device with its readiness, connection, pods and restarts,
-// and what needs attention (failing pods, recent warnings).
+// The fleet at a glance: totals, every device with its readiness, connection, pods, restarts and
+// agent (its version and update), what needs attention (failing pods, recent warnings), agent
+// rollouts (when the hub has them) and how many devices run each agent version.
+import { agentCell, rolloutsPanel, versionsPanel } from "./agent-view.js";
 import { ago, badge, h, link, table } from "./dom.js";
 import {
   ANNOTATION,
@@ -14,10 +16,16 @@ import {
   pressures,
   restarts,
 } from "./model.js";
+import { poller } from "./poll.js";
 import { clockSkewState } from "./skew.js";
 
 /** Device rows drawn at most (a fleet of thousands is searched with the filter). */
 const MAX_ROWS = 500;
+/** How often the page asks the hub for agent updates and rollouts while it redraws; for a fleet
+ * of more than LARGE_FLEET devices, less often (a rollout over it changes something every second). */
+const AGENT_PACE = { everyMs: 3000, soonMs: 0 };
+const LARGE_FLEET_AGENT_PACE = { everyMs: 15_000, soonMs: 5000 };
+const LARGE_FLEET = 1000;
 
 /** @typedef {import("./live.js").FleetState} FleetState */
 /** @typedef {import("./model.js").KObject} KObject */
@@ -84,9 +92,10 @@ function cards(s) {
 /**
  * @param {KObject} n
  * @param {KObject[]} pods
+ * @param {import("./agent-model.js").NodeUpdate | undefined} update
  * @param {number} now
  */
-function nodeRow(n, pods, now) {
+function nodeRow(n, pods, update, now) {
   const name = n.metadata.name;
   const ready = nodeState(n);
   const conn = connState(n);
@@ -128,7 +137,7 @@ function nodeRow(n, pods, now) {
         .filter(Boolean)
         .join(" · "),
     ),
-    h("span", { cls: "muted" }, (info.kubeletVersion ?? "").replace(/^fleetlet\//, "") || "—"),
+    agentCell(n, update),
   ];
 }
 
@@ -207,12 +216,90 @@ function attention(state, now) {
   );
 }
 
+/** @typedef {import("./agent-model.js").NodeUpdate} NodeUpdate */
+/** @typedef {import("./agent-model.js").AgentRollout} AgentRollout */
+
 /**
- * Mounts the fleet page in `root`; `update` redraws what changed.
+ * The agents' updates and the agent rollouts, from the hub: asked again at the AGENT_PACE, and
+ * sooner when a device's reported update or version changed on the watch.
+ * @param {FleetState} state
+ * @param {import("./poll.js").Api} api
+ * @param {() => void} changed
+ */
+function agentFeeds(state, api, changed) {
+  const pace = () => (state.nodes.size > LARGE_FLEET ? LARGE_FLEET_AGENT_PACE : AGENT_PACE);
+  /** @type {import("./poll.js").Poller<{ items: NodeUpdate[] }>} */
+  const updates = poller(api, "/api/v1/updates", pace, changed);
+  /** @type {import("./poll.js").Poller<{ items: AgentRollout[] }>} */
+  const rollouts = poller(api, "/api/v1/agentrollouts", pace, changed);
+  let seen = "";
+  /** @type {Map<string, NodeUpdate>} */
+  let byNode = new Map();
+  let from = updates.value;
+  return {
+    /** @param {number} now */
+    refresh(now) {
+      let sig = "";
+      for (const n of state.nodes.values())
+        sig += `${n.metadata.name}\u0000${n.metadata.annotations?.[ANNOTATION.update] ?? ""}\u0000${n.status?.nodeInfo?.kubeletVersion ?? ""}\u0000`;
+      updates.refresh(now, sig !== seen);
+      rollouts.refresh(now);
+      seen = sig;
+    },
+    /** Each node's update, by name. */
+    byNode() {
+      if (updates.value !== from) {
+        from = updates.value;
+        byNode = new Map((from?.items ?? []).map((u) => [u.node, u]));
+      }
+      return byNode;
+    },
+    /** The rollouts, or undefined when the hub has no such API or has not answered yet. */
+    rollouts() {
+      return rollouts.absent ? undefined : rollouts.value?.items;
+    },
+  };
+}
+
+/**
+ * The device table (its first MAX_ROWS rows) and a note when there are more.
+ * @param {FleetState} state
+ * @param {KObject[]} nodes those that match the filter
+ * @param {Map<string, NodeUpdate>} updates by node
+ * @param {number} now
+ */
+function devices(state, nodes, updates, now) {
+  const empty =
+    state.nodes.size === 0
+      ? "No device has joined yet. Create a join token with `fleetlet hub token create` and start an agent with --hub and --join-token."
+      : "No device matches the filter.";
+  return [
+    table(
+      ["Device", "Status", "Connection", "Pods", "Restarts", "Hardware", "Agent"],
+      nodes
+        .slice(0, MAX_ROWS)
+        .map((n) => nodeRow(n, state.podsOf(n.metadata.name), updates.get(n.metadata.name), now)),
+      empty,
+      "devices",
+    ),
+    nodes.length > MAX_ROWS
+      ? h(
+          "p",
+          { cls: "muted small" },
+          `Showing ${MAX_ROWS} of ${nodes.length} devices; filter to narrow.`,
+        )
+      : "",
+  ];
+}
+
+/**
+ * Mounts the fleet page in `root`; `update` redraws what changed. Agent updates and rollouts
+ * are read with `api`.
  * @param {HTMLElement} root
  * @param {FleetState} state
+ * @param {import("./poll.js").Api} api
  */
-export function mountFleet(root, state) {
+export function mountFleet(root, state, api) {
   const summary = h("div");
   const filter = h("input", {
     type: "search",
@@ -220,7 +307,9 @@ export function mountFleet(root, state) {
     attrs: { placeholder: "Filter devices by name or label", "aria-label": "Filter devices" },
   });
   const list = h("div");
+  const rollouts = h("div");
   const more = h("div");
+  const versions = h("div");
   root.replaceChildren(
     h("div", { cls: "page-head" }, h("h1", null, "Fleet"), link(["daemonsets"], "DaemonSets →")),
     summary,
@@ -230,33 +319,23 @@ export function mountFleet(root, state) {
       h("div", { cls: "panel-head" }, h("h2", null, "Devices"), filter),
       list,
     ),
+    rollouts,
     more,
+    versions,
   );
+  const agents = agentFeeds(state, api, () => update());
   const update = (now = Date.now()) => {
-    summary.replaceChildren(
-      cards(fleetSummary([...state.nodes.values()], [...state.pods.values()])),
-    );
-    const nodes = matching(state, filter.value);
-    const empty =
-      state.nodes.size === 0
-        ? "No device has joined yet. Create a join token with `fleetlet hub token create` and start an agent with --hub and --join-token."
-        : "No device matches the filter.";
-    list.replaceChildren(
-      table(
-        ["Device", "Status", "Connection", "Pods", "Restarts", "Hardware", "Version"],
-        nodes.slice(0, MAX_ROWS).map((n) => nodeRow(n, state.podsOf(n.metadata.name), now)),
-        empty,
-        "devices",
-      ),
-      nodes.length > MAX_ROWS
-        ? h(
-            "p",
-            { cls: "muted small" },
-            `Showing ${MAX_ROWS} of ${nodes.length} devices; filter to narrow.`,
-          )
-        : "",
-    );
+    agents.refresh(now);
+    const all = [...state.nodes.values()];
+    summary.replaceChildren(cards(fleetSummary(all, [...state.pods.values()])));
+    const updates = agents.byNode();
+    list.replaceChildren(...devices(state, matching(state, filter.value), updates, now));
+    const r = agents.rollouts();
+    rollouts.hidden = r === undefined;
+    rollouts.replaceChildren(r === undefined ? "" : rolloutsPanel(r, now));
     more.replaceChildren(attention(state, now));
+    versions.hidden = all.length === 0;
+    versions.replaceChildren(all.length ? versionsPanel(all, updates) : "");
   };
   filter.addEventListener("input", () => update());
   return { update, title: "Fleet" };

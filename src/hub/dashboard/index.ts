@@ -15,6 +15,7 @@ const JS = "text/javascript; charset=utf-8";
 const DASHBOARD_ASSETS: Readonly<Record<string, Asset>> = {
   "/": { body: asset("index.html"), type: "text/html; charset=utf-8" },
   "/ui/style.css": { body: asset("style.css"), type: "text/css; charset=utf-8" },
+  "/ui/parts.css": { body: asset("parts.css"), type: "text/css; charset=utf-8" },
   "/ui/icon.svg": { body: asset("icon.svg"), type: "image/svg+xml" },
   "/ui/app.js": { body: asset("app.js"), type: JS },
   "/ui/dom.js": { body: asset("dom.js"), type: JS },
@@ -28,6 +29,9 @@ const DASHBOARD_ASSETS: Readonly<Record<string, Asset>> = {
   "/ui/pod-view.js": { body: asset("pod-view.js"), type: JS },
   "/ui/daemonset-view.js": { body: asset("daemonset-view.js"), type: JS },
   "/ui/rollout-model.js": { body: asset("rollout-model.js"), type: JS },
+  "/ui/poll.js": { body: asset("poll.js"), type: JS },
+  "/ui/agent-model.js": { body: asset("agent-model.js"), type: JS },
+  "/ui/agent-view.js": { body: asset("agent-view.js"), type: JS },
 };
 
 /** Nothing but the hub itself: no script, style, image or connection elsewhere. */

@@ -12,6 +12,8 @@ export const ANNOTATION = {
   online: "hub.fleetlet.io/online",
   lastSeen: "hub.fleetlet.io/last-seen",
   revoked: "hub.fleetlet.io/revoked",
+  /** The agent's last update status, "<phase> <version>". */
+  update: "hub.fleetlet.io/update",
 };
 
 const PENDING_REASONS = new Set([

@@ -1,5 +1,7 @@
 // @ts-check
-// One device: its readiness and connection, conditions, capacity, system facts, pods and events.
+// One device: its readiness and connection, conditions, capacity, system facts, its agent and
+// where its update stands, pods and events.
+import { agentSection } from "./agent-view.js";
 import { ago, badge, chips, code, facts, h, link, panel, table } from "./dom.js";
 import { healthPanel } from "./health-view.js";
 import {
@@ -15,6 +17,7 @@ import {
   ready,
   restarts,
 } from "./model.js";
+import { poller } from "./poll.js";
 import { clockSkewState } from "./skew.js";
 
 /** @typedef {import("./live.js").FleetState} FleetState */
@@ -187,6 +190,9 @@ export function eventTable(events, now, withObject) {
 
 /** How often the page asks the hub for the device's health (ms). */
 const HEALTH_REFRESH_MS = 15_000;
+/** How often the page asks the hub for the device's update while it redraws; at once when the
+ * Node shows a new update status. */
+const UPDATE_PACE = { everyMs: 3000, soonMs: 0 };
 
 /**
  * The device's health from the hub, asked again at most every HEALTH_REFRESH_MS.
@@ -215,6 +221,41 @@ function healthFetcher(name, api, changed) {
 }
 
 /**
+ * The page's head: the device's name, badges and when it was last seen.
+ * @param {KObject} n
+ * @param {number} now
+ */
+function head(n, now) {
+  const st = nodeState(n);
+  const conn = connState(n);
+  const skew = clockSkewState(n);
+  return h(
+    "div",
+    { cls: "page-head" },
+    h("h1", null, n.metadata.name),
+    h(
+      "div",
+      { cls: "head-badges" },
+      badge(st.label, st.tone, st.message),
+      badge(conn.label, conn.tone),
+      ...pressures(n).map((p) => badge(p, "warn")),
+      ...(skew?.tone === "warn" ? [badge("ClockSkew", "warn", skew.label)] : []),
+    ),
+    h(
+      "p",
+      { cls: "muted" },
+      "Last seen ",
+      ago(n.metadata.annotations?.[ANNOTATION.lastSeen], now),
+      " · joined ",
+      ago(n.metadata.creationTimestamp, now),
+      skew ? " · " : "",
+      skew ? h("span", { cls: skew.tone === "warn" ? "warn-text" : "" }, skew.label) : "",
+      st.tone !== "ok" && st.message ? ` · ${st.message}` : "",
+    ),
+  );
+}
+
+/**
  * Mounts the page of device `name` in `root`; its health comes from `api` (not the watch).
  * @param {HTMLElement} root
  * @param {FleetState} state
@@ -223,9 +264,22 @@ function healthFetcher(name, api, changed) {
  */
 export function mountNode(root, state, name, api) {
   const health = healthFetcher(name, api, () => update());
+  /** @type {import("./poll.js").Poller<import("./agent-model.js").NodeUpdate>} */
+  const agent = poller(
+    api,
+    `/api/v1/nodes/${encodeURIComponent(name)}/update`,
+    () => UPDATE_PACE,
+    () => update(),
+  );
+  let agentSeen = "";
   const update = (now = Date.now()) => {
     health.refresh(now);
     const n = state.nodes.get(name);
+    if (n) {
+      const sig = `${n.metadata.annotations?.[ANNOTATION.update]}/${n.status?.nodeInfo?.kubeletVersion}`;
+      agent.refresh(now, sig !== agentSeen);
+      agentSeen = sig;
+    }
     const crumbs = h(
       "nav",
       { cls: "crumbs", attrs: { "aria-label": "breadcrumb" } },
@@ -237,40 +291,14 @@ export function mountNode(root, state, name, api) {
       root.replaceChildren(crumbs, h("p", { cls: "notice" }, `No device named "${name}" (yet).`));
       return;
     }
-    const st = nodeState(n);
-    const conn = connState(n);
-    const skew = clockSkewState(n);
     root.replaceChildren(
       crumbs,
-      h(
-        "div",
-        { cls: "page-head" },
-        h("h1", null, name),
-        h(
-          "div",
-          { cls: "head-badges" },
-          badge(st.label, st.tone, st.message),
-          badge(conn.label, conn.tone),
-          ...pressures(n).map((p) => badge(p, "warn")),
-          ...(skew?.tone === "warn" ? [badge("ClockSkew", "warn", skew.label)] : []),
-        ),
-        h(
-          "p",
-          { cls: "muted" },
-          "Last seen ",
-          ago(n.metadata.annotations?.[ANNOTATION.lastSeen], now),
-          " · joined ",
-          ago(n.metadata.creationTimestamp, now),
-          skew ? " · " : "",
-          skew ? h("span", { cls: skew.tone === "warn" ? "warn-text" : "" }, skew.label) : "",
-          st.tone !== "ok" && st.message ? ` · ${st.message}` : "",
-        ),
-      ),
+      head(n, now),
       podTable(name, state.podsOf(name), now),
       conditions(n, now),
       healthPanel(health.view),
       h("div", { cls: "grid-2" }, capacity(n), system(n)),
-      images(n),
+      h("div", { cls: "grid-2" }, agentSection(n, agent.value, agent.error, now), images(n)),
       panel("Events", eventTable(state.eventsOf(name), now, true)),
     );
   };

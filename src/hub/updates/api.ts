@@ -18,6 +18,8 @@ const setSchema = z.object({ version: z.string().min(1).max(64) });
 export interface UpdateApiDeps {
   updates: NodeUpdates;
   maxBodyBytes: number;
+  /** The agent rollout `node` is a member of, if any: its wish is the rollout's. */
+  rolloutOf(node: string): string | undefined;
   /** The wanted release of `node` changed: offer it to its agent, if connected. */
   changed(node: string): void;
   /** Writes a set or cancel, by the operator's `req`, to the audit log with its outcome. */
@@ -64,6 +66,7 @@ async function set(deps: UpdateApiDeps, req: Request, node: string): Promise<Res
     throw new StatusError("BadRequest", `bad update: ${describeZodError(body.error)}`);
   const version = body.data.version;
   try {
+    inRollout(deps, node);
     await deps.updates.set(node, version);
   } catch (err) {
     deps.audit(req, "set", node, version, `refused: ${(err as Error).message}`);
@@ -75,8 +78,24 @@ async function set(deps: UpdateApiDeps, req: Request, node: string): Promise<Res
   return json(view);
 }
 
+/** Refuses (409) a per-node update of a member of an agent rollout. */
+function inRollout(deps: UpdateApiDeps, node: string): void {
+  const rollout = deps.rolloutOf(node);
+  if (rollout !== undefined)
+    throw new StatusError(
+      "Conflict",
+      `node ${node} is in agent rollout ${rollout}: change the rollout (fleetlet hub upgrade), or delete it first`,
+    );
+}
+
 function cancel(deps: UpdateApiDeps, req: Request, node: string): Response {
   const version = deps.updates.wantedFor(node)?.version ?? "";
+  try {
+    inRollout(deps, node);
+  } catch (err) {
+    deps.audit(req, "cancel", node, version, `refused: ${(err as Error).message}`);
+    throw err;
+  }
   const canceled = deps.updates.cancel(node);
   deps.audit(req, "cancel", node, version, canceled ? "canceled" : "none was wanted");
   return json({ node, canceled });

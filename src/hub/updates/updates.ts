@@ -1,7 +1,7 @@
 // Per-node agent updates on the hub (docs/hub-releases.md, "Updating one node"): the release the
 // operator wants each node to run (stored, see store.ts), the `update` offer sent to its agent,
 // and the latest `update.status` each agent reported (kept in memory: an agent reports again as
-// it goes). The rollout of a release to many nodes will drive this; it is not here.
+// it goes). Agent rollouts (src/hub/rollouts/) drive this with setWanted and what it observed.
 import type { Database } from "bun:sqlite";
 import { StatusError } from "../../api/status.ts";
 import {
@@ -75,6 +75,8 @@ export class NodeUpdates {
   private readonly agents = new Map<string, { version: string; updates: boolean }>();
   /** Nodes whose agent was offered an update since its hello. */
   private readonly offered = new Set<string>();
+  /** When each node's agent was first offered the version it was last offered. */
+  private readonly firstOffered = new Map<string, { version: string; at: number }>();
 
   constructor(private readonly deps: NodeUpdatesDeps) {
     for (const w of deps.store.load()) this.wanted.set(w.node, w);
@@ -101,10 +103,27 @@ export class NodeUpdates {
         "NotFound",
         `release ${version} not found: push it first (fleetlet hub release push)`,
       );
+    return this.setWanted(node, version);
+  }
+
+  /** Sets the release `node` should run, unchecked (an agent rollout, which checked the
+   * version and the node); stored before it returns. */
+  setWanted(node: string, version: string): WantedRelease {
     const w = { node, version, setAt: this.deps.now() };
     this.deps.store.save(w);
     this.wanted.set(node, w);
     return w;
+  }
+
+  /** The last status the agent of `node` reported, if any. */
+  lastStatus(node: string): UpdateStatus | undefined {
+    return this.reported.get(node)?.status;
+  }
+
+  /** When the agent of `node` was first offered `version` (the latest version offered it). */
+  offeredAt(node: string, version: string): number | undefined {
+    const o = this.firstOffered.get(node);
+    return o?.version === version ? o.at : undefined;
   }
 
   /** Cancels `node`'s wanted release (the device keeps what it runs); whether there was one. */
@@ -124,6 +143,7 @@ export class NodeUpdates {
     this.reported.delete(node);
     this.agents.delete(node);
     this.offered.delete(node);
+    this.firstOffered.delete(node);
   }
 
   /** The agent of `node` said hello with `features`, running `version`. */
@@ -164,6 +184,8 @@ export class NodeUpdates {
     if (r === undefined || this.wanted.get(node) !== w) return undefined;
     const path = `${RELEASES_PATH}/${encodeURIComponent(w.version)}/${arch}`;
     this.offered.add(node);
+    if (this.firstOffered.get(node)?.version !== w.version)
+      this.firstOffered.set(node, { version: w.version, at: this.deps.now() });
     return { type: "update", version: w.version, arch, manifest: r.manifest, path };
   }
 

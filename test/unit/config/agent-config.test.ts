@@ -147,7 +147,7 @@ describe("loadAgentConfig()", () => {
     expect(config.nodeName).toBe("dev1");
     expect(config.logLevel).toBe("debug");
     expect(config.nodeLabels).toEqual({ site: "kitchen" });
-    expect(config.hub).toEqual({ url: "wss://hub.example.com", joinToken: "abc" });
+    expect(config.hub).toEqual({ urls: ["wss://hub.example.com"], joinToken: "abc" });
   });
 
   test("maxParallelStarts: absent by default, 0 allowed, a flag wins over the file", async () => {
@@ -260,7 +260,7 @@ describe("loadAgentConfig()", () => {
   test("merges hub flags into the file's hub settings", async () => {
     const file = await writeConfig("hub:\n  url: https://hub.local\n  joinToken: old\n");
     const config = await loadAgentConfig(["--config", file, "--join-token", "new"], {}, deps);
-    expect(config.hub).toEqual({ url: "https://hub.local", joinToken: "new" });
+    expect(config.hub).toEqual({ urls: ["https://hub.local"], joinToken: "new" });
   });
 
   test("refuses a plain hub URL that is not loopback unless hub.insecure says so", async () => {
@@ -269,11 +269,11 @@ describe("loadAgentConfig()", () => {
     );
     const plain = ["--hub", "ws://hub.example:7443", "--hub-insecure", "true"];
     expect((await loadAgentConfig(plain, {}, deps)).hub).toEqual({
-      url: "ws://hub.example:7443",
+      urls: ["ws://hub.example:7443"],
       insecure: true,
     });
     const loopback = await loadAgentConfig(["--hub", "http://127.0.0.1:7443"], {}, deps);
-    expect(loopback.hub?.url).toBe("http://127.0.0.1:7443");
+    expect(loopback.hub?.urls).toEqual(["http://127.0.0.1:7443"]);
     const streams = await loadAgentConfig(
       ["--hub", "https://h", "--hub-max-streams", "4"],
       {},

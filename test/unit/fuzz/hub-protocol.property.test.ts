@@ -340,7 +340,6 @@ function agentDesired() {
       accept: (input) => source.accept(input),
       conflicts: () => [],
     },
-    connectUrl: "ws://127.0.0.1:1/api/v1/agent/connect",
     log: nullLogger,
     nodeEvent: () => {},
   });
@@ -373,7 +372,7 @@ describe("the agent's desired state under hostile desired messages", () => {
           let ack: ReturnType<DesiredReports["take"]> | undefined;
           const h = recorder().h;
           h.desired = (d) => {
-            ack = a.reports.take(d);
+            ack = a.reports.take(d, "ws://127.0.0.1:1/api/v1/agent/connect");
           };
           routeHubFrame(frame, true, h, nullLogger);
           if (ack === undefined) return;

@@ -85,16 +85,14 @@ describe("HubTrust", () => {
     const root = temp();
     try {
       const trust = new HubTrust({
-        hubUrl: "https://hub.example:7443",
         joinToken: joinTokenWithHash("flj_x", caHash(ca.certPem)),
         rootDir: root,
         log: nullLogger,
         fetchUnverified: serve(ca.certPem),
       });
-      expect(await trust.resolve()).toBe(ca.certPem);
+      expect(await trust.resolve("https://hub.example:7443")).toBe(ca.certPem);
       expect(readFileSync(join(root, "hub", "ca.crt"), "utf8")).toBe(ca.certPem);
       const restarted = new HubTrust({
-        hubUrl: "https://hub.example:7443",
         rootDir: root,
         log: nullLogger,
       });
@@ -104,17 +102,48 @@ describe("HubTrust", () => {
     }
   });
 
+  test("one trust for every URL of the hub: the CA is fetched from the URL tried, then verifies all", async () => {
+    const root = temp();
+    try {
+      const fetched: string[] = [];
+      const trust = new HubTrust({
+        joinToken: joinTokenWithHash("flj_x", caHash(ca.certPem)),
+        rootDir: root,
+        log: nullLogger,
+        fetchUnverified: async (u) => {
+          fetched.push(u);
+          if (u.startsWith("https://hub-a")) throw new Error("connection refused");
+          return new Response(ca.certPem);
+        },
+      });
+      await expect(trust.resolve("https://hub-a:7443")).rejects.toThrow(
+        "cannot fetch the hub's CA from https://hub-a:7443/api/v1/hub-ca: connection refused",
+      );
+      expect(await trust.resolve("wss://hub-b:7443")).toBe(ca.certPem);
+      expect(await trust.resolve("https://hub-a:7443")).toBe(ca.certPem);
+      expect(trust.current()).toBe(ca.certPem);
+      expect(fetched).toEqual([
+        "https://hub-a:7443/api/v1/hub-ca",
+        "https://hub-b:7443/api/v1/hub-ca",
+      ]);
+      expect(readFileSync(join(root, "hub", "ca.crt"), "utf8")).toBe(ca.certPem);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
   test("refuses a hub whose CA is not the one the token names, and saves nothing", async () => {
     const root = temp();
     try {
       const trust = new HubTrust({
-        hubUrl: "wss://hub.example:7443",
         joinToken: joinTokenWithHash("flj_x", caHash(ca.certPem)),
         rootDir: root,
         log: nullLogger,
         fetchUnverified: serve(other.certPem),
       });
-      await expect(trust.resolve()).rejects.toThrow("is not the one the join token names");
+      await expect(trust.resolve("wss://hub.example:7443")).rejects.toThrow(
+        "is not the one the join token names",
+      );
       expect(existsSync(join(root, "hub", "ca.crt"))).toBe(false);
       expect(trust.current()).toBeUndefined();
     } finally {
@@ -130,7 +159,6 @@ describe("HubTrust", () => {
       expect(
         () =>
           new HubTrust({
-            hubUrl: "https://hub.example",
             caFile: file,
             joinToken: joinTokenWithHash("flj_x", caHash(ca.certPem)),
             rootDir: root,
@@ -139,7 +167,6 @@ describe("HubTrust", () => {
       ).toThrow("is not the one the join token names");
       const fetched: string[] = [];
       const plain = new HubTrust({
-        hubUrl: "http://127.0.0.1:7443",
         joinToken: joinTokenWithHash("flj_x", caHash(ca.certPem)),
         rootDir: root,
         log: nullLogger,
@@ -148,14 +175,13 @@ describe("HubTrust", () => {
           return new Response(ca.certPem);
         },
       });
-      expect(await plain.resolve()).toBeUndefined();
+      expect(await plain.resolve("http://127.0.0.1:7443")).toBeUndefined();
       const noHash = new HubTrust({
-        hubUrl: "https://hub.example",
         joinToken: "flj_x",
         rootDir: root,
         log: nullLogger,
       });
-      expect(await noHash.resolve()).toBeUndefined();
+      expect(await noHash.resolve("https://hub.example")).toBeUndefined();
       expect(fetched).toEqual([]);
     } finally {
       rmSync(root, { recursive: true, force: true });

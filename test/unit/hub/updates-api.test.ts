@@ -3,13 +3,27 @@
 // version are checked, every set and cancel is in the audit log, and a set offers at once.
 import { describe, expect, test } from "bun:test";
 import { type ApiDeps, handleApi } from "../../../src/hub/api.ts";
+import { AgentRollouts } from "../../../src/hub/rollouts/controller.ts";
+import { AgentRolloutStore } from "../../../src/hub/rollouts/store.ts";
+import { nullLogger } from "../../../src/util/log.ts";
 import { updateHub } from "../../lib/hub-updates.ts";
 
 async function api() {
   const h = await updateHub();
   h.releases.add("0.2.0", "arm64");
   const changed: string[] = [];
+  const agentRollouts = new AgentRollouts({
+    store: new AgentRolloutStore(h.store.database),
+    nodes: () => [{ name: "cam-1", labels: {} }],
+    online: () => true,
+    updates: h.updates,
+    hasRelease: async (v) => (await h.releases.list()).some((r) => r.version === v),
+    changed: (n) => changed.push(n),
+    clock: h.clock,
+    log: nullLogger,
+  });
   const deps = {
+    agentRollouts,
     fleet: h.fleet,
     identity: h.identity,
     audit: h.audit,
@@ -27,7 +41,7 @@ async function api() {
       }),
       "10.0.0.9",
     );
-  return { h, call, changed, op: h.operatorToken ?? "" };
+  return { h, call, changed, agentRollouts, op: h.operatorToken ?? "" };
 }
 
 const PATH = "/api/v1/nodes/cam-1/update";
@@ -96,5 +110,26 @@ describe("DELETE and GET", () => {
     ]);
     expect((await call("GET", PATH, op)).status).toBe(200);
     expect((await call("POST", PATH, op)).status).toBe(405);
+  });
+});
+
+describe("a member of an agent rollout", () => {
+  test("its per-node update is refused with 409 naming the rollout (set and cancel), audited", async () => {
+    const { h, call, op } = api();
+    const put = await call("PUT", "/api/v1/agentrollouts/fleet", op, { version: "0.2.0" });
+    expect(put.status).toBe(201);
+    expect(h.updates.wantedFor("cam-1")?.version).toBe("0.2.0");
+    const set = await call("PUT", PATH, op, { version: "0.2.0" });
+    expect(set.status).toBe(409);
+    expect(await set.text()).toContain("node cam-1 is in agent rollout fleet");
+    expect((await call("DELETE", PATH, op)).status).toBe(409);
+    expect(h.updates.wantedFor("cam-1")?.version).toBe("0.2.0");
+    const refused =
+      "refused: node cam-1 is in agent rollout fleet: change the rollout (fleetlet hub upgrade), or delete it first";
+    expect(h.audit.list().map((r) => [r.kind, r.action, r.outcome])).toEqual([
+      ["agentrollout", "create", "created"],
+      ["update", "set", refused],
+      ["update", "cancel", refused],
+    ]);
   });
 });

@@ -49,7 +49,7 @@ function setup() {
     clock,
     logger: nullLogger,
     random: () => 0.5,
-    connectUrl: "ws://hub.test/api/v1/agent/connect",
+    hubUrls: ["ws://hub.test"],
     nodeName: "cam-1",
     agentVersion: "0.1.0",
     outbox,

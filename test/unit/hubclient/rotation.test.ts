@@ -157,7 +157,7 @@ describe("a refused credential", () => {
     const client = createHubClient({
       clock: new FakeClock(),
       logger: createLogger({ write: (l) => lines.push(l) }),
-      connectUrl: "ws://hub.test/api/v1/agent/connect",
+      hubUrls: ["ws://hub.test"],
       nodeName: "cam-1",
       agentVersion: "0.1.0",
       outbox: outboxAt(t.dir),

@@ -129,7 +129,7 @@ describe("the agent's update wiring (no root)", () => {
     const updates = await setupAgentUpdates({
       config: {
         rootDir: root,
-        hub: { url: "https://hub.example:7443" },
+        hub: { urls: ["https://hub.example:7443"] },
         updatePublicKeys: keys,
         updateBandwidthLimit: 0,
       },
@@ -193,5 +193,25 @@ describe("the agent's update wiring (no root)", () => {
     expect(sent).toEqual([{ version: "0.2.0", phase: "healthy" }]);
     stop.abort();
     await done;
+  });
+
+  test("a stop on trial, before the agent is healthy, ends the wiring's run (a service stop does not hang)", async () => {
+    mkdirSync(dir);
+    const { clock, updates } = await wiring(() => false, {
+      FLEETLET_TRIAL: "0.2.0-3f1c0a9be2d7",
+      FLEETLET_TRIAL_LIMIT: "60",
+    });
+    const stop = new AbortController();
+    let ended = false;
+    const done = updates.run(stop.signal).then(() => {
+      ended = true;
+    });
+    clock.step(1000);
+    await Bun.sleep(0);
+    stop.abort();
+    clock.step(1000);
+    await until("the run to end", () => ended, 2000);
+    await done;
+    expect(existsSync(join(dir, "healthy"))).toBe(false);
   });
 });

@@ -4,11 +4,12 @@
 // not fetched again. No root.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { linkedVersion } from "../../../../src/agent/update/install.ts";
 import { takeUpdate, UpdateRefused, type UpdateTaker } from "../../../../src/agent/update/take.ts";
+import { takeRollback } from "../../../../src/agent/update/trial.ts";
 import {
   generateReleaseKeys,
   parsePublicKey,
@@ -84,5 +85,39 @@ describe("taking an update (no root)", () => {
     }
     expect(server.served).toBe(0);
     expect(linkedVersion(dir, "current")).toBeUndefined();
+  });
+
+  test("a release the launcher rolled this device back from is remembered and refused before a byte is fetched", async () => {
+    const { text, key } = await signed();
+    const name = `0.2.0-${sha256.slice(0, 12)}`;
+    writeFileSync(
+      join(dir, "rolled-back"),
+      `from=${name} to=packaged reason=crashed at start 3 times\n`,
+    );
+    expect(takeRollback(dir)).toEqual({
+      from: name,
+      to: "packaged",
+      reason: "crashed at start 3 times",
+    });
+    const err = await takeUpdate(await taker({ keys: [key] }), {
+      manifest: text,
+      url: server.url,
+    }).catch((e) => e);
+    expect(err).toBeInstanceOf(UpdateRefused);
+    expect(err.reason).toBe("rolled-back");
+    expect(err.message).toBe(
+      `the launcher rolled this device back from ${name} before (crashed at start 3 times): it does not take that release again`,
+    );
+    expect(server.served).toBe(0);
+    // A second rollback is remembered after the first, each by its release folder.
+    writeFileSync(
+      join(dir, "rolled-back"),
+      "from=0.2.0-000000000000 to=packaged reason=trial timed out\n",
+    );
+    takeRollback(dir);
+    const other = join(dir, "rolled-back-from");
+    expect(readFileSync(other, "utf8")).toBe(
+      `${name} crashed at start 3 times\n0.2.0-000000000000 trial timed out\n`,
+    );
   });
 });

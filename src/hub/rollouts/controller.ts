@@ -1,0 +1,263 @@
+// The agent rollouts of the hub (docs/hub-releases.md, "Rolling a release out to a fleet"): a
+// periodic pass that, for each rollout, computes its members, asks the DaemonSet planner
+// (deploy/plan.ts) over the revisions `version` and PREVIOUS, and carries out its assignments by
+// setting each member's wanted release (updates/updates.ts), the member's `from` stored first.
+//
+// Invariants: a node is a member of one rollout at most (of the rollouts whose selector matches
+// it, the one that claimed last); the record is stored before the wishes it leads to are set;
+// a member the rollout did not move has no wish (a hand-set one is dropped when it is taken).
+import { parseLabelSelector } from "../../api/selectors.ts";
+import { StatusError } from "../../api/status.ts";
+import { jsonEqual } from "../../util/canonical.ts";
+import { type Clock, sleepQuietly } from "../../util/clock.ts";
+import type { Logger } from "../../util/log.ts";
+import { planRollout } from "../deploy/plan.ts";
+import type { NodeUpdates } from "../updates/updates.ts";
+import {
+  type AgentRolloutPhase,
+  type AgentRolloutView,
+  deviceFacts,
+  type MemberObservation,
+  moved,
+  rolloutView,
+  settingsOf,
+} from "./observe.ts";
+import { type AgentRollout, type AgentRolloutSpec, checkName, freshRecord } from "./spec.ts";
+import type { AgentRolloutStore } from "./store.ts";
+
+export interface AgentRolloutDeps {
+  store: AgentRolloutStore;
+  /** The nodes that joined and are not revoked, with their labels (the hub's over the device's). */
+  nodes(): { name: string; labels: Record<string, string> }[];
+  online(node: string): boolean;
+  updates: Pick<
+    NodeUpdates,
+    "wantedFor" | "setWanted" | "cancel" | "running" | "lastStatus" | "offeredAt"
+  >;
+  /** Whether the hub holds a release of `version` (for any arch). */
+  hasRelease(version: string): Promise<boolean>;
+  /** The wanted release of `node` changed: offer it to its agent. */
+  changed(node: string): void;
+  clock: Clock;
+  log: Logger;
+}
+
+export type PutResult = { code: 200 | 201; view: AgentRolloutView; result: string };
+
+export class AgentRollouts {
+  private readonly rollouts = new Map<string, AgentRollout>();
+  /** Each rollout's phase as of its last pass. */
+  private readonly phases = new Map<string, AgentRolloutPhase>();
+
+  constructor(private readonly deps: AgentRolloutDeps) {
+    for (const r of deps.store.load()) this.rollouts.set(r.name, r);
+  }
+
+  /** The members of every rollout, by rollout name (a node to the latest claim matching it). */
+  private membership(): Map<string, string[]> {
+    const order = [...this.rollouts.values()]
+      .sort((a, b) => a.record.claimedAt - b.record.claimedAt || a.name.localeCompare(b.name))
+      .map((r) => ({ r, matches: parseLabelSelector(r.spec.selector) }));
+    const out = new Map<string, string[]>(order.map(({ r }) => [r.name, []]));
+    for (const n of this.deps.nodes()) {
+      const owner = order.findLast(({ matches }) => matches(n.labels));
+      if (owner !== undefined) out.get(owner.r.name)?.push(n.name);
+    }
+    return out;
+  }
+
+  /** The rollout node `node` is a member of, if any. */
+  rolloutOf(node: string): string | undefined {
+    for (const [name, members] of this.membership()) if (members.includes(node)) return name;
+    return undefined;
+  }
+
+  /** Whether rollout `name` exists. */
+  has(name: string): boolean {
+    return this.rollouts.has(name);
+  }
+
+  private find(name: string): AgentRollout {
+    const r = this.rollouts.get(name);
+    if (r === undefined) throw new StatusError("NotFound", `agent rollout "${name}" not found`);
+    return r;
+  }
+
+  private observe(node: string, version: string): MemberObservation {
+    const u = this.deps.updates;
+    const running = u.running(node);
+    const wanted = u.wantedFor(node)?.version;
+    const status = u.lastStatus(node);
+    const offeredAt = u.offeredAt(node, version);
+    return {
+      name: node,
+      online: this.deps.online(node),
+      ...(running !== undefined && { running }),
+      ...(wanted !== undefined && { wanted }),
+      ...(status !== undefined && { status }),
+      ...(offeredAt !== undefined && { offeredAt }),
+    };
+  }
+
+  private viewOf(r: AgentRollout, members: readonly string[]): AgentRolloutView {
+    const obs = members.map((n) => this.observe(n, r.spec.version));
+    return rolloutView(r, obs, this.phases.get(r.name) ?? "Rolling");
+  }
+
+  /** The view of rollout `name`. */
+  view(name: string): AgentRolloutView {
+    return this.viewOf(this.find(name), this.membership().get(name) ?? []);
+  }
+
+  /** Every rollout's view, by name. */
+  list(): AgentRolloutView[] {
+    const members = this.membership();
+    return [...this.rollouts.values()]
+      .sort((a, b) => a.name.localeCompare(b.name))
+      .map((r) => this.viewOf(r, members.get(r.name) ?? []));
+  }
+
+  /** Refuses (409) a claim of `selector` by rollout `name` that takes a member of a rollout
+   * that is not Complete. */
+  private checkClaim(name: string, selector: string): void {
+    const matches = parseLabelSelector(selector);
+    const labels = new Map(this.deps.nodes().map((n) => [n.name, n.labels]));
+    for (const [other, members] of this.membership()) {
+      const phase = this.phases.get(other);
+      if (other === name || phase === "Complete") continue;
+      const taken = members.find((n) => matches(labels.get(n) ?? {}));
+      if (taken !== undefined)
+        throw new StatusError(
+          "Conflict",
+          `agent rollout "${name}" would take node "${taken}" of agent rollout "${other}", which is not Complete (${phase ?? "not yet run"}): wait for it, change or delete it`,
+        );
+    }
+  }
+
+  /** Creates or changes rollout `name`; stored, and a pass run, before it returns. */
+  async put(name: string, spec: AgentRolloutSpec): Promise<PutResult> {
+    checkName(name);
+    if (!(await this.deps.hasRelease(spec.version)))
+      throw new StatusError(
+        "NotFound",
+        `release ${spec.version} not found: push it first (fleetlet hub release push)`,
+      );
+    const old = this.rollouts.get(name);
+    if (old !== undefined && jsonEqual(old.spec, spec))
+      return { code: 200, view: this.view(name), result: "unchanged" };
+    const now = this.deps.clock.now();
+    const claims = old?.spec.version !== spec.version || old.spec.selector !== spec.selector;
+    if (claims) this.checkClaim(name, spec.selector);
+    const record =
+      old === undefined
+        ? freshRecord(now)
+        : old.spec.version !== spec.version
+          ? freshRecord(now, old.record.paused)
+          : { ...old.record, undone: false, claimedAt: claims ? now : old.record.claimedAt };
+    const r: AgentRollout = { name, spec, record, created: old?.created ?? now };
+    this.deps.store.save(r);
+    this.rollouts.set(name, r);
+    if (old?.spec.version !== spec.version) this.phases.delete(name);
+    this.pass();
+    const result = old === undefined ? "created" : "configured";
+    return { code: old === undefined ? 201 : 200, view: this.view(name), result };
+  }
+
+  /** Deletes rollout `name`; its members keep their wishes. */
+  delete(name: string): AgentRollout {
+    const r = this.find(name);
+    this.deps.store.delete(name);
+    this.rollouts.delete(name);
+    this.phases.delete(name);
+    return r;
+  }
+
+  /** Pauses, resumes or undoes rollout `name`; stored, and a pass run, before it returns. */
+  act(name: string, action: "pause" | "resume" | "undo"): AgentRolloutView {
+    const r = this.find(name);
+    if (action === "undo") r.record.undone = true;
+    else r.record.paused = action === "pause";
+    this.deps.store.save(r);
+    this.pass();
+    return this.view(name);
+  }
+
+  /** One pass over every rollout (the loop's iteration; API actions call it too). */
+  pass(): void {
+    const members = this.membership();
+    for (const r of this.rollouts.values()) {
+      try {
+        this.step(r, members.get(r.name) ?? []);
+      } catch (error) {
+        this.deps.log.error("agent rollout pass failed; trying again at the next one", {
+          rollout: r.name,
+          error: String(error),
+        });
+      }
+    }
+  }
+
+  /** Runs a pass now and every `intervalMs` until `signal`. */
+  async run(signal: AbortSignal, intervalMs: number): Promise<void> {
+    while (!signal.aborted) {
+      this.pass();
+      await sleepQuietly(this.deps.clock, intervalMs, signal);
+    }
+  }
+
+  private step(r: AgentRollout, members: readonly string[]): void {
+    const before = structuredClone(r.record);
+    for (const n of members)
+      if (!moved(r, n) && this.deps.updates.wantedFor(n) !== undefined) this.want(n, null);
+    const phase = r.record.undone
+      ? this.undo(r, members)
+      : r.record.paused
+        ? r.record.planner.failed?.hash === r.spec.version
+          ? "Failed"
+          : "Paused"
+        : this.plan(r, members);
+    if (!jsonEqual(before, r.record)) this.deps.store.save(r);
+    const last = this.phases.get(r.name);
+    this.phases.set(r.name, phase);
+    if (last !== phase)
+      this.deps.log.info("agent rollout", { rollout: r.name, version: r.spec.version, phase });
+  }
+
+  /** Sends every member the rollout moved its `from` again. */
+  private undo(r: AgentRollout, members: readonly string[]): AgentRolloutPhase {
+    for (const n of members) if (moved(r, n)) this.want(n, r.record.from[n]);
+    return "RolledBack";
+  }
+
+  /** Asks the planner, records `from` of the members it moves first, then sets their wishes. */
+  private plan(r: AgentRollout, members: readonly string[]): AgentRolloutPhase {
+    const { version } = r.spec;
+    const now = this.deps.clock.now();
+    const facts = members.map((n) => deviceFacts(r, this.observe(n, version), now));
+    const plan = planRollout({
+      update: version,
+      record: r.record.planner,
+      devices: facts,
+      settings: settingsOf(r.spec, facts),
+      now,
+    });
+    for (const [n, rev] of plan.assign)
+      if (rev === version && !moved(r, n)) r.record.from[n] = this.deps.updates.running(n) ?? null;
+    r.record.planner = plan.record;
+    if (plan.assign.size > 0) this.deps.store.save(r);
+    for (const [n, rev] of plan.assign) this.want(n, rev === version ? version : r.record.from[n]);
+    // The planner calls a rollout with no member online Rolling; one that was complete stays so.
+    const idle = facts.every((d) => !d.online) && plan.record.stableHash === version;
+    return plan.phase === "Rolling" && idle ? "Complete" : plan.phase;
+  }
+
+  /** Sets the wish of `node` to `version` (null or undefined: none), offering it if it changed. */
+  private want(node: string, version: string | null | undefined): void {
+    const u = this.deps.updates;
+    const current = u.wantedFor(node)?.version;
+    if (current === (version ?? undefined)) return;
+    if (version === null || version === undefined) u.cancel(node);
+    else u.setWanted(node, version);
+    this.deps.changed(node);
+  }
+}
