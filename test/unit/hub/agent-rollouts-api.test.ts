@@ -8,8 +8,8 @@ import { AgentRolloutStore } from "../../../src/hub/rollouts/store.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { updateHub } from "../../lib/hub-updates.ts";
 
-function api() {
-  const h = updateHub();
+async function api() {
+  const h = await updateHub();
   h.releases.add("0.2.0", "arm64");
   const agentRollouts = new AgentRollouts({
     store: new AgentRolloutStore(h.store.database),
@@ -46,7 +46,7 @@ const PATH = "/api/v1/agentrollouts/prod";
 
 describe("/api/v1/agentrollouts", () => {
   test("a device's credential is refused (403), no token is 401", async () => {
-    const { h, call } = api();
+    const { h, call } = await api();
     expect((await call("PUT", PATH, { version: "0.2.0" }, h.credential)).status).toBe(403);
     expect((await call("GET", "/api/v1/agentrollouts", undefined, h.credential)).status).toBe(403);
     expect((await call("PUT", PATH, { version: "0.2.0" }, "")).status).toBe(401);
@@ -54,7 +54,7 @@ describe("/api/v1/agentrollouts", () => {
   });
 
   test("PUT creates (201) with the spec defaulted, then changes (200), or leaves it unchanged", async () => {
-    const { call } = api();
+    const { call } = await api();
     const created = await call("PUT", PATH, { version: "0.2.0", selector: "tier=prod" });
     expect(created.status).toBe(201);
     expect(created.headers.get("x-fleetlet-result")).toBe("created");
@@ -99,7 +99,7 @@ describe("/api/v1/agentrollouts", () => {
     ["a bad selector", { version: "0.2.0", selector: "a in b" }, 400, "selector"],
     ["a release not on the hub", { version: "9.9.9" }, 404, "release 9.9.9 not found"],
   ])("%s is refused, and audited", async (_what, body, status, text) => {
-    const { h, call } = api();
+    const { h, call } = await api();
     const res = await call("PUT", PATH, body);
     expect(res.status).toBe(status);
     expect(await res.text()).toContain(text);
@@ -110,7 +110,7 @@ describe("/api/v1/agentrollouts", () => {
   });
 
   test("an invalid name is 400; an unknown rollout is 404", async () => {
-    const { call } = api();
+    const { call } = await api();
     expect((await call("PUT", "/api/v1/agentrollouts/Bad_Name", { version: "0.2.0" })).status).toBe(
       400,
     );
@@ -120,7 +120,7 @@ describe("/api/v1/agentrollouts", () => {
   });
 
   test("pause, resume, undo and delete answer and are audited", async () => {
-    const { h, call } = api();
+    const { h, call } = await api();
     await call("PUT", PATH, { version: "0.2.0" });
     expect(((await (await call("POST", `${PATH}/pause`)).json()) as { phase: string }).phase).toBe(
       "Paused",

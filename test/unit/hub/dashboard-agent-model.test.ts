@@ -33,7 +33,7 @@ async function hubView(
   statuses: Omit<UpdateStatus, "type">[],
   releaseArch: "arm64" | "amd64" = "arm64",
 ): Promise<NodeUpdateView> {
-  const h = updateHub();
+  const h = await updateHub();
   h.releases.add("0.2.0", releaseArch);
   if (wanted !== undefined) await h.updates.set("cam-1", wanted);
   for (const s of statuses) h.updates.report("cam-1", { type: "update.status", ...s });

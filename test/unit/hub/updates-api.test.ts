@@ -115,7 +115,7 @@ describe("DELETE and GET", () => {
 
 describe("a member of an agent rollout", () => {
   test("its per-node update is refused with 409 naming the rollout (set and cancel), audited", async () => {
-    const { h, call, op } = api();
+    const { h, call, op } = await api();
     const put = await call("PUT", "/api/v1/agentrollouts/fleet", op, { version: "0.2.0" });
     expect(put.status).toBe(201);
     expect(h.updates.wantedFor("cam-1")?.version).toBe("0.2.0");
