@@ -11,7 +11,11 @@
 # containerd's state (its running tasks, shims and mounts) is gone after every power cut.
 # /shared is the host folder of this device: the fleetlet binary, the first-boot config, the
 # agent's log, the command channel, and a test's hooks (pre-boot.sh, run before containerd
-# starts; pre-agent.sh, run once containerd answers and before the agent starts).
+# starts; pre-agent.sh, run once containerd answers and before the agent starts). In the plain
+# flavour, a device booted with --launcher (fleetlet.launcher=1) runs the agent under the
+# launcher, /shared/fleetlet-launch, with /shared/fleetlet as the packaged executable, the way the
+# package's unit does; the variables in /shared/agent.env (a test's, "NAME=value" lines) are in
+# the agent's environment, read at each start.
 #
 # The command channel is vdevice-console.sh; the images and the pre-agent hook vdevice-images.sh.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -74,6 +78,16 @@ if [ "$flavour" = systemd ]; then
   exec /lib/systemd/systemd
 fi
 
+launcher=$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^fleetlet.launcher=//p')
+# agent: runs the agent (under the launcher with --launcher), a test's variables added.
+agent() {
+  if [ -f /shared/agent.env ]; then set -a; . /shared/agent.env; set +a; fi
+  if [ "$launcher" = 1 ]; then
+    exec /bin/sh /shared/fleetlet-launch --root-dir /var/lib/fleetlet --packaged /shared/fleetlet \
+      -- agent --config /etc/fleetlet/config.yaml
+  fi
+  exec /shared/fleetlet agent --config /etc/fleetlet/config.yaml
+}
 containerd > /run/containerd.log 2>&1 &
 (
   /sbin/fleetlet-vdevice-images
@@ -82,7 +96,7 @@ containerd > /run/containerd.log 2>&1 &
   while :; do
     n=$((n + 1))
     echo "vdevice: agent start $n at $(date -u +%FT%TZ)" >> /shared/agent.log
-    /shared/fleetlet agent --config /etc/fleetlet/config.yaml >> /shared/agent.log 2>&1
+    (agent) >> /shared/agent.log 2>&1
     echo "vdevice: agent exited with $? at $(date -u +%FT%TZ)" >> /shared/agent.log
     sleep 2
   done

@@ -131,8 +131,9 @@ export class VirtualDevice {
   private configYaml: string | undefined;
 
   /** Powers the device on; `net` adds the host-only link to the host; `systemd` makes a new
-   * device of the guest's systemd flavour (systemd as init; `scripts/vdevice build --systemd`). */
-  async boot(opts: { net?: boolean; systemd?: boolean } = {}): Promise<void> {
+   * device of the guest's systemd flavour (systemd as init; `scripts/vdevice build --systemd`);
+   * `launcher` runs the agent under deploy/fleetlet-launch (plain flavour). */
+  async boot(opts: { net?: boolean; systemd?: boolean; launcher?: boolean } = {}): Promise<void> {
     const args = ["boot", this.name];
     if (this.configYaml !== undefined) {
       const file = join(this.env.dir, `${this.name}.config.yaml`);
@@ -142,6 +143,7 @@ export class VirtualDevice {
     }
     if (opts.net) args.push("--net");
     if (opts.systemd) args.push("--systemd");
+    if (opts.launcher) args.push("--launcher");
     await this.run(args, `boot ${this.name}`);
   }
 
@@ -195,6 +197,20 @@ export class VirtualDevice {
     const file = join(this.shared, `${hook}.sh`);
     if (sh === undefined) rmSync(file, { force: true });
     else writeFileSync(file, sh);
+  }
+
+  /** Variables in the agent's environment from its next start on (plain flavour); undefined:
+   * none. */
+  setAgentEnv(vars: Record<string, string> | undefined): void {
+    const file = join(this.shared, "agent.env");
+    if (vars === undefined) rmSync(file, { force: true });
+    else
+      writeFileSync(
+        file,
+        Object.entries(vars)
+          .map(([k, v]) => `${k}='${v}'\n`)
+          .join(""),
+      );
   }
 
   /** What the hook printed on this boot, once it has run. */

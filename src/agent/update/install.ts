@@ -7,6 +7,7 @@ import { chmodSync, mkdirSync, readlinkSync, renameSync, rmSync, symlinkSync } f
 import { basename, join } from "node:path";
 import { versionProblem } from "../../release/manifest.ts";
 import { fsyncFolder, writeFileAtomic } from "../../util/atomic-file.ts";
+import { testPause } from "./test-pause.ts";
 
 /** The launcher's state folder under the agent's root dir. */
 export function updateDir(rootDir: string): string {
@@ -51,8 +52,14 @@ export function installVersion(dir: string, name: string, executable: string): v
   renameSync(executable, join(folder, "fleetlet"));
   fsyncFolder(folder);
   fsyncFolder(join(dir, "versions"));
+  testPause("executable");
   writeFileAtomic(join(dir, "trial"), `${name} 0\n`, { mode: 0o644 });
+  testPause("trial");
   const current = linkedVersion(dir, "current");
-  if (current !== undefined && current !== name) point(dir, "previous", `versions/${current}`);
+  if (current !== undefined && current !== name) {
+    point(dir, "previous", `versions/${current}`);
+    testPause("previous");
+  }
   point(dir, "current", `versions/${name}`);
+  testPause("current");
 }

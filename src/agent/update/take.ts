@@ -8,6 +8,7 @@ import { ReleaseCheckError, verifyManifest } from "../../release/verify.ts";
 import type { Clock } from "../../util/clock.ts";
 import { downloadRelease } from "./download.ts";
 import { installVersion, linkedVersion, versionName } from "./install.ts";
+import { testPause } from "./test-pause.ts";
 import { rolledBackReason } from "./trial.ts";
 
 /** Why the device takes no update; `reason` is what the hub is told. */
@@ -93,6 +94,7 @@ export async function takeUpdate(
     ...(t.fetch !== undefined && { fetch: t.fetch }),
     ...(t.clock !== undefined && { clock: t.clock }),
   });
+  testPause("verified");
   installVersion(t.dir, name, `${base}.bin`);
   return { name, already: false, ...got };
 }

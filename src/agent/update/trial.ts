@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { fsyncFolder, writeFileAtomic } from "../../util/atomic-file.ts";
 import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import { testPause } from "./test-pause.ts";
 
 export interface TrialWatch {
   /** FLEETLET_TRIAL: the version folder on trial; undefined when not on trial. */
@@ -31,6 +32,7 @@ export async function runTrialWatch(w: TrialWatch, signal: AbortSignal): Promise
   });
   while (!signal.aborted) {
     if (await w.ready()) {
+      testPause("healthy");
       writeFileAtomic(join(w.dir, "healthy"), `${w.trial}\n`, { mode: 0o644 });
       w.logger.info("healthy on trial: told the launcher", { version: w.trial });
       w.onHealthy?.();
