@@ -373,18 +373,23 @@ function listen(s: Served) {
   return listenRenewing((tls, port) => serve(s, tls, port), s.opts);
 }
 
-export async function startHub(opts: HubOptions): Promise<Hub> {
-  let deployer: Deployer | undefined;
-  const state = await openState(opts, () => deployer?.markDirty());
-  let sessions: AgentSessions | undefined;
-  const flusher = new Flusher({
+/** The flusher of the state's store, acknowledging with `ack`. */
+function flusherOf(opts: HubOptions, state: HubState, ack: (node: string, seq: number) => void) {
+  return new Flusher({
     fleet: state.fleet,
     store: state.store,
     clock: opts.clock,
     log: opts.log,
     intervalMs: opts.flushIntervalMs ?? HUB_DEFAULTS.flushIntervalMs,
-    ack: (name, seq) => sessions?.ack(name, seq),
+    ack,
   });
+}
+
+export async function startHub(opts: HubOptions): Promise<Hub> {
+  let deployer: Deployer | undefined;
+  const state = await openState(opts, () => deployer?.markDirty());
+  let sessions: AgentSessions | undefined;
+  const flusher = flusherOf(opts, state, (name, seq) => sessions?.ack(name, seq));
   const flush = () => flusher.flush();
   const broker = new StreamBroker({
     log: opts.log.with({ component: "streams" }),
