@@ -1,11 +1,11 @@
 // `fleetlet rollout status|pause|resume|undo agentrollout/NAME --hub`: an agent rollout
 // (docs/hub-releases.md, "Rolling a release out to a fleet") with kubectl's wording: waiting
 // lines until it is done, and which node runs what.
-import { parseDuration } from "../api/duration.ts";
 import type { AgentRolloutView } from "../hub/rollouts/observe.ts";
-import { CliError, UsageError } from "./errors.ts";
+import { UsageError } from "./errors.ts";
 import { type HubTarget, hubRequest } from "./hub-client.ts";
 import type { CliIO } from "./io.ts";
+import { type WatchFlags, watchRollout } from "./rollout-watch.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
 /** "agentrollout/x", "agentrollout x" → "x"; undefined for another kind. */
@@ -40,38 +40,22 @@ function printNodes(view: AgentRolloutView): string {
 
 const viewPath = (name: string) => `/api/v1/agentrollouts/${encodeURIComponent(name)}`;
 
-async function status(
-  io: CliIO,
-  target: HubTarget,
-  name: string,
-  f: { watch?: boolean; timeout?: string; interval?: string },
-): Promise<number> {
-  const deadline =
-    io.now() + (f.timeout === undefined ? Number.POSITIVE_INFINITY : parseDuration(f.timeout));
-  const every = f.interval === undefined ? 500 : parseDuration(f.interval);
-  let last = "";
-  for (;;) {
+function status(io: CliIO, target: HubTarget, name: string, f: WatchFlags): Promise<number> {
+  return watchRollout(io, f, async () => {
     const view = await hubRequest<AgentRolloutView>(target, "GET", viewPath(name));
+    const table = () => printNodes(view);
     if (view.phase === "Complete") {
       const off = view.counts.offline;
       const note = off === 0 ? "" : `; ${off} offline node(s) will be updated when back`;
-      io.stdout(`agent rollout "${name}" successfully rolled out${note}\n`);
-      return 0;
+      return { done: `agent rollout "${name}" successfully rolled out${note}\n` };
     }
-    if (view.phase === "Failed" || view.phase === "RolledBack") {
-      io.stdout(printNodes(view));
-      throw new CliError(`agent rollout "${name}" ${view.message}`);
-    }
-    const line = `Waiting for agent rollout "${name}" to finish: ${view.message}...\n`;
-    if (line !== last) io.stdout(line);
-    last = line;
-    if (f.watch === false) {
-      io.stdout(printNodes(view));
-      return 0;
-    }
-    if (io.now() > deadline) throw new CliError(`timed out waiting for the condition`);
-    await Bun.sleep(every);
-  }
+    if (view.phase === "Failed" || view.phase === "RolledBack")
+      return { failed: `agent rollout "${name}" ${view.message}`, table };
+    return {
+      waiting: `Waiting for agent rollout "${name}" to finish: ${view.message}...\n`,
+      table,
+    };
+  });
 }
 
 const DONE = { pause: "paused", resume: "resumed", undo: "rolled back" } as const;
@@ -81,7 +65,7 @@ export async function agentRolloutCommand(
   verb: string | undefined,
   name: string,
   target: HubTarget,
-  f: { watch?: boolean; timeout?: string; interval?: string },
+  f: WatchFlags,
   io: CliIO,
   usage: string,
 ): Promise<number> {

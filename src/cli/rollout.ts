@@ -4,7 +4,6 @@
 
 import { daemonSetTable } from "../api/columns.ts";
 import type { ControllerRevision, DaemonSet } from "../api/daemonset.ts";
-import { parseDuration } from "../api/duration.ts";
 import type { DeviceRollout, RolloutView } from "../hub/deploy/status.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
@@ -12,6 +11,7 @@ import { type HubTarget, hubRequest, hubTarget } from "./hub-client.ts";
 import type { CliIO } from "./io.ts";
 import { parseOutputFormat, printObjects } from "./printers.ts";
 import { agentRolloutCommand, agentRolloutName } from "./rollout-agent.ts";
+import { type WatchFlags, watchRollout } from "./rollout-watch.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
 
 const flags = {
@@ -71,37 +71,24 @@ export function printDevices(devices: DeviceRollout[]): string {
   );
 }
 
-async function status(
+function status(
   io: CliIO,
   target: HubTarget,
   ns: string,
   name: string,
-  f: { watch?: boolean; timeout?: string; interval?: string },
+  f: WatchFlags,
 ): Promise<number> {
-  const deadline =
-    io.now() + (f.timeout === undefined ? Number.POSITIVE_INFINITY : parseDuration(f.timeout));
-  const every = f.interval === undefined ? 500 : parseDuration(f.interval);
-  let last = "";
-  for (;;) {
+  return watchRollout(io, f, async () => {
     const view = await hubRequest<RolloutView>(target, "GET", `${dsPath(ns, name)}/rollout`);
-    if (view.phase === "Complete") {
-      io.stdout(`daemon set "${name}" successfully rolled out${offlineNote(view)}\n`);
-      return 0;
-    }
-    if (view.phase === "Failed") {
-      io.stdout(printDevices(view.devices));
-      throw new CliError(`daemon set "${name}" ${view.message}`);
-    }
-    const line = `Waiting for daemon set "${name}" rollout to finish: ${view.message}...\n`;
-    if (line !== last) io.stdout(line);
-    last = line;
-    if (f.watch === false) {
-      io.stdout(printDevices(view.devices));
-      return 0;
-    }
-    if (io.now() > deadline) throw new CliError(`timed out waiting for the condition`);
-    await Bun.sleep(every);
-  }
+    const table = () => printDevices(view.devices);
+    if (view.phase === "Complete")
+      return { done: `daemon set "${name}" successfully rolled out${offlineNote(view)}\n` };
+    if (view.phase === "Failed") return { failed: `daemon set "${name}" ${view.message}`, table };
+    return {
+      waiting: `Waiting for daemon set "${name}" rollout to finish: ${view.message}...\n`,
+      table,
+    };
+  });
 }
 
 function offlineNote(view: RolloutView): string {
