@@ -38,7 +38,8 @@ const flags = {
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
 
-const path = (name?: string) =>
+/** The API path of the agent rollouts, or of rollout `name`. */
+export const agentRolloutPath = (name?: string) =>
   `/api/v1/agentrollouts${name === undefined ? "" : `/${encodeURIComponent(name)}`}`;
 
 /** "3" → 3, "25%" stays; anything else is a UsageError naming the flag. */
@@ -76,7 +77,12 @@ async function upgrade(name: string, argv: string[], io: CliIO): Promise<number>
   if (positionals.length > 0)
     throw new UsageError(`hub upgrade takes one rollout name\n${HUB_UPGRADE_USAGE}`);
   const spec = specOf(f);
-  const res = await hubCall<AgentRolloutView>(hubTarget(f, io), "PUT", path(name), spec);
+  const res = await hubCall<AgentRolloutView>(
+    hubTarget(f, io),
+    "PUT",
+    agentRolloutPath(name),
+    spec,
+  );
   io.stdout(`agentrollout/${name} ${res.headers.get(RESULT_HEADER) ?? "configured"}\n`);
   return 0;
 }
@@ -103,7 +109,11 @@ async function list(argv: string[], io: CliIO): Promise<number> {
   if (positionals.length > 0)
     throw new UsageError(`hub upgrade list takes no argument\n${HUB_UPGRADE_USAGE}`);
   const format = parseOutputFormat(f.output);
-  const res = await hubRequest<{ items: AgentRolloutView[] }>(hubTarget(f, io), "GET", path());
+  const res = await hubRequest<{ items: AgentRolloutView[] }>(
+    hubTarget(f, io),
+    "GET",
+    agentRolloutPath(),
+  );
   if (format === "json" || format === "yaml") io.stdout(printObjects(res, format));
   else if (res.items.length === 0) io.stderr("No agent rollouts found\n");
   else io.stdout(printTable(res.items, io.now()));
@@ -115,7 +125,7 @@ async function remove(argv: string[], io: CliIO): Promise<number> {
   const [name, ...extra] = positionals;
   if (name === undefined || extra.length > 0)
     throw new UsageError(`hub upgrade delete takes one rollout name\n${HUB_UPGRADE_USAGE}`);
-  await hubRequest(hubTarget(f, io), "DELETE", path(name));
+  await hubRequest(hubTarget(f, io), "DELETE", agentRolloutPath(name));
   io.stdout(`agentrollout/${name} deleted\n`);
   return 0;
 }

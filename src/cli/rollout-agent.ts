@@ -4,6 +4,7 @@
 import type { AgentRolloutView } from "../hub/rollouts/observe.ts";
 import { UsageError } from "./errors.ts";
 import { type HubTarget, hubRequest } from "./hub-client.ts";
+import { agentRolloutPath } from "./hub-upgrade.ts";
 import type { CliIO } from "./io.ts";
 import { type WatchFlags, watchRollout } from "./rollout-watch.ts";
 import { alignTabs, TABLE } from "./tabwriter.ts";
@@ -38,11 +39,9 @@ function printNodes(view: AgentRolloutView): string {
   return alignTabs([header.join("\t"), ...rows].map((r) => `${r}\n`).join(""), TABLE);
 }
 
-const viewPath = (name: string) => `/api/v1/agentrollouts/${encodeURIComponent(name)}`;
-
 function status(io: CliIO, target: HubTarget, name: string, f: WatchFlags): Promise<number> {
   return watchRollout(io, f, async () => {
-    const view = await hubRequest<AgentRolloutView>(target, "GET", viewPath(name));
+    const view = await hubRequest<AgentRolloutView>(target, "GET", agentRolloutPath(name));
     const table = () => printNodes(view);
     if (view.phase === "Complete") {
       const off = view.counts.offline;
@@ -71,7 +70,7 @@ export async function agentRolloutCommand(
 ): Promise<number> {
   if (verb === "status") return status(io, target, name, f);
   if (verb === "pause" || verb === "resume" || verb === "undo") {
-    await hubRequest(target, "POST", `${viewPath(name)}/${verb}`);
+    await hubRequest(target, "POST", `${agentRolloutPath(name)}/${verb}`);
     io.stdout(`agentrollout/${name} ${DONE[verb]}\n`);
     return 0;
   }

@@ -39,9 +39,10 @@ export class HttpError extends Error {
  * @param {string} path
  * @param {() => Pace} pace
  * @param {() => void} changed
+ * @param {() => number} [now] the page's clock
  * @returns {Poller<T>}
  */
-export function poller(api, path, pace, changed) {
+export function poller(api, path, pace, changed, now = () => Date.now()) {
   let askedAt = Number.NEGATIVE_INFINITY;
   let busy = false;
   let stale = false;
@@ -50,12 +51,12 @@ export function poller(api, path, pace, changed) {
     value: undefined,
     absent: false,
     error: undefined,
-    refresh(now, changedNow = false) {
+    refresh(at, changedNow = false) {
       stale ||= changedNow;
       if (p.absent || busy) return;
       const { everyMs, soonMs } = pace();
-      if (now - askedAt < (stale ? soonMs : everyMs)) return;
-      askedAt = now;
+      if (at - askedAt < (stale ? soonMs : everyMs)) return;
+      askedAt = at;
       stale = false;
       busy = true;
       api(path)
@@ -73,7 +74,7 @@ export function poller(api, path, pace, changed) {
         )
         .finally(() => {
           busy = false;
-          if (stale) p.refresh(Date.now());
+          if (stale) p.refresh(now());
           changed();
         });
     },

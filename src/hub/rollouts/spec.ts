@@ -2,6 +2,7 @@
 // out to a fleet"): the release, which nodes, and how fast; and the record the controller keeps
 // beside it (the planner's record, each moved member's `from`, paused, undone).
 import { z } from "zod";
+import { isDNS1123Label } from "../../api/names.ts";
 import { parseLabelSelector } from "../../api/selectors.ts";
 import { StatusError } from "../../api/status.ts";
 import { describeZodError } from "../../protocol/index.ts";
@@ -77,7 +78,7 @@ export function parseSpec(body: unknown): AgentRolloutSpec {
 
 /** A valid rollout name: a DNS-1123 label-like name. */
 export function checkName(name: string): void {
-  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name))
+  if (isDNS1123Label(name).length > 0)
     throw new StatusError(
       "BadRequest",
       `invalid agent rollout name ${JSON.stringify(name)}: lower-case letters, digits and "-", at most 63`,
