@@ -6,7 +6,7 @@
 // its container throughout. A release signed with a key the device does not trust is refused,
 // and the hub hears why. Needs root and the test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { linkedVersion, updateDir } from "../../src/agent/update/install.ts";
@@ -14,7 +14,8 @@ import { TestAgent } from "../lib/agent.ts";
 import { TestHub } from "../lib/hub.ts";
 import { serviceCommand } from "../lib/launcher.ts";
 import { sleeperManifest } from "../lib/manifests.ts";
-import { eventually, fleetletBin, loadTestbed, repoRoot } from "../lib/testbed.ts";
+import { eventually, fleetletBin, loadTestbed } from "../lib/testbed.ts";
+import { hubCliOf, keepsRunning, run, signedBuild, updateStatusOf } from "../lib/update-e2e.ts";
 
 const NEXT = "0.1.1-e2e";
 const tb = loadTestbed();
@@ -24,44 +25,14 @@ const hub = new TestHub(["--heartbeat-interval", "1s"]);
 const agentArgs = ["--hub-reconnect-back-off-base", "200ms", "--hub-reconnect-back-off-max", "2s"];
 const agent = new TestAgent({ args: agentArgs, command: serviceCommand() });
 
-function run(args: string[], env: Record<string, string> = {}) {
-  const p = Bun.spawnSync(args, {
-    stdout: "pipe",
-    stderr: "pipe",
-    env: { ...process.env, ...env },
-  });
-  const out = { code: p.exitCode, stdout: p.stdout.toString(), stderr: p.stderr.toString() };
-  if (out.code !== 0) throw new Error(`${args.join(" ")}: ${out.stderr || out.stdout}`);
-  return out.stdout;
-}
-
-const hubCli = (...args: string[]) =>
-  run([fleetletBin, "hub", ...args, "--hub", hub.url, "--token", hub.operatorToken]);
-
-/** The device's update as `fleetlet hub update status NODE -o json` shows it. */
-function updateStatus(): Record<string, unknown> | undefined {
-  const out = JSON.parse(hubCli("update", "status", agent.nodeName, "-o", "json")) as {
-    items?: Record<string, unknown>[];
-  };
-  return out.items?.[0];
-}
-
-async function sleeper() {
-  return eventually("the sleeper to run", async () => {
-    const c = (await agent.pod("keeps").catch(() => undefined))?.status?.containerStatuses?.[0];
-    return c?.state.running !== undefined ? c : undefined;
-  });
-}
+const hubCli = hubCliOf(hub);
+const updateStatus = () => updateStatusOf(hub, agent.nodeName);
+const sleeper = () => keepsRunning(agent);
 
 beforeAll(async () => {
-  // The next release: the same code with another version stamped, signed with the operator's key.
-  run([join(repoRoot, "scripts/build"), "--outfile", next], { FLEETLET_BUILD_VERSION: NEXT });
-  run([fleetletBin, "release", "keygen", "--out", join(work, "ops")]);
-  run([fleetletBin, "release", "sign", "--key", join(work, "ops.key"), "--version", NEXT, next]);
-  const trusted = readFileSync(join(work, "ops.pub"), "utf8").trim();
-  writeFileSync(join(work, "config.yaml"), `updatePublicKeys: ["${trusted}"]\n`);
+  const config = signedBuild(work, next, NEXT);
   await hub.start();
-  agentArgs.push("--config", join(work, "config.yaml"));
+  agentArgs.push("--config", config);
   agentArgs.push("--hub", hub.url, "--join-token", await hub.joinToken());
   await agent.start();
   agent.writeManifest("keeps.yaml", sleeperManifest("keeps", tb.busybox));

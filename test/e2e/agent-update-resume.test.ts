@@ -5,15 +5,16 @@
 // (HTTP range), verifies and installs the release, restarts into it on trial and is healthy; the
 // pod keeps its container. Needs root and the test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TestAgent } from "../lib/agent.ts";
 import { TestHub } from "../lib/hub.ts";
 import { serviceCommand } from "../lib/launcher.ts";
 import { sleeperManifest } from "../lib/manifests.ts";
-import { eventually, fleetletBin, loadTestbed, repoRoot } from "../lib/testbed.ts";
+import { eventually, loadTestbed } from "../lib/testbed.ts";
 import { ThrottleProxy } from "../lib/throttle-proxy.ts";
+import { hubCliOf, keepsRunning, signedBuild, updateStatusOf } from "../lib/update-e2e.ts";
 
 const NEXT = "0.1.1-resume";
 const tb = loadTestbed();
@@ -24,46 +25,19 @@ let proxy: ThrottleProxy;
 const agentArgs = ["--hub-reconnect-back-off-base", "200ms", "--hub-reconnect-back-off-max", "2s"];
 const agent = new TestAgent({ args: agentArgs, command: serviceCommand() });
 
-function run(args: string[], env: Record<string, string> = {}): string {
-  const p = Bun.spawnSync(args, {
-    stdout: "pipe",
-    stderr: "pipe",
-    env: { ...process.env, ...env },
-  });
-  if (p.exitCode !== 0) throw new Error(`${args.join(" ")}: ${p.stderr.toString()}`);
-  return p.stdout.toString();
-}
-
-const hubCli = (...args: string[]) =>
-  run([fleetletBin, "hub", ...args, "--hub", hub.url, "--token", hub.operatorToken]);
-
-function updateStatus(): Record<string, unknown> | undefined {
-  const out = JSON.parse(hubCli("update", "status", agent.nodeName, "-o", "json")) as {
-    items?: Record<string, unknown>[];
-  };
-  return out.items?.[0];
-}
-
-async function sleeper() {
-  return eventually("the sleeper to run", async () => {
-    const c = (await agent.pod("keeps").catch(() => undefined))?.status?.containerStatuses?.[0];
-    return c?.state.running !== undefined ? c : undefined;
-  });
-}
+const hubCli = hubCliOf(hub);
+const updateStatus = () => updateStatusOf(hub, agent.nodeName);
+const sleeper = () => keepsRunning(agent);
 
 beforeAll(async () => {
-  run([join(repoRoot, "scripts/build"), "--outfile", next], { FLEETLET_BUILD_VERSION: NEXT });
-  run([fleetletBin, "release", "keygen", "--out", join(work, "ops")]);
-  run([fleetletBin, "release", "sign", "--key", join(work, "ops.key"), "--version", NEXT, next]);
-  const trusted = readFileSync(join(work, "ops.pub"), "utf8").trim();
-  writeFileSync(join(work, "config.yaml"), `updatePublicKeys: ["${trusted}"]\n`);
+  const config = signedBuild(work, next, NEXT);
   await hub.start();
   proxy = new ThrottleProxy({
     target: { hostname: "127.0.0.1", port: Number(new URL(hub.url).port) },
     bytesPerSecond: 8 * 1024 * 1024,
   });
   proxy.start();
-  agentArgs.push("--config", join(work, "config.yaml"));
+  agentArgs.push("--config", config);
   agentArgs.push("--hub", `http://${proxy.host}`, "--join-token", await hub.joinToken());
   await agent.start();
   agent.writeManifest("keeps.yaml", sleeperManifest("keeps", tb.busybox));
