@@ -78,10 +78,10 @@ export function inSubnet(ip: string, cidr: string): boolean {
   return Math.floor(toInt(ip) / size) === Math.floor(toInt(base) / size);
 }
 
-/** Polls `fn` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+/** Polls `fn` until it returns a value other than undefined, null or false, or throws after `timeoutMs`. */
 export async function eventually<T>(
   what: string,
-  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  fn: () => Promise<T | undefined | null | false> | T | undefined | null | false,
   timeoutMs = 20_000,
   intervalMs = 100,
 ): Promise<T> {
@@ -90,7 +90,8 @@ export async function eventually<T>(
   for (;;) {
     try {
       const v = await fn();
-      if (v !== undefined && v !== false) return v;
+      // undefined, null and false mean "not yet" (a regex's exec, a Map's miss, a failed check).
+      if (v !== undefined && v !== null && v !== false) return v;
       // A later attempt that answered: an earlier error is no longer why it waits.
       lastError = undefined;
     } catch (err) {
