@@ -236,7 +236,7 @@ export async function downloadRelease(o: DownloadOptions): Promise<DownloadResul
   }
   await out.close();
   await rename(tmp, o.outPath);
-  await syncFolder(dirname(o.outPath));
   await rm(o.partPath, { force: true });
+  await syncFolder(dirname(o.outPath)); // the rename and the part's removal, both durable
   return { resumedFrom: answer.start, fetched: counters.fetched };
 }

@@ -43,15 +43,18 @@ function point(dir: string, link: string, target: string): void {
 
 /**
  * Installs `executable` (verified, fsynced, on the same file system as `dir`; it is moved) as
- * version `name` and opens its trial; the launcher runs it at the agent's next start.
+ * version `name` and opens its trial; the launcher runs it at the agent's next start. Without
+ * `executable`, the version's folder holds it already (verified: an earlier try was cut).
  */
-export function installVersion(dir: string, name: string, executable: string): void {
+export function installVersion(dir: string, name: string, executable?: string): void {
   const folder = join(dir, "versions", name);
-  mkdirSync(folder, { recursive: true, mode: 0o755 });
-  chmodSync(executable, 0o755);
-  renameSync(executable, join(folder, "fleetlet"));
-  fsyncFolder(folder);
-  fsyncFolder(join(dir, "versions"));
+  if (executable !== undefined) {
+    mkdirSync(folder, { recursive: true, mode: 0o755 });
+    chmodSync(executable, 0o755);
+    renameSync(executable, join(folder, "fleetlet"));
+    fsyncFolder(folder);
+    fsyncFolder(join(dir, "versions"));
+  }
   testPause("executable");
   writeFileAtomic(join(dir, "trial"), `${name} 0\n`, { mode: 0o644 });
   testPause("trial");

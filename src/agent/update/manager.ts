@@ -123,8 +123,17 @@ export class UpdateManager {
         version: taken.name,
         resumedFrom: taken.resumedFrom,
         fetched: taken.fetched,
+        ...(taken.reused !== undefined && { reused: taken.reused }),
       });
-      this.report({ version, phase: "restarting", total: taken.resumedFrom + taken.fetched });
+      this.report(
+        taken.reused === undefined
+          ? { version, phase: "restarting", total: taken.resumedFrom + taken.fetched }
+          : {
+              version,
+              phase: "restarting",
+              message: `used again the ${taken.reused} an earlier try left`,
+            },
+      );
       deps.restart();
       return true;
     } catch (err) {

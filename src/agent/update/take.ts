@@ -8,6 +8,7 @@ import { ReleaseCheckError, verifyManifest } from "../../release/verify.ts";
 import type { Clock } from "../../util/clock.ts";
 import { downloadRelease } from "./download.ts";
 import { installVersion, linkedVersion, versionName } from "./install.ts";
+import { dropOtherDownloads, holdsRelease } from "./kept.ts";
 import { testPause } from "./test-pause.ts";
 import { rolledBackReason } from "./trial.ts";
 
@@ -52,6 +53,9 @@ export interface Taken {
   already: boolean;
   resumedFrom: number;
   fetched: number;
+  /** The executable an earlier try left was used again: its verified download, or the version
+   * installed before the try was cut; then nothing was fetched. */
+  reused?: "download" | "version";
 }
 
 /**
@@ -83,6 +87,15 @@ export async function takeUpdate(
       `the launcher rolled this device back from ${name} before (${before}): it does not take that release again`,
     );
   const base = `${t.dir}/download/${manifest.sha256}`;
+  await dropOtherDownloads(`${t.dir}/download`, manifest.sha256);
+  if (await holdsRelease(`${t.dir}/versions/${name}/fleetlet`, manifest)) {
+    installVersion(t.dir, name);
+    return { name, already: false, resumedFrom: 0, fetched: 0, reused: "version" };
+  }
+  if (await holdsRelease(`${base}.bin`, manifest)) {
+    installVersion(t.dir, name, `${base}.bin`);
+    return { name, already: false, resumedFrom: 0, fetched: 0, reused: "download" };
+  }
   const got = await downloadRelease({
     url: offer.url,
     manifest,

@@ -4,7 +4,15 @@
 // not fetched again. No root.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { linkedVersion } from "../../../../src/agent/update/install.ts";
@@ -119,5 +127,46 @@ describe("taking an update (no root)", () => {
     expect(readFileSync(other, "utf8")).toBe(
       `${name} crashed at start 3 times\n0.2.0-000000000000 trial timed out\n`,
     );
+  });
+
+  test("after a cut later than the download, the verified download is installed without a fetch", async () => {
+    const { text, key } = await signed();
+    const downloads = join(dir, "download");
+    mkdirSync(downloads, { recursive: true });
+    writeFileSync(join(downloads, `${sha256}.bin`), release);
+    // An abandoned release's part and unfinished output are removed, durably, before anything else.
+    writeFileSync(join(downloads, `${"a".repeat(64)}.part`), "old");
+    writeFileSync(join(downloads, `${"a".repeat(64)}.bin.tmp`), "old");
+    const got = await takeUpdate(await taker({ keys: [key] }), { manifest: text, url: server.url });
+    const name = `0.2.0-${sha256.slice(0, 12)}`;
+    expect(got).toEqual({ name, already: false, resumedFrom: 0, fetched: 0, reused: "download" });
+    expect(server.served).toBe(0);
+    expect(readFileSync(join(dir, "versions", name, "fleetlet"))).toEqual(Buffer.from(release));
+    expect(linkedVersion(dir, "current")).toBe(name);
+    expect(readdirSync(downloads)).toEqual([]);
+  });
+
+  test("after a cut during the install, the version's verified executable is used again; a wrong one is fetched anew", async () => {
+    const { text, key } = await signed();
+    const name = `0.2.0-${sha256.slice(0, 12)}`;
+    const exe = join(dir, "versions", name, "fleetlet");
+    mkdirSync(join(dir, "versions", name), { recursive: true });
+    writeFileSync(exe, release);
+    const t = await taker({ keys: [key] });
+    expect(await takeUpdate(t, { manifest: text, url: server.url })).toMatchObject({
+      reused: "version",
+      fetched: 0,
+    });
+    expect(server.served).toBe(0);
+    expect(readFileSync(join(dir, "trial"), "utf8")).toBe(`${name} 0\n`);
+    expect(linkedVersion(dir, "current")).toBe(name);
+    // The same size with other bytes (a torn write) is not trusted: the release is fetched.
+    rmSync(join(dir, "current"));
+    writeFileSync(exe, Buffer.alloc(release.length, 0x78));
+    const again = await takeUpdate(t, { manifest: text, url: server.url });
+    expect(again.reused).toBeUndefined();
+    expect(server.served).toBeGreaterThan(0);
+    expect(readFileSync(exe)).toEqual(Buffer.from(release));
+    expect(existsSync(join(dir, "download", `${sha256}.part`))).toBe(false);
   });
 });
