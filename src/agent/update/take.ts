@@ -93,6 +93,7 @@ export async function takeUpdate(
     return { name, already: false, resumedFrom: 0, fetched: 0, reused: "version" };
   }
   if (await holdsRelease(`${base}.bin`, manifest)) {
+    testPause("verified");
     installVersion(t.dir, name, `${base}.bin`);
     return { name, already: false, resumedFrom: 0, fetched: 0, reused: "download" };
   }
