@@ -15,7 +15,8 @@ const HUB_UPDATE_USAGE = `usage: fleetlet hub update NODE --version V --hub URL 
        fleetlet hub update status [NODE] --hub URL [--token T] [-o json|yaml]
 --version sets the release NODE should run (pushed with \`fleetlet hub release push\`, for the node's
 arch); the hub offers it to the node's agent whenever it connects, until it runs it. --cancel
-drops the wish: the device keeps what it runs.
+drops the wish: the device keeps what it runs. A node called "status" is named as any other
+with --version or --cancel, and shown with \`hub update status status\`.
 `;
 
 const flags = {
@@ -101,7 +102,9 @@ async function setOrCancel(argv: string[], io: CliIO): Promise<number> {
 /** `fleetlet hub update ...`. */
 export function hubUpdateCommand(argv: string[], io: CliIO): Promise<number> {
   const [first, ...rest] = argv;
-  if (first === "status") return status(rest, io);
+  // "status" is the node's name when a change is asked for: a node may be called "status".
+  const change = argv.some((a) => /^--(version|cancel)(=|$)/.test(a));
+  if (first === "status" && !change) return status(rest, io);
   if (first === undefined || first === "--help" || first === "-h") {
     io.stdout(HUB_UPDATE_USAGE);
     return Promise.resolve(0);
