@@ -2,7 +2,7 @@
 // each form makes, a node called "status" among them.
 import { afterAll, describe, expect, test } from "bun:test";
 import { hubUpdateCommand } from "../../../src/cli/hub-update.ts";
-import type { CliIO } from "../../../src/cli/io.ts";
+import { captureIO } from "../../lib/cli-io.ts";
 
 const seen: { method: string; path: string; body: unknown }[] = [];
 const server = Bun.serve({
@@ -22,19 +22,9 @@ afterAll(() => server.stop(true));
 const hub = () => ["--hub", `http://127.0.0.1:${server.port}`, "--token", "flo_x"];
 
 async function run(argv: string[]): Promise<{ stdout: string; stderr: string }> {
-  const out = { stdout: "", stderr: "" };
-  const cli: CliIO = {
-    stdout: (t) => {
-      out.stdout += t;
-    },
-    stderr: (t) => {
-      out.stderr += t;
-    },
-    env: {},
-    now: () => 0,
-  };
+  const { out, io } = captureIO();
   seen.length = 0;
-  expect(await hubUpdateCommand([...argv, ...hub()], cli)).toBe(0);
+  expect(await hubUpdateCommand([...argv, ...hub()], io)).toBe(0);
   return out;
 }
 

@@ -2,7 +2,7 @@
 // its flags make, what it prints of the hub's answer, and the mistakes it refuses before asking.
 import { afterAll, describe, expect, test } from "bun:test";
 import { hubUpgradeCommand } from "../../../src/cli/hub-upgrade.ts";
-import type { CliIO } from "../../../src/cli/io.ts";
+import { captureIO } from "../../lib/cli-io.ts";
 
 const seen: { method: string; path: string; body: unknown }[] = [];
 const server = Bun.serve({
@@ -18,17 +18,7 @@ const server = Bun.serve({
 afterAll(() => server.stop(true));
 
 function io() {
-  const out = { stdout: "", stderr: "" };
-  const cli: CliIO = {
-    stdout: (t) => {
-      out.stdout += t;
-    },
-    stderr: (t) => {
-      out.stderr += t;
-    },
-    env: {},
-    now: () => 0,
-  };
+  const { out, io: cli } = captureIO();
   return { out, cli };
 }
 

@@ -3,8 +3,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import YAML from "yaml";
-import type { CliIO } from "../../../src/cli/io.ts";
 import { kubeconfigCommand, PLAIN_HTTP_WARNING } from "../../../src/cli/kubeconfig.ts";
+import { captureIO } from "../../lib/cli-io.ts";
 
 const data = mkdtempSync(join(tmpdir(), "fleetlet-kubeconfig-unit-"));
 mkdirSync(join(data, "tls"));
@@ -14,17 +14,7 @@ writeFileSync(join(data, "operator-token"), "flo_op\n");
 afterAll(() => rmSync(data, { recursive: true, force: true }));
 
 async function kubeconfig(argv: string[]) {
-  const out = { stdout: "", stderr: "" };
-  const io: CliIO = {
-    stdout: (t) => {
-      out.stdout += t;
-    },
-    stderr: (t) => {
-      out.stderr += t;
-    },
-    env: {},
-    now: () => 0,
-  };
+  const { out, io } = captureIO();
   const code = await kubeconfigCommand(argv, io);
   return { ...out, code, config: YAML.parse(out.stdout) };
 }
