@@ -9,7 +9,7 @@ import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
-import { ProtocolClient, TestHub } from "../lib/hub.ts";
+import { nodeArch, nodeReport, ProtocolClient, TestHub } from "../lib/hub.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -20,7 +20,7 @@ setDefaultTimeout(30_000);
 
 const dir = mkdtempSync(join(tmpdir(), "dashboard-agent-"));
 const exe = join(dir, "fleetlet");
-const arch = process.arch === "x64" ? "amd64" : "arm64";
+const arch = nodeArch;
 const VERSION = "9.9.9-dash";
 const hub = new TestHub(["--heartbeat-interval", "2s"]);
 const agents: ProtocolClient[] = [];
@@ -55,31 +55,7 @@ async function device(name: string, version: string, updates: boolean): Promise<
     ...(updates && { features: ["updates"] }),
   });
   await c.waitFor("welcome");
-  c.send({
-    type: "node",
-    seq: 1,
-    node: {
-      apiVersion: "v1",
-      kind: "Node",
-      metadata: { name },
-      spec: {},
-      status: {
-        conditions: [{ type: "Ready", status: "True", reason: "KubeletReady" }],
-        nodeInfo: {
-          machineID: "m",
-          systemUUID: "u",
-          bootID: "b",
-          kernelVersion: "6.1.0",
-          osImage: "Debian GNU/Linux 12 (bookworm)",
-          containerRuntimeVersion: "containerd://1.6.20",
-          kubeletVersion: `fleetlet/${version}`,
-          kubeProxyVersion: "",
-          operatingSystem: "linux",
-          architecture: arch,
-        },
-      },
-    },
-  });
+  c.send(nodeReport(name, version, true));
   return c;
 }
 

@@ -8,12 +8,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ProtocolClient, TestHub } from "../lib/hub.ts";
+import { nodeReport, ProtocolClient, TestHub } from "../lib/hub.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "hub-agent-rollouts-"));
 const exe = join(dir, "fleetlet");
-const arch = process.arch === "x64" ? "amd64" : "arm64";
 const V = "9.9.1-ar";
 const hub = new TestHub(["--rollout-interval", "200ms"]);
 
@@ -56,7 +55,7 @@ class FakeAgent {
       features: ["updates"],
     });
     await c.waitFor("welcome");
-    c.send(nodeMessage(this.name));
+    c.send(nodeReport(this.name));
     await eventually("the node's arch on the hub", () => this.update().then((u) => u.arch));
   }
 
@@ -87,33 +86,6 @@ class FakeAgent {
   close(): void {
     this.client?.close();
   }
-}
-
-function nodeMessage(name: string) {
-  return {
-    type: "node",
-    seq: 1,
-    node: {
-      apiVersion: "v1",
-      kind: "Node",
-      metadata: { name },
-      spec: {},
-      status: {
-        nodeInfo: {
-          machineID: "m",
-          systemUUID: "u",
-          bootID: "b",
-          kernelVersion: "6.1.0",
-          osImage: "Debian GNU/Linux 12 (bookworm)",
-          containerRuntimeVersion: "containerd://1.6.20",
-          kubeletVersion: "fleetlet/0.1.0",
-          kubeProxyVersion: "",
-          operatingSystem: "linux",
-          architecture: arch,
-        },
-      },
-    },
-  };
 }
 
 const agents = new Map<string, FakeAgent>();

@@ -10,12 +10,12 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseManifest } from "../../src/release/manifest.ts";
-import { ProtocolClient, TestHub } from "../lib/hub.ts";
+import { nodeArch, nodeReport, ProtocolClient, TestHub } from "../lib/hub.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "hub-updates-"));
 const exe = join(dir, "fleetlet");
-const arch = process.arch === "x64" ? "amd64" : "arm64";
+const arch = nodeArch;
 const version = "9.9.9-upd";
 const NODE = "cam-upd";
 const hub = new TestHub();
@@ -39,30 +39,7 @@ function statusOf(): Record<string, unknown> {
 }
 
 /** The node as its agent reports it: running 0.1.0 on this machine's arch. */
-const nodeMessage = {
-  type: "node",
-  seq: 1,
-  node: {
-    apiVersion: "v1",
-    kind: "Node",
-    metadata: { name: NODE },
-    spec: {},
-    status: {
-      nodeInfo: {
-        machineID: "m",
-        systemUUID: "u",
-        bootID: "b",
-        kernelVersion: "6.1.0",
-        osImage: "Debian GNU/Linux 12 (bookworm)",
-        containerRuntimeVersion: "containerd://1.6.20",
-        kubeletVersion: "fleetlet/0.1.0",
-        kubeProxyVersion: "",
-        operatingSystem: "linux",
-        architecture: arch,
-      },
-    },
-  },
-};
+const nodeMessage = nodeReport(NODE);
 
 /** Connects a new agent of `node` that takes updates; waits for its welcome. */
 async function connect(streamId = "s1", node = NODE, cred = credential): Promise<ProtocolClient> {

@@ -182,3 +182,38 @@ export class ProtocolClient {
     this.ws.close();
   }
 }
+
+/** This machine's arch as a Node reports it. */
+export const nodeArch = process.arch === "x64" ? "amd64" : "arm64";
+
+/**
+ * The first `node` message of an agent of fleetlet `version` on node `name` (this machine's
+ * arch; Ready when `ready`), as a protocol-level device sends it after its welcome.
+ */
+export function nodeReport(name: string, version = "0.1.0", ready = false) {
+  return {
+    type: "node",
+    seq: 1,
+    node: {
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: { name },
+      spec: {},
+      status: {
+        ...(ready && { conditions: [{ type: "Ready", status: "True", reason: "KubeletReady" }] }),
+        nodeInfo: {
+          machineID: "m",
+          systemUUID: "u",
+          bootID: "b",
+          kernelVersion: "6.1.0",
+          osImage: "Debian GNU/Linux 12 (bookworm)",
+          containerRuntimeVersion: "containerd://1.6.20",
+          kubeletVersion: `fleetlet/${version}`,
+          kubeProxyVersion: "",
+          operatingSystem: "linux",
+          architecture: nodeArch,
+        },
+      },
+    },
+  };
+}
