@@ -6,7 +6,6 @@
 
 import { spawnSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQL } from "bun";
 
@@ -57,11 +56,13 @@ export class PostgresCluster {
     if (!existsSync(join(bin, "initdb")))
       throw new Error(`${bin}/initdb is missing: install Debian's postgresql (scripts/setup)`);
     const { uid, gid } = postgresUser();
-    const dir = mkdtempSync(join(tmpdir(), "fleetlet-pg-"));
+    // In /tmp, not $TMPDIR: `postgres` must reach it, and the socket's path must stay short.
+    const dir = mkdtempSync("/tmp/fleetlet-pg-");
     chownSync(dir, uid, gid);
     const c = new PostgresCluster(dir, freePort(), bin);
     try {
-      c.run("initdb", ["-D", c.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]);
+      const initdb = ["-D", c.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"];
+      c.run("initdb", [...initdb, "--no-sync"]);
       const conf = [
         "listen_addresses = '127.0.0.1'",
         `port = ${c.port}`,
@@ -147,14 +148,18 @@ export class PostgresCluster {
 
   /** Stops at once when the process exits without remove(). */
   private stopSync(): void {
-    spawnSync(
-      "runuser",
-      ["-u", "postgres", "--", join(this.bin, "pg_ctl"), "-D", this.data].concat([
-        "-m",
-        "immediate",
-        "stop",
-      ]),
-    );
+    const pgCtl = join(this.bin, "pg_ctl");
+    spawnSync("runuser", [
+      "-u",
+      "postgres",
+      "--",
+      pgCtl,
+      "-D",
+      this.data,
+      "-m",
+      "immediate",
+      "stop",
+    ]);
     rmSync(this.dir, { recursive: true, force: true });
   }
 

@@ -1,15 +1,18 @@
 // The hub's store on PostgreSQL (src/hub/store-postgres.ts): the store contract
 // (test/lib/store-contract.ts) on a database of its own per test, and what only a shared database
 // has: two stores migrating one empty database at once, a server that stops under a store, a
-// large flush. Needs root and Debian's postgresql (scripts/setup installs it): a throwaway
+// database whose disk is full (a tablespace on a small tmpfs), a large flush. Needs root and Debian's postgresql (scripts/setup installs it): a throwaway
 // cluster of PostgreSQL 15 is started for this file (scripts/lib/postgres.ts) and removed after.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { chownSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { SQL } from "bun";
 import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import type { Pod } from "../../src/api/types.ts";
 import { MIGRATIONS, migrate } from "../../src/hub/pg/migrations.ts";
 import { storeWriteStatus } from "../../src/hub/store.ts";
 import { PostgresHubStore } from "../../src/hub/store-postgres.ts";
+import { fill, free, mountTmpfs, unmount } from "../lib/small-fs.ts";
 import { storeContract } from "../lib/store-contract.ts";
 import { makeEvent, makePod } from "../unit/hubclient/fixtures.ts";
 
@@ -119,6 +122,42 @@ describe("the hub store on PostgreSQL", () => {
       await cluster.dropDatabase(url);
     }
   }, 30_000);
+
+  test("a flush the database's full disk refuses is answered 507 and kept; it is written once there is space", async () => {
+    // A database of its own in a tablespace on a small tmpfs, filled to the last byte.
+    const dir = join(cluster.dir, "small");
+    mountTmpfs(dir, 24);
+    const { uid, gid } = statSync(cluster.dir);
+    chownSync(dir, uid, gid);
+    const admin = new SQL(cluster.url(), { max: 1 });
+    const name = `small_${process.pid}`;
+    await admin.unsafe(`CREATE TABLESPACE small LOCATION '${dir}'`);
+    await admin.unsafe(`CREATE DATABASE ${name} TABLESPACE small`);
+    const url = cluster.url(name);
+    const a = await open(url);
+    try {
+      await a.saveNodeNow(progress("cam-1"));
+      const filler = fill(dir);
+      for (let i = 0; i < 200; i++) a.queuePod("cam-1", `u${i}`, makePod(`u${i}`));
+      const err = await a.flush().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      const status = storeWriteStatus(err, "flush");
+      expect(status?.code).toBe(507);
+      console.log(`a flush on a full disk: ${status?.message}`);
+      expect(a.pending()).toBe(200);
+      free(filler);
+      await a.flush();
+      expect((await a.load()).pods.length).toBe(200);
+    } finally {
+      await a.close();
+      await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await admin.unsafe("DROP TABLESPACE IF EXISTS small");
+      await admin.close();
+      unmount(dir);
+    }
+  }, 60_000);
 
   test("a flush of 5,000 pods of 100 nodes is one transaction that load() gives back", async () => {
     const url = await cluster.createDatabase();
