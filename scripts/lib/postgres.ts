@@ -45,9 +45,11 @@ export class PostgresCluster {
   private constructor(
     /** The cluster's folder: data/, the server's log and its unix socket. */
     readonly dir: string,
-    readonly port: number,
     private readonly bin: string,
   ) {}
+
+  /** The loopback port the server listens on. */
+  port = 0;
 
   /** Makes and starts a new cluster. */
   static async start(o: PostgresOptions = {}): Promise<PostgresCluster> {
@@ -59,21 +61,29 @@ export class PostgresCluster {
     // In /tmp, not $TMPDIR: `postgres` must reach it, and the socket's path must stay short.
     const dir = mkdtempSync("/tmp/fleetlet-pg-");
     chownSync(dir, uid, gid);
-    const c = new PostgresCluster(dir, freePort(), bin);
+    const c = new PostgresCluster(dir, bin);
     try {
       const initdb = ["-D", c.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"];
       c.run("initdb", [...initdb, "--no-sync"]);
-      const conf = [
-        "listen_addresses = '127.0.0.1'",
-        `port = ${c.port}`,
-        `unix_socket_directories = '${dir}'`,
-        `fsync = ${o.fsync === true ? "on" : "off"}`,
-        "max_connections = 200",
-      ];
-      writeFileSync(join(c.data, "conf.d.conf"), `${conf.join("\n")}\n`);
       writeFileSync(join(c.data, "postgresql.conf"), "include 'conf.d.conf'\n", { flag: "a" });
-      await c.startServer();
-      return c;
+      // Another process may take the free port before the server binds it: then another port.
+      for (let attempt = 1; ; attempt++) {
+        c.port = freePort();
+        const conf = [
+          "listen_addresses = '127.0.0.1'",
+          `port = ${c.port}`,
+          `unix_socket_directories = '${dir}'`,
+          `fsync = ${o.fsync === true ? "on" : "off"}`,
+          "max_connections = 200",
+        ];
+        writeFileSync(join(c.data, "conf.d.conf"), `${conf.join("\n")}\n`);
+        try {
+          await c.startServer();
+          return c;
+        } catch (err) {
+          if (attempt === 3) throw err;
+        }
+      }
     } catch (err) {
       await c.remove();
       throw err;

@@ -58,7 +58,8 @@ export async function migrate(sql: SQL, migrations = MIGRATIONS): Promise<number
       }
       return applied;
     } finally {
-      await conn.unsafe(`SELECT pg_advisory_unlock(${MIGRATE_LOCK})`);
+      // A connection that failed holds no lock any more: its session ended.
+      await conn.unsafe(`SELECT pg_advisory_unlock(${MIGRATE_LOCK})`).catch(() => {});
     }
   } finally {
     conn.release();
