@@ -19,8 +19,6 @@ export async function connectPostgres(url: string, o: PostgresConnectOptions = {
     max: o.max ?? POOL_SIZE,
     connectionTimeout: o.connectionTimeout ?? 10,
     idleTimeout: 60,
-    // Statements differ in their number of rows; unnamed statements are not kept by the server.
-    prepare: false,
   });
   try {
     await migrate(sql);
