@@ -1,7 +1,8 @@
 // The hub's durable store of its fleet (docs/hub-replicas.md, "The store"): one interface, with
-// SQLite (store-sqlite.ts) its embedded implementation. Identity changes (tokens, joins,
-// revokes) are written at once; what agents report is queued and written in one transaction per
-// flush, coalesced by key (report-queue.ts), so that ingest costs a map update per message.
+// SQLite (store-sqlite.ts) its embedded implementation and PostgreSQL (store-postgres.ts) the
+// shared one of hub replicas. Identity changes (tokens, joins, revokes) are written at once; what
+// agents report is queued and written in one transaction per flush, coalesced by key
+// (report-queue.ts), so that ingest costs a map update per message.
 // Everything is loaded into memory at start. The interface is asynchronous, as a database
 // across the network is; SQLite's implementation does its work before its promise is returned.
 // A write that fails (the data disk is full) rejects and loses nothing queued: the queue is put
@@ -9,6 +10,7 @@
 import type { Node } from "../api/node.ts";
 import { StatusError } from "../api/status.ts";
 import type { Event, Pod } from "../api/types.ts";
+import { type PostgresWriteFailure, postgresWriteFailure } from "./pg/errors.ts";
 
 export interface JoinTokenRecord {
   id: string;
@@ -80,14 +82,40 @@ function sqliteCode(err: unknown): string | undefined {
   return typeof code === "string" && code.startsWith("SQLITE_") ? code : undefined;
 }
 
+/** What a PostgreSQL failure of each kind means, for the hub's answer. */
+const POSTGRES_WHY: Record<PostgresWriteFailure["kind"], string> = {
+  full: "the disk of the hub's PostgreSQL database is full",
+  unreachable: "the hub cannot reach its PostgreSQL database",
+  shutdown: "the hub's PostgreSQL server is shutting down or starting",
+  unavailable: "the hub's PostgreSQL database cannot take the write now",
+};
+
+/** storeWriteStatus() of a PostgreSQL failure. */
+function postgresWriteStatus(err: unknown, request: string): StatusError | undefined {
+  const failure = postgresWriteFailure(err);
+  if (failure === undefined) return undefined;
+  const why = `${POSTGRES_WHY[failure.kind]} (${failure.code}: ${(err as Error).message})`;
+  if (failure.kind === "full")
+    return new StatusError(
+      "InsufficientStorage",
+      `${request} was not stored: ${why}; reads keep working, free space on the database's disk and try again`,
+    );
+  return new StatusError(
+    "ServiceUnavailable",
+    `${request} was not stored: ${why}; reads keep working, try again`,
+  );
+}
+
 /**
  * The Status to answer `request` with when the store could not write what it needed: 507 when
- * the data disk is full (SQLITE_FULL), 503 when the database cannot be written for another reason
- * (I/O error, read-only, locked); undefined for any other error.
+ * the data disk is full (SQLITE_FULL, PostgreSQL's 53100), 503 when the database cannot be
+ * written for another reason (SQLite: I/O error, read-only, locked; PostgreSQL: no connection,
+ * the server shutting down, out of connections, a read-only standby); undefined for any other
+ * error.
  */
 export function storeWriteStatus(err: unknown, request: string): StatusError | undefined {
   const code = sqliteCode(err);
-  if (code === undefined) return undefined;
+  if (code === undefined) return postgresWriteStatus(err, request);
   const why = (err as Error).message;
   if (code === "SQLITE_FULL")
     return new StatusError(

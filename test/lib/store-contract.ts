@@ -175,6 +175,24 @@ export function storeContract(name: string, backing: () => Promise<StoreBacking>
     );
 
     test(
+      "objects come back as written, whatever characters their strings hold",
+      run(async (open) => {
+        const a = await open();
+        await a.saveNodeNow(progress("cam-1", { hubLabels: { note: "caf\u00e9 \u{1f4f7}" } }));
+        const pod = makePod("u1");
+        pod.metadata.annotations = { raw: 'nul\u0000 tab\t quote" back\\ \u{1f4f7}' };
+        a.queuePod("cam-1", "u1", pod);
+        const event = { ...makeEvent("e1"), message: "line 1\nline 2 \u0000 \u2028" };
+        a.queueEvent("cam-1", "e1", event);
+        await a.flush();
+        const loaded = await (await open()).load();
+        expect(loaded.nodes[0]?.hubLabels).toEqual({ note: "caf\u00e9 \u{1f4f7}" });
+        expect(loaded.pods).toEqual([{ node: "cam-1", pod }]);
+        expect(loaded.events).toEqual([{ node: "cam-1", event }]);
+      }),
+    );
+
+    test(
       "close() writes what is queued",
       run(async (open) => {
         const a = await open();

@@ -217,6 +217,43 @@ describe("the hub store on a full disk", () => {
       });
   });
 
+  test("storeWriteStatus() maps PostgreSQL's failures as Bun's client gives them and leaves others alone", () => {
+    const server = (state: string) =>
+      Object.assign(new Error(`failed with ${state}`), {
+        ...{ name: "PostgresError", code: "ERR_POSTGRES_SERVER_ERROR", errno: state },
+      });
+    const client = (code: string) =>
+      Object.assign(new Error("Failed to connect"), { name: "PostgresError", code });
+    const cases: [Error & { code: string }, number | undefined][] = [
+      [server("53100"), 507],
+      [server("57P01"), 503],
+      [server("57P03"), 503],
+      [server("08006"), 503],
+      [server("53300"), 503],
+      [server("25006"), 503],
+      [client("ERR_POSTGRES_CONNECTION_REFUSED"), 503],
+      [client("ERR_POSTGRES_CONNECTION_CLOSED"), 503],
+      [client("ERR_POSTGRES_CONNECTION_TIMEOUT"), 503],
+      [server("23505"), undefined],
+      [server("22012"), undefined],
+      [client("ERR_POSTGRES_SYNTAX_ERROR"), undefined],
+      [Object.assign(new Error("x"), { code: "ERR_POSTGRES_CONNECTION_REFUSED" }), undefined],
+    ];
+    for (const [err, code] of cases) {
+      const status = storeWriteStatus(err, "PUT /x");
+      expect({
+        err: `${err.code} ${(err as { errno?: string }).errno}`,
+        code: status?.code,
+      }).toEqual({
+        err: `${err.code} ${(err as { errno?: string }).errno}`,
+        code,
+      });
+    }
+    expect(storeWriteStatus(server("53100"), "POST /api/v1/pods")?.message).toBe(
+      "POST /api/v1/pods was not stored: the disk of the hub's PostgreSQL database is full (53100: failed with 53100); reads keep working, free space on the database's disk and try again",
+    );
+  });
+
   test("rollout progress that cannot be written is kept and written by the next pass that can", async () => {
     const db = new Database(tempDb());
     db.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");

@@ -1,0 +1,261 @@
+// The hub's store in PostgreSQL (docs/hub-replicas.md, "The store"), for hubs that share one
+// database: Bun's SQL client, the schema's numbered migrations run on open (pg/migrations.ts).
+// What agents report is queued (report-queue.ts) and written by flush() in one transaction of
+// multi-row statements; identity writes are written before their promise resolves. The hub
+// runs no two writes of one store at once (store.ts), but reports are queued while a write
+// is awaited: a failed write puts back only what is not newer than what was queued since.
+import type { SQL } from "bun";
+import type { Node } from "../api/node.ts";
+import type { Event, Pod } from "../api/types.ts";
+import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
+import { sessionLost } from "./pg/errors.ts";
+import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
+import { type ReportBatch, ReportQueue } from "./report-queue.ts";
+import type { HubStore, JoinTokenRecord, LoadedState, NodeProgress } from "./store.ts";
+
+const NODES: Columns = { table: "nodes", key: ["name"], types: { name: "text", progress: "json" } };
+const PODS: Columns = {
+  table: "pods",
+  key: ["node", "uid"],
+  types: { node: "text", uid: "text", pod: "json" },
+};
+const EVENTS: Columns = {
+  table: "events",
+  key: ["node", "name"],
+  types: { node: "text", name: "text", event: "json" },
+};
+
+interface TokenRow {
+  id: string;
+  hash: string;
+  expires_at: string;
+  labels: Record<string, string>;
+  revoked: boolean;
+  created_at: string;
+  max_uses: number | null;
+  used: number;
+}
+
+const tokenFromRow = (t: TokenRow): JoinTokenRecord => ({
+  id: t.id,
+  hash: t.hash,
+  expiresAt: Number(t.expires_at),
+  labels: t.labels,
+  revoked: t.revoked,
+  createdAt: Number(t.created_at),
+  ...(t.max_uses !== null && { maxUses: t.max_uses }),
+  used: t.used,
+});
+
+/** Writes a batch of reports in the transaction `tx`. */
+async function writeBatch(tx: SQL, b: ReportBatch): Promise<void> {
+  const progress = [...b.progress.values()].map((p) => [p.name, JSON.stringify(p)]);
+  await upsertRows(tx, NODES, progress);
+  const nodeObjects = [...b.nodeObjects].map(([name, n]) => [name, JSON.stringify(n)]);
+  await updateJson(tx, NODES, "node", nodeObjects);
+  if (b.cleared.size > 0)
+    await deleteRows(
+      tx,
+      { ...PODS, key: ["node"] },
+      [...b.cleared].map((n) => [n]),
+    );
+  const pods = [...b.pods.values()];
+  await upsertRows(
+    tx,
+    PODS,
+    pods.flatMap((p) => (p.pod === null ? [] : [[p.node, p.uid, JSON.stringify(p.pod)]])),
+  );
+  await deleteRows(
+    tx,
+    PODS,
+    pods.filter((p) => p.pod === null).map((p) => [p.node, p.uid]),
+  );
+  const events = [...b.events.values()];
+  await upsertRows(
+    tx,
+    EVENTS,
+    events.flatMap((e) => (e.event === null ? [] : [[e.node, e.name, JSON.stringify(e.event)]])),
+  );
+  await deleteRows(
+    tx,
+    EVENTS,
+    events.filter((e) => e.event === null).map((e) => [e.node, e.name]),
+  );
+}
+
+async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
+  await tx.unsafe(
+    `INSERT INTO join_tokens (id, hash, expires_at, labels, revoked, created_at, max_uses, used)
+     VALUES ($1, $2, $3, $4::text::json, $5, $6, $7, $8)
+     ON CONFLICT (id) DO UPDATE SET hash = excluded.hash, expires_at = excluded.expires_at,
+       labels = excluded.labels, revoked = excluded.revoked, created_at = excluded.created_at,
+       max_uses = excluded.max_uses, used = excluded.used`,
+    [
+      t.id,
+      t.hash,
+      t.expiresAt,
+      JSON.stringify(t.labels),
+      t.revoked,
+      t.createdAt,
+      t.maxUses ?? null,
+      t.used,
+    ],
+  );
+}
+
+export class PostgresHubStore implements HubStore {
+  private readonly queue = new ReportQueue();
+  private closed = false;
+
+  private constructor(
+    private readonly sql: SQL,
+    /** Connections in the pool: the most that can have been ended by a restarted server. */
+    private readonly poolSize: number,
+  ) {}
+
+  /** Connects to the database at `url` and brings its schema up to date. */
+  static async open(url: string, o: PostgresConnectOptions = {}): Promise<PostgresHubStore> {
+    return new PostgresHubStore(await connectPostgres(url, o), o.max ?? POOL_SIZE);
+  }
+
+  /** Runs `fn` in a transaction (`mode`: BEGIN's options), again on another connection while
+   * the one it ran on was found ended by the server (pg/errors.ts, sessionLost). */
+  private async transaction<T>(fn: (tx: SQL) => Promise<T>, mode = ""): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.sql.begin(mode, fn);
+      } catch (err) {
+        if (attempt >= this.poolSize || !sessionLost(err)) throw err;
+      }
+    }
+  }
+
+  async load(): Promise<LoadedState> {
+    return this.transaction(async (tx) => {
+      const meta = await tx.unsafe("SELECT value FROM meta WHERE key = 'operator'");
+      const tokens = (await tx.unsafe("SELECT * FROM join_tokens")) as TokenRow[];
+      const nodes = (await tx.unsafe("SELECT progress, node FROM nodes")) as {
+        progress: NodeProgress;
+        node: Node | null;
+      }[];
+      const pods = (await tx.unsafe("SELECT node, pod FROM pods")) as { node: string; pod: Pod }[];
+      const events = (await tx.unsafe("SELECT node, event FROM events")) as {
+        node: string;
+        event: Event;
+      }[];
+      const operator = (meta as { value: string }[])[0];
+      return {
+        ...(operator !== undefined && { operatorHash: operator.value }),
+        joinTokens: tokens.map(tokenFromRow),
+        nodes: nodes.map((n) => ({ ...n.progress, ...(n.node !== null && { node: n.node }) })),
+        pods: pods.map((p) => ({ node: p.node, pod: p.pod })),
+        events: events.map((e) => ({ node: e.node, event: e.event })),
+      };
+    }, "ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  }
+
+  // ---- written at once ----
+
+  async saveOperatorHash(hash: string): Promise<void> {
+    await this.transaction((tx) =>
+      tx.unsafe(
+        "INSERT INTO meta (key, value) VALUES ('operator', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [hash],
+      ),
+    );
+  }
+
+  async saveJoinToken(t: JoinTokenRecord): Promise<void> {
+    await this.transaction((tx) => putJoinToken(tx, t));
+  }
+
+  async saveJoinNow(t: JoinTokenRecord, progress: NodeProgress): Promise<void> {
+    await this.writeNodeNow(progress, (tx) => putJoinToken(tx, t));
+  }
+
+  async saveNodeNow(progress: NodeProgress): Promise<void> {
+    await this.writeNodeNow(progress, async () => {});
+  }
+
+  /** Queues `progress` and writes it with everything queued and `also`, in one transaction;
+   * when that fails, `progress` is taken back out of the queue (unless a newer one was queued
+   * meanwhile). */
+  private async writeNodeNow(progress: NodeProgress, also: (tx: SQL) => Promise<void>) {
+    const before = this.queue.queuedProgress(progress.name);
+    this.queue.progress(progress);
+    try {
+      await this.writeQueued(also);
+    } catch (err) {
+      if (this.queue.queuedProgress(progress.name) === progress)
+        this.queue.restoreProgress(progress.name, before);
+      throw err;
+    }
+  }
+
+  async forgetNodeNow(name: string): Promise<void> {
+    this.queue.forget(name);
+    await this.writeQueued(async (tx) => {
+      for (const table of ["pods", "events"])
+        await tx.unsafe(`DELETE FROM ${table} WHERE node = $1`, [name]);
+      await tx.unsafe("DELETE FROM nodes WHERE name = $1", [name]);
+    });
+  }
+
+  // ---- queued until flush() ----
+
+  queueProgress(progress: NodeProgress): void {
+    this.queue.progress(progress);
+  }
+
+  queueNode(name: string, node: Node): void {
+    this.queue.node(name, node);
+  }
+
+  queuePod(node: string, uid: string, pod: Pod | null): void {
+    this.queue.pod(node, uid, pod);
+  }
+
+  queueClearPods(node: string): void {
+    this.queue.clearPods(node);
+  }
+
+  queueEvent(node: string, name: string, event: Event | null): void {
+    this.queue.event(node, name, event);
+  }
+
+  pending(): number {
+    return this.queue.size();
+  }
+
+  async flush(): Promise<void> {
+    if (this.queue.size() > 0) await this.writeQueued();
+  }
+
+  /** Writes what is queued now, then `after`, in one transaction; when it fails, the batch is
+   * put back under what was queued meanwhile. */
+  private async writeQueued(after?: (tx: SQL) => Promise<void>): Promise<void> {
+    const batch = this.queue.take();
+    try {
+      await this.transaction(async (tx) => {
+        await writeBatch(tx, batch);
+        await after?.(tx);
+      });
+    } catch (err) {
+      this.queue.putBack(batch);
+      throw err;
+    }
+  }
+
+  async close(): Promise<{ unstored: number; error?: unknown }> {
+    if (this.closed) return { unstored: this.pending() };
+    try {
+      await this.flush();
+      return { unstored: 0 };
+    } catch (error) {
+      return { unstored: this.pending(), error };
+    } finally {
+      this.closed = true;
+      await this.sql.close();
+    }
+  }
+}
