@@ -192,7 +192,7 @@ function startDeployer(
     flushStore: flush,
     intervalMs: opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs,
   });
-  bus.subscribe((m) => sessions.desiredChanged(m.node));
+  bus.subscribe("desired", (m) => sessions.desiredChanged(m.node));
   deployer.reconcile();
   void deployer.run(signal);
   return deployer;

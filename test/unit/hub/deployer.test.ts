@@ -28,7 +28,7 @@ async function hub(file: string, clock: FakeClock) {
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
   const bus = createLocalBus();
   const sent: string[] = [];
-  bus.subscribe((m) => sent.push(m.node));
+  bus.subscribe("desired", (m) => sent.push(m.node));
   const deployStore = new SqliteDeployStore(store.database);
   const deployer = new Deployer({
     store: deployStore,
