@@ -116,10 +116,12 @@ describe("the deployer over a store that takes time", () => {
       507,
     );
     expect(deployer.list()).toEqual([]);
-    expect(deployer.catalog.revisionsOf("any")).toEqual([]);
+    expect(await store.load()).toMatchObject({ objects: [], revisions: [] });
     store.failing = false;
     expect((await deployer.apply(daemonSet("busybox:1"))).result).toBe("created");
-    expect((await store.load()).objects.map((o) => o.name)).toEqual(["web"]);
+    const stored = await store.load();
+    expect(stored.objects.map((o) => o.name)).toEqual(["web"]);
+    expect(stored.revisions.map((r) => r.revision)).toEqual([1]);
   });
 });
 
