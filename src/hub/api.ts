@@ -157,7 +157,7 @@ export async function patchNodeLabels(
     labels[k] = v;
   }
   deps.fleet.setHubLabels(name, labels);
-  deps.deployer.reconcile();
+  await deps.deployer.reconcile();
   return json(deps.fleet.view(name));
 }
 
@@ -183,7 +183,7 @@ async function nodeAction(
   if (req.method === "POST" && action === "revoke") return revokeNode(deps, name);
   if (req.method === "POST" && action === "forget") {
     deps.identity.releaseRevoked(name);
-    deps.updates.updates.forget(name);
+    await deps.updates.updates.forget(name);
     return json(await deps.fleet.forget(name));
   }
   throw new StatusError(
@@ -246,13 +246,13 @@ async function operatorRoute(
 }
 
 /** GET /api/v1/audit?node=&limit=: the most recent exec and port-forward sessions. */
-function auditList(deps: ApiDeps, url: URL): Response {
+async function auditList(deps: ApiDeps, url: URL): Promise<Response> {
   const q = url.searchParams;
   const limit = Number(q.get("limit") ?? 100);
   if (!Number.isSafeInteger(limit) || limit < 1)
     throw new StatusError("BadRequest", `invalid limit ${JSON.stringify(q.get("limit"))}`);
   const node = q.get("node") ?? undefined;
-  const items = deps.audit.list({ limit, ...(node !== undefined && { node }) });
+  const items = await deps.audit.list({ limit, ...(node !== undefined && { node }) });
   return json({ apiVersion: "fleetlet.io/v1", kind: "AuditRecordList", items });
 }
 

@@ -1,13 +1,11 @@
 // The hub's audit log of every exec, attach and port-forward into a device (docs/kubectl.md, "Audit"):
 // who asked (the operator, from which address, with which client), into which device, pod and
 // container, what command or ports, when it started and ended, and how it ended. Written to
-// the hub's database when the session starts and again when it ends, so a session cut by a hub
+// the hub's store when the session starts and again when it ends, so a session cut by a hub
 // crash still shows who opened it. Release pushes and deletes (docs/hub-releases.md) are
 // recorded once, when they are done or refused, and so are the wanted releases set or canceled
 // for a node (docs/hub-releases.md, "Updating one node"), and every agent rollout created,
 // changed, paused, resumed, undone or deleted.
-import type { Database } from "bun:sqlite";
-
 export interface AuditRecord {
   id: number;
   kind: "exec" | "attach" | "portforward" | "release" | "update" | "agentrollout";
@@ -43,56 +41,52 @@ export interface AuditRecord {
 
 export type AuditStart = Omit<AuditRecord, "id" | "started" | "ended" | "outcome">;
 
-const SCHEMA = `CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL)`;
+/** A record as it is stored, before the store gave it its id. */
+export type AuditEntry = Omit<AuditRecord, "id">;
+
+/** Where the audit log is kept (SQLite: audit-sqlite.ts). Every write is stored when its
+ * promise resolves. */
+export interface AuditStore {
+  /** Appends `entry`; its id, higher than every id before it. */
+  append(entry: AuditEntry): Promise<number>;
+  /** Sets `fields` of record `id` (how it ended), keeping its others; nothing when there is
+   * no such record. */
+  update(id: number, fields: Partial<AuditEntry>): Promise<void>;
+  /** The `limit` newest records (of `node` when given), newest first. */
+  newest(limit: number, node?: string): Promise<AuditRecord[]>;
+}
 
 const rfc3339 = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
 
 export class AuditLog {
   constructor(
-    private readonly db: Database,
+    private readonly store: AuditStore,
     private readonly now: () => number,
-  ) {
-    this.db.exec(SCHEMA);
-  }
+  ) {}
 
-  /** Records a session that starts now; returns its id. */
-  start(entry: AuditStart): number {
-    const record = { ...entry, started: rfc3339(this.now()) };
-    const r = this.db
-      .query("INSERT INTO audit (record) VALUES (?) RETURNING id")
-      .get(JSON.stringify(record)) as { id: number };
-    return r.id;
+  /** Records a session that starts now; its id, once stored. */
+  start(entry: AuditStart): Promise<number> {
+    return this.store.append({ ...entry, started: rfc3339(this.now()) });
   }
 
   /** Records an action that is over as it starts (a release push or delete), with its outcome. */
-  record(entry: AuditStart, outcome: string): void {
+  async record(entry: AuditStart, outcome: string): Promise<void> {
     const at = rfc3339(this.now());
-    const record = { ...entry, started: at, ended: at, outcome };
-    this.db.query("INSERT INTO audit (record) VALUES (?)").run(JSON.stringify(record));
+    await this.store.append({ ...entry, started: at, ended: at, outcome });
   }
 
-  /** Records how session `id` ended. */
-  end(id: number, outcome: string, extra: Partial<Pick<AuditRecord, "connections">> = {}): void {
-    const row = this.db.query("SELECT record FROM audit WHERE id = ?").get(id) as {
-      record: string;
-    } | null;
-    if (row === null) return;
-    const record = { ...JSON.parse(row.record), ...extra, ended: rfc3339(this.now()), outcome };
-    this.db.query("UPDATE audit SET record = ? WHERE id = ?").run(JSON.stringify(record), id);
+  /** Records how session `id` ended. An end that cannot be stored (the data disk full) leaves
+   * the session open in the log, as a hub that crashed would. */
+  async end(
+    id: number,
+    outcome: string,
+    extra: Partial<Pick<AuditRecord, "connections">> = {},
+  ): Promise<void> {
+    await this.store.update(id, { ...extra, ended: rfc3339(this.now()), outcome }).catch(() => {});
   }
 
   /** The most recent records (newest last), of `node` when given. */
-  list(filter: { node?: string; limit?: number } = {}): AuditRecord[] {
-    const rows = this.db
-      .query("SELECT id, record FROM audit ORDER BY id DESC LIMIT ?")
-      .all(filter.node === undefined ? (filter.limit ?? 100) : 100_000) as {
-      id: number;
-      record: string;
-    }[];
-    const records = rows
-      .map((r) => ({ id: r.id, ...JSON.parse(r.record) }) as AuditRecord)
-      .filter((r) => filter.node === undefined || r.node === filter.node)
-      .slice(0, filter.limit ?? 100);
-    return records.reverse();
+  async list(filter: { node?: string; limit?: number } = {}): Promise<AuditRecord[]> {
+    return (await this.store.newest(filter.limit ?? 100, filter.node)).reverse();
   }
 }

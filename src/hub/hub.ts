@@ -19,7 +19,6 @@ import { DeferredDeployWrites } from "./deploy/deferred-store.ts";
 import { Deployer } from "./deploy/deployer.ts";
 import { ownerDaemonSet } from "./deploy/pods.ts";
 import type { SecretSealer } from "./deploy/sealing.ts";
-import { openDeployStore } from "./deploy/store.ts";
 import { type Change, Fleet } from "./fleet.ts";
 import { Flusher, type FlushHealth } from "./flusher.ts";
 import { healthz, isHealthPath } from "./healthz.ts";
@@ -31,7 +30,7 @@ import { ReleaseStore } from "./releases/store.ts";
 import { type AgentRollouts, startAgentRollouts } from "./rollouts/index.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, agentSockets } from "./sessions.ts";
-import { SqliteHubStore } from "./store-sqlite.ts";
+import { openSqliteStores } from "./stores-sqlite.ts";
 import { StreamBroker } from "./streams/broker.ts";
 import {
   execSockets,
@@ -123,8 +122,8 @@ function saveOperatorToken(dataDir: string, token: string): void {
 /** The hub's state: its store and what is loaded from it, and the parts that keep it. */
 async function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
   if (!existsSync(opts.dataDir)) mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
-  const store = new SqliteHubStore(join(opts.dataDir, "hub.db"));
-  const deployStore = openDeployStore(store, opts.sealer, opts.log);
+  const stores = openSqliteStores(join(opts.dataDir, "hub.db"), opts.sealer, opts.log);
+  const store = stores.hub;
   const loaded = await store.load();
   const watch = new WatchHub();
   const changes = new ChangeLog(opts.clock.now());
@@ -157,25 +156,26 @@ async function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
   await identity.adoptLegacy(opts.clock.now());
   const createdOperatorToken = await identity.ensureOperatorToken();
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
-  const audit = new AuditLog(store.database, () => opts.clock.now());
+  const audit = new AuditLog(stores.audit, () => opts.clock.now());
   const releases = new ReleaseStore(join(opts.dataDir, "releases"), opts.maxReleaseBytes);
-  const updates = openNodeUpdates(store.database, releases, fleet, opts.clock);
+  const updates = await openNodeUpdates(stores.updates, releases, fleet, opts.clock);
   return {
-    ...{ store, deployStore, watch, changes, fleet, identity, createdOperatorToken },
-    ...{ audit, releases, updates },
+    ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },
+    ...{ fleet, identity, createdOperatorToken, audit, releases, updates },
   };
 }
 
 type HubState = Awaited<ReturnType<typeof openState>>;
 
-/** The DaemonSet deployer over the state, running its rollout loop until `signal`. */
-function startDeployer(
+/** The DaemonSet deployer over the state (loaded, and a first pass run), running its rollout
+ * loop until `signal`. */
+async function startDeployer(
   opts: HubOptions,
   state: HubState,
   sessions: AgentSessions,
-  flush: () => void,
+  flush: () => Promise<void>,
   signal: AbortSignal,
-): Deployer {
+): Promise<Deployer> {
   const deployStore = new DeferredDeployWrites(
     state.deployStore,
     opts.log.with({ component: "deploy" }),
@@ -184,7 +184,7 @@ function startDeployer(
   const bus = createLocalBus();
   const deployer = new Deployer({
     store: deployStore,
-    loaded: deployStore.load(),
+    loaded: await deployStore.load(),
     fleet: state.fleet,
     bus,
     clock: opts.clock,
@@ -193,7 +193,7 @@ function startDeployer(
     intervalMs: opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs,
   });
   bus.subscribe((m) => sessions.desiredChanged(m.node));
-  deployer.reconcile();
+  await deployer.reconcile();
   void deployer.run(signal);
   return deployer;
 }
@@ -398,10 +398,10 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   });
   sessions = agentSessions(opts, state, flusher, broker, () => deployer);
   const stopDeploy = new AbortController();
-  deployer = startDeployer(opts, state, sessions, flush, stopDeploy.signal);
+  deployer = await startDeployer(opts, state, sessions, flush, stopDeploy.signal);
   const liveness = startLiveness(opts, state.fleet, sessions);
   const everyMs = opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs;
-  const rollouts = startAgentRollouts(state, sessions, opts, everyMs, stopDeploy.signal);
+  const rollouts = await startAgentRollouts(state, sessions, opts, everyMs, stopDeploy.signal);
   const api = apiDepsOf(opts, state, deployer, sessions, rollouts);
   const pods = podStreamsOf(state, broker);
   const storeHealth = () => flusher.health();

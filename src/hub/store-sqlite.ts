@@ -27,19 +27,23 @@ function ownerOnly(path: string): void {
   for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
 }
 
+/** Opens (creating) the hub's database at `path` (":memory:" for tests), in WAL mode, readable by
+ * the hub's user only. */
+export function openHubDatabase(path: string): Database {
+  if (path !== ":memory:") ownerOnly(path);
+  const db = new Database(path, { create: true, strict: true });
+  db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+  return db;
+}
+
 export class SqliteHubStore implements HubStore {
   private readonly db: Database;
-  /** The database, for the tables not yet behind the store's interface (deploy, updates,
-   * releases' audit). */
-  readonly database: Database;
   private readonly queue = new ReportQueue();
 
-  /** Opens (creating) the store at `path`; ":memory:" for tests. */
-  constructor(path: string) {
-    if (path !== ":memory:") ownerOnly(path);
-    this.db = new Database(path, { create: true, strict: true });
-    this.database = this.db;
-    this.db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+  /** The store on the hub's database `at` (shared with the other tables' stores, and closed by
+   * close()), or on one it opens at that path (openHubDatabase). */
+  constructor(at: Database | string) {
+    this.db = typeof at === "string" ? openHubDatabase(at) : at;
     this.db.exec(SCHEMA);
     this.addTokenUseColumns();
   }
@@ -54,11 +58,6 @@ export class SqliteHubStore implements HubStore {
   }
 
   async load(): Promise<LoadedState> {
-    return this.loadNow();
-  }
-
-  /** load(), at once: for the tables beside the store that open with it. */
-  loadNow(): LoadedState {
     const meta = this.db.query("SELECT value FROM meta WHERE key = 'operator'").get() as {
       value: string;
     } | null;

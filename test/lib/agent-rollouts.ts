@@ -2,11 +2,11 @@
 // online, revoked, the version their agent runs), the real per-node updates and rollout
 // controller over one database (":memory:" or a file, to reopen as a restarted hub would), fake
 // releases, and the nodes whose wish changed (what the hub would offer).
-import { Database } from "bun:sqlite";
 import { AgentRollouts } from "../../src/hub/rollouts/controller.ts";
 import { parseSpec } from "../../src/hub/rollouts/spec.ts";
-import { AgentRolloutStore } from "../../src/hub/rollouts/store.ts";
-import { UpdateStore } from "../../src/hub/updates/store.ts";
+import { SqliteAgentRolloutStore } from "../../src/hub/rollouts/store-sqlite.ts";
+import { openHubDatabase } from "../../src/hub/store-sqlite.ts";
+import { SqliteUpdateStore } from "../../src/hub/updates/store-sqlite.ts";
 import { NodeUpdates } from "../../src/hub/updates/updates.ts";
 import type { UpdatePhase } from "../../src/protocol/index.ts";
 import { AGENT_FEATURES } from "../../src/protocol/index.ts";
@@ -22,41 +22,49 @@ interface WorldNode {
   version: string;
 }
 
-function parts(
+async function parts(
   path: string,
   world: Map<string, WorldNode>,
   clock: FakeClock,
   releases: FakeReleases,
 ) {
-  const db = new Database(path);
+  const db = openHubDatabase(path);
   const changed: string[] = [];
-  const updates = new NodeUpdates({
-    store: new UpdateStore(db),
-    releases,
-    node: (n) => {
-      const w = world.get(n);
-      return w === undefined ? undefined : { arch: "arm64", version: w.version };
+  const updateStore = new SqliteUpdateStore(db);
+  const rolloutStore = new SqliteAgentRolloutStore(db);
+  const updates = new NodeUpdates(
+    {
+      store: updateStore,
+      releases,
+      node: (n) => {
+        const w = world.get(n);
+        return w === undefined ? undefined : { arch: "arm64", version: w.version };
+      },
+      now: () => clock.now(),
     },
-    now: () => clock.now(),
-  });
-  const rollouts = new AgentRollouts({
-    store: new AgentRolloutStore(db),
-    nodes: () =>
-      [...world.entries()]
-        .filter(([, w]) => !w.revoked)
-        .map(([name, w]) => ({ name, labels: w.labels })),
-    online: (n) => world.get(n)?.online === true,
-    updates,
-    hasRelease: async (v) => (await releases.list()).some((r) => r.version === v),
-    changed: (n) => changed.push(n),
-    clock,
-    log: nullLogger,
-  });
-  return { db, updates, rollouts, changed };
+    await updateStore.load(),
+  );
+  const rollouts = new AgentRollouts(
+    {
+      store: rolloutStore,
+      nodes: () =>
+        [...world.entries()]
+          .filter(([, w]) => !w.revoked)
+          .map(([name, w]) => ({ name, labels: w.labels })),
+      online: (n) => world.get(n)?.online === true,
+      updates,
+      hasRelease: async (v) => (await releases.list()).some((r) => r.version === v),
+      changed: (n) => changed.push(n),
+      clock,
+      log: nullLogger,
+    },
+    await rolloutStore.load(),
+  );
+  return { db, rolloutStore, updates, rollouts, changed };
 }
 
 /** A world with `names` online, running 0.1.0, labelled `tier=prod`; releases 0.2.0 and 0.3.0. */
-export function rolloutWorld(names: string[], path = ":memory:") {
+export async function rolloutWorld(names: string[], path = ":memory:") {
   const clock = new FakeClock(Date.UTC(2026, 5, 1, 12));
   const world = new Map<string, WorldNode>(
     names.map((n) => [
@@ -66,13 +74,14 @@ export function rolloutWorld(names: string[], path = ":memory:") {
   );
   const releases = new FakeReleases();
   for (const v of ["0.2.0", "0.3.0"]) releases.add(v, "arm64");
-  let p = parts(path, world, clock, releases);
+  let p = await parts(path, world, clock, releases);
   return {
     clock,
     world,
     releases,
-    get db() {
-      return p.db;
+    /** The rollouts' store, as the hub would read it. */
+    get rolloutStore() {
+      return p.rolloutStore;
     },
     get updates() {
       return p.updates;
@@ -100,9 +109,9 @@ export function rolloutWorld(names: string[], path = ":memory:") {
       return p.updates.offer(node);
     },
     /** A hub restart: everything reopened from the database file. */
-    reopen() {
+    async reopen() {
       p.db.close();
-      p = parts(path, world, clock, releases);
+      p = await parts(path, world, clock, releases);
     },
   };
 }

@@ -4,10 +4,13 @@
 
 import type { Node } from "../../src/api/node.ts";
 import { AuditLog } from "../../src/hub/audit.ts";
+import { SqliteAuditStore } from "../../src/hub/audit-sqlite.ts";
 import { Identity } from "../../src/hub/identity.ts";
 import type { ReleaseInfo, StoredRelease } from "../../src/hub/releases/store.ts";
+import { SqliteAgentRolloutStore } from "../../src/hub/rollouts/store-sqlite.ts";
 import { AgentSessions, type AgentSocket } from "../../src/hub/sessions.ts";
-import { SqliteHubStore } from "../../src/hub/store-sqlite.ts";
+import { openHubDatabase, SqliteHubStore } from "../../src/hub/store-sqlite.ts";
+import { SqliteUpdateStore } from "../../src/hub/updates/store-sqlite.ts";
 import { openNodeUpdates } from "../../src/hub/updates/updates.ts";
 import { AGENT_FEATURES, PROTOCOL_VERSION } from "../../src/protocol/index.ts";
 import { FakeClock } from "../../src/util/clock.ts";
@@ -62,7 +65,8 @@ function reportNode(rec: { node?: Node } | undefined, arch: string | null): void
  * (null: not reported yet). */
 export async function updateHub(path = ":memory:", arch: string | null = "arm64") {
   const clock = new FakeClock(Date.UTC(2026, 5, 1, 12));
-  const store = new SqliteHubStore(path);
+  const db = openHubDatabase(path);
+  const store = new SqliteHubStore(db);
   const loaded = await store.load();
   const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes, now: () => clock.now() }, loaded);
@@ -75,8 +79,8 @@ export async function updateHub(path = ":memory:", arch: string | null = "arm64"
   }
   reportNode(fleet.nodes.get("cam-1"), arch);
   const releases = new FakeReleases();
-  const updates = openNodeUpdates(store.database, releases, fleet, clock);
-  const audit = new AuditLog(store.database, () => clock.now());
+  const updates = await openNodeUpdates(new SqliteUpdateStore(db), releases, fleet, clock);
+  const audit = new AuditLog(new SqliteAuditStore(db), () => clock.now());
   const sessions = new AgentSessions({
     fleet,
     identity,
@@ -100,6 +104,8 @@ export async function updateHub(path = ":memory:", arch: string | null = "arm64"
     releases,
     updates,
     audit,
+    /** The agent rollouts' store on the same database. */
+    rolloutStore: new SqliteAgentRolloutStore(db),
     sessions,
   };
 }

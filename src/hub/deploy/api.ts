@@ -17,7 +17,8 @@ async function subresource(
   name: string,
   sub: string,
 ): Promise<Response> {
-  if (sub === "rollout" && req.method === "GET") return json(deployer.rollout(namespace, name));
+  if (sub === "rollout" && req.method === "GET")
+    return json(await deployer.rollout(namespace, name));
   if (sub === "history" && req.method === "GET") {
     const ds = deployer.catalog.get(namespace, name);
     if (ds === undefined) throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
@@ -31,7 +32,7 @@ async function subresource(
         "BadRequest",
         `toRevision must be a revision number, got ${JSON.stringify(to)}`,
       );
-    const r = deployer.undo(namespace, name, to);
+    const r = await deployer.undo(namespace, name, to);
     return json({ daemonSet: r.daemonSet, revision: r.target.revision, changed: r.changed });
   }
   throw new StatusError(

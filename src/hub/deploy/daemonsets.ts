@@ -1,6 +1,7 @@
 // The hub's DaemonSets and their revisions (docs/deploy.md, "Objects and their store"): apply
 // (create or replace, with uid, generation and resourceVersion as the API server keeps them),
-// delete, undo, and the revision list, each written to the store before it returns.
+// delete, undo, and the revision list, each written to the store before memory changes and the
+// call returns (a write that fails changes nothing). The caller runs one change at a time.
 // Invariants: every DaemonSet has a revision for its current template, and that revision has
 // the highest number; revision numbers of one DaemonSet are distinct; DaemonSets and revision
 // templates are kept defaulted (applyDaemonSetDefaults), those stored before the hub defaulted
@@ -96,7 +97,10 @@ export class DaemonSetCatalog {
   }
 
   /** Creates or replaces a validated DaemonSet (defaulted here, if it is not yet). */
-  apply(applied: DaemonSet, now: number): { result: ApplyResult; daemonSet: DaemonSet } {
+  async apply(
+    applied: DaemonSet,
+    now: number,
+  ): Promise<{ result: ApplyResult; daemonSet: DaemonSet }> {
     const input = applyDaemonSetDefaults(applied);
     const namespace = input.metadata.namespace || DEFAULT_NAMESPACE;
     const key = keyOf(namespace, input.metadata.name);
@@ -124,14 +128,14 @@ export class DaemonSetCatalog {
       },
       spec: input.spec,
     };
-    this.ensureRevision(daemonSet, now);
-    this.save(daemonSet);
+    await this.save(daemonSet, this.newRevision(daemonSet, now));
     return { result: old === undefined ? "created" : "configured", daemonSet };
   }
 
-  private save(ds: DaemonSet): void {
+  /** Stores `ds` with its new current revision, if it has one; then holds them. */
+  private async save(ds: DaemonSet, revision: RevisionRecord | undefined): Promise<void> {
     const namespace = ds.metadata.namespace ?? DEFAULT_NAMESPACE;
-    this.store.putObject(
+    await this.store.putObject(
       {
         kind: "DaemonSet",
         namespace,
@@ -139,20 +143,28 @@ export class DaemonSetCatalog {
         object: ds as unknown as DaemonSet & Record<string, unknown>,
       },
       Number(ds.metadata.resourceVersion),
+      revision,
     );
+    if (revision !== undefined) {
+      const list = this.revisionsOf(revision.dsUid);
+      const found = list.findIndex((r) => r.hash === revision.hash);
+      if (found >= 0) list.splice(found, 1);
+      list.push(revision);
+    }
     this.byKey.set(keyOf(namespace, ds.metadata.name), ds);
   }
 
-  /** Makes the current template's revision the newest: a new number, or an old one renumbered. */
-  private ensureRevision(ds: DaemonSet, now: number): void {
+  /** The revision that makes the current template's the newest (a new number, or an old one
+   * renumbered), or undefined when it is the newest already. */
+  private newRevision(ds: DaemonSet, now: number): RevisionRecord | undefined {
     const uid = ds.metadata.uid ?? "";
     const list = this.revisionsOf(uid);
     const found = this.find(uid, ds.spec.template);
     const hash = found?.hash ?? templateHash(ds.spec.template);
     const max = list.reduce((m, r) => Math.max(m, r.revision), 0);
     const cause = ds.metadata.annotations?.[CHANGE_CAUSE_ANNOTATION];
-    if (found !== undefined && found.revision === max) return;
-    const record: RevisionRecord = {
+    if (found !== undefined && found.revision === max) return undefined;
+    return {
       dsUid: uid,
       hash,
       revision: max + 1,
@@ -162,34 +174,34 @@ export class DaemonSetCatalog {
         changeCause: cause ?? found?.changeCause,
       }),
     };
-    if (found !== undefined) list.splice(list.indexOf(found), 1);
-    list.push(record);
-    this.store.putRevision(record);
   }
 
-  /** Drops revisions beyond revisionHistoryLimit that no device runs or is assigned. */
-  prune(ds: DaemonSet, inUse: ReadonlySet<string>): void {
+  /** Drops revisions beyond revisionHistoryLimit that no device runs or is assigned; their
+   * hashes, for the caller to write. */
+  prune(ds: DaemonSet, inUse: ReadonlySet<string>): string[] {
     const uid = ds.metadata.uid ?? "";
     const limit = ds.spec.revisionHistoryLimit ?? DEFAULT_REVISION_HISTORY_LIMIT;
     const current = this.current(ds).hash;
     const old = this.revisionsOf(uid)
       .filter((r) => r.hash !== current && !inUse.has(r.hash))
       .sort((a, b) => b.revision - a.revision);
-    for (const r of old.slice(limit)) {
+    const dropped = old.slice(limit);
+    for (const r of dropped) {
       const list = this.revisionsOf(uid);
       list.splice(list.indexOf(r), 1);
-      this.store.deleteRevision(uid, r.hash);
     }
+    return dropped.map((r) => r.hash);
   }
 
-  delete(namespace: string, name: string): DaemonSet | undefined {
+  async delete(namespace: string, name: string): Promise<DaemonSet | undefined> {
     const key = keyOf(namespace, name);
     const ds = this.byKey.get(key);
     if (ds === undefined) return undefined;
+    const uid = ds.metadata.uid ?? "";
+    const at = { kind: "DaemonSet", namespace, name };
+    await this.store.deleteObject(at, this.nextResourceVersion(), uid);
     this.byKey.delete(key);
-    this.revisions.delete(ds.metadata.uid ?? "");
-    this.store.deleteObject("DaemonSet", namespace, name, this.nextResourceVersion());
-    this.store.dropDaemonSet(ds.metadata.uid ?? "");
+    this.revisions.delete(uid);
     return ds;
   }
 
@@ -197,7 +209,7 @@ export class DaemonSetCatalog {
    * Sets the template back to that of revision `to` (default: the newest before the current
    * one). Returns the DaemonSet and whether it changed (false: it already had that template).
    */
-  undo(namespace: string, name: string, to: number | undefined, now: number) {
+  async undo(namespace: string, name: string, to: number | undefined, now: number) {
     const ds = this.get(namespace, name);
     if (ds === undefined) throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
     const list = [...this.revisionsOf(ds.metadata.uid ?? "")].sort(
@@ -212,7 +224,10 @@ export class DaemonSetCatalog {
           : `unable to find specified revision ${to} in history`,
       );
     if (target.hash === this.current(ds).hash) return { daemonSet: ds, changed: false, target };
-    const applied = this.apply({ ...ds, spec: { ...ds.spec, template: target.template } }, now);
+    const applied = await this.apply(
+      { ...ds, spec: { ...ds.spec, template: target.template } },
+      now,
+    );
     return { daemonSet: applied.daemonSet, changed: true, target };
   }
 

@@ -1,23 +1,35 @@
 // The deploy store as the deployer's loop uses it: what operators ask (objects, revisions, a
-// DaemonSet's removal) is written at once and throws when it cannot be, so that the request
+// DaemonSet's removal) is written at once and rejects when it cannot be, so that the request
 // fails with a clear Status; what the loop decides on its own (rollout records, per-device
-// assignments) is kept when the write fails (the data disk full) and written by the next pass
-// that can, so that the loop goes on from memory and loses nothing. Invariants: a kept write is
-// replaced by a newer one of the same key (rollout: the DaemonSet; assignment: DaemonSet and
-// device); removing a DaemonSet drops what was kept of it; failures are logged once a minute.
+// assignments, pruned revisions) is kept when the write fails (the data disk full) and written
+// by the next pass that can, so that the loop goes on from memory and loses nothing.
+// Invariants: a kept write is replaced by a newer one of the same key (rollout: the DaemonSet;
+// assignment: DaemonSet and device; pruned revision: DaemonSet and hash); removing a DaemonSet
+// drops what was kept of it, and storing a revision drops a kept prune of it; failures are
+// logged once a minute. The caller does not run two calls at once (the deployer's passes and
+// operator actions run one at a time).
 import type { Logger } from "../../util/log.ts";
 import type { RolloutRecord } from "./plan.ts";
-import type { DeployState, DeployStore, RevisionRecord, StoredObject } from "./store.ts";
-
-type AssignmentChange = Parameters<DeployStore["putAssignments"]>[0][number];
+import type {
+  AssignmentChange,
+  DeployState,
+  DeployStore,
+  PassWrites,
+  RevisionRecord,
+  StoredObject,
+} from "./store.ts";
 
 const SAY_EVERY_MS = 60_000;
+
+const pairKey = (a: string, b: string) => `${a}\u0000${b}`;
 
 export class DeferredDeployWrites implements DeployStore {
   /** Rollout records not written yet, by DaemonSet uid. */
   private readonly rollouts = new Map<string, RolloutRecord>();
   /** Assignment changes not written yet, by DaemonSet uid and device. */
   private readonly assignments = new Map<string, AssignmentChange>();
+  /** Pruned revisions not deleted yet, by DaemonSet uid and hash. */
+  private readonly pruned = new Map<string, { dsUid: string; hash: string }>();
   /** When a failure was last logged. */
   private saidAt = Number.NEGATIVE_INFINITY;
 
@@ -29,61 +41,65 @@ export class DeferredDeployWrites implements DeployStore {
 
   /** Writes kept from failed passes. */
   get waiting(): number {
-    return this.rollouts.size + this.assignments.size;
+    return this.rollouts.size + this.assignments.size + this.pruned.size;
   }
 
-  load(): DeployState {
+  load(): Promise<DeployState> {
     return this.inner.load();
   }
-  putObject(o: StoredObject, resourceVersion: number): void {
-    this.inner.putObject(o, resourceVersion);
-  }
-  deleteObject(kind: string, namespace: string, name: string, resourceVersion: number): void {
-    this.inner.deleteObject(kind, namespace, name, resourceVersion);
-  }
-  putRevision(r: RevisionRecord): void {
-    this.inner.putRevision(r);
-  }
-  deleteRevision(dsUid: string, hash: string): void {
-    this.inner.deleteRevision(dsUid, hash);
+
+  async putObject(o: StoredObject, resourceVersion: number, revision?: RevisionRecord) {
+    await this.inner.putObject(o, resourceVersion, revision);
+    if (revision !== undefined) this.pruned.delete(pairKey(revision.dsUid, revision.hash));
   }
 
-  dropDaemonSet(dsUid: string): void {
-    this.inner.dropDaemonSet(dsUid);
-    this.rollouts.delete(dsUid);
-    for (const [key, c] of this.assignments) if (c.dsUid === dsUid) this.assignments.delete(key);
+  async deleteObject(
+    key: { kind: string; namespace: string; name: string },
+    resourceVersion: number,
+    daemonSetUid?: string,
+  ): Promise<void> {
+    await this.inner.deleteObject(key, resourceVersion, daemonSetUid);
+    if (daemonSetUid === undefined) return;
+    this.rollouts.delete(daemonSetUid);
+    for (const m of [this.assignments, this.pruned])
+      for (const [k, c] of m) if (c.dsUid === daemonSetUid) m.delete(k);
   }
 
-  putRollout(dsUid: string, record: RolloutRecord): void {
-    this.rollouts.set(dsUid, record);
-    this.writeWaiting();
-  }
-
-  /** Called by every pass (with no changes too): also writes what earlier passes could not. */
-  putAssignments(changes: AssignmentChange[]): void {
-    for (const c of changes) this.assignments.set(`${c.dsUid}\u0000${c.node}`, c);
-    this.writeWaiting();
-  }
-
-  private writeWaiting(): void {
+  /** Called by every pass (with nothing new too): also writes what earlier passes could not.
+   * Never rejects: what is not written is kept. */
+  async writePass(p: PassWrites): Promise<void> {
+    for (const r of p.rollouts) this.rollouts.set(r.dsUid, r.record);
+    for (const c of p.assignments) this.assignments.set(pairKey(c.dsUid, c.node), c);
+    for (const r of p.pruned) this.pruned.set(pairKey(r.dsUid, r.hash), r);
     if (this.waiting === 0) return;
+    const batch: PassWrites = {
+      rollouts: [...this.rollouts].map(([dsUid, record]) => ({ dsUid, record })),
+      assignments: [...this.assignments.values()],
+      pruned: [...this.pruned.values()],
+    };
     try {
-      if (this.assignments.size > 0) {
-        this.inner.putAssignments([...this.assignments.values()]);
-        this.assignments.clear();
-      }
-      for (const [uid, record] of this.rollouts) {
-        this.inner.putRollout(uid, record);
-        this.rollouts.delete(uid);
-      }
+      await this.inner.writePass(batch);
     } catch (err) {
-      const now = this.now();
-      if (now - this.saidAt < SAY_EVERY_MS) return;
-      this.saidAt = now;
-      this.log.error("cannot write rollout progress; kept in memory and written when possible", {
-        error: err,
-        waiting: this.waiting,
-      });
+      this.failed(err);
+      return;
     }
+    // Only what was written goes: a newer write of one key, kept meanwhile, stays.
+    for (const r of batch.rollouts)
+      if (this.rollouts.get(r.dsUid) === r.record) this.rollouts.delete(r.dsUid);
+    for (const c of batch.assignments) {
+      const k = pairKey(c.dsUid, c.node);
+      if (this.assignments.get(k) === c) this.assignments.delete(k);
+    }
+    for (const r of batch.pruned) this.pruned.delete(pairKey(r.dsUid, r.hash));
+  }
+
+  private failed(err: unknown): void {
+    const now = this.now();
+    if (now - this.saidAt < SAY_EVERY_MS) return;
+    this.saidAt = now;
+    this.log.error("cannot write rollout progress; kept in memory and written when possible", {
+      error: err,
+      waiting: this.waiting,
+    });
   }
 }

@@ -2,8 +2,9 @@
 // each device's desired state in step with them. One pass (reconcile) observes every DaemonSet,
 // plans, stores the new assignments, raises the generations of the devices whose state
 // changed, writes them, and only then tells the sessions (through the bus) to send them.
-// Invariants: an assignment is stored before any device is sent it; a generation is stored
-// before its message leaves the hub; a revision assigned or running is never pruned.
+// Invariants: an assignment is stored (or kept to store, deferred-store.ts) before any device is
+// sent it; a generation is stored before its message leaves the hub; a revision assigned or
+// running is never pruned; passes and operator actions run one at a time, in the order asked.
 import type { DaemonSet, DaemonSetStatus } from "../../api/daemonset.ts";
 import { DEFAULT_NAMESPACE } from "../../api/index.ts";
 import { type ConfigObject, objectsUsedBy } from "../../api/pod-objects.ts";
@@ -11,6 +12,7 @@ import { StatusError } from "../../api/status.ts";
 import { jsonEqual } from "../../util/canonical.ts";
 import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import { Serial } from "../../util/serial.ts";
 import type { Bus } from "../bus.ts";
 import { type ApplyResult, DaemonSetCatalog } from "./daemonsets.ts";
 import { type AssignedPod, DesiredStates, type DesiredWriter } from "./desired.ts";
@@ -23,7 +25,7 @@ import {
 } from "./observe.ts";
 import { planRollout, type RolloutPhase, type RolloutRecord } from "./plan.ts";
 import { daemonSetStatus, type RolloutView, rolloutSettings, rolloutView } from "./status.ts";
-import type { DeployState, DeployStore } from "./store.ts";
+import type { AssignmentChange, DeployState, DeployStore, PassWrites } from "./store.ts";
 
 export interface DeployerDeps {
   store: DeployStore;
@@ -33,12 +35,10 @@ export interface DeployerDeps {
   clock: Clock;
   log: Logger;
   /** Writes what is queued in the hub's store now (the devices' generations). */
-  flushStore(): void;
+  flushStore(): Promise<void>;
   /** Period of the pass that advances rollouts on timers (minReadySeconds, deadlines). */
   intervalMs: number;
 }
-
-type AssignmentChange = { dsUid: string; node: string; hash: string | null; at: number };
 
 function rfc3339(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
@@ -63,6 +63,8 @@ export class Deployer {
   readonly desired: DesiredStates;
   private soon: (() => void) | undefined;
   private lastPassMs = 0;
+  /** Passes and operator actions, one at a time. */
+  private readonly serial = new Serial();
 
   constructor(private readonly deps: DeployerDeps) {
     this.catalog = new DaemonSetCatalog(deps.store, deps.loaded);
@@ -99,55 +101,66 @@ export class Deployer {
     return out;
   }
 
-  // ---- operator actions (each reconciles at once) ----
+  // ---- operator actions (each stored, then reconciled at once) ----
 
-  apply(input: DaemonSet): { result: ApplyResult; daemonSet: DaemonSet } {
-    const r = this.catalog.apply(input, this.deps.clock.now());
-    if (r.result !== "unchanged") this.reconcile();
-    return { result: r.result, daemonSet: this.withStatus(r.daemonSet) };
+  apply(input: DaemonSet): Promise<{ result: ApplyResult; daemonSet: DaemonSet }> {
+    return this.serial.run(async () => {
+      const r = await this.catalog.apply(input, this.deps.clock.now());
+      if (r.result !== "unchanged") await this.pass();
+      return { result: r.result, daemonSet: this.withStatus(r.daemonSet) };
+    });
   }
 
-  delete(namespace: string, name: string): DaemonSet {
-    const ds = this.catalog.delete(namespace, name);
-    if (ds === undefined) throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
-    const uid = ds.metadata.uid ?? "";
-    for (const node of this.assignments.get(uid)?.keys() ?? []) {
-      this.dirtyNodes.add(node);
-      this.carried.delete(`${uid}\u0000${node}`);
-    }
-    this.assignments.delete(uid);
-    this.records.delete(uid);
-    this.shown.delete(uid);
-    this.reconcile();
-    return ds;
+  delete(namespace: string, name: string): Promise<DaemonSet> {
+    return this.serial.run(async () => {
+      const ds = await this.catalog.delete(namespace, name);
+      if (ds === undefined)
+        throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
+      const uid = ds.metadata.uid ?? "";
+      for (const node of this.assignments.get(uid)?.keys() ?? []) {
+        this.dirtyNodes.add(node);
+        this.carried.delete(`${uid}\u0000${node}`);
+      }
+      this.assignments.delete(uid);
+      this.records.delete(uid);
+      this.shown.delete(uid);
+      await this.pass();
+      return ds;
+    });
   }
 
   /** Creates or replaces a validated ConfigMap or Secret; the devices using it get it. */
-  applyObject(input: ConfigObject): { result: ApplyResult; object: ConfigObject } {
-    const r = this.objects.apply(input, this.deps.clock.now());
-    if (r.result !== "unchanged") this.objectsChanged();
-    return r;
+  applyObject(input: ConfigObject): Promise<{ result: ApplyResult; object: ConfigObject }> {
+    return this.serial.run(async () => {
+      const r = await this.objects.apply(input, this.deps.clock.now());
+      if (r.result !== "unchanged") await this.objectsChanged();
+      return r;
+    });
   }
 
-  deleteObject(kind: ConfigObject["kind"], namespace: string, name: string): ConfigObject {
-    const o = this.objects.delete(kind, namespace, name);
-    if (o === undefined)
-      throw new StatusError("NotFound", `${kind.toLowerCase()}s "${name}" not found`);
-    this.objectsChanged();
-    return o;
+  deleteObject(kind: ConfigObject["kind"], namespace: string, name: string) {
+    return this.serial.run(async () => {
+      const o = await this.objects.delete(kind, namespace, name);
+      if (o === undefined)
+        throw new StatusError("NotFound", `${kind.toLowerCase()}s "${name}" not found`);
+      await this.objectsChanged();
+      return o;
+    });
   }
 
   /** Every device with a pod may use a changed object: rebuild them (only real changes count). */
-  private objectsChanged(): void {
+  private objectsChanged(): Promise<void> {
     for (const nodes of this.assignments.values())
       for (const n of nodes.keys()) this.dirtyNodes.add(n);
-    this.reconcile();
+    return this.pass();
   }
 
   undo(namespace: string, name: string, toRevision: number | undefined) {
-    const r = this.catalog.undo(namespace, name, toRevision, this.deps.clock.now());
-    if (r.changed) this.reconcile();
-    return { ...r, daemonSet: this.withStatus(r.daemonSet) };
+    return this.serial.run(async () => {
+      const r = await this.catalog.undo(namespace, name, toRevision, this.deps.clock.now());
+      if (r.changed) await this.pass();
+      return { ...r, daemonSet: this.withStatus(r.daemonSet) };
+    });
   }
 
   get(namespace: string, name: string): DaemonSet | undefined {
@@ -164,10 +177,10 @@ export class Deployer {
       .map((d) => this.withStatus(d));
   }
 
-  rollout(namespace: string, name: string): RolloutView {
+  async rollout(namespace: string, name: string): Promise<RolloutView> {
     const ds = this.catalog.get(namespace, name);
     if (ds === undefined) throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
-    if (!this.shown.has(ds.metadata.uid ?? "")) this.reconcile();
+    if (!this.shown.has(ds.metadata.uid ?? "")) await this.reconcile();
     const view = this.shown.get(ds.metadata.uid ?? "")?.view;
     if (view === undefined) throw new Error(`no rollout view of daemonset "${name}"`);
     return view;
@@ -192,7 +205,7 @@ export class Deployer {
     const rec = this.deps.fleet.nodes.get(node);
     if (rec === undefined) return undefined;
     if (agentGeneration !== undefined) {
-      if (this.desired.raiseAbove(node, agentGeneration)) this.deps.flushStore();
+      if (this.desired.raiseAbove(node, agentGeneration)) void this.deps.flushStore();
       else if (agentGeneration === rec.desiredGeneration) return undefined;
     }
     const m = this.desired.message(node, secure);
@@ -215,34 +228,41 @@ export class Deployer {
     const wait = Math.max(20, Math.min(2000, 20 * this.lastPassMs));
     this.soon = this.deps.clock.setTimer(wait, () => {
       this.soon = undefined;
-      this.safeReconcile();
+      void this.safeReconcile();
     });
   }
 
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       await sleepQuietly(this.deps.clock, this.deps.intervalMs, signal);
-      if (!signal.aborted) this.safeReconcile();
+      if (!signal.aborted) await this.safeReconcile();
     }
     this.soon?.();
   }
 
-  private safeReconcile(): void {
+  private async safeReconcile(): Promise<void> {
     try {
-      this.reconcile();
+      await this.reconcile();
     } catch (error) {
       this.deps.log.error("deploy pass failed; trying again at the next one", { error });
     }
   }
 
-  /** One pass over every DaemonSet (the loop's iteration; operator actions call it too). */
-  reconcile(): void {
+  /** One pass over every DaemonSet (the loop's iteration), after the passes and actions asked
+   * before it. */
+  reconcile(): Promise<void> {
+    return this.serial.run(() => this.pass());
+  }
+
+  /** One pass (the caller holds the turn): plans, writes what it decided, rebuilds and writes
+   * the changed devices' states, and only then has them sent. */
+  private async pass(): Promise<void> {
     const started = performance.now();
     const now = this.deps.clock.now();
-    const changes: AssignmentChange[] = [];
-    for (const ds of this.catalog.list()) this.reconcileOne(ds, now, changes);
+    const writes: PassWrites = { rollouts: [], assignments: [], pruned: [] };
+    for (const ds of this.catalog.list()) this.reconcileOne(ds, now, writes);
     this.tracker.sweep();
-    this.deps.store.putAssignments(changes);
+    await this.deps.store.writePass(writes);
     const sent: string[] = [];
     for (const node of this.dirtyNodes) {
       const generation = this.desired.rebuild(node);
@@ -252,7 +272,7 @@ export class Deployer {
     }
     this.dirtyNodes.clear();
     if (sent.length > 0) {
-      this.deps.flushStore();
+      await this.deps.flushStore();
       for (const node of sent) this.deps.bus.publish({ type: "desired", node });
     }
     this.lastPassMs = performance.now() - started;
@@ -282,7 +302,8 @@ export class Deployer {
     return c.at;
   }
 
-  private reconcileOne(ds: DaemonSet, now: number, changes: AssignmentChange[]): void {
+  private reconcileOne(ds: DaemonSet, now: number, writes: PassWrites): void {
+    const changes = writes.assignments;
     const uid = ds.metadata.uid ?? "";
     const current = this.catalog.current(ds);
     const assigned = this.assignedOf(uid);
@@ -321,7 +342,7 @@ export class Deployer {
     for (const [node, hash] of plan.assign) this.setAssignment(uid, node, hash, now, changes);
     if (!jsonEqual(plan.record, record)) {
       this.records.set(uid, plan.record);
-      this.deps.store.putRollout(uid, plan.record);
+      writes.rollouts.push({ dsUid: uid, record: plan.record });
     }
     const devices: ObservedDevice[] = observed.map((d) => {
       const next = plan.assign.get(d.name);
@@ -331,7 +352,7 @@ export class Deployer {
     });
     this.show(ds, devices, current.hash, plan.record, plan.phase, settings, now);
     const inUse = new Set([...assigned.values(), ...devices.flatMap((d) => [...d.pods.keys()])]);
-    this.catalog.prune(ds, inUse);
+    for (const hash of this.catalog.prune(ds, inUse)) writes.pruned.push({ dsUid: uid, hash });
   }
 
   private setAssignment(

@@ -1,7 +1,7 @@
 // The ConfigMaps and Secrets operators applied to the hub, which it sends to the devices whose
 // pods reference them (docs/deploy.md, "ConfigMaps and Secrets"). Validated as the API server
 // does (src/api/validate-objects.ts) by the caller; an immutable object may not change. Written
-// to the store before each call returns.
+// to the store before memory changes and the call returns; the caller runs one change at a time.
 import { randomUUID } from "node:crypto";
 import { formatInvalidObject } from "../../api/index.ts";
 import { type ConfigObject, objectKey, objectKeyOf } from "../../api/pod-objects.ts";
@@ -54,7 +54,10 @@ export class ConfigObjectCatalog {
   }
 
   /** Creates or replaces a validated object (its namespace set). */
-  apply(input: ConfigObject, now: number): { result: ApplyResult; object: ConfigObject } {
+  async apply(
+    input: ConfigObject,
+    now: number,
+  ): Promise<{ result: ApplyResult; object: ConfigObject }> {
     const key = objectKey(input);
     const old = this.byKey.get(key);
     if (old !== undefined) {
@@ -75,7 +78,7 @@ export class ConfigObjectCatalog {
         resourceVersion: String(this.nextResourceVersion()),
       },
     } as ConfigObject;
-    this.store.putObject(
+    await this.store.putObject(
       {
         kind: object.kind,
         namespace: object.metadata.namespace ?? "default",
@@ -88,12 +91,16 @@ export class ConfigObjectCatalog {
     return { result: old === undefined ? "created" : "configured", object };
   }
 
-  delete(kind: ConfigObject["kind"], namespace: string, name: string): ConfigObject | undefined {
+  async delete(
+    kind: ConfigObject["kind"],
+    namespace: string,
+    name: string,
+  ): Promise<ConfigObject | undefined> {
     const key = objectKeyOf(kind, namespace, name);
     const old = this.byKey.get(key);
     if (old === undefined) return undefined;
+    await this.store.deleteObject({ kind, namespace, name }, this.nextResourceVersion());
     this.byKey.delete(key);
-    this.store.deleteObject(kind, namespace, name, this.nextResourceVersion());
     return old;
   }
 }

@@ -77,11 +77,11 @@ function writers(d: KubeApiDeps): Record<string, Writer> {
       const r = kind === "ConfigMap" ? validateConfigMap(body) : validateSecret(body);
       return r.ok ? { ok: true, object: r.object as KubeObject } : r;
     },
-    apply(o) {
-      const a = d.deployer.applyObject(o as ConfigObject);
+    async apply(o) {
+      const a = await d.deployer.applyObject(o as ConfigObject);
       return { object: a.object as KubeObject, result: a.result };
     },
-    delete: (ns, name) => d.deployer.deleteObject(kind, ns, name) as KubeObject,
+    delete: async (ns, name) => (await d.deployer.deleteObject(kind, ns, name)) as KubeObject,
     ...(kind === "Secret" && { consumed: ["stringData"] }),
   });
   return {
@@ -92,11 +92,11 @@ function writers(d: KubeApiDeps): Record<string, Writer> {
         const r = validateDaemonSet(body);
         return r.ok ? { ok: true, object: r.daemonSet as KubeObject } : r;
       },
-      apply(o) {
-        const a = d.deployer.apply(o as Parameters<Deployer["apply"]>[0]);
+      async apply(o) {
+        const a = await d.deployer.apply(o as Parameters<Deployer["apply"]>[0]);
         return { object: a.daemonSet as KubeObject, result: a.result };
       },
-      delete: (ns, name) => d.deployer.delete(ns, name) as KubeObject,
+      delete: async (ns, name) => (await d.deployer.delete(ns, name)) as KubeObject,
     },
   };
 }

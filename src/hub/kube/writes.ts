@@ -15,8 +15,10 @@ type ApplyResult = "created" | "configured" | "unchanged";
 /** How one writable resource decodes, stores and deletes its objects. */
 export interface Writer {
   decode(body: unknown): { ok: true; object: KubeObject } | { ok: false; errors: FieldError[] };
-  apply(object: KubeObject): { object: KubeObject; result: ApplyResult };
-  delete(namespace: string, name: string): KubeObject;
+  /** Stores `object` before it resolves. */
+  apply(object: KubeObject): Promise<{ object: KubeObject; result: ApplyResult }>;
+  /** Removes the object from the store before it resolves. */
+  delete(namespace: string, name: string): Promise<KubeObject>;
   /** Top-level fields decoding turns into others (a Secret's stringData). */
   consumed?: string[];
 }
@@ -139,7 +141,12 @@ function answer(
 
 /** The object with its new content applied, or with dryRun=All what it would be: the new
  * content with the stored object's identity and status. */
-function store(w: Writer, object: KubeObject, q: URLSearchParams, current: KubeObject | undefined) {
+async function store(
+  w: Writer,
+  object: KubeObject,
+  q: URLSearchParams,
+  current: KubeObject | undefined,
+): Promise<{ object: KubeObject; result: ApplyResult }> {
   if (q.get("dryRun") !== "All") return w.apply(object);
   if (current === undefined) return { object, result: "created" as ApplyResult };
   const { uid, creationTimestamp, resourceVersion, generation } = current.metadata;
@@ -196,7 +203,7 @@ export async function writeResponse(
         kind: r.name,
         ...(r.group !== "" && { group: r.group }),
       });
-    return json(q.get("dryRun") === "All" ? r.get(ns ?? "", name) : w.delete(ns ?? "", name));
+    return json(q.get("dryRun") === "All" ? r.get(ns ?? "", name) : await w.delete(ns ?? "", name));
   }
   const body = parseBody(await readBody(req, MAX_OBJECT_BYTES), contentType);
   if (req.method === "POST" && name === undefined) {
@@ -207,7 +214,7 @@ export async function writeResponse(
         `${qualifiedName(r)} "${o.metadata.name}" already exists`,
         { name: o.metadata.name, kind: r.name, ...(r.group !== "" && { group: r.group }) },
       );
-    const a = store(w, decode(w, r, o, q, warnings), q, undefined);
+    const a = await store(w, decode(w, r, o, q, warnings), q, undefined);
     return answer(a.object, a.result, warnings, true);
   }
   if (name === undefined)
@@ -217,12 +224,12 @@ export async function writeResponse(
     );
   const current = r.get(ns ?? "", name);
   if (req.method === "PUT") {
-    const a = store(w, decode(w, r, named(r, body, ns, name), q, warnings), q, current);
+    const a = await store(w, decode(w, r, named(r, body, ns, name), q, warnings), q, current);
     return answer(a.object, a.result, warnings);
   }
   if (req.method === "PATCH") {
     const o = named(r, patched(r, contentType, current, body, name), ns, name);
-    const a = store(w, decode(w, r, o, q, warnings), q, current);
+    const a = await store(w, decode(w, r, o, q, warnings), q, current);
     return answer(a.object, a.result, warnings);
   }
   throw new StatusError("MethodNotAllowed", `${req.method} is not allowed on ${qualifiedName(r)}`);

@@ -20,7 +20,7 @@ export interface ReleaseApiDeps {
   /** Refuses a request without the operator token (api.ts operatorOnly). */
   operatorOnly(req: Request, url: URL): void;
   /** Writes a push or delete, by the operator's `req`, to the audit log with its outcome. */
-  audit(req: Request, action: "push" | "delete", release: string, outcome: string): void;
+  audit(req: Request, action: "push" | "delete", release: string, outcome: string): Promise<void>;
   /** Release `version` was stored (the nodes that want it are offered it). */
   stored?(version: string): void;
   log: Logger;
@@ -85,7 +85,7 @@ async function remove(
   const removed = await deps.releases.delete(version, arch);
   if (removed.length === 0) throw new StatusError("NotFound", `release ${name} not found`);
   deps.log.info("releases deleted", { releases: removed.join(",") });
-  deps.audit(req, "delete", name, `deleted ${removed.join(", ")}`);
+  await deps.audit(req, "delete", name, `deleted ${removed.join(", ")}`);
   return json({ deleted: removed });
 }
 
@@ -98,11 +98,16 @@ async function push(
 ): Promise<Response> {
   try {
     const res = await store(deps, req, version, arch);
-    deps.audit(req, "push", `${version}/${arch}`, res.status === 201 ? "stored" : "unchanged");
+    await deps.audit(
+      req,
+      "push",
+      `${version}/${arch}`,
+      res.status === 201 ? "stored" : "unchanged",
+    );
     if (res.status === 201) deps.stored?.(version);
     return res;
   } catch (err) {
-    deps.audit(req, "push", `${version}/${arch}`, `refused: ${(err as Error).message}`);
+    await deps.audit(req, "push", `${version}/${arch}`, `refused: ${(err as Error).message}`);
     throw err;
   }
 }

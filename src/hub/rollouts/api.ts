@@ -25,7 +25,7 @@ export interface AgentRolloutApiDeps {
     name: string,
     version: string,
     outcome: string,
-  ): void;
+  ): Promise<void>;
 }
 
 /** Handles an agent rollout route; undefined for other paths. */
@@ -48,15 +48,15 @@ export async function handleAgentRolloutApi(
   const name = decodeSegment(m[1] ?? "");
   const action = m[2] as "pause" | "resume" | "undo" | undefined;
   if (action !== undefined && req.method === "POST") {
-    const view = deps.rollouts.act(name, action);
-    deps.audit(req, action, name, view.spec.version, view.phase);
+    const view = await deps.rollouts.act(name, action);
+    await deps.audit(req, action, name, view.spec.version, view.phase);
     return json(view);
   }
   if (action === undefined && req.method === "GET") return json(deps.rollouts.view(name));
   if (action === undefined && req.method === "PUT") return put(deps, req, name);
   if (action === undefined && req.method === "DELETE") {
-    const r = deps.rollouts.delete(name);
-    deps.audit(req, "delete", name, r.spec.version, "deleted");
+    const r = await deps.rollouts.delete(name);
+    await deps.audit(req, "delete", name, r.spec.version, "deleted");
     return json({ name, deleted: true });
   }
   throw new StatusError("MethodNotAllowed", `${req.method} ${path} is not allowed`);
@@ -68,12 +68,12 @@ async function put(deps: AgentRolloutApiDeps, req: Request, name: string): Promi
   const action = deps.rollouts.has(name) ? "change" : "create";
   try {
     const r = await deps.rollouts.put(name, parseSpec(body));
-    deps.audit(req, action, name, version, r.result);
+    await deps.audit(req, action, name, version, r.result);
     const res = json(r.view, r.code);
     res.headers.set(RESULT_HEADER, r.result);
     return res;
   } catch (err) {
-    deps.audit(req, action, name, version, `refused: ${(err as Error).message}`);
+    await deps.audit(req, action, name, version, `refused: ${(err as Error).message}`);
     throw err;
   }
 }

@@ -4,13 +4,15 @@
 // setting each member's wanted release (updates/updates.ts), the member's `from` stored first.
 //
 // Invariants: a node is a member of one rollout at most (of the rollouts whose selector matches
-// it, the one that claimed last); the record is stored before the wishes it leads to are set;
+// it, the one that claimed last); the record is stored before the wishes it leads to are set
+// (a step's wishes in one write); passes and the operator's actions run one at a time;
 // a member the rollout did not move has no wish (a hand-set one is dropped when it is taken).
 import { parseLabelSelector } from "../../api/selectors.ts";
 import { StatusError } from "../../api/status.ts";
 import { jsonEqual } from "../../util/canonical.ts";
 import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import { Serial } from "../../util/serial.ts";
 import { planRollout } from "../deploy/plan.ts";
 import type { NodeUpdates } from "../updates/updates.ts";
 import {
@@ -30,10 +32,7 @@ export interface AgentRolloutDeps {
   /** The nodes that joined and are not revoked, with their labels (the hub's over the device's). */
   nodes(): { name: string; labels: Record<string, string> }[];
   online(node: string): boolean;
-  updates: Pick<
-    NodeUpdates,
-    "wantedFor" | "setWanted" | "cancel" | "running" | "lastStatus" | "offeredAt"
-  >;
+  updates: Pick<NodeUpdates, "wantedFor" | "setWishes" | "running" | "lastStatus" | "offeredAt">;
   /** Whether the hub holds a release of `version` (for any arch). */
   hasRelease(version: string): Promise<boolean>;
   /** The wanted release of `node` changed: offer it to its agent. */
@@ -48,9 +47,15 @@ export class AgentRollouts {
   private readonly rollouts = new Map<string, AgentRollout>();
   /** Each rollout's phase as of its last pass. */
   private readonly phases = new Map<string, AgentRolloutPhase>();
+  /** Passes and the operator's actions, one at a time. */
+  private readonly serial = new Serial();
 
-  constructor(private readonly deps: AgentRolloutDeps) {
-    for (const r of deps.store.load()) this.rollouts.set(r.name, r);
+  /** `loaded`: the store's rollouts (AgentRolloutStore.load). */
+  constructor(
+    private readonly deps: AgentRolloutDeps,
+    loaded: readonly AgentRollout[],
+  ) {
+    for (const r of loaded) this.rollouts.set(r.name, r);
   }
 
   /** The members of every rollout, by rollout name (a node to the latest claim matching it). */
@@ -142,6 +147,10 @@ export class AgentRollouts {
         "NotFound",
         `release ${spec.version} not found: push it first (fleetlet hub release push)`,
       );
+    return this.serial.run(() => this.putNow(name, spec));
+  }
+
+  private async putNow(name: string, spec: AgentRolloutSpec): Promise<PutResult> {
     const old = this.rollouts.get(name);
     if (old !== undefined && jsonEqual(old.spec, spec))
       return { code: 200, view: this.view(name), result: "unchanged" };
@@ -155,39 +164,51 @@ export class AgentRollouts {
           ? freshRecord(now, old.record.paused)
           : { ...old.record, undone: false, claimedAt: claims ? now : old.record.claimedAt };
     const r: AgentRollout = { name, spec, record, created: old?.created ?? now };
-    this.deps.store.save(r);
+    await this.deps.store.save(r);
     this.rollouts.set(name, r);
     if (old?.spec.version !== spec.version) this.phases.delete(name);
-    this.pass();
+    await this.passNow();
     const result = old === undefined ? "created" : "configured";
     return { code: old === undefined ? 201 : 200, view: this.view(name), result };
   }
 
   /** Deletes rollout `name`; its members keep their wishes. */
-  delete(name: string): AgentRollout {
-    const r = this.find(name);
-    this.deps.store.delete(name);
-    this.rollouts.delete(name);
-    this.phases.delete(name);
-    return r;
+  delete(name: string): Promise<AgentRollout> {
+    return this.serial.run(async () => {
+      const r = this.find(name);
+      await this.deps.store.delete(name);
+      this.rollouts.delete(name);
+      this.phases.delete(name);
+      return r;
+    });
   }
 
   /** Pauses, resumes or undoes rollout `name`; stored, and a pass run, before it returns. */
-  act(name: string, action: "pause" | "resume" | "undo"): AgentRolloutView {
-    const r = this.find(name);
-    if (action === "undo") r.record.undone = true;
-    else r.record.paused = action === "pause";
-    this.deps.store.save(r);
-    this.pass();
-    return this.view(name);
+  act(name: string, action: "pause" | "resume" | "undo"): Promise<AgentRolloutView> {
+    return this.serial.run(async () => {
+      const r = this.find(name);
+      const record =
+        action === "undo"
+          ? { ...r.record, undone: true }
+          : { ...r.record, paused: action === "pause" };
+      const next = { ...r, record };
+      await this.deps.store.save(next);
+      this.rollouts.set(name, next);
+      await this.passNow();
+      return this.view(name);
+    });
   }
 
-  /** One pass over every rollout (the loop's iteration; API actions call it too). */
-  pass(): void {
+  /** One pass over every rollout (the loop's iteration), after those running. */
+  pass(): Promise<void> {
+    return this.serial.run(() => this.passNow());
+  }
+
+  private async passNow(): Promise<void> {
     const members = this.membership();
-    for (const r of this.rollouts.values()) {
+    for (const r of [...this.rollouts.values()]) {
       try {
-        this.step(r, members.get(r.name) ?? []);
+        await this.step(r, members.get(r.name) ?? []);
       } catch (error) {
         this.deps.log.error("agent rollout pass failed; trying again at the next one", {
           rollout: r.name,
@@ -200,23 +221,26 @@ export class AgentRollouts {
   /** Runs a pass now and every `intervalMs` until `signal`. */
   async run(signal: AbortSignal, intervalMs: number): Promise<void> {
     while (!signal.aborted) {
-      this.pass();
+      await this.pass();
       await sleepQuietly(this.deps.clock, intervalMs, signal);
     }
   }
 
-  private step(r: AgentRollout, members: readonly string[]): void {
+  /** Steps rollout `r`: its record stored when it changed, then the wishes it leads to. */
+  private async step(r: AgentRollout, members: readonly string[]): Promise<void> {
     const before = structuredClone(r.record);
+    const wishes = new Map<string, string | null>();
     for (const n of members)
-      if (!moved(r, n) && this.deps.updates.wantedFor(n) !== undefined) this.want(n, null);
+      if (!moved(r, n) && this.deps.updates.wantedFor(n) !== undefined) wishes.set(n, null);
     const phase = r.record.undone
-      ? this.undo(r, members)
+      ? this.undo(r, members, wishes)
       : r.record.paused
         ? r.record.planner.failed?.hash === r.spec.version
           ? "Failed"
           : "Paused"
-        : this.plan(r, members);
-    if (!jsonEqual(before, r.record)) this.deps.store.save(r);
+        : this.plan(r, members, wishes);
+    if (!jsonEqual(before, r.record)) await this.deps.store.save(r);
+    for (const node of await this.deps.updates.setWishes(wishes)) this.deps.changed(node);
     const last = this.phases.get(r.name);
     this.phases.set(r.name, phase);
     if (last !== phase)
@@ -224,13 +248,21 @@ export class AgentRollouts {
   }
 
   /** Sends every member the rollout moved its `from` again. */
-  private undo(r: AgentRollout, members: readonly string[]): AgentRolloutPhase {
-    for (const n of members) if (moved(r, n)) this.want(n, r.record.from[n]);
+  private undo(
+    r: AgentRollout,
+    members: readonly string[],
+    wishes: Map<string, string | null>,
+  ): AgentRolloutPhase {
+    for (const n of members) if (moved(r, n)) wishes.set(n, r.record.from[n] ?? null);
     return "RolledBack";
   }
 
-  /** Asks the planner, records `from` of the members it moves first, then sets their wishes. */
-  private plan(r: AgentRollout, members: readonly string[]): AgentRolloutPhase {
+  /** Asks the planner, records `from` of the members it moves, and adds their wishes. */
+  private plan(
+    r: AgentRollout,
+    members: readonly string[],
+    wishes: Map<string, string | null>,
+  ): AgentRolloutPhase {
     const { version } = r.spec;
     const now = this.deps.clock.now();
     const facts = members.map((n) => deviceFacts(r, this.observe(n, version), now));
@@ -244,20 +276,10 @@ export class AgentRollouts {
     for (const [n, rev] of plan.assign)
       if (rev === version && !moved(r, n)) r.record.from[n] = this.deps.updates.running(n) ?? null;
     r.record.planner = plan.record;
-    if (plan.assign.size > 0) this.deps.store.save(r);
-    for (const [n, rev] of plan.assign) this.want(n, rev === version ? version : r.record.from[n]);
+    for (const [n, rev] of plan.assign)
+      wishes.set(n, (rev === version ? version : r.record.from[n]) ?? null);
     // The planner calls a rollout with no member online Rolling; one that was complete stays so.
     const idle = facts.every((d) => !d.online) && plan.record.stableHash === version;
     return plan.phase === "Rolling" && idle ? "Complete" : plan.phase;
-  }
-
-  /** Sets the wish of `node` to `version` (null or undefined: none), offering it if it changed. */
-  private want(node: string, version: string | null | undefined): void {
-    const u = this.deps.updates;
-    const current = u.wantedFor(node)?.version;
-    if (current === (version ?? undefined)) return;
-    if (version === null || version === undefined) u.cancel(node);
-    else u.setWanted(node, version);
-    this.deps.changed(node);
   }
 }

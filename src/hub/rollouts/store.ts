@@ -1,37 +1,13 @@
-// The agent rollouts in the hub's database (docs/hub-releases.md, "Storage"): one row a rollout,
-// its spec and record as JSON, written before the API answers and after each pass that changed
-// it, read when the hub starts.
-import type { Database } from "bun:sqlite";
+// The agent rollouts' store (docs/hub-releases.md, "Storage"): one row a rollout, its spec and
+// record, written before the API answers and after each pass that changed it, read when the hub
+// starts. The interface is asynchronous, as a database across the network is; SQLite's
+// implementation (store-sqlite.ts) does its work before its promise is returned.
 import type { AgentRollout } from "./spec.ts";
 
-const SCHEMA = `CREATE TABLE IF NOT EXISTS agent_rollouts (name TEXT PRIMARY KEY, spec TEXT NOT NULL, record TEXT NOT NULL, created INTEGER NOT NULL)`;
-
-export class AgentRolloutStore {
-  constructor(private readonly db: Database) {
-    this.db.exec(SCHEMA);
-  }
-
-  load(): AgentRollout[] {
-    const rows = this.db
-      .query("SELECT name, spec, record, created FROM agent_rollouts ORDER BY name")
-      .all() as { name: string; spec: string; record: string; created: number }[];
-    return rows.map((r) => ({
-      name: r.name,
-      spec: JSON.parse(r.spec),
-      record: JSON.parse(r.record),
-      created: r.created,
-    }));
-  }
-
-  save(r: AgentRollout): void {
-    this.db
-      .query(
-        "INSERT OR REPLACE INTO agent_rollouts (name, spec, record, created) VALUES (?, ?, ?, ?)",
-      )
-      .run(r.name, JSON.stringify(r.spec), JSON.stringify(r.record), r.created);
-  }
-
-  delete(name: string): void {
-    this.db.query("DELETE FROM agent_rollouts WHERE name = ?").run(name);
-  }
+export interface AgentRolloutStore {
+  /** Every stored rollout, by name. */
+  load(): Promise<AgentRollout[]>;
+  /** Creates or replaces rollout `r.name`. */
+  save(r: AgentRollout): Promise<void>;
+  delete(name: string): Promise<void>;
 }

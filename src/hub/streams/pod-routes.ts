@@ -69,7 +69,7 @@ interface ExecSocketData extends SocketData {
 
 /** The upgrade of .../pods/NAME/exec or .../attach: checked here, refused with a Status before
  * upgrading. */
-function execUpgrade(
+async function execUpgrade(
   d: PodStreamDeps,
   req: Request,
   url: URL,
@@ -93,7 +93,7 @@ function execUpgrade(
       "BadRequest",
       `${kind} needs a WebSocket upgrade with one of the subprotocols ${REMOTE_COMMAND_PROTOCOLS.join(", ")} (the hub does not serve SPDY)`,
     );
-  const auditId = d.audit.start({
+  const auditId = await d.audit.start({
     kind,
     user: "operator",
     client: server.requestIP(req)?.address ?? "",
@@ -127,7 +127,7 @@ export function execSockets(d: PodStreamDeps): SocketHandler {
         protocol: w.data.protocol,
         open: d.broker.opener(w.data.node),
         req: w.data.req,
-        onEnd: (end) => d.audit.end(w.data.auditId, outcome(end)),
+        onEnd: (end) => void d.audit.end(w.data.auditId, outcome(end)),
       });
       w.data.session = session;
       void session.start();
@@ -151,9 +151,9 @@ export function streamUpgrade(d: PodStreamDeps, url: URL): Upgrade | undefined {
 }
 
 /** A refusal thrown as a StatusError answered as its Status. */
-function refusing<T>(fn: () => T): T | Response {
+async function refusing<T>(fn: () => Promise<T>): Promise<T | Response> {
   try {
-    return fn();
+    return await fn();
   } catch (err) {
     if (err instanceof StatusError) return err.toResponse();
     throw err;

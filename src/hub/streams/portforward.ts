@@ -48,7 +48,7 @@ function parsePorts(q: URLSearchParams): number[] {
 }
 
 /** The upgrade of .../pods/NAME/portforward, refused with a Status before upgrading. */
-export function portForwardUpgrade(
+export async function portForwardUpgrade(
   d: PodStreamDeps,
   req: Request,
   url: URL,
@@ -73,7 +73,7 @@ export function portForwardUpgrade(
     protocol === TUNNEL && url.searchParams.get("ports") === null
       ? []
       : parsePorts(url.searchParams);
-  const auditId = d.audit.start({
+  const auditId = await d.audit.start({
     kind: "portforward",
     user: "operator",
     client: server.requestIP(req)?.address ?? "",
@@ -326,7 +326,7 @@ export function portForwardSockets(d: PodStreamDeps): SocketHandler {
       const w = ws as ServerWebSocket<PortForwardSocketData>;
       const s = w.data.session as (SpdySession | ChannelSession) | undefined;
       s?.closed();
-      d.audit.end(w.data.auditId, "closed", { connections: s?.connections ?? 0 });
+      void d.audit.end(w.data.auditId, "closed", { connections: s?.connections ?? 0 });
     },
   };
 }

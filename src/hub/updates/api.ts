@@ -29,7 +29,7 @@ export interface UpdateApiDeps {
     node: string,
     version: string,
     outcome: string,
-  ): void;
+  ): Promise<void>;
 }
 
 /** Handles an update route of the operator (checked by the caller); undefined for other paths. */
@@ -69,10 +69,10 @@ async function set(deps: UpdateApiDeps, req: Request, node: string): Promise<Res
     inRollout(deps, node);
     await deps.updates.set(node, version);
   } catch (err) {
-    deps.audit(req, "set", node, version, `refused: ${(err as Error).message}`);
+    await deps.audit(req, "set", node, version, `refused: ${(err as Error).message}`);
     throw err;
   }
-  deps.audit(req, "set", node, version, "set");
+  await deps.audit(req, "set", node, version, "set");
   deps.changed(node);
   const [view] = await deps.updates.views(node);
   return json(view);
@@ -88,15 +88,15 @@ function inRollout(deps: UpdateApiDeps, node: string): void {
     );
 }
 
-function cancel(deps: UpdateApiDeps, req: Request, node: string): Response {
+async function cancel(deps: UpdateApiDeps, req: Request, node: string): Promise<Response> {
   const version = deps.updates.wantedFor(node)?.version ?? "";
   try {
     inRollout(deps, node);
   } catch (err) {
-    deps.audit(req, "cancel", node, version, `refused: ${(err as Error).message}`);
+    await deps.audit(req, "cancel", node, version, `refused: ${(err as Error).message}`);
     throw err;
   }
-  const canceled = deps.updates.cancel(node);
-  deps.audit(req, "cancel", node, version, canceled ? "canceled" : "none was wanted");
+  const canceled = await deps.updates.cancel(node);
+  await deps.audit(req, "cancel", node, version, canceled ? "canceled" : "none was wanted");
   return json({ node, canceled });
 }

@@ -1,6 +1,7 @@
-// The wanted release of each node (docs/hub-releases.md, "Updating one node"), in the hub's
-// database beside its other tables: one row a node, written at once, read at start.
-import type { Database } from "bun:sqlite";
+// The wanted release of each node (docs/hub-releases.md, "Updating one node"): one row a node,
+// written before the API answers (and by agent rollouts' passes, a pass's wishes in one write),
+// read at start. The interface is asynchronous, as a database across the network is; SQLite's
+// implementation (store-sqlite.ts) does its work before its promise is returned.
 
 /** The release the operator wants node `node` to run, and when it was set (ms). */
 export interface WantedRelease {
@@ -9,29 +10,12 @@ export interface WantedRelease {
   setAt: number;
 }
 
-const SCHEMA = `CREATE TABLE IF NOT EXISTS node_updates (node TEXT PRIMARY KEY, version TEXT NOT NULL, set_at INTEGER NOT NULL)`;
+/** A node's new wish: a release, or none (`version` null). */
+export type WantedChange = WantedRelease | { node: string; version: null };
 
-export class UpdateStore {
-  constructor(private readonly db: Database) {
-    this.db.exec(SCHEMA);
-  }
-
-  load(): WantedRelease[] {
-    const rows = this.db.query("SELECT node, version, set_at FROM node_updates").all() as {
-      node: string;
-      version: string;
-      set_at: number;
-    }[];
-    return rows.map((r) => ({ node: r.node, version: r.version, setAt: r.set_at }));
-  }
-
-  save(w: WantedRelease): void {
-    this.db
-      .query("INSERT OR REPLACE INTO node_updates (node, version, set_at) VALUES (?, ?, ?)")
-      .run(w.node, w.version, w.setAt);
-  }
-
-  delete(node: string): void {
-    this.db.query("DELETE FROM node_updates WHERE node = ?").run(node);
-  }
+export interface UpdateStore {
+  /** Every stored wish. */
+  load(): Promise<WantedRelease[]>;
+  /** Stores each node's new wish (a later change of one node wins), in one write. */
+  write(changes: readonly WantedChange[]): Promise<void>;
 }

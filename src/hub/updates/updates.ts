@@ -1,8 +1,7 @@
 // Per-node agent updates on the hub (docs/hub-releases.md, "Updating one node"): the release the
 // operator wants each node to run (stored, see store.ts), the `update` offer sent to its agent,
 // and the latest `update.status` each agent reported (kept in memory: an agent reports again as
-// it goes). Agent rollouts (src/hub/rollouts/) drive this with setWanted and what it observed.
-import type { Database } from "bun:sqlite";
+// it goes). Agent rollouts (src/hub/rollouts/) drive this with setWishes and what it observed.
 import { StatusError } from "../../api/status.ts";
 import {
   AGENT_FEATURES,
@@ -11,10 +10,11 @@ import {
   type UpdatePhase,
   type UpdateStatus,
 } from "../../protocol/index.ts";
+import { Serial } from "../../util/serial.ts";
 import type { Fleet } from "../fleet.ts";
 import type { ReleaseStore } from "../releases/store.ts";
 import { rfc3339 } from "../views.ts";
-import { UpdateStore, type WantedRelease } from "./store.ts";
+import type { UpdateStore, WantedChange, WantedRelease } from "./store.ts";
 
 /** What the hub knows of a node for its update: absent when no such node joined. */
 interface UpdateNodeFacts {
@@ -77,9 +77,15 @@ export class NodeUpdates {
   private readonly offered = new Set<string>();
   /** When each node's agent was first offered the version it was last offered. */
   private readonly firstOffered = new Map<string, { version: string; at: number }>();
+  /** The wishes' writes, one at a time (memory follows each in the order it was stored). */
+  private readonly writes = new Serial();
 
-  constructor(private readonly deps: NodeUpdatesDeps) {
-    for (const w of deps.store.load()) this.wanted.set(w.node, w);
+  /** `loaded`: the store's wishes (UpdateStore.load). */
+  constructor(
+    private readonly deps: NodeUpdatesDeps,
+    loaded: readonly WantedRelease[],
+  ) {
+    for (const w of loaded) this.wanted.set(w.node, w);
   }
 
   /** The release wanted for `node`, if any. */
@@ -108,11 +114,37 @@ export class NodeUpdates {
 
   /** Sets the release `node` should run, unchecked (an agent rollout, which checked the
    * version and the node); stored before it returns. */
-  setWanted(node: string, version: string): WantedRelease {
+  async setWanted(node: string, version: string): Promise<WantedRelease> {
     const w = { node, version, setAt: this.deps.now() };
-    this.deps.store.save(w);
-    this.wanted.set(node, w);
+    await this.write([w]);
     return w;
+  }
+
+  /**
+   * Sets the wishes of several nodes (`null`: none) in one write, unchecked (an agent rollout's
+   * pass); the nodes whose wish changed, once stored.
+   */
+  async setWishes(wishes: ReadonlyMap<string, string | null>): Promise<string[]> {
+    const now = this.deps.now();
+    const changes: WantedChange[] = [];
+    for (const [node, version] of wishes) {
+      if (this.wanted.get(node)?.version === (version ?? undefined)) continue;
+      changes.push(version === null ? { node, version } : { node, version, setAt: now });
+    }
+    await this.write(changes);
+    return changes.map((c) => c.node);
+  }
+
+  /** Stores `changes`, then holds them. */
+  private write(changes: WantedChange[]): Promise<void> {
+    if (changes.length === 0) return Promise.resolve();
+    return this.writes.run(async () => {
+      await this.deps.store.write(changes);
+      for (const c of changes) {
+        if (c.version === null) this.wanted.delete(c.node);
+        else this.wanted.set(c.node, c);
+      }
+    });
   }
 
   /** The last status the agent of `node` reported, if any. */
@@ -127,19 +159,17 @@ export class NodeUpdates {
   }
 
   /** Cancels `node`'s wanted release (the device keeps what it runs); whether there was one. */
-  cancel(node: string): boolean {
+  async cancel(node: string): Promise<boolean> {
     if (this.deps.node(node) === undefined)
       throw new StatusError("NotFound", `node "${node}" not found`);
     if (!this.wanted.has(node)) return false;
-    this.deps.store.delete(node);
-    this.wanted.delete(node);
+    await this.write([{ node, version: null }]);
     return true;
   }
 
   /** Node `name` was forgotten: its wanted release and status go too. */
-  forget(node: string): void {
-    this.deps.store.delete(node);
-    this.wanted.delete(node);
+  async forget(node: string): Promise<void> {
+    await this.write([{ node, version: null }]);
     this.reported.delete(node);
     this.agents.delete(node);
     this.offered.delete(node);
@@ -249,20 +279,21 @@ function statusFields(r: Reported, wanted: string | undefined): Partial<NodeUpda
   };
 }
 
-/** The node updates over the hub's `database`, its releases and its fleet. */
-export function openNodeUpdates(
-  database: Database,
+/** The node updates over `store` (its wishes loaded), the hub's releases and its fleet. */
+export async function openNodeUpdates(
+  store: UpdateStore,
   releases: NodeUpdatesDeps["releases"],
   fleet: Pick<Fleet, "nodes" | "setUpdateNote">,
   clock: { now(): number },
-): NodeUpdates {
-  return new NodeUpdates({
-    store: new UpdateStore(database),
+): Promise<NodeUpdates> {
+  const deps: NodeUpdatesDeps = {
+    store,
     releases,
     node: (name) => nodeFactsOf(fleet.nodes, name),
     now: () => clock.now(),
     onReport: (node, text) => fleet.setUpdateNote(node, text),
-  });
+  };
+  return new NodeUpdates(deps, await store.load());
 }
 
 type FleetNodes = Fleet["nodes"];

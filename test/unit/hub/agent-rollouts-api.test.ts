@@ -4,23 +4,25 @@
 import { describe, expect, test } from "bun:test";
 import { type ApiDeps, handleApi } from "../../../src/hub/api.ts";
 import { AgentRollouts } from "../../../src/hub/rollouts/controller.ts";
-import { AgentRolloutStore } from "../../../src/hub/rollouts/store.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { updateHub } from "../../lib/hub-updates.ts";
 
 async function api() {
   const h = await updateHub();
   h.releases.add("0.2.0", "arm64");
-  const agentRollouts = new AgentRollouts({
-    store: new AgentRolloutStore(h.store.database),
-    nodes: () => [{ name: "cam-1", labels: { tier: "prod" } }],
-    online: () => true,
-    updates: h.updates,
-    hasRelease: async (v) => (await h.releases.list()).some((r) => r.version === v),
-    changed: () => {},
-    clock: h.clock,
-    log: nullLogger,
-  });
+  const agentRollouts = new AgentRollouts(
+    {
+      store: h.rolloutStore,
+      nodes: () => [{ name: "cam-1", labels: { tier: "prod" } }],
+      online: () => true,
+      updates: h.updates,
+      hasRelease: async (v) => (await h.releases.list()).some((r) => r.version === v),
+      changed: () => {},
+      clock: h.clock,
+      log: nullLogger,
+    },
+    [],
+  );
   const deps = {
     agentRollouts,
     fleet: h.fleet,
@@ -103,10 +105,10 @@ describe("/api/v1/agentrollouts", () => {
     const res = await call("PUT", PATH, body);
     expect(res.status).toBe(status);
     expect(await res.text()).toContain(text);
-    expect(h.audit.list().map((r) => [r.kind, r.action, r.rollout])).toEqual([
+    expect((await h.audit.list()).map((r) => [r.kind, r.action, r.rollout])).toEqual([
       ["agentrollout", "create", "prod"],
     ]);
-    expect(h.audit.list()[0]?.outcome).toStartWith("refused: ");
+    expect((await h.audit.list())[0]?.outcome).toStartWith("refused: ");
   });
 
   test("an invalid name is 400; an unknown rollout is 404", async () => {
@@ -134,7 +136,7 @@ describe("/api/v1/agentrollouts", () => {
     expect(h.updates.wantedFor("cam-1")?.version).toBe("0.1.0");
     expect(await (await call("DELETE", PATH)).json()).toEqual({ name: "prod", deleted: true });
     expect(
-      h.audit.list().map((r) => `${r.action} ${r.rollout} ${r.release}: ${r.outcome}`),
+      (await h.audit.list()).map((r) => `${r.action} ${r.rollout} ${r.release}: ${r.outcome}`),
     ).toEqual([
       "create prod 0.2.0: created",
       "pause prod 0.2.0: Paused",

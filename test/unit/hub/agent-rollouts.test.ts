@@ -5,7 +5,6 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { AgentRolloutStore } from "../../../src/hub/rollouts/store.ts";
 import { rolloutWorld } from "../../lib/agent-rollouts.ts";
 
 const dirs: string[] = [];
@@ -17,7 +16,7 @@ const NODES = ["cam-1", "cam-2", "cam-3", "cam-4"];
 
 describe("members", () => {
   test("are the joined, unrevoked nodes whose labels (the hub's included) match the selector", async () => {
-    const w = rolloutWorld(NODES);
+    const w = await rolloutWorld(NODES);
     (w.world.get("cam-2") as { labels: Record<string, string> }).labels = { tier: "lab" };
     (w.world.get("cam-3") as { revoked: boolean }).revoked = true;
     const r = await w.put("prod", { version: "0.2.0", selector: "tier=prod", canary: 0 });
@@ -30,7 +29,7 @@ describe("members", () => {
   });
 
   test("a hand-set wish of a node the rollout takes is dropped until the rollout moves it", async () => {
-    const w = rolloutWorld(NODES);
+    const w = await rolloutWorld(NODES);
     await w.updates.set("cam-4", "0.3.0");
     await w.put("prod", { version: "0.2.0" });
     expect(w.wishes()).toEqual({ "cam-1": "0.2.0", "cam-2": "-", "cam-3": "-", "cam-4": "-" });
@@ -39,18 +38,18 @@ describe("members", () => {
 
 describe("a rollout step by step", () => {
   test("the canary first, then maxUnavailable at a time, each member's from recorded, Complete", async () => {
-    const w = rolloutWorld(NODES);
+    const w = await rolloutWorld(NODES);
     const created = await w.put("prod", { version: "0.2.0", maxUnavailable: 2 });
     expect(created.view.phase).toBe("Canary");
     expect(w.wishes()).toEqual({ "cam-1": "0.2.0", "cam-2": "-", "cam-3": "-", "cam-4": "-" });
     expect(w.changed).toEqual(["cam-1"]);
-    const stored = new AgentRolloutStore(w.db).load()[0];
+    const stored = (await w.rolloutStore.load())[0];
     expect(stored?.record.from).toEqual({ "cam-1": "0.1.0" });
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").message).toBe("canary: 0 of 1 updated nodes are healthy");
     expect(w.wishes()["cam-2"]).toBe("-");
     w.report("cam-1", "0.2.0", "healthy");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     const rolling = w.rollouts.view("prod");
     expect(rolling.phase).toBe("Rolling");
     expect(rolling.message).toBe("3 out of 4 nodes have been updated");
@@ -61,11 +60,11 @@ describe("a rollout step by step", () => {
       "cam-4": "-",
     });
     w.report("cam-2", "0.2.0", "healthy");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.wishes()["cam-4"]).toBe("0.2.0");
     expect(w.rollouts.view("prod").message).toBe("2 of 4 updated nodes are healthy");
     for (const n of ["cam-3", "cam-4"]) w.report(n, "0.2.0", "healthy");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     const done = w.rollouts.view("prod");
     expect(done.phase).toBe("Complete");
     expect(done.message).toBe("0.2.0 runs on all 4 online nodes");
@@ -81,45 +80,45 @@ describe("a rollout step by step", () => {
   });
 
   test("a member that goes away while it takes the version holds the canary, unavailable, until it is back on it", async () => {
-    const w = rolloutWorld(NODES);
+    const w = await rolloutWorld(NODES);
     await w.put("prod", { version: "0.2.0", maxUnavailable: 2 });
     await w.connect("cam-1");
     // The agent installs the release and restarts: the hub no longer hears it.
     (w.world.get("cam-1") as { online: boolean }).online = false;
-    w.rollouts.pass();
+    await w.rollouts.pass();
     const waiting = w.rollouts.view("prod");
     expect(waiting.phase).toBe("Canary");
     expect(waiting.counts).toMatchObject({ updated: 1, unavailable: 1, offline: 0 });
     expect(w.wishes()).toEqual({ "cam-1": "0.2.0", "cam-2": "-", "cam-3": "-", "cam-4": "-" });
     (w.world.get("cam-1") as { online: boolean }).online = true;
     w.report("cam-1", "0.2.0", "healthy");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").phase).toBe("Rolling");
     expect(w.wishes()["cam-2"]).toBe("0.2.0");
   });
 
   test("a member back on the version but still on trial (no healthy yet) does not pass the canary", async () => {
-    const w = rolloutWorld(NODES);
+    const w = await rolloutWorld(NODES);
     await w.put("prod", { version: "0.2.0" });
     await w.connect("cam-1");
     w.report("cam-1", "0.2.0", "restarting");
     (w.world.get("cam-1") as { version: string }).version = "0.2.0";
     await w.connect("cam-1");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").phase).toBe("Canary");
     expect(w.wishes()["cam-2"]).toBe("-");
     w.report("cam-1", "0.2.0", "healthy");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").phase).toBe("Rolling");
   });
 
   test("a member that went away after the offer and stays away fails the progress deadline", async () => {
-    const w = rolloutWorld(["cam-1", "cam-2"]);
+    const w = await rolloutWorld(["cam-1", "cam-2"]);
     await w.put("prod", { version: "0.2.0", progressDeadlineSeconds: 60 });
     await w.connect("cam-1");
     (w.world.get("cam-1") as { online: boolean }).online = false;
     w.clock.step(61_000);
-    w.rollouts.pass();
+    await w.rollouts.pass();
     const v = w.rollouts.view("prod");
     expect(v.phase).toBe("Failed");
     expect(v.failed?.message).toBe(
@@ -129,11 +128,11 @@ describe("a rollout step by step", () => {
   });
 
   test("an offline member is not moved; the others complete without it", async () => {
-    const w = rolloutWorld(["cam-1", "cam-2"]);
+    const w = await rolloutWorld(["cam-1", "cam-2"]);
     (w.world.get("cam-2") as { online: boolean }).online = false;
     await w.put("prod", { version: "0.2.0" });
     w.report("cam-1", "0.2.0", "healthy");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     const v = w.rollouts.view("prod");
     expect(v.phase).toBe("Complete");
     expect(v.message).toBe(
@@ -143,17 +142,17 @@ describe("a rollout step by step", () => {
   });
 
   test("with every member offline, a rollout that was complete stays Complete; one that was not is Rolling", async () => {
-    const w = rolloutWorld(["cam-1", "cam-2"]);
+    const w = await rolloutWorld(["cam-1", "cam-2"]);
     await w.put("done", { version: "0.2.0", selector: "tier=prod" });
     for (const n of ["cam-1", "cam-2"]) {
       w.report(n, "0.2.0", "healthy");
-      w.rollouts.pass();
+      await w.rollouts.pass();
     }
     expect(w.rollouts.view("done").phase).toBe("Complete");
     for (const n of ["cam-1", "cam-2"]) (w.world.get(n) as { online: boolean }).online = false;
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("done").phase).toBe("Complete");
-    const fresh = rolloutWorld(["cam-1"]);
+    const fresh = await rolloutWorld(["cam-1"]);
     (fresh.world.get("cam-1") as { online: boolean }).online = false;
     expect((await fresh.put("new", { version: "0.2.0", canary: 0 })).view.phase).toBe("Rolling");
   });
@@ -166,11 +165,11 @@ describe("failures", () => {
   ] as const)(
     "a canary that reports %s fails the rollout; no other node is sent the version; the canary gets its from again",
     async (phase, why) => {
-      const w = rolloutWorld(NODES);
+      const w = await rolloutWorld(NODES);
       await w.put("prod", { version: "0.2.0" });
       w.report("cam-1", "0.2.0", phase, phase === "refused" ? "signature" : "crashed");
-      w.rollouts.pass();
-      w.rollouts.pass();
+      await w.rollouts.pass();
+      await w.rollouts.pass();
       const v = w.rollouts.view("prod");
       expect(v.phase).toBe("Failed");
       expect(v.failed).toEqual({ node: "cam-1", message: why, rolledBack: true });
@@ -182,37 +181,38 @@ describe("failures", () => {
   );
 
   test("with autoRollback off the failing canary keeps its wish, and nothing else moves", async () => {
-    const w = rolloutWorld(NODES);
+    const w = await rolloutWorld(NODES);
     await w.put("prod", { version: "0.2.0", autoRollback: false });
     w.report("cam-1", "0.2.0", "rolled-back");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").message).toEndWith("; automatic rollback is off");
     expect(w.wishes()).toEqual({ "cam-1": "0.2.0", "cam-2": "-", "cam-3": "-", "cam-4": "-" });
   });
 
   test("a member moved without a known from has its wish dropped on rollback", async () => {
-    const w = rolloutWorld(["cam-1"]);
+    const w = await rolloutWorld(["cam-1"]);
     await w.put("prod", { version: "0.2.0" });
-    const stored = new AgentRolloutStore(w.db);
-    const r = stored.load()[0];
+    const stored = w.rolloutStore;
+    const r = (await stored.load())[0];
     expect(r?.record.from).toEqual({ "cam-1": "0.1.0" });
     // A rollout recorded before the node reported its version.
-    if (r !== undefined) stored.save({ ...r, record: { ...r.record, from: { "cam-1": null } } });
-    w.reopen();
+    if (r !== undefined)
+      await stored.save({ ...r, record: { ...r.record, from: { "cam-1": null } } });
+    await w.reopen();
     w.report("cam-1", "0.2.0", "refused");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.wishes()["cam-1"]).toBe("-");
   });
 
   test("the progress deadline fails an online member offered the version that is not healthy in time", async () => {
-    const w = rolloutWorld(["cam-1", "cam-2"]);
+    const w = await rolloutWorld(["cam-1", "cam-2"]);
     await w.put("prod", { version: "0.2.0", progressDeadlineSeconds: 60 });
     expect((await w.connect("cam-1"))?.version).toBe("0.2.0");
     w.clock.step(59_000);
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").phase).toBe("Canary");
     w.clock.step(2000);
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").failed?.message).toBe(
       "its agent did not report 0.2.0 healthy within the progress deadline (60s)",
     );
@@ -220,42 +220,42 @@ describe("failures", () => {
   });
 
   test("a new version starts over: the failure cleared, from recorded anew", async () => {
-    const w = rolloutWorld(["cam-1", "cam-2"]);
+    const w = await rolloutWorld(["cam-1", "cam-2"]);
     await w.put("prod", { version: "0.2.0" });
     w.report("cam-1", "0.2.0", "rolled-back");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").phase).toBe("Failed");
     const again = await w.put("prod", { version: "0.3.0" });
     expect(again.code).toBe(200);
     expect(again.view.phase).toBe("Canary");
     expect(again.view.failed).toBeUndefined();
-    expect(new AgentRolloutStore(w.db).load()[0]?.record.from).toEqual({ "cam-1": "0.1.0" });
+    expect((await w.rolloutStore.load())[0]?.record.from).toEqual({ "cam-1": "0.1.0" });
     expect(w.wishes()).toEqual({ "cam-1": "0.3.0", "cam-2": "-" });
   });
 });
 
 describe("pause, resume, undo", () => {
   test("a paused rollout moves nothing; resumed, it goes on; undo sends every moved member its from", async () => {
-    const w = rolloutWorld(NODES);
+    const w = await rolloutWorld(NODES);
     await w.put("prod", { version: "0.2.0" });
-    expect(w.rollouts.act("prod", "pause").phase).toBe("Paused");
+    expect((await w.rollouts.act("prod", "pause")).phase).toBe("Paused");
     w.report("cam-1", "0.2.0", "healthy");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod")).toMatchObject({ phase: "Paused", paused: true });
     expect(w.wishes()["cam-2"]).toBe("-");
-    expect(w.rollouts.act("prod", "resume").phase).toBe("Rolling");
+    expect((await w.rollouts.act("prod", "resume")).phase).toBe("Rolling");
     expect(w.wishes()["cam-2"]).toBe("0.2.0");
-    const undone = w.rollouts.act("prod", "undo");
+    const undone = await w.rollouts.act("prod", "undo");
     expect(undone.phase).toBe("RolledBack");
     expect(w.wishes()).toEqual({ "cam-1": "0.1.0", "cam-2": "0.1.0", "cam-3": "-", "cam-4": "-" });
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").phase).toBe("RolledBack");
   });
 });
 
 describe("409s and deletion", () => {
   test("a rollout taking a member of one that is not Complete is refused, naming both; once it is Complete, the new one takes it", async () => {
-    const w = rolloutWorld(["cam-1", "cam-2"]);
+    const w = await rolloutWorld(["cam-1", "cam-2"]);
     await w.put("all", { version: "0.2.0" });
     const refused = w.put("eu", { version: "0.3.0", selector: "tier=prod" });
     await expect(refused).rejects.toThrow(
@@ -263,10 +263,10 @@ describe("409s and deletion", () => {
     );
     expect(w.rollouts.has("eu")).toBe(false);
     for (const n of ["cam-1", "cam-2"]) {
-      w.rollouts.pass();
+      await w.rollouts.pass();
       w.report(n, "0.2.0", "healthy");
     }
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("all").phase).toBe("Complete");
     const eu = await w.put("eu", { version: "0.3.0", selector: "tier=prod", canary: 0 });
     expect(eu.code).toBe(201);
@@ -275,17 +275,17 @@ describe("409s and deletion", () => {
   });
 
   test("delete leaves the members' wishes; an unknown rollout is NotFound", async () => {
-    const w = rolloutWorld(NODES);
+    const w = await rolloutWorld(NODES);
     await w.put("prod", { version: "0.2.0" });
-    w.rollouts.delete("prod");
+    await w.rollouts.delete("prod");
     expect(w.wishes()["cam-1"]).toBe("0.2.0");
     expect(w.rollouts.rolloutOf("cam-1")).toBeUndefined();
     expect(() => w.rollouts.view("prod")).toThrow('agent rollout "prod" not found');
-    expect(new AgentRolloutStore(w.db).load()).toEqual([]);
+    expect(await w.rolloutStore.load()).toEqual([]);
   });
 
   test("a release that is not on the hub is NotFound, and the same spec again is unchanged", async () => {
-    const w = rolloutWorld(NODES);
+    const w = await rolloutWorld(NODES);
     await expect(w.put("prod", { version: "9.9.9" })).rejects.toThrow("release 9.9.9 not found");
     await w.put("prod", { version: "0.2.0" });
     expect((await w.put("prod", { version: "0.2.0" })).result).toBe("unchanged");
@@ -296,25 +296,25 @@ describe("a hub restart", () => {
   test("goes on from where the rollout stood: the planner's record, each from, paused", async () => {
     const dir = mkdtempSync(join(tmpdir(), "agent-rollouts-"));
     dirs.push(dir);
-    const w = rolloutWorld(NODES, join(dir, "hub.db"));
+    const w = await rolloutWorld(NODES, join(dir, "hub.db"));
     await w.put("prod", { version: "0.2.0", maxUnavailable: 1 });
     w.report("cam-1", "0.2.0", "healthy");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.wishes()).toEqual({ "cam-1": "0.2.0", "cam-2": "0.2.0", "cam-3": "-", "cam-4": "-" });
-    w.reopen();
+    await w.reopen();
     w.report("cam-1", "0.2.0", "healthy");
     w.report("cam-2", "0.2.0", "healthy");
-    w.rollouts.pass();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").phase).toBe("Rolling");
     expect(w.wishes()["cam-3"]).toBe("0.2.0");
-    expect(new AgentRolloutStore(w.db).load()[0]?.record.from).toEqual({
+    expect((await w.rolloutStore.load())[0]?.record.from).toEqual({
       "cam-1": "0.1.0",
       "cam-2": "0.1.0",
       "cam-3": "0.1.0",
     });
-    w.rollouts.act("prod", "pause");
-    w.reopen();
-    w.rollouts.pass();
+    await w.rollouts.act("prod", "pause");
+    await w.reopen();
+    await w.rollouts.pass();
     expect(w.rollouts.view("prod").phase).toBe("Paused");
   });
 });

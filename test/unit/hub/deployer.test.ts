@@ -6,9 +6,9 @@ import type { DaemonSet } from "../../../src/api/daemonset.ts";
 import type { Pod } from "../../../src/api/types.ts";
 import { createLocalBus } from "../../../src/hub/bus.ts";
 import { Deployer } from "../../../src/hub/deploy/deployer.ts";
-import { SqliteDeployStore } from "../../../src/hub/deploy/store.ts";
+import { SqliteDeployStore } from "../../../src/hub/deploy/store-sqlite.ts";
 import { Identity } from "../../../src/hub/identity.ts";
-import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
+import { openHubDatabase, SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { reportedStatus } from "../../lib/deploy.ts";
@@ -22,17 +22,18 @@ afterEach(() => {
 
 /** A hub's deploy side on a store file, with devices that join and connect. */
 async function hub(file: string, clock: FakeClock) {
-  const store = new SqliteHubStore(file);
+  const db = openHubDatabase(file);
+  const store = new SqliteHubStore(db);
   const loaded = await store.load();
   const fleet = testFleet(store, loaded, clock);
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
   const bus = createLocalBus();
   const sent: string[] = [];
   bus.subscribe((m) => sent.push(m.node));
-  const deployStore = new SqliteDeployStore(store.database);
+  const deployStore = new SqliteDeployStore(db);
   const deployer = new Deployer({
     store: deployStore,
-    loaded: deployStore.load(),
+    loaded: await deployStore.load(),
     fleet,
     bus,
     clock,
@@ -40,9 +41,10 @@ async function hub(file: string, clock: FakeClock) {
     flushStore: () => store.flush(),
     intervalMs: 1000,
   });
-  deployer.reconcile();
+  await deployer.reconcile();
   const seqs = new Map<string, number>();
   return {
+    db,
     store,
     fleet,
     deployer,
@@ -127,7 +129,7 @@ describe("Deployer", () => {
     await h.join("cam-1", { site: "a" });
     await h.join("cam-2", { site: "a" });
     await h.join("cam-3", { site: "b" });
-    const r = h.deployer.apply(daemonSet("busybox:1"));
+    const r = await h.deployer.apply(daemonSet("busybox:1"));
     expect(r.result).toBe("created");
     expect(h.sent.sort()).toEqual(["cam-1", "cam-2"]);
     const pods = h.desired("cam-1");
@@ -139,20 +141,20 @@ describe("Deployer", () => {
       name: "web",
     });
     expect(h.desired("cam-3")).toEqual([]);
-    expect(h.deployer.apply(daemonSet("busybox:1")).result).toBe("unchanged");
+    expect((await h.deployer.apply(daemonSet("busybox:1"))).result).toBe("unchanged");
   });
 
   test("relabelling moves the pod; deleting the DaemonSet empties every device's state", async () => {
     const { h } = await setup();
     await h.join("cam-1", { site: "a" });
     await h.join("cam-3", { site: "b" });
-    h.deployer.apply(daemonSet("busybox:1"));
+    await h.deployer.apply(daemonSet("busybox:1"));
     h.fleet.setHubLabels("cam-1", { site: "b" });
     h.fleet.setHubLabels("cam-3", { site: "a" });
-    h.deployer.reconcile();
+    await h.deployer.reconcile();
     expect(h.desired("cam-1")).toEqual([]);
     expect(names(h.desired("cam-3"))).toEqual(["web-cam-3"]);
-    h.deployer.delete("default", "web");
+    await h.deployer.delete("default", "web");
     expect(h.desired("cam-3")).toEqual([]);
     expect(h.fleet.nodes.get("cam-3")?.desiredGeneration).toBe(2);
   });
@@ -160,7 +162,7 @@ describe("Deployer", () => {
   test("a hub restart keeps objects, revisions and generations: nothing is resent", async () => {
     const { h, file, clock } = await setup();
     await h.join("cam-1", { site: "a" });
-    h.deployer.apply(daemonSet("busybox:1"));
+    await h.deployer.apply(daemonSet("busybox:1"));
     const generation = h.fleet.nodes.get("cam-1")?.desiredGeneration;
     h.store.close();
     const again = await hub(file, clock);
@@ -176,7 +178,7 @@ describe("Deployer", () => {
   test("a DaemonSet stored before the hub defaulted it keeps its revision: applied again, nothing changes", async () => {
     const { h, file, clock } = await setup();
     await h.join("cam-1", { site: "a" });
-    const first = h.deployer.apply(daemonSet("busybox:1")).daemonSet;
+    const first = (await h.deployer.apply(daemonSet("busybox:1"))).daemonSet;
     expect(first.spec.updateStrategy).toEqual({
       type: "RollingUpdate",
       rollingUpdate: { maxUnavailable: 1, maxSurge: 0 },
@@ -186,16 +188,12 @@ describe("Deployer", () => {
     // The stored object and revision as an older hub wrote them: not defaulted.
     const raw = daemonSet("busybox:1");
     const old = { ...raw, metadata: { ...first.metadata }, spec: raw.spec };
-    h.store.database
-      .query("UPDATE objects SET body = ? WHERE kind = 'DaemonSet'")
-      .run(JSON.stringify(old));
-    h.store.database
-      .query("UPDATE revisions SET template = ?")
-      .run(JSON.stringify(raw.spec.template));
+    h.db.query("UPDATE objects SET body = ? WHERE kind = 'DaemonSet'").run(JSON.stringify(old));
+    h.db.query("UPDATE revisions SET template = ?").run(JSON.stringify(raw.spec.template));
     h.store.close();
     const again = await hub(file, clock);
     expect(again.deployer.get("default", "web")?.spec.revisionHistoryLimit).toBe(10);
-    expect(again.deployer.apply(daemonSet("busybox:1")).result).toBe("unchanged");
+    expect((await again.deployer.apply(daemonSet("busybox:1"))).result).toBe("unchanged");
     expect(again.desired("cam-1")[0]?.metadata.uid).toBe(uid);
     expect(again.sent).toEqual([]);
   });
@@ -203,7 +201,7 @@ describe("Deployer", () => {
   test("an agent ahead of the hub (restored store) makes the hub raise its generation", async () => {
     const { h } = await setup();
     await h.join("cam-1", { site: "a" });
-    h.deployer.apply(daemonSet("busybox:1"));
+    await h.deployer.apply(daemonSet("busybox:1"));
     const text = h.deployer.desiredFor("cam-1", 9, true);
     expect(JSON.parse(text ?? "{}").generation).toBe(10);
   });
@@ -211,34 +209,34 @@ describe("Deployer", () => {
   test("v1 → v2 goes one device at a time after the canary; v3 crashing is rolled back", async () => {
     const { h, clock } = await setup();
     for (const n of ["cam-1", "cam-2", "cam-3"]) await h.join(n, { site: "a" });
-    h.deployer.apply(daemonSet("busybox:1"));
+    await h.deployer.apply(daemonSet("busybox:1"));
     for (const n of ["cam-1", "cam-2", "cam-3"]) h.run(n);
     clock.step(1000);
-    h.deployer.reconcile();
-    expect(h.deployer.rollout("default", "web").phase).toBe("Complete");
+    await h.deployer.reconcile();
+    expect((await h.deployer.rollout("default", "web")).phase).toBe("Complete");
 
-    h.deployer.apply(daemonSet("busybox:2"));
+    await h.deployer.apply(daemonSet("busybox:2"));
     const images = () => ["cam-1", "cam-2", "cam-3"].map((n) => imageOf(h.desired(n)));
     expect(images()).toEqual(["busybox:2", "busybox:1", "busybox:1"]);
-    expect(h.deployer.rollout("default", "web").phase).toBe("Canary");
+    expect((await h.deployer.rollout("default", "web")).phase).toBe("Canary");
     for (const step of [
       ["busybox:2", "busybox:2", "busybox:1"],
       ["busybox:2", "busybox:2", "busybox:2"],
     ]) {
       for (const n of ["cam-1", "cam-2", "cam-3"]) h.run(n);
       clock.step(1000);
-      h.deployer.reconcile();
+      await h.deployer.reconcile();
       expect(images()).toEqual(step);
     }
     for (const n of ["cam-1", "cam-2", "cam-3"]) h.run(n);
-    h.deployer.reconcile();
-    expect(h.deployer.rollout("default", "web").phase).toBe("Complete");
+    await h.deployer.reconcile();
+    expect((await h.deployer.rollout("default", "web")).phase).toBe("Complete");
 
-    h.deployer.apply(daemonSet("busybox:3"));
+    await h.deployer.apply(daemonSet("busybox:3"));
     expect(images()).toEqual(["busybox:3", "busybox:2", "busybox:2"]);
     h.run("cam-1", true);
-    h.deployer.reconcile();
-    const view = h.deployer.rollout("default", "web");
+    await h.deployer.reconcile();
+    const view = await h.deployer.rollout("default", "web");
     expect(view.phase).toBe("Failed");
     expect(view.message).toContain("rollout of revision 3 stopped on device cam-1");
     expect(view.message).toContain(
@@ -254,7 +252,7 @@ describe("Deployer", () => {
     };
     expect(counts()).toEqual([3, 3, 2]);
     h.run("cam-1");
-    h.deployer.reconcile();
+    await h.deployer.reconcile();
     expect(counts()).toEqual([3, 3, 3]);
     const ds = h.deployer.get("default", "web");
     expect(ds?.status?.conditions?.[0]).toMatchObject({
@@ -263,10 +261,10 @@ describe("Deployer", () => {
       reason: "RolloutFailed",
     });
 
-    const undo = h.deployer.undo("default", "web", undefined);
+    const undo = await h.deployer.undo("default", "web", undefined);
     expect(undo.changed).toBe(true);
     expect(undo.target.revision).toBe(2);
-    expect(h.deployer.rollout("default", "web").phase).toBe("Complete");
+    expect((await h.deployer.rollout("default", "web")).phase).toBe("Complete");
     expect(h.deployer.catalog.controllerRevisions(undo.daemonSet).map((r) => r.revision)).toEqual([
       1, 3, 4,
     ]);
@@ -275,13 +273,13 @@ describe("Deployer", () => {
   test("a device that refused its desired state is shown with the device's reason", async () => {
     const { h } = await setup();
     await h.join("cam-1", { site: "a" });
-    h.deployer.apply(daemonSet("busybox:1"));
+    await h.deployer.apply(daemonSet("busybox:1"));
     h.fleet.setDesiredAck("cam-1", {
       generation: 0,
       refused: { generation: 1, reason: "pods[0]: spec.containers: Required value" },
     });
-    h.deployer.reconcile();
-    const view = h.deployer.rollout("default", "web");
+    await h.deployer.reconcile();
+    const view = await h.deployer.rollout("default", "web");
     expect(view.devices[0]?.message).toBe(
       "the device refused its desired state: pods[0]: spec.containers: Required value",
     );
@@ -302,9 +300,9 @@ describe("Deployer", () => {
       },
       0,
     );
-    h.deployer.apply(daemonSet("busybox:1"));
+    await h.deployer.apply(daemonSet("busybox:1"));
     expect(h.desired("cam-1")).toEqual([]);
-    const device = h.deployer.rollout("default", "web").devices[0];
+    const device = (await h.deployer.rollout("default", "web")).devices[0];
     expect(device).toMatchObject({ name: "cam-1", state: "AgentTooOld" });
   });
 });
@@ -349,10 +347,10 @@ describe("Deployer with ConfigMaps and Secrets", () => {
     const { h } = await setup();
     await h.join("cam-1", { site: "a" });
     await h.join("cam-3", { site: "b" });
-    h.deployer.applyObject(cm);
-    h.deployer.applyObject(secret);
-    h.deployer.applyObject({ ...cm, metadata: { name: "unused", namespace: "default" } });
-    h.deployer.apply(reader());
+    await h.deployer.applyObject(cm);
+    await h.deployer.applyObject(secret);
+    await h.deployer.applyObject({ ...cm, metadata: { name: "unused", namespace: "default" } });
+    await h.deployer.apply(reader());
     const m = message(h, "cam-1");
     expect(m.configMaps?.map((o) => o.metadata.name)).toEqual(["cfg"]);
     expect(m.secrets?.map((o) => o.metadata.name)).toEqual(["creds"]);
@@ -360,8 +358,8 @@ describe("Deployer with ConfigMaps and Secrets", () => {
     const insecure = message(h, "cam-1", false);
     expect(insecure.secrets).toBeUndefined();
     expect(insecure.configMaps?.map((o) => o.metadata.name)).toEqual(["cfg"]);
-    h.deployer.reconcile();
-    const device = h.deployer.rollout("default", "web").devices[0];
+    await h.deployer.reconcile();
+    const device = (await h.deployer.rollout("default", "web")).devices[0];
     expect(device?.message).toContain("SecretsWithheld");
   });
 
@@ -369,21 +367,21 @@ describe("Deployer with ConfigMaps and Secrets", () => {
     const { h } = await setup();
     await h.join("cam-1", { site: "a" });
     await h.join("cam-3", { site: "b" });
-    h.deployer.applyObject(cm);
-    h.deployer.applyObject(secret);
-    h.deployer.apply(reader());
+    await h.deployer.applyObject(cm);
+    await h.deployer.applyObject(secret);
+    await h.deployer.apply(reader());
     const before = message(h, "cam-1").generation ?? 0;
-    expect(h.deployer.applyObject(cm).result).toBe("unchanged");
-    h.deployer.applyObject({ ...cm, data: { greeting: "hi" } });
+    expect((await h.deployer.applyObject(cm)).result).toBe("unchanged");
+    await h.deployer.applyObject({ ...cm, data: { greeting: "hi" } });
     expect(message(h, "cam-1").generation).toBe(before + 1);
     expect(h.fleet.nodes.get("cam-3")?.desiredGeneration).toBe(0);
   });
 
   test("an immutable object cannot change", async () => {
     const { h } = await setup();
-    h.deployer.applyObject({ ...cm, immutable: true });
-    expect(() =>
+    await h.deployer.applyObject({ ...cm, immutable: true });
+    await expect(
       h.deployer.applyObject({ ...cm, immutable: true, data: { greeting: "x" } }),
-    ).toThrow('The ConfigMap "cfg" is invalid');
+    ).rejects.toThrow('The ConfigMap "cfg" is invalid');
   });
 });

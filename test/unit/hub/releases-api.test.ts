@@ -70,8 +70,9 @@ beforeAll(() => {
         throw new StatusError("Unauthorized", "operator only");
     },
     log: createLogger({ level: "error" }),
-    audit: (_req: Request, action: string, release: string, outcome: string) =>
-      audited.push(`${action} ${release}: ${outcome}`),
+    audit: async (_req: Request, action: string, release: string, outcome: string) => {
+      audited.push(`${action} ${release}: ${outcome}`);
+    },
     stored: (version: string) => audited.push(`stored hook ${version}`),
   };
   server = Bun.serve({

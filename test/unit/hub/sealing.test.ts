@@ -4,7 +4,7 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -14,11 +14,10 @@ import {
   SealError,
   SecretSealer,
 } from "../../../src/hub/deploy/sealing.ts";
-import {
-  openDeployStore,
-  SqliteDeployStore,
-  type StoredObject,
-} from "../../../src/hub/deploy/store.ts";
+import type { StoredObject } from "../../../src/hub/deploy/store.ts";
+import { SqliteDeployStore } from "../../../src/hub/deploy/store-sqlite.ts";
+import { openHubDatabase } from "../../../src/hub/store-sqlite.ts";
+import { openSqliteStores } from "../../../src/hub/stores-sqlite.ts";
 import { createLogger } from "../../../src/util/log.ts";
 
 const key = () => randomBytes(32);
@@ -129,49 +128,54 @@ describe("the secrets key file", () => {
 });
 
 describe("the deploy store with a sealer", () => {
-  test("Secrets are stored sealed and load whole; ConfigMaps stay plain", () => {
+  test("Secrets are stored sealed and load whole; ConfigMaps stay plain", async () => {
     const db = newDb();
     const sealer = new SecretSealer([key()]);
     const store = new SqliteDeployStore(db, sealer);
-    store.putObject(secret("db", "hunter2-at-rest"), 1);
-    store.putObject(configMap("cfg", "plain-value"), 2);
+    await store.putObject(secret("db", "hunter2-at-rest"), 1);
+    await store.putObject(configMap("cfg", "plain-value"), 2);
     const [cfg, db1] = bodies(db);
     expect(isSealed(db1?.body ?? "")).toBe(true);
     expect(db1?.body).not.toContain(btoa("hunter2-at-rest"));
     expect(cfg?.body).toContain("plain-value");
-    const loaded = new SqliteDeployStore(db, sealer).load().objects;
+    const loaded = (await new SqliteDeployStore(db, sealer).load()).objects;
     expect(loaded.find((o) => o.name === "db")?.object).toEqual(
       secret("db", "hunter2-at-rest").object,
     );
   });
 
-  test("plain Secrets and those of an older key are sealed again with the sealing key, once", () => {
+  test("plain Secrets and those of an older key are sealed again with the sealing key, once", async () => {
     const db = newDb();
     const oldKey = key();
-    new SqliteDeployStore(db).putObject(secret("plain", "p"), 1);
-    new SqliteDeployStore(db, new SecretSealer([oldKey])).putObject(secret("old", "o"), 2);
-    new SqliteDeployStore(db).putObject(configMap("cfg", "c"), 3);
+    await new SqliteDeployStore(db).putObject(secret("plain", "p"), 1);
+    await new SqliteDeployStore(db, new SecretSealer([oldKey])).putObject(secret("old", "o"), 2);
+    await new SqliteDeployStore(db).putObject(configMap("cfg", "c"), 3);
     const rotated = new SecretSealer([key(), oldKey]);
     const store = new SqliteDeployStore(db, rotated);
     expect(store.sealSecrets()).toBe(2);
     expect(store.sealSecrets()).toBe(0);
     for (const row of bodies(db).filter((r) => r.kind === "Secret"))
       expect(rotated.keyIdOf(row.body)).toBe(rotated.sealingKeyId);
-    const byName = new Map(store.load().objects.map((o) => [o.name, o.object]));
+    const byName = new Map((await store.load()).objects.map((o) => [o.name, o.object]));
     expect(byName.get("plain")).toEqual(secret("plain", "p").object);
     expect(byName.get("old")).toEqual(secret("old", "o").object);
   });
 
-  test("a Secret whose key is gone keeps the hub from starting, and nothing is rewritten", () => {
-    const db = newDb();
-    new SqliteDeployStore(db, new SecretSealer([key()])).putObject(secret("db", "x"), 1);
-    new SqliteDeployStore(db).putObject(secret("plain", "p"), 2);
+  test("a Secret whose key is gone keeps the hub from starting, its database closed, and nothing is rewritten", async () => {
+    const path = join(mkdtempSync(join(tmpdir(), "fleetlet-sealing-")), "hub.db");
+    const db = openHubDatabase(path);
+    db.exec("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+    await new SqliteDeployStore(db, new SecretSealer([key()])).putObject(secret("db", "x"), 1);
+    await new SqliteDeployStore(db).putObject(secret("plain", "p"), 2);
     const before = bodies(db);
-    let closed = 0;
-    const hub = { database: db, close: () => closed++ };
-    expect(() => openDeployStore(hub, new SecretSealer([key()]), quiet)).toThrow(SealError);
-    expect(closed).toBe(1);
-    expect(bodies(db)).toEqual(before);
+    db.close();
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    expect(() => openSqliteStores(path, new SecretSealer([key()]), quiet)).toThrow(SealError);
+    // Closed: the last connection to a database in WAL mode removes its write-ahead log.
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    const again = openHubDatabase(path);
+    expect(bodies(again)).toEqual(before);
+    again.close();
   });
 });
 
@@ -183,7 +187,7 @@ test("a key file written by hand with Windows line ends still reads", () => {
   expect(loadSealer(path, false).sealer.sealingKeyId).toBe(new SecretSealer([k]).sealingKeyId);
 });
 
-test("sealing what was plain leaves no copy of it in the database's files, overflow pages too", () => {
+test("sealing what was plain leaves no copy of it in the database's files, overflow pages too", async () => {
   const dir = mkdtempSync(join(tmpdir(), "fleetlet-sealing-"));
   const path = join(dir, "hub.db");
   const db = new Database(path, { create: true });
@@ -194,7 +198,7 @@ test("sealing what was plain leaves no copy of it in the database's files, overf
   const marker = "plain-secret-marker-7f3a9c";
   const value = `${"x".repeat(20_000)}${marker}`;
   const tail = btoa(value).slice(-32);
-  new SqliteDeployStore(db).putObject(secret("db", value), 1);
+  await new SqliteDeployStore(db).putObject(secret("db", value), 1);
   db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   const onDisk = () =>
     ["hub.db", "hub.db-wal"]

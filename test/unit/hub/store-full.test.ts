@@ -10,11 +10,11 @@ import { join } from "node:path";
 import type { ConfigObject } from "../../../src/api/pod-objects.ts";
 import { DeferredDeployWrites } from "../../../src/hub/deploy/deferred-store.ts";
 import { ConfigObjectCatalog } from "../../../src/hub/deploy/objects.ts";
-import { SqliteDeployStore } from "../../../src/hub/deploy/store.ts";
+import { SqliteDeployStore } from "../../../src/hub/deploy/store-sqlite.ts";
 import { Fleet } from "../../../src/hub/fleet.ts";
 import { Flusher } from "../../../src/hub/flusher.ts";
 import { storeWriteStatus } from "../../../src/hub/store.ts";
-import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
+import { openHubDatabase, SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { createLogger, nullLogger } from "../../../src/util/log.ts";
 import { settle } from "../../lib/hub-updates.ts";
@@ -41,12 +41,18 @@ function free(db: Database): void {
   db.exec("PRAGMA max_page_count = 1073741823");
 }
 
+/** The hub's store on a database at `path`, and the database (to fill and free). */
+function opened(path: string): { db: Database; store: SqliteHubStore } {
+  const db = openHubDatabase(path);
+  return { db, store: new SqliteHubStore(db) };
+}
+
 /** A payload that needs new pages. */
 const big = (name: string) => ({ ...makeEvent(name), message: "x".repeat(20_000) });
 
 async function hubParts(path: string) {
   const clock = new FakeClock();
-  const store = new SqliteHubStore(path);
+  const { db, store } = opened(path);
   await store.saveNodeNow({
     name: "cam-1",
     credentialHash: "h",
@@ -67,22 +73,22 @@ async function hubParts(path: string) {
     },
     await store.load(),
   );
-  return { clock, store, fleet };
+  return { clock, db, store, fleet };
 }
 
 describe("the hub store on a full disk", () => {
   test("a failed flush keeps everything queued; the next one that works writes it all", async () => {
     const path = tempDb();
-    const store = new SqliteHubStore(path);
+    const { db, store } = opened(path);
     store.queuePod("cam-1", "u1", makePod("u1"));
     store.queueEvent("cam-1", "e1", big("e1"));
-    fill(store.database);
+    fill(db);
     await expect(store.flush()).rejects.toThrow("database or disk is full");
     expect(store.pending()).toBe(2);
     store.queueEvent("cam-1", "e2", big("e2"));
     await expect(store.flush()).rejects.toThrow("database or disk is full");
     expect(store.pending()).toBe(3);
-    free(store.database);
+    free(db);
     await store.flush();
     expect(store.pending()).toBe(0);
     await store.close();
@@ -92,15 +98,15 @@ describe("the hub store on a full disk", () => {
   });
 
   test("closing on a full disk closes the database and counts what was not stored", async () => {
-    const store = new SqliteHubStore(tempDb());
+    const { db, store } = opened(tempDb());
     store.queueEvent("cam-1", "e1", big("e1"));
-    fill(store.database);
+    fill(db);
     expect(await store.close()).toMatchObject({ unstored: 1 });
   });
 
   test("a node saved now whose write fails leaves nothing of it queued", async () => {
-    const store = new SqliteHubStore(tempDb());
-    fill(store.database);
+    const { db, store } = opened(tempDb());
+    fill(db);
     const progress = {
       ...{ name: "cam-9", credentialHash: "h".repeat(4000), hubLabels: {}, joinedAt: 0 },
       ...{ ackedSeq: 0, connected: false, desiredGeneration: 0, ackedGeneration: 0 },
@@ -110,13 +116,13 @@ describe("the hub store on a full disk", () => {
   });
 
   test("the flusher acknowledges nothing while writes fail, and everything once they work, by itself", async () => {
-    const { clock, store, fleet } = await hubParts(tempDb());
+    const { clock, db, store, fleet } = await hubParts(tempDb());
     const acks: [string, number][] = [];
     const flusher = new Flusher({
       ...{ fleet, store, clock, log: nullLogger, intervalMs: 20 },
       ack: (n, s) => acks.push([n, s]),
     });
-    fill(store.database);
+    fill(db);
     fleet.ingest("cam-1", { type: "event", seq: 1, event: big("a") });
     flusher.markDirty("cam-1");
     clock.step(20);
@@ -130,7 +136,7 @@ describe("the hub store on a full disk", () => {
     expect(flusher.health().lastError).toContain("database or disk is full");
     // Reads keep working from memory.
     expect(fleet.allEvents().length).toBe(2);
-    free(store.database);
+    free(db);
     clock.step(2000);
     await settle();
     expect(acks).toEqual([["cam-1", 2]]);
@@ -138,11 +144,11 @@ describe("the hub store on a full disk", () => {
   });
 
   test("every failed flush is logged: an error the first time and once a minute, debug between", async () => {
-    const { clock, store, fleet } = await hubParts(tempDb());
+    const { clock, db, store, fleet } = await hubParts(tempDb());
     const lines: string[] = [];
     const log = createLogger({ level: "debug", write: (l) => lines.push(l), now: () => 0 });
     const flusher = new Flusher({ fleet, store, clock, log, intervalMs: 20, ack: () => {} });
-    fill(store.database);
+    fill(db);
     fleet.ingest("cam-1", { type: "event", seq: 1, event: big("a") });
     flusher.markDirty("cam-1");
     // Retries after 1, 2, 4, 8, 16, 30 s: the sixth failure is 31 s in, the seventh 61 s in.
@@ -168,7 +174,7 @@ describe("the hub store on a full disk", () => {
     db.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     const store = new SqliteDeployStore(db);
     let rv = 0;
-    const catalog = new ConfigObjectCatalog(store, store.load(), () => ++rv);
+    const catalog = new ConfigObjectCatalog(store, await store.load(), () => ++rv);
     const cm = {
       apiVersion: "v1",
       kind: "ConfigMap",
@@ -178,7 +184,7 @@ describe("the hub store on a full disk", () => {
     fill(db);
     let thrown: unknown;
     try {
-      catalog.apply(cm, 0);
+      await catalog.apply(cm, 0);
     } catch (err) {
       thrown = err;
     }
@@ -194,7 +200,7 @@ describe("the hub store on a full disk", () => {
     );
     expect(catalog.get("ConfigMap/default/settings")).toBeUndefined();
     free(db);
-    expect(catalog.apply(cm, 0).result).toBe("created");
+    expect((await catalog.apply(cm, 0)).result).toBe("created");
   });
 
   test("storeWriteStatus() maps SQLite's write failures and leaves other errors alone", async () => {
@@ -260,15 +266,22 @@ describe("the hub store on a full disk", () => {
     const inner = new SqliteDeployStore(db);
     const store = new DeferredDeployWrites(inner, nullLogger, () => 0);
     const hash = "h".repeat(20_000);
+    const pass = (dsUid: string) => ({
+      rollouts: [{ dsUid, record: { stableHash: hash } }],
+      assignments: [{ dsUid, node: "cam-1", hash, at: 1 }],
+      pruned: [],
+    });
     fill(db);
-    store.putAssignments([{ dsUid: "ds1", node: "cam-1", hash, at: 1 }]);
-    store.putAssignments([{ dsUid: "ds2", node: "cam-1", hash, at: 1 }]);
+    await store.writePass(pass("ds1"));
+    await store.writePass(pass("ds2"));
+    expect(store.waiting).toBe(4);
+    await store.deleteObject({ kind: "DaemonSet", namespace: "default", name: "b" }, 1, "ds2");
     expect(store.waiting).toBe(2);
-    store.dropDaemonSet("ds2");
-    expect(store.waiting).toBe(1);
     free(db);
-    store.putAssignments([]);
+    await store.writePass({ rollouts: [], assignments: [], pruned: [] });
     expect(store.waiting).toBe(0);
-    expect(inner.load().assignments.map((a) => [a.dsUid, a.node])).toEqual([["ds1", "cam-1"]]);
+    const stored = await inner.load();
+    expect(stored.assignments.map((a) => [a.dsUid, a.node])).toEqual([["ds1", "cam-1"]]);
+    expect(stored.rollouts.map((r) => r.dsUid)).toEqual(["ds1"]);
   });
 });

@@ -4,7 +4,6 @@
 import { describe, expect, test } from "bun:test";
 import { type ApiDeps, handleApi } from "../../../src/hub/api.ts";
 import { AgentRollouts } from "../../../src/hub/rollouts/controller.ts";
-import { AgentRolloutStore } from "../../../src/hub/rollouts/store.ts";
 import { nullLogger } from "../../../src/util/log.ts";
 import { updateHub } from "../../lib/hub-updates.ts";
 
@@ -12,16 +11,19 @@ async function api() {
   const h = await updateHub();
   h.releases.add("0.2.0", "arm64");
   const changed: string[] = [];
-  const agentRollouts = new AgentRollouts({
-    store: new AgentRolloutStore(h.store.database),
-    nodes: () => [{ name: "cam-1", labels: {} }],
-    online: () => true,
-    updates: h.updates,
-    hasRelease: async (v) => (await h.releases.list()).some((r) => r.version === v),
-    changed: (n) => changed.push(n),
-    clock: h.clock,
-    log: nullLogger,
-  });
+  const agentRollouts = new AgentRollouts(
+    {
+      store: h.rolloutStore,
+      nodes: () => [{ name: "cam-1", labels: {} }],
+      online: () => true,
+      updates: h.updates,
+      hasRelease: async (v) => (await h.releases.list()).some((r) => r.version === v),
+      changed: (n) => changed.push(n),
+      clock: h.clock,
+      log: nullLogger,
+    },
+    [],
+  );
   const deps = {
     agentRollouts,
     fleet: h.fleet,
@@ -64,9 +66,9 @@ describe("PUT /api/v1/nodes/<name>/update", () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ node: "cam-1", wanted: "0.2.0", arch: "arm64" });
     expect(changed).toEqual(["cam-1"]);
-    expect(h.audit.list().map((r) => [r.kind, r.action, r.node, r.release, r.outcome])).toEqual([
-      ["update", "set", "cam-1", "0.2.0", "set"],
-    ]);
+    expect(
+      (await h.audit.list()).map((r) => [r.kind, r.action, r.node, r.release, r.outcome]),
+    ).toEqual([["update", "set", "cam-1", "0.2.0", "set"]]);
   });
 
   test.each([
@@ -103,7 +105,7 @@ describe("DELETE and GET", () => {
       node: "cam-1",
       canceled: false,
     });
-    expect(h.audit.list().map((r) => `${r.action} ${r.release}: ${r.outcome}`)).toEqual([
+    expect((await h.audit.list()).map((r) => `${r.action} ${r.release}: ${r.outcome}`)).toEqual([
       "set 0.2.0: set",
       "cancel 0.2.0: canceled",
       "cancel : none was wanted",
@@ -126,7 +128,7 @@ describe("a member of an agent rollout", () => {
     expect(h.updates.wantedFor("cam-1")?.version).toBe("0.2.0");
     const refused =
       "refused: node cam-1 is in agent rollout fleet: change the rollout (fleetlet hub upgrade), or delete it first";
-    expect(h.audit.list().map((r) => [r.kind, r.action, r.outcome])).toEqual([
+    expect((await h.audit.list()).map((r) => [r.kind, r.action, r.outcome])).toEqual([
       ["agentrollout", "create", "created"],
       ["update", "set", refused],
       ["update", "cancel", refused],

@@ -27,11 +27,11 @@ describe("the wanted release", () => {
     a.store.close();
     const b = await updateHub(path);
     expect(b.updates.wantedFor("cam-1")?.version).toBe("0.2.0");
-    expect(b.updates.cancel("cam-1")).toBe(true);
+    expect(await b.updates.cancel("cam-1")).toBe(true);
     b.store.close();
     const c = await updateHub(path);
     expect(c.updates.wantedFor("cam-1")).toBeUndefined();
-    expect(c.updates.cancel("cam-1")).toBe(false);
+    expect(await c.updates.cancel("cam-1")).toBe(false);
     c.store.close();
   });
 
@@ -40,7 +40,7 @@ describe("the wanted release", () => {
     h.releases.add("0.2.0", "amd64");
     await expect(h.updates.set("nope", "0.2.0")).rejects.toThrow('node "nope" not found');
     await expect(h.updates.set("cam-1", "9.9.9")).rejects.toThrow("release 9.9.9 not found");
-    expect(() => h.updates.cancel("nope")).toThrow('node "nope" not found');
+    await expect(h.updates.cancel("nope")).rejects.toThrow('node "nope" not found');
     expect(h.updates.wantedFor("cam-1")).toBeUndefined();
   });
 
@@ -160,7 +160,7 @@ describe("the update offer", () => {
     await settle();
     expect(agent.updatesSent()).toHaveLength(0);
     h.releases.add("0.2.0", "arm64");
-    h.updates.cancel("cam-1");
+    await h.updates.cancel("cam-1");
     h.sessions.updateChanged("cam-1");
     await settle();
     expect(agent.updatesSent()).toHaveLength(0);
