@@ -13,6 +13,7 @@ import type {
 } from "./store.ts";
 
 const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS objects (kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
   body TEXT NOT NULL, PRIMARY KEY (kind, namespace, name));
 CREATE TABLE IF NOT EXISTS revisions (ds_uid TEXT NOT NULL, hash TEXT NOT NULL, revision INTEGER NOT NULL,
