@@ -1,6 +1,7 @@
 // The hub's other stores on PostgreSQL (deploy, node updates, agent rollouts, the audit log:
-// src/hub/stores-postgres.ts), each against SQLite's implementation of the same interface: one
-// scenario of writes run on both, read back through each store, must give the same answers
+// src/hub/stores-postgres.ts): each store's contract suite (test/lib/*-store-contract.ts) on a
+// database of its own per test, and each against SQLite's implementation of the same interface:
+// one scenario of writes run on both, read back through each store, must give the same answers
 // (the audit log's order and limits included). And what only PostgreSQL has: migration 2 on an
 // empty database and on one the fleet store had migrated and written, Secrets sealed in the
 // server's rows, and writes after the server ended every session of the pool. Needs root and
@@ -11,13 +12,22 @@ import { randomBytes } from "node:crypto";
 import { SQL } from "bun";
 import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import type { AuditEntry } from "../../src/hub/audit.ts";
+import { PostgresAuditStore } from "../../src/hub/audit-postgres.ts";
 import { SecretSealer } from "../../src/hub/deploy/sealing.ts";
+import { openPostgresDeployStore } from "../../src/hub/deploy/store-postgres.ts";
 import { MIGRATIONS, migrate } from "../../src/hub/pg/migrations.ts";
+import { PostgresAgentRolloutStore } from "../../src/hub/rollouts/store-postgres.ts";
 import { PostgresHubStore } from "../../src/hub/store-postgres.ts";
 import { openPostgresStores } from "../../src/hub/stores-postgres.ts";
 import { type HubStores, openSqliteStores } from "../../src/hub/stores-sqlite.ts";
+import { PostgresUpdateStore } from "../../src/hub/updates/store-postgres.ts";
 import { createLogger } from "../../src/util/log.ts";
+import { auditStoreContract } from "../lib/audit-store-contract.ts";
+import { deployStoreContract } from "../lib/deploy-store-contract.ts";
+import { postgresBacking } from "../lib/postgres-backing.ts";
+import { rolloutStoreContract } from "../lib/rollout-store-contract.ts";
 import { deployScenario, rolloutScenario, updateScenario } from "../lib/stores-scenarios.ts";
+import { updateStoreContract } from "../lib/update-store-contract.ts";
 
 const quiet = createLogger({ level: "error" });
 let cluster: PostgresCluster;
@@ -29,6 +39,18 @@ beforeAll(async () => {
 afterAll(async () => {
   await cluster?.remove();
 });
+
+deployStoreContract("PostgreSQL", () => {
+  const sealer = new SecretSealer([randomBytes(32)]);
+  return postgresBacking(cluster, (pool) => openPostgresDeployStore(pool, sealer, quiet));
+});
+updateStoreContract("PostgreSQL", () =>
+  postgresBacking(cluster, (p) => new PostgresUpdateStore(p)),
+);
+rolloutStoreContract("PostgreSQL", () =>
+  postgresBacking(cluster, (p) => new PostgresAgentRolloutStore(p)),
+);
+auditStoreContract("PostgreSQL", () => postgresBacking(cluster, (p) => new PostgresAuditStore(p)));
 
 /** Runs `fn` on fresh PostgreSQL stores (a database of their own) and on fresh SQLite ones. */
 async function onBoth<T>(
