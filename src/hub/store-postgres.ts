@@ -8,8 +8,8 @@ import type { SQL } from "bun";
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
-import { sessionLost } from "./pg/errors.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
+import { type PgPool, transaction } from "./pg/transaction.ts";
 import { type ReportBatch, ReportQueue } from "./report-queue.ts";
 import type { HubStore, JoinTokenRecord, LoadedState, NodeProgress } from "./store.ts";
 
@@ -107,27 +107,19 @@ export class PostgresHubStore implements HubStore {
   private readonly queue = new ReportQueue();
   private closed = false;
 
-  private constructor(
-    private readonly sql: SQL,
-    /** Connections in the pool: the most that can have been ended by a restarted server. */
-    private readonly poolSize: number,
-  ) {}
+  /** The store on `pool` (connected and migrated: pg/connect.ts); close() closes the pool. */
+  constructor(private readonly pool: PgPool) {}
 
   /** Connects to the database at `url` and brings its schema up to date. */
   static async open(url: string, o: PostgresConnectOptions = {}): Promise<PostgresHubStore> {
-    return new PostgresHubStore(await connectPostgres(url, o), o.max ?? POOL_SIZE);
+    return new PostgresHubStore({
+      sql: await connectPostgres(url, o),
+      size: o.max ?? POOL_SIZE,
+    });
   }
 
-  /** Runs `fn` in a transaction (`mode`: BEGIN's options), again on another connection while
-   * the one it ran on was found ended by the server (pg/errors.ts, sessionLost). */
-  private async transaction<T>(fn: (tx: SQL) => Promise<T>, mode = ""): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.sql.begin(mode, fn);
-      } catch (err) {
-        if (attempt >= this.poolSize || !sessionLost(err)) throw err;
-      }
-    }
+  private transaction<T>(fn: (tx: SQL) => Promise<T>, mode = ""): Promise<T> {
+    return transaction(this.pool, fn, mode);
   }
 
   async load(): Promise<LoadedState> {
@@ -255,7 +247,7 @@ export class PostgresHubStore implements HubStore {
       return { unstored: this.pending(), error };
     } finally {
       this.closed = true;
-      await this.sql.close();
+      await this.pool.sql.close();
     }
   }
 }

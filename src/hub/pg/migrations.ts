@@ -29,6 +29,33 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (node, name))`,
     ],
   },
+  {
+    version: 2,
+    name: "deploy objects, DaemonSet revisions, rollouts, assignments, node updates, agent rollouts, audit",
+    statements: [
+      // A Secret's body is sealed text (deploy/sealing.ts), not JSON: text for every kind (an
+      // object's JSON text escapes NUL, which a text column refuses). A revision's change cause
+      // is a json string, since it may hold NUL.
+      `CREATE TABLE objects (kind text NOT NULL, namespace text NOT NULL, name text NOT NULL,
+        body text NOT NULL, PRIMARY KEY (kind, namespace, name))`,
+      `CREATE TABLE revisions (ds_uid text NOT NULL, hash text NOT NULL, revision integer NOT NULL,
+        template json NOT NULL, change_cause json, created_at bigint NOT NULL,
+        PRIMARY KEY (ds_uid, hash))`,
+      "CREATE TABLE rollouts (ds_uid text PRIMARY KEY, record json NOT NULL)",
+      `CREATE TABLE assignments (ds_uid text NOT NULL, node text NOT NULL, hash text NOT NULL,
+        assigned_at bigint NOT NULL, PRIMARY KEY (ds_uid, node))`,
+      `CREATE TABLE node_updates (node text PRIMARY KEY, version text NOT NULL,
+        set_at bigint NOT NULL)`,
+      `CREATE TABLE agent_rollouts (name text PRIMARY KEY, spec json NOT NULL,
+        record json NOT NULL, created bigint NOT NULL)`,
+      // `entry_key`: the key an append is written under, so that an append tried again after
+      // its session ended stores one record. `node_key`: the record's device as a JSON string,
+      // for the log of one device (a refused request's device may hold NUL).
+      `CREATE TABLE audit (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        entry_key uuid NOT NULL UNIQUE, node_key text NOT NULL, record json NOT NULL)`,
+      "CREATE INDEX audit_node ON audit (node_key, id)",
+    ],
+  },
 ];
 
 /** Runs the migrations missing from the database under the migration lock; gives the versions

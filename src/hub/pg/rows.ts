@@ -9,13 +9,14 @@ import type { SQL } from "bun";
 /** Rows per statement. */
 const CHUNK = 500;
 
-/** A table's columns, each with its type ("json": passed as the object's text). */
+/** A table's columns, each with its type; every value is passed as text ("json": the object's
+ * text, "bigint" and "integer": the number's) and cast to the type. */
 export interface Columns {
   table: string;
   /** The primary key's columns. */
   key: string[];
   /** Every column, key first, with its SQL type. */
-  types: Record<string, "text" | "json">;
+  types: Record<string, "text" | "json" | "bigint" | "integer">;
 }
 
 function chunks<T>(rows: T[]): T[][] {
@@ -36,7 +37,7 @@ const unnested = (cols: string[]): string =>
  * key is there already. */
 export async function upsertRows(tx: SQL, c: Columns, rows: unknown[][]): Promise<void> {
   const cols = Object.keys(c.types);
-  const select = cols.map((col) => (c.types[col] === "json" ? `${col}::json` : col));
+  const select = cols.map((col) => (c.types[col] === "text" ? col : `${col}::${c.types[col]}`));
   const set = cols.filter((col) => !c.key.includes(col)).map((col) => `${col} = excluded.${col}`);
   const text = `INSERT INTO ${c.table} (${cols.join(", ")}) SELECT ${select.join(", ")} FROM ${unnested(cols)} ON CONFLICT (${c.key.join(", ")}) DO UPDATE SET ${set.join(", ")}`;
   for (const part of chunks(rows)) await tx.unsafe(text, columnsOf(part, cols.length));

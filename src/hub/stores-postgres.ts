@@ -1,0 +1,38 @@
+// The hub's stores on PostgreSQL (docs/hub-replicas.md, "The store"): one pool of connections to
+// the database, its schema migrated once (pg/migrations.ts), shared by the PostgreSQL
+// implementation of each store. The hub's store closes the pool.
+import type { Logger } from "../util/log.ts";
+import { PostgresAuditStore } from "./audit-postgres.ts";
+import type { SecretSealer } from "./deploy/sealing.ts";
+import { openPostgresDeployStore } from "./deploy/store-postgres.ts";
+import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
+import { PostgresAgentRolloutStore } from "./rollouts/store-postgres.ts";
+import { PostgresHubStore } from "./store-postgres.ts";
+import type { HubStores } from "./stores-sqlite.ts";
+import { PostgresUpdateStore } from "./updates/store-postgres.ts";
+
+/**
+ * The hub's stores on the database at `url` (postgres://USER@HOST:PORT/DB), its Secrets sealed
+ * with `sealer`'s sealing key first. A Secret that does not open closes the pool and throws
+ * SealError: the hub does not start.
+ */
+export async function openPostgresStores(
+  url: string,
+  sealer: SecretSealer | undefined,
+  log: Logger,
+  o: PostgresConnectOptions = {},
+): Promise<HubStores> {
+  const pool = { sql: await connectPostgres(url, o), size: o.max ?? POOL_SIZE };
+  try {
+    return {
+      hub: new PostgresHubStore(pool),
+      deploy: await openPostgresDeployStore(pool, sealer, log),
+      updates: new PostgresUpdateStore(pool),
+      rollouts: new PostgresAgentRolloutStore(pool),
+      audit: new PostgresAuditStore(pool),
+    };
+  } catch (err) {
+    await pool.sql.close();
+    throw err;
+  }
+}

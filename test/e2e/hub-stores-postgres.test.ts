@@ -1,0 +1,205 @@
+// The hub's other stores on PostgreSQL (deploy, node updates, agent rollouts, the audit log:
+// src/hub/stores-postgres.ts): each store's contract suite (test/lib/*-store-contract.ts) on a
+// database of its own per test, and each against SQLite's implementation of the same interface:
+// one scenario of writes run on both, read back through each store, must give the same answers
+// (the audit log's order and limits included). And what only PostgreSQL has: migration 2 on an
+// empty database and on one the fleet store had migrated and written, Secrets sealed in the
+// server's rows, and writes after the server ended every session of the pool. Needs root and
+// Debian's postgresql (scripts/setup installs it): a throwaway cluster of PostgreSQL 15 is
+// started for this file (scripts/lib/postgres.ts) and removed after.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { randomBytes } from "node:crypto";
+import { SQL } from "bun";
+import { PostgresCluster } from "../../scripts/lib/postgres.ts";
+import type { AuditEntry } from "../../src/hub/audit.ts";
+import { PostgresAuditStore } from "../../src/hub/audit-postgres.ts";
+import { SecretSealer } from "../../src/hub/deploy/sealing.ts";
+import { openPostgresDeployStore } from "../../src/hub/deploy/store-postgres.ts";
+import { MIGRATIONS, migrate } from "../../src/hub/pg/migrations.ts";
+import { PostgresAgentRolloutStore } from "../../src/hub/rollouts/store-postgres.ts";
+import { PostgresHubStore } from "../../src/hub/store-postgres.ts";
+import { openPostgresStores } from "../../src/hub/stores-postgres.ts";
+import { type HubStores, openSqliteStores } from "../../src/hub/stores-sqlite.ts";
+import { PostgresUpdateStore } from "../../src/hub/updates/store-postgres.ts";
+import { createLogger } from "../../src/util/log.ts";
+import { auditStoreContract } from "../lib/audit-store-contract.ts";
+import { deployStoreContract } from "../lib/deploy-store-contract.ts";
+import { postgresBacking } from "../lib/postgres-backing.ts";
+import { rolloutStoreContract } from "../lib/rollout-store-contract.ts";
+import { deployScenario, rolloutScenario, updateScenario } from "../lib/stores-scenarios.ts";
+import { updateStoreContract } from "../lib/update-store-contract.ts";
+
+const quiet = createLogger({ level: "error" });
+let cluster: PostgresCluster;
+
+beforeAll(async () => {
+  cluster = await PostgresCluster.start();
+}, 60_000);
+
+afterAll(async () => {
+  await cluster?.remove();
+});
+
+deployStoreContract("PostgreSQL", () => {
+  const sealer = new SecretSealer([randomBytes(32)]);
+  return postgresBacking(cluster, (pool) => openPostgresDeployStore(pool, sealer, quiet));
+});
+updateStoreContract("PostgreSQL", () =>
+  postgresBacking(cluster, (p) => new PostgresUpdateStore(p)),
+);
+rolloutStoreContract("PostgreSQL", () =>
+  postgresBacking(cluster, (p) => new PostgresAgentRolloutStore(p)),
+);
+auditStoreContract("PostgreSQL", () => postgresBacking(cluster, (p) => new PostgresAuditStore(p)));
+
+/** Runs `fn` on fresh PostgreSQL stores (a database of their own) and on fresh SQLite ones. */
+async function onBoth<T>(
+  fn: (s: HubStores) => Promise<T>,
+  sealer?: SecretSealer,
+): Promise<{ postgres: T; sqlite: T }> {
+  const url = await cluster.createDatabase();
+  const pg = await openPostgresStores(url, sealer, quiet, { connectionTimeout: 2 });
+  const lite = openSqliteStores(":memory:", sealer, quiet);
+  try {
+    return { postgres: await fn(pg), sqlite: await fn(lite) };
+  } finally {
+    await pg.hub.close();
+    await lite.hub.close();
+    await cluster.dropDatabase(url);
+  }
+}
+
+const session = (node: string, command: string[]): AuditEntry => ({
+  ...{ kind: "exec", user: "operator", client: "127.0.0.1", userAgent: "kubectl/v1.31" },
+  ...{ node, namespace: "default", pod: `web-${node}`, container: "web", command },
+  started: "2026-12-07T00:00:00Z",
+});
+
+describe("the hub's other stores on PostgreSQL answer as on SQLite", () => {
+  test("the deploy store: objects, revisions, rollout records, assignments, deletes", async () => {
+    const r = await onBoth(deployScenario, new SecretSealer([randomBytes(32)]));
+    expect(r.postgres).toEqual(r.sqlite);
+  });
+
+  test("node updates: a batch's later change of a node wins, a null version removes", async () => {
+    const r = await onBoth(updateScenario);
+    expect(r.postgres).toEqual(r.sqlite);
+  });
+
+  test("agent rollouts: saved, replaced, deleted, loaded by name", async () => {
+    const r = await onBoth(rolloutScenario);
+    expect(r.postgres).toEqual(r.sqlite);
+  });
+
+  test("the audit log: ids that grow, updates in place, the newest first, per node, limits", async () => {
+    const r = await onBoth(async ({ audit }) => {
+      const ids: number[] = [];
+      for (let i = 0; i < 6; i++)
+        ids.push(await audit.append(session(i % 2 === 0 ? "cam-1" : "cam-2", ["sh", `-c${i}`])));
+      // A string holding NUL, which jsonb would refuse, kept as it was written.
+      ids.push(await audit.append(session("cam-1", ["printf", "a\u0000b"])));
+      // A refused request's device, from its path, may hold NUL too.
+      const odd = await audit.append(session("cam\u0000x", ["true"]));
+      await audit.update(ids[1] as number, { ended: "2026-12-07T00:01:00Z", outcome: "exit 3" });
+      await audit.update(ids[6] as number, { outcome: "error: \u0000", connections: 2 });
+      await audit.update(9_999, { outcome: "exit 0" });
+      return {
+        grows: ids.every((id, i) => i === 0 || id > (ids[i - 1] as number)),
+        first: ids[0],
+        all: await audit.newest(100),
+        two: await audit.newest(2),
+        one: await audit.newest(1, "cam-2"),
+        cam1: await audit.newest(3, "cam-1"),
+        none: await audit.newest(5, "cam-9"),
+        odd: { id: odd, records: await audit.newest(5, "cam\u0000x") },
+      };
+    });
+    expect(r.postgres.grows).toBe(true);
+    expect(r.postgres.all).toHaveLength(8);
+    expect(r.postgres.all[1]?.command).toEqual(["printf", "a\u0000b"]);
+    expect(r.postgres.odd.records.map((a) => a.id)).toEqual([r.postgres.odd.id]);
+    expect(r.postgres).toEqual(r.sqlite);
+  });
+});
+
+describe("the hub's other stores, on PostgreSQL only", () => {
+  test("migration 2 applies on a database the fleet store migrated (1) and wrote, keeping its rows", async () => {
+    const url = await cluster.createDatabase();
+    const sql = new SQL(url, { max: 1 });
+    try {
+      expect(await migrate(sql, MIGRATIONS.slice(0, 1))).toEqual([1]);
+      const fleet = new PostgresHubStore({ sql, size: 1 });
+      await fleet.saveOperatorHash("op-hash");
+      const stores = await openPostgresStores(url, undefined, quiet);
+      try {
+        expect((await stores.hub.load()).operatorHash).toBe("op-hash");
+        await stores.updates.write([{ node: "cam-1", version: "0.3.0", setAt: 7 }]);
+        expect(await stores.updates.load()).toEqual([
+          { node: "cam-1", version: "0.3.0", setAt: 7 },
+        ]);
+        const versions = await sql.unsafe("SELECT version FROM schema_migrations ORDER BY version");
+        expect(versions.map((v: { version: number }) => v.version)).toEqual([1, 2]);
+      } finally {
+        await stores.hub.close();
+      }
+    } finally {
+      await sql.close();
+      await cluster.dropDatabase(url);
+    }
+  });
+
+  test("a Secret's row holds its sealed body; a rotated key seals it again on open", async () => {
+    const url = await cluster.createDatabase();
+    const [oldKey, newKey] = [randomBytes(32), randomBytes(32)];
+    const body = (sql: SQL) =>
+      sql.unsafe("SELECT body FROM objects WHERE kind = 'Secret'") as Promise<{ body: string }[]>;
+    const sql = new SQL(url, { max: 1 });
+    try {
+      const secret = {
+        ...{ kind: "Secret", namespace: "default", name: "db" },
+        object: { kind: "Secret", metadata: { name: "db" }, data: { password: "aHVudGVyMg==" } },
+      };
+      const first = await openPostgresStores(url, new SecretSealer([oldKey]), quiet);
+      await first.deploy.putObject(secret, 4);
+      await first.hub.close();
+      const [sealed] = await body(sql);
+      expect(sealed?.body).not.toContain("aHVudGVyMg");
+      const rotated = new SecretSealer([newKey, oldKey]);
+      expect(rotated.keyIdOf(sealed?.body ?? "")).not.toBe(rotated.sealingKeyId);
+      const second = await openPostgresStores(url, rotated, quiet);
+      try {
+        expect(rotated.keyIdOf((await body(sql))[0]?.body ?? "")).toBe(rotated.sealingKeyId);
+        expect((await second.deploy.load()).objects).toEqual([secret]);
+      } finally {
+        await second.hub.close();
+      }
+    } finally {
+      await sql.close();
+      await cluster.dropDatabase(url);
+    }
+  });
+
+  test("writes after the server ended every session of the pool are stored once", async () => {
+    const url = await cluster.createDatabase();
+    const stores = await openPostgresStores(url, undefined, quiet, { max: 3 });
+    const admin = new SQL(cluster.url(), { max: 1 });
+    try {
+      // Three connections in the pool, then each ended by the server (57P01 at its next use).
+      await Promise.all([1, 2, 3].map(() => stores.audit.newest(1)));
+      const db = new URL(url).pathname.slice(1);
+      await admin.unsafe(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+        [db],
+      );
+      const id = await stores.audit.append(session("cam-1", ["true"]));
+      await stores.rollouts.delete("none");
+      await stores.updates.write([{ node: "cam-1", version: "0.3.0", setAt: 1 }]);
+      expect((await stores.audit.newest(10)).map((r) => r.id)).toEqual([id]);
+      expect(await stores.updates.load()).toHaveLength(1);
+    } finally {
+      await admin.close();
+      await stores.hub.close();
+      await cluster.dropDatabase(url);
+    }
+  });
+});
