@@ -165,7 +165,12 @@ class Relay implements StreamRelay {
       },
       failed: () => abort.abort(),
     });
-    if (link.isClosed) return refusal(500, "InternalError", "the stream ended as it opened");
+    if (link.isClosed) {
+      // Our connection failed, or the requester said nothing while the work opened.
+      abort.abort();
+      this.counts.refused++;
+      return refusal(503, "ServiceUnavailable", "the stream broke as it opened");
+    }
     this.counts.served++;
     return encodeOpenAnswer({ ok: true, id, window: link.startWindow() });
   }

@@ -76,6 +76,8 @@ export class Link {
   /** Data, eof and end, in the order they were asked for. */
   private chain: Promise<void> = Promise.resolve();
   private held: Uint8Array[] = [];
+  /** Ended before the other end listened: closes once what is held is sent. */
+  private ending = false;
   private handlers: LinkHandlers | undefined;
   private closed = false;
   private lastHeard: number;
@@ -150,7 +152,7 @@ export class Link {
   end(result: { exitCode?: number; error?: StreamError }): Promise<void> {
     return this.inOrder(() => {
       this.control({ t: "end", ...result });
-      this.close();
+      this.closeSent();
     });
   }
 
@@ -158,7 +160,14 @@ export class Link {
   abort(error?: StreamError): void {
     if (this.closed) return;
     this.control(error === undefined ? { t: "end" } : { t: "end", error });
-    this.close();
+    this.closeSent();
+  }
+
+  /** Closes once the end is sent: now, or when the other end listens (its silence timer
+   * still runs). */
+  private closeSent(): void {
+    if (this.o.peerListening) this.close();
+    else this.ending = true;
   }
 
   /** Drops the subscription and the timer; writers waiting for credit go on (their data is
@@ -196,7 +205,7 @@ export class Link {
   }
 
   private publish(message: Uint8Array): void {
-    if (this.closed) return;
+    if (this.closed || this.ending) return;
     if (!this.o.peerListening) {
       this.held.push(message);
       return;
@@ -264,7 +273,13 @@ export class Link {
     this.lastHeard = this.o.clock.monotonic();
     if (!this.o.peerListening) {
       this.o.peerListening = true;
+      const ending = this.ending;
+      this.ending = false;
       for (const h of this.held.splice(0)) this.publish(h);
+      if (ending) {
+        this.close();
+        return;
+      }
     }
     if (m.type === "data") {
       this.data(m.channel, m.payload);

@@ -190,6 +190,22 @@ describe("createStreamRelay()", () => {
     stop();
   });
 
+  test("a stream its device ends as it opens reaches the requester's end", async () => {
+    const a = await replica("hub-a");
+    const b = await replica("hub-b");
+    const stop = b.relay.serve("dev-9", async (_req, out) => {
+      out.end({ exitCode: 3 });
+      return {};
+    });
+    await b.nc.flush();
+    const c = client();
+    await a.relay.opener("dev-9")(open("logs"), c.out, new AbortController().signal);
+    expect(await c.ended.promise).toEqual({ exitCode: 3 });
+    await until("the holder's end closed", () => b.relay.stats().subscriptions === 0);
+    expectIdle(a.relay, b.relay);
+    stop();
+  });
+
   test("a refusal reaches the requester with its status, reason and message", async () => {
     const a = await replica("hub-a");
     const b = await replica("hub-b");
