@@ -197,7 +197,10 @@ class Relay implements StreamRelay {
     );
     this.counts.opened++;
     link.attach({
-      data: (ch, b) => out.write(ch, b),
+      data: (ch, b) => {
+        if (channelsOf(req.kind).fromAgent.includes(ch)) return out.write(ch, b);
+        this.counts.malformed++; // a channel that carries nothing from the device: dropped
+      },
       control: (c) => {
         if (c.t === "end")
           out.end({

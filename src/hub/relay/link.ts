@@ -2,7 +2,9 @@
 //
 // Invariants:
 // - Messages of a direction carry a sequence from 0; one missing (NATS dropped it) ends the stream
-//   with an error, as data lost in the middle cannot be told to the client any other way.
+//   with an error, as data lost in the middle cannot be told to the client any other way. A
+//   message that does not decode is dropped and counted without taking a number: had it come from
+//   the other end, the next one shows the gap, so nothing is lost silently.
 // - The writer never has more payload in flight than the reader granted; the reader grants
 //   grantBytes at a time as the bytes it received are taken by its consumer, and starts with two
 //   grants, so at most 2 × grantBytes wait on the reader's side.

@@ -249,6 +249,9 @@ describe("createStreamRelay()", () => {
       spy.nc.publish(out, junk);
     await spy.nc.flush();
     await until("both are counted", () => a.relay.stats().malformed === 2);
+    // stdout carries nothing to the device: the holder drops it.
+    await work.input?.(1, new TextEncoder().encode("to stdout"));
+    await until("the wrong channel is counted", () => b.relay.stats().malformed === 2);
     await work.input?.(0, new TextEncoder().encode("still here"));
     work.eof?.();
     expect(await c.ended.promise).toEqual({ exitCode: 0 });
