@@ -29,7 +29,7 @@ const id = z.int().min(1).max(0x7fffffff);
 const bytes = z.int().min(0).max(0x7fffffff);
 const name = z.string().min(1).max(253);
 
-const streamErrorSchema = z.object({
+export const streamErrorSchema = z.object({
   /** The HTTP status the hub answers a client with when the stream had not started. */
   code: z.int().min(400).max(599),
   /** The Kubernetes StatusReason. */
@@ -48,7 +48,7 @@ const target = {
   window: bytes,
 };
 
-const streamOpenSchema = z.discriminatedUnion("kind", [
+export const streamOpenSchema = z.discriminatedUnion("kind", [
   z.object({
     type: z.literal("stream.open"),
     kind: z.literal("logs"),
