@@ -10,7 +10,7 @@ import { realClock } from "../util/clock.ts";
 import { createLogger, type LogLevel } from "../util/log.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
-import { prepareReplica, replicaBus, replicaFlags } from "./hub-replica.ts";
+import { replicaFlags } from "./hub-replica.ts";
 import type { CliIO } from "./io.ts";
 
 const serveFlags = {
@@ -147,20 +147,26 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   );
   const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
   const sealer = secretsSealer(flags["secrets-key-file"], dataDir);
-  if (replica !== undefined) {
+  const replicaStart = replica === undefined ? undefined : await import("./hub-replica-start.ts");
+  if (replica !== undefined && replicaStart !== undefined) {
     const ownTls = flags["tls-cert"] === undefined && flags["plain-http"] !== true;
     const sans = sansOf(flags, hostname);
     const now = clock.now();
-    await prepareReplica(replica, { sealer, dataDir, sans, ownTls, now }, servingLifetimeMs);
+    await replicaStart.prepareReplica(
+      replica,
+      { sealer, dataDir, sans, ownTls, now },
+      servingLifetimeMs,
+    );
   }
   const { tls, renewTls } = serveTls(flags, hostname, dataDir, clock.now(), servingLifetimeMs);
   const hub = await startHubOrSay({
     dataDir,
     sealer,
-    ...(replica !== undefined && {
-      postgresUrl: replica.postgresUrl,
-      bus: replicaBus(replica, clock, log),
-    }),
+    ...(replica !== undefined &&
+      replicaStart !== undefined && {
+        postgresUrl: replica.postgresUrl,
+        bus: replicaStart.replicaBus(replica, clock, log),
+      }),
     hostname,
     port,
     ...(tls !== undefined && { tls }),

@@ -16,7 +16,6 @@ import { Identity } from "./identity.ts";
 import { ChangeLog } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
 import { ReleaseStore } from "./releases/store.ts";
-import { openPostgresStores } from "./stores-postgres.ts";
 import { type HubStores, openSqliteStores } from "./stores-sqlite.ts";
 import { openNodeUpdates } from "./updates/updates.ts";
 import { WatchHub } from "./watch.ts";
@@ -48,11 +47,13 @@ export function saveOperatorToken(dataDir: string, token: string): void {
   writeFileAtomic(join(dataDir, "operator-token"), `${token}\n`, { mode: 0o600 });
 }
 
-/** The hub's stores: on PostgreSQL with `postgresUrl`, else on `<dataDir>/hub.db`. */
-function openStores(opts: StateOptions): Promise<HubStores> | HubStores {
-  if (opts.postgresUrl !== undefined)
-    return openPostgresStores(opts.postgresUrl, opts.sealer, opts.log);
-  return openSqliteStores(join(opts.dataDir, "hub.db"), opts.sealer, opts.log);
+/** The hub's stores: on PostgreSQL with `postgresUrl` (its code loaded only then), else on
+ * `<dataDir>/hub.db`. */
+async function openStores(opts: StateOptions): Promise<HubStores> {
+  if (opts.postgresUrl === undefined)
+    return openSqliteStores(join(opts.dataDir, "hub.db"), opts.sealer, opts.log);
+  const { openPostgresStores } = await import("./stores-postgres.ts");
+  return openPostgresStores(opts.postgresUrl, opts.sealer, opts.log);
 }
 
 /** The hub's state: its store and what is loaded from it, and the parts that keep it. */
