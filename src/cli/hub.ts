@@ -31,6 +31,7 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                     [--max-message-bytes 1048576] [--rollout-interval 1s] [--max-streams-per-node 128]
                     [--node-credential-lifetime 2160h] [--serving-cert-lifetime 8760h]
                     [--serving-cert-check-interval 24h] [--secrets-key-file FILE]
+                    [--store postgres://USER@HOST:PORT/DB --bus nats://HOST:PORT[,...] [--replica-id ID]]
                     [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...] [--uses N]
        fleetlet hub node revoke NAME --hub URL [--token T]
@@ -49,6 +50,10 @@ Without --tls-cert the hub serves HTTPS with its own CA, made in DIR/tls on the 
 hash is logged and carried by every join token); --tls-san adds names to its certificate.
 Secrets are stored sealed under the first key of --secrets-key-file (default DIR/secrets.key,
 made on the first start); the other keys of the file open what older keys sealed.
+--store and --bus go together: the hub is a replica with its state in PostgreSQL and the other
+replicas on NATS; give every replica the same --secrets-key-file. The first replica makes the CA,
+the serving certificate and the operator token in the store, and every replica writes them into
+its DIR. Replicas do not yet see each other's changes live.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
 (--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;
