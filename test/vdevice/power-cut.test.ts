@@ -212,7 +212,7 @@ describe("power cuts on a virtual device (needs root and user-mode Linux: script
     await eventually(
       "the hub to show what the device shows",
       async () => {
-        const [onHub, onDevice] = [summary(await hubPods()), summary(await dev.pods())];
+        const [onHub, onDevice] = [summary(await hubPods()), summary(await dev.apiPods())];
         return JSON.stringify(onHub) === JSON.stringify(onDevice) ? onHub : undefined;
       },
       60_000,

@@ -8,8 +8,9 @@
 // from then on), the pod runs again, and the hub hears the version that runs. One cut a boot, the
 // update taken up again after each: packaged 0.1.0 → 0.1.1-vd (no `previous` yet), then
 // 0.1.1-vd → 0.1.2-vd. A step is reached with FLEETLET_TEST_UPDATE_PAUSE (src/agent/update/
-// test-pause.ts), which freezes the agent there, and the download is slowed with
-// updateBandwidthLimit so that the cut falls in its middle. Needs root and user-mode Linux.
+// test-pause.ts), which freezes the agent there, and the first download is slowed with
+// updateBandwidthLimit so that the cut falls in its middle (the boot after that cut lifts the
+// limit: the later downloads only wait). Needs root and user-mode Linux.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -165,16 +166,19 @@ async function updateUntil(b: Build, step: string): Promise<void> {
   });
 }
 
+/** A pre-boot script that lifts the device's updateBandwidthLimit from the agent's next start. */
+const NO_LIMIT = `sed -i 's/^updateBandwidthLimit: .*/updateBandwidthLimit: 0/' /etc/fleetlet/config.yaml`;
+
 /**
  * Cuts the power, withdraws the hub's offer (so that the update is taken up again only once the
- * device was checked), and boots with `pause` for the agent's next update; returns the launcher's
- * folder as the cut left it.
+ * device was checked), and boots with `pause` for the agent's next update (`before` runs in the
+ * guest ahead of the look at the disk); returns the launcher's folder as the cut left it.
  */
-async function cutAndBoot(pause: string | undefined): Promise<DiskState> {
+async function cutAndBoot(pause: string | undefined, before = ""): Promise<DiskState> {
   await dev.powerCut();
   await wantRelease(undefined);
   dev.setAgentEnv(pause === undefined ? undefined : { FLEETLET_TEST_UPDATE_PAUSE: pause });
-  dev.setHook("pre-boot", STATE_SCRIPT);
+  dev.setHook("pre-boot", `${before}\n${STATE_SCRIPT}`);
   await dev.boot({ net: true, launcher: true });
   return parseState(await dev.hookOutput("pre-boot"));
 }
@@ -241,7 +245,7 @@ describe("power cuts during an agent update on a virtual device (needs root and 
       120_000,
       200,
     );
-    const state = await cutAndBoot("verified");
+    const state = await cutAndBoot("verified", NO_LIMIT);
     expect(state.links).toEqual({});
     expect(state.trial).toBeUndefined();
     expect(executables(state)).toEqual([]);
