@@ -51,16 +51,21 @@ function readText(path: string): string {
   return readFileSync(path, "utf8");
 }
 
-/** The single hub's stores at DIR, which must be a hub's data folder. */
-function openSource(dir: string, sealer: SecretSealer): HubStores {
+/** The database of the hub's data folder `dir`; throws when there is none. */
+function sourceDatabase(dir: string): string {
   const db = join(dir, "hub.db");
   if (!existsSync(dir) || !statSync(dir).isDirectory())
     throw new CliError(`--from ${dir}: no such folder`);
   if (!existsSync(db)) throw new CliError(`--from ${dir}: not a hub's data folder (no hub.db)`);
+  return db;
+}
+
+/** The single hub's stores on its database `db`. */
+function openSource(db: string, sealer: SecretSealer): HubStores {
   try {
     return openSqliteStores(db, sealer, createLogger({ level: "error" }));
   } catch (err) {
-    throw new CliError(`--from ${dir}: cannot read ${db}: ${(err as Error).message}`);
+    throw new CliError(`--from: cannot read ${db}: ${(err as Error).message}`);
   }
 }
 
@@ -94,8 +99,9 @@ export async function hubMigrateCommand(argv: string[], io: CliIO): Promise<numb
     throw new UsageError(
       `invalid --to ${JSON.stringify(redact(to))}: want postgres://USER@HOST:PORT/DB`,
     );
+  const db = sourceDatabase(from);
   const keys = sealers(from, flags["secrets-key-file"]);
-  const source = openSource(from, keys.read);
+  const source = openSource(db, keys.read);
   try {
     const target = await openTarget(to, keys.write);
     try {
