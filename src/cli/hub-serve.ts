@@ -10,6 +10,7 @@ import { realClock } from "../util/clock.ts";
 import { createLogger, type LogLevel } from "../util/log.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
+import { prepareReplica, replicaBus, replicaFlags } from "./hub-replica.ts";
 import type { CliIO } from "./io.ts";
 
 const serveFlags = {
@@ -30,6 +31,9 @@ const serveFlags = {
   "serving-cert-lifetime": { type: "string" },
   "serving-cert-check-interval": { type: "string" },
   "secrets-key-file": { type: "string" },
+  store: { type: "string" },
+  bus: { type: "string" },
+  "replica-id": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
@@ -75,6 +79,35 @@ function credentialTimings(flags: {
   };
 }
 
+/** The hub's timings and limits given by flags. */
+function tuning(flags: {
+  "heartbeat-interval"?: string;
+  "rollout-interval"?: string;
+  "max-streams-per-node"?: number;
+  "max-message-bytes"?: number;
+  "rate-limit"?: number;
+  "rate-burst"?: number;
+}) {
+  const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
+  const rolloutIntervalMs = durationFlag(flags["rollout-interval"], "rollout-interval");
+  return {
+    ...(heartbeatIntervalMs !== undefined && { heartbeatIntervalMs }),
+    ...(rolloutIntervalMs !== undefined && { rolloutIntervalMs }),
+    ...(flags["max-streams-per-node"] !== undefined && {
+      maxStreamsPerNode: flags["max-streams-per-node"],
+    }),
+    ...(flags["max-message-bytes"] !== undefined && {
+      maxMessageBytes: flags["max-message-bytes"],
+    }),
+    ...(flags["rate-limit"] !== undefined && {
+      rateLimit: {
+        messagesPerSecond: flags["rate-limit"],
+        burst: flags["rate-burst"] ?? flags["rate-limit"] * 10,
+      },
+    }),
+  };
+}
+
 /** The sealer of Secrets at rest: the operator's key file, else `<data>/secrets.key` (made at
  * the first start). */
 function secretsSealer(file: string | undefined, dataDir: string): SecretSealer {
@@ -105,43 +138,37 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
     return 0;
   }
   const { hostname, port } = parseListen(flags.listen ?? "127.0.0.1:7443");
+  const replica = replicaFlags(flags);
   const dataDir = flags.data ?? "/var/lib/fleetlet/hub";
   const clock = realClock;
-  const { tls, renewTls } = serveTls(
-    flags,
-    hostname,
-    dataDir,
-    clock.now(),
-    positiveDuration(flags["serving-cert-lifetime"], "serving-cert-lifetime"),
+  const servingLifetimeMs = positiveDuration(
+    flags["serving-cert-lifetime"],
+    "serving-cert-lifetime",
   );
   const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
-  const heartbeatIntervalMs = durationFlag(flags["heartbeat-interval"], "heartbeat-interval");
-  const rolloutIntervalMs = durationFlag(flags["rollout-interval"], "rollout-interval");
   const sealer = secretsSealer(flags["secrets-key-file"], dataDir);
+  if (replica !== undefined) {
+    const ownTls = flags["tls-cert"] === undefined && flags["plain-http"] !== true;
+    const sans = sansOf(flags, hostname);
+    const now = clock.now();
+    await prepareReplica(replica, { sealer, dataDir, sans, ownTls, now }, servingLifetimeMs);
+  }
+  const { tls, renewTls } = serveTls(flags, hostname, dataDir, clock.now(), servingLifetimeMs);
   const hub = await startHubOrSay({
     dataDir,
     sealer,
+    ...(replica !== undefined && {
+      postgresUrl: replica.postgresUrl,
+      bus: replicaBus(replica, clock, log),
+    }),
     hostname,
     port,
     ...(tls !== undefined && { tls }),
     ...(renewTls !== undefined && { renewTls }),
     ...credentialTimings(flags),
+    ...tuning(flags),
     clock,
     log,
-    ...(heartbeatIntervalMs !== undefined && { heartbeatIntervalMs }),
-    ...(rolloutIntervalMs !== undefined && { rolloutIntervalMs }),
-    ...(flags["max-streams-per-node"] !== undefined && {
-      maxStreamsPerNode: flags["max-streams-per-node"],
-    }),
-    ...(flags["max-message-bytes"] !== undefined && {
-      maxMessageBytes: flags["max-message-bytes"],
-    }),
-    ...(flags["rate-limit"] !== undefined && {
-      rateLimit: {
-        messagesPerSecond: flags["rate-limit"],
-        burst: flags["rate-burst"] ?? flags["rate-limit"] * 10,
-      },
-    }),
   });
   if (hub.createdOperatorToken !== undefined)
     io.stdout(
@@ -156,6 +183,11 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   log.info("hub stopping");
   await hub.stop();
   return 0;
+}
+
+/** The names of the hub's own serving certificate: this host's and --tls-san's. */
+function sansOf(flags: { "tls-san"?: string }, hostname: string): string[] {
+  return defaultSans(hostname, (flags["tls-san"] ?? "").split(","));
 }
 
 /** Whether the --listen host is loopback: plain HTTP is allowed only there. */
@@ -201,7 +233,7 @@ function serveTls(
       };
     if (flags["tls-ca"] !== undefined) throw new UsageError("--tls-ca goes with --tls-cert");
     if (!existsSync(dataDir)) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    const sans = defaultSans(hostname, (flags["tls-san"] ?? "").split(","));
+    const sans = sansOf(flags, hostname);
     const renewTls = (at: number) => ownTls(dataDir, sans, at, servingLifetimeMs);
     return { tls: renewTls(now), renewTls };
   } catch (err) {

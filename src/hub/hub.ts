@@ -1,36 +1,24 @@
-// `fleetlet hub`: wires its named parts — the state (store, fleet view, identities, audit log),
-// the agents' sessions with their stream broker, the acknowledging flusher, the deployer, the
+// `fleetlet hub`: wires its named parts — the state (state.ts: store, fleet view, identities,
+// audit log), the agents' sessions with their stream broker, the acknowledging flusher, the deployer, the
 // offline detection loop, and one Bun.serve for agents, watches, the dashboard, the operator API,
 // the Kubernetes API and pods' logs, exec and port-forward.
 
-import { existsSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
 import type { Server } from "bun";
-import type { Pod } from "../api/types.ts";
 import { AGENT_CONNECT_PATH, DEFAULT_MAX_MESSAGE_BYTES, WATCH_PATH } from "../protocol/index.ts";
-import { writeFileAtomic } from "../util/atomic-file.ts";
-import type { Clock } from "../util/clock.ts";
-import type { Logger } from "../util/log.ts";
 import { type ApiDeps, handleApi, operatorOnly, patchNodeLabels, revokeNode } from "./api.ts";
-import { AuditLog } from "./audit.ts";
-import { createLocalBus } from "./bus.ts";
+import { type Bus, createLocalBus } from "./bus.ts";
 import { isDashboardPath, serveDashboard } from "./dashboard/index.ts";
 import { DeferredDeployWrites } from "./deploy/deferred-store.ts";
 import { Deployer } from "./deploy/deployer.ts";
-import { ownerDaemonSet } from "./deploy/pods.ts";
-import type { SecretSealer } from "./deploy/sealing.ts";
-import { type Change, Fleet } from "./fleet.ts";
+import type { Change, Fleet } from "./fleet.ts";
 import { Flusher, type FlushHealth } from "./flusher.ts";
 import { healthz, isHealthPath } from "./healthz.ts";
-import { Identity } from "./identity.ts";
-import { ChangeLog, createKubeApi } from "./kube/index.ts";
-import type { KubeObject } from "./kube/resources.ts";
+import { createKubeApi } from "./kube/index.ts";
 import type { RateLimit } from "./ratelimit.ts";
-import { ReleaseStore } from "./releases/store.ts";
 import { type AgentRollouts, startAgentRollouts } from "./rollouts/index.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, agentSockets } from "./sessions.ts";
-import { openSqliteStores } from "./stores-sqlite.ts";
+import { DEFAULT_HEARTBEAT_MS, type HubState, openState, type StateOptions } from "./state.ts";
 import { StreamBroker } from "./streams/broker.ts";
 import {
   execSockets,
@@ -44,42 +32,29 @@ import {
 import type { HubTls } from "./tls/index.ts";
 import { listenRenewing } from "./tls/renew.ts";
 import { bearerToken } from "./tokens.ts";
-import { openNodeUpdates } from "./updates/updates.ts";
-import { WatchHub, watchSockets, watchUpgrade } from "./watch.ts";
+import { watchSockets, watchUpgrade } from "./watch.ts";
 
-export interface HubOptions {
-  /** Directory of the store and the operator token. */
-  dataDir: string;
+export interface HubOptions extends StateOptions {
   hostname: string;
   port: number;
   /** Serve HTTPS with this certificate (tls/index.ts); absent: plain HTTP (loopback only). */
   tls?: HubTls;
-  clock: Clock;
-  log: Logger;
-  heartbeatIntervalMs?: number;
-  /** Offline after this long without a message (default 3 × heartbeat interval). */
-  offlineAfterMs?: number;
   maxMessageBytes?: number;
   rateLimit?: RateLimit;
   /** How long received messages wait before they are written (and acknowledged) together. */
   flushIntervalMs?: number;
-  maxEventsPerNode?: number;
   helloTimeoutMs?: number;
   /** Period of the pass that advances rollouts on timers (default 1 s). */
   rolloutIntervalMs?: number;
   /** Streams (logs, exec, port-forward) per device at once (default 128). */
   maxStreamsPerNode?: number;
-  /** How long a node credential is valid (default 90 days; agents renew it after 2/3). */
-  credentialLifetimeMs?: number;
   /** The hub's own certificate as of `now`, made again near its end (ownTls); absent: the
    * certificate is given, or there is none. */
   renewTls?: (now: number) => HubTls & { renewed: boolean };
   /** Time between checks of the serving certificate (default 24 h). */
   tlsCheckIntervalMs?: number;
-  /** The largest release executable a push may upload (default 512 MiB). */
-  maxReleaseBytes?: number;
-  /** Seals Secrets in the store (deploy/sealing.ts); absent: they are stored plain (tests). */
-  sealer?: SecretSealer;
+  /** The bus between replicas (bus-nats.ts), closed by stop(); absent: the in-process one. */
+  bus?: Bus;
 }
 
 export interface Hub {
@@ -100,10 +75,9 @@ export interface Hub {
 }
 
 const HUB_DEFAULTS = {
-  heartbeatIntervalMs: 10_000,
+  heartbeatIntervalMs: DEFAULT_HEARTBEAT_MS,
   rateLimit: { messagesPerSecond: 50, burst: 500 },
   flushIntervalMs: 20,
-  maxEventsPerNode: 200,
   helloTimeoutMs: 10_000,
   rolloutIntervalMs: 1000,
 } as const;
@@ -113,59 +87,6 @@ function isLoopback(address: string | undefined): boolean {
   if (address === undefined) return false;
   return address === "::1" || /^(::ffff:)?127\./.test(address);
 }
-
-function saveOperatorToken(dataDir: string, token: string): void {
-  const file = join(dataDir, "operator-token");
-  writeFileAtomic(file, `${token}\n`, { mode: 0o600 });
-}
-
-/** The hub's state: its store and what is loaded from it, and the parts that keep it. */
-async function openState(opts: HubOptions, onPodOfDaemonSet: () => void) {
-  if (!existsSync(opts.dataDir)) mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
-  const stores = openSqliteStores(join(opts.dataDir, "hub.db"), opts.sealer, opts.log);
-  const store = stores.hub;
-  const loaded = await store.load();
-  const watch = new WatchHub();
-  const changes = new ChangeLog(opts.clock.now());
-  const heartbeat = opts.heartbeatIntervalMs ?? HUB_DEFAULTS.heartbeatIntervalMs;
-  const fleet = new Fleet(
-    {
-      store,
-      maxEventsPerNode: opts.maxEventsPerNode ?? HUB_DEFAULTS.maxEventsPerNode,
-      offlineAfterMs: opts.offlineAfterMs ?? 3 * heartbeat,
-      onChange: (c) => {
-        watch.publish(c);
-        changes.record(c.kind, c.type, c.object as KubeObject);
-        if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined) onPodOfDaemonSet();
-      },
-      now: () => opts.clock.now(),
-    },
-    loaded,
-  );
-  const identity = new Identity(
-    {
-      store,
-      nodes: fleet.nodes,
-      now: () => opts.clock.now(),
-      ...(opts.credentialLifetimeMs !== undefined && {
-        credentialLifetimeMs: opts.credentialLifetimeMs,
-      }),
-    },
-    loaded,
-  );
-  await identity.adoptLegacy(opts.clock.now());
-  const createdOperatorToken = await identity.ensureOperatorToken();
-  if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
-  const audit = new AuditLog(stores.audit, () => opts.clock.now());
-  const releases = new ReleaseStore(join(opts.dataDir, "releases"), opts.maxReleaseBytes);
-  const updates = await openNodeUpdates(stores.updates, releases, fleet, opts.clock);
-  return {
-    ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },
-    ...{ fleet, identity, createdOperatorToken, audit, releases, updates },
-  };
-}
-
-type HubState = Awaited<ReturnType<typeof openState>>;
 
 /** The DaemonSet deployer over the state (loaded, and a first pass run), running its rollout
  * loop until `signal`. */
@@ -181,7 +102,7 @@ async function startDeployer(
     opts.log.with({ component: "deploy" }),
     () => opts.clock.now(),
   );
-  const bus = createLocalBus();
+  const bus = opts.bus ?? createLocalBus();
   const deployer = new Deployer({
     store: deployStore,
     loaded: await deployStore.load(),
@@ -427,6 +348,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
       flusher.stop();
       await flush();
       await listener.stop();
+      await opts.bus?.close();
       const closed = await state.store.close();
       if (closed.unstored > 0)
         opts.log.warn(

@@ -56,6 +56,17 @@ export const MIGRATIONS: readonly Migration[] = [
       "CREATE INDEX audit_node ON audit (node_key, id)",
     ],
   },
+  {
+    version: 3,
+    name: "what every replica shares: the hub's CA, serving certificate and operator token",
+    statements: [
+      // One row, made by the first replica (replica-identity.ts); the keys and the token are
+      // sealed with the secrets key (deploy/sealing.ts).
+      `CREATE TABLE hub_identity (id integer PRIMARY KEY CHECK (id = 1), ca_cert text NOT NULL,
+        ca_key text NOT NULL, serving_cert text NOT NULL, serving_key text NOT NULL,
+        operator_token text NOT NULL, created_at bigint NOT NULL)`,
+    ],
+  },
 ];
 
 /** Runs the migrations missing from the database under the migration lock; gives the versions

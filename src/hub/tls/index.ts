@@ -79,6 +79,74 @@ function servingUsable(
   return sans.every((s) => have.has(sanKey(s)));
 }
 
+/** A new CA of the hub's own, valid from the epoch for 10 years from `now`. */
+function newCa(now: number): { certPem: string; keyPem: string } {
+  return issue({
+    commonName: `fleetlet-hub-ca@${Math.floor(now / 1000)}`,
+    notBefore: OWN_NOT_BEFORE,
+    notAfter: now + CA_LIFETIME,
+  });
+}
+
+/** A serving certificate for `sans` issued by the CA `caPem` (its key `caKeyPem`). */
+function newServing(
+  caPem: string,
+  caKeyPem: string,
+  sans: string[],
+  now: number,
+  servingLifetimeMs: number,
+): { certPem: string; keyPem: string } {
+  const key = createPrivateKey(caKeyPem);
+  const ca = new X509Certificate(caPem);
+  return issue({
+    commonName: "fleetlet-hub",
+    notBefore: OWN_NOT_BEFORE,
+    notAfter: Math.min(now + servingLifetimeMs, Date.parse(ca.validTo)),
+    sans,
+    issuer: {
+      commonName: ca.subject.replace(/^.*CN=/s, "").trim(),
+      key,
+      publicKey: createPublicKey(key),
+    },
+  });
+}
+
+/** The PEM files of the hub's own TLS in `<dataDir>/tls`. */
+export interface OwnTlsFiles {
+  caCert: string;
+  caKey: string;
+  servingCert: string;
+  servingKey: string;
+}
+
+/** A new CA of the hub's own and a serving certificate for `sans`, not yet written anywhere (the
+ * replicas' shared ones, stored by the first replica: docs/hub-replicas.md). */
+export function newOwnTls(
+  sans: string[],
+  now: number,
+  servingLifetimeMs = SERVING_LIFETIME,
+): OwnTlsFiles {
+  const ca = newCa(now);
+  const serving = newServing(ca.certPem, ca.keyPem, sans, now, servingLifetimeMs);
+  return {
+    caCert: ca.certPem,
+    caKey: ca.keyPem,
+    servingCert: serving.certPem,
+    servingKey: serving.keyPem,
+  };
+}
+
+/** Writes `files` into `<dataDir>/tls` as ownTls() keeps its own (it renews the serving
+ * certificate from there when it nears its end or misses a name). */
+export function writeOwnTls(dataDir: string, files: OwnTlsFiles): void {
+  const dir = join(dataDir, "tls");
+  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  writeSecret(join(dir, "ca.key"), files.caKey);
+  writeFileAtomic(join(dir, "ca.crt"), files.caCert, { mode: 0o644 });
+  writeSecret(join(dir, "serving.key"), files.servingKey);
+  writeFileAtomic(join(dir, "serving.crt"), files.servingCert, { mode: 0o644 });
+}
+
 /** The hub's own CA and serving certificate in `<dataDir>/tls`, made or renewed as needed;
  * `servingLifetimeMs`: how long a new serving certificate is valid (default 1 year). */
 export function ownTls(
@@ -92,11 +160,7 @@ export function ownTls(
   const caCert = join(dir, "ca.crt");
   const caKey = join(dir, "ca.key");
   if (!existsSync(caCert) || !existsSync(caKey)) {
-    const ca = issue({
-      commonName: `fleetlet-hub-ca@${Math.floor(now / 1000)}`,
-      notBefore: OWN_NOT_BEFORE,
-      notAfter: now + CA_LIFETIME,
-    });
+    const ca = newCa(now);
     writeSecret(caKey, ca.keyPem);
     writeFileAtomic(caCert, ca.certPem, { mode: 0o644 });
   }
@@ -106,18 +170,7 @@ export function ownTls(
   let renewed = false;
   const before = renewBefore(servingLifetimeMs);
   if (!servingUsable(servingCert, servingKey, sans, now, before)) {
-    const key = createPrivateKey(readFileSync(caKey));
-    const serving = issue({
-      commonName: "fleetlet-hub",
-      notBefore: OWN_NOT_BEFORE,
-      notAfter: Math.min(now + servingLifetimeMs, Date.parse(new X509Certificate(caPem).validTo)),
-      sans,
-      issuer: {
-        commonName: new X509Certificate(caPem).subject.replace(/^.*CN=/s, "").trim(),
-        key,
-        publicKey: createPublicKey(key),
-      },
-    });
+    const serving = newServing(caPem, readFileSync(caKey, "utf8"), sans, now, servingLifetimeMs);
     writeSecret(servingKey, serving.keyPem);
     writeFileAtomic(servingCert, serving.certPem, { mode: 0o644 });
     renewed = true;

@@ -1,0 +1,104 @@
+// The hub's state: its stores (SQLite in the data folder, or PostgreSQL with --store) and what is
+// loaded from them — the fleet view, identities, audit log, releases and node updates — with
+// the change feeds that keep watchers current.
+
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { Pod } from "../api/types.ts";
+import { writeFileAtomic } from "../util/atomic-file.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import { AuditLog } from "./audit.ts";
+import { ownerDaemonSet } from "./deploy/pods.ts";
+import type { SecretSealer } from "./deploy/sealing.ts";
+import { Fleet } from "./fleet.ts";
+import { Identity } from "./identity.ts";
+import { ChangeLog } from "./kube/index.ts";
+import type { KubeObject } from "./kube/resources.ts";
+import { ReleaseStore } from "./releases/store.ts";
+import { openPostgresStores } from "./stores-postgres.ts";
+import { type HubStores, openSqliteStores } from "./stores-sqlite.ts";
+import { openNodeUpdates } from "./updates/updates.ts";
+import { WatchHub } from "./watch.ts";
+
+export const DEFAULT_HEARTBEAT_MS = 10_000;
+const DEFAULT_MAX_EVENTS_PER_NODE = 200;
+
+export interface StateOptions {
+  /** Directory of the SQLite store (without `postgresUrl`), releases and the operator token. */
+  dataDir: string;
+  /** The PostgreSQL database of the store (postgres://USER@HOST:PORT/DB); absent: SQLite. */
+  postgresUrl?: string;
+  clock: Clock;
+  log: Logger;
+  heartbeatIntervalMs?: number;
+  /** Offline after this long without a message (default 3 × heartbeat interval). */
+  offlineAfterMs?: number;
+  maxEventsPerNode?: number;
+  /** How long a node credential is valid (default 90 days; agents renew it after 2/3). */
+  credentialLifetimeMs?: number;
+  /** The largest release executable a push may upload (default 512 MiB). */
+  maxReleaseBytes?: number;
+  /** Seals Secrets in the store (deploy/sealing.ts); absent: they are stored plain (tests). */
+  sealer?: SecretSealer;
+}
+
+/** Writes the operator token to `<dataDir>/operator-token`, readable by the hub's user only. */
+export function saveOperatorToken(dataDir: string, token: string): void {
+  writeFileAtomic(join(dataDir, "operator-token"), `${token}\n`, { mode: 0o600 });
+}
+
+/** The hub's stores: on PostgreSQL with `postgresUrl`, else on `<dataDir>/hub.db`. */
+function openStores(opts: StateOptions): Promise<HubStores> | HubStores {
+  if (opts.postgresUrl !== undefined)
+    return openPostgresStores(opts.postgresUrl, opts.sealer, opts.log);
+  return openSqliteStores(join(opts.dataDir, "hub.db"), opts.sealer, opts.log);
+}
+
+/** The hub's state: its store and what is loaded from it, and the parts that keep it. */
+export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void) {
+  if (!existsSync(opts.dataDir)) mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  const stores = await openStores(opts);
+  const store = stores.hub;
+  const loaded = await store.load();
+  const watch = new WatchHub();
+  const changes = new ChangeLog(opts.clock.now());
+  const heartbeat = opts.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_MS;
+  const fleet = new Fleet(
+    {
+      store,
+      maxEventsPerNode: opts.maxEventsPerNode ?? DEFAULT_MAX_EVENTS_PER_NODE,
+      offlineAfterMs: opts.offlineAfterMs ?? 3 * heartbeat,
+      onChange: (c) => {
+        watch.publish(c);
+        changes.record(c.kind, c.type, c.object as KubeObject);
+        if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined) onPodOfDaemonSet();
+      },
+      now: () => opts.clock.now(),
+    },
+    loaded,
+  );
+  const identity = new Identity(
+    {
+      store,
+      nodes: fleet.nodes,
+      now: () => opts.clock.now(),
+      ...(opts.credentialLifetimeMs !== undefined && {
+        credentialLifetimeMs: opts.credentialLifetimeMs,
+      }),
+    },
+    loaded,
+  );
+  await identity.adoptLegacy(opts.clock.now());
+  const createdOperatorToken = await identity.ensureOperatorToken();
+  if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
+  const audit = new AuditLog(stores.audit, () => opts.clock.now());
+  const releases = new ReleaseStore(join(opts.dataDir, "releases"), opts.maxReleaseBytes);
+  const updates = await openNodeUpdates(stores.updates, releases, fleet, opts.clock);
+  return {
+    ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },
+    ...{ fleet, identity, createdOperatorToken, audit, releases, updates },
+  };
+}
+
+export type HubState = Awaited<ReturnType<typeof openState>>;
