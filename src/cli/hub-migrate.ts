@@ -5,7 +5,8 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { loadSealer, parseKeyFile, SecretSealer } from "../hub/deploy/sealing.ts";
-import { copyStores, MigrateRefused, snapshotCounts } from "../hub/migrate.ts";
+import { copyStores, type HubSnapshot, MigrateRefused, snapshotCounts } from "../hub/migrate.ts";
+import { identityOf, storeIdentity } from "../hub/migrate-identity.ts";
 import { openPostgresStores } from "../hub/stores-postgres.ts";
 import { type HubStores, openSqliteStores } from "../hub/stores-sqlite.ts";
 import { createLogger } from "../util/log.ts";
@@ -16,7 +17,9 @@ import type { CliIO } from "./io.ts";
 const MIGRATE_USAGE = `usage: fleetlet hub migrate --from DIR --to postgres://USER@HOST:PORT/DB [--secrets-key-file FILE]
 Copies a single hub's data folder DIR (stop that hub first) into an empty PostgreSQL database:
 devices, their credentials, join tokens, the operator token's hash, pods, events, DaemonSets,
-ConfigMaps, Secrets, revisions, rollouts, node updates, agent rollouts and the audit log.
+ConfigMaps, Secrets, revisions, rollouts, node updates, agent rollouts and the audit log; and
+the hub's own CA and serving certificate (DIR/tls) and operator token (DIR/operator-token),
+which every replica then serves with: devices and operators keep their credentials.
 Secrets stay sealed: they are opened with DIR/secrets.key and sealed under the first key of
 --secrets-key-file (default DIR/secrets.key); give the replicas that file.
 A database that already holds a hub's data, or part of one, is refused.
@@ -85,6 +88,41 @@ function redact(url: string): string {
   return url.replace(/^(postgres(?:ql)?:\/\/[^:@/]*):[^@/]*@/, "$1:***@");
 }
 
+/** copyStores() with the hub's CA and operator token (migrate-identity.ts), its failures said. */
+async function copy(
+  source: HubStores,
+  target: HubStores,
+  o: { from: string; to: string; sealer: SecretSealer },
+  io: CliIO,
+): Promise<HubSnapshot> {
+  const now = io.now();
+  let mine: ReturnType<typeof identityOf> | undefined;
+  const check = (x: HubSnapshot) => {
+    try {
+      mine = identityOf(o.from, x.fleet.operatorHash, now);
+    } catch (err) {
+      throw new CliError(`--from ${o.from}: ${(err as Error).message}`);
+    }
+  };
+  const beforeLast = async () => {
+    if (mine !== undefined) await storeIdentity(o.to, o.sealer, mine.identity, now);
+  };
+  try {
+    const copied = await copyStores(source, target, { check, beforeLast });
+    if (mine?.ownCa === false)
+      io.stderr(
+        `${o.from} has no CA of its own (the hub served with --tls-cert or plain HTTP): the replicas' CA was made now\n`,
+      );
+    return copied;
+  } catch (err) {
+    if (err instanceof CliError) throw err;
+    if (err instanceof MigrateRefused) throw new CliError(`--to ${redact(o.to)}: ${err.message}`);
+    throw new CliError(
+      `the copy into ${redact(o.to)} failed: ${(err as Error).message}; drop the database, create it again and run migrate again`,
+    );
+  }
+}
+
 /** `fleetlet hub migrate ...`: returns the exit code. */
 export async function hubMigrateCommand(argv: string[], io: CliIO): Promise<number> {
   const { flags, positionals } = parseArgs(argv, migrateFlags);
@@ -105,18 +143,13 @@ export async function hubMigrateCommand(argv: string[], io: CliIO): Promise<numb
   try {
     const target = await openTarget(to, keys.write);
     try {
-      const copied = await copyStores(source, target);
+      const copied = await copy(source, target, { from, to, sealer: keys.write }, io);
       const counts = Object.entries(snapshotCounts(copied)).map(([k, n]) => `${k} ${n}`);
       io.stdout(`copied ${from} into ${redact(to)}: ${counts.join(", ")}\n`);
       io.stdout(
         `Secrets are sealed under ${keys.file}: give the replicas that file (--secrets-key-file)\n`,
       );
       return 0;
-    } catch (err) {
-      if (err instanceof MigrateRefused) throw new CliError(`--to ${redact(to)}: ${err.message}`);
-      throw new CliError(
-        `the copy into ${redact(to)} failed: ${(err as Error).message}; drop the database, create it again and run migrate again`,
-      );
     } finally {
       await target.hub.close();
     }

@@ -111,17 +111,25 @@ async function copyAudit(records: AuditRecord[], to: HubStores): Promise<void> {
 
 /**
  * Copies `from` into `to`, which must hold nothing (else throws with refusal()'s reason).
- * The operator token's hash is written last: until then the target reads as a partial copy.
+ * `check` may refuse what was loaded before anything is written; `beforeLast` runs after every
+ * store's copy. The operator token's hash is written last: until then the target reads as a
+ * partial copy.
  */
-export async function copyStores(from: HubStores, to: HubStores): Promise<HubSnapshot> {
+export async function copyStores(
+  from: HubStores,
+  to: HubStores,
+  steps: { check?: (x: HubSnapshot) => void; beforeLast?: () => Promise<void> } = {},
+): Promise<HubSnapshot> {
   const why = refusal(await loadSnapshot(to));
   if (why !== undefined) throw new MigrateRefused(why);
   const x = await loadSnapshot(from);
+  steps.check?.(x);
   await copyFleet(x.fleet, to);
   await copyDeploy(x.deploy, to);
   if (x.updates.length > 0) await to.updates.write(x.updates);
   for (const r of x.rollouts) await to.rollouts.save(r);
   await copyAudit(x.audit, to);
+  await steps.beforeLast?.();
   if (x.fleet.operatorHash !== undefined) await to.hub.saveOperatorHash(x.fleet.operatorHash);
   return x;
 }

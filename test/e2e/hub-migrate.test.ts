@@ -5,6 +5,10 @@
 // those made), is copied into an empty PostgreSQL database; everything loaded back through the
 // stores equals what was loaded from SQLite, Secrets stay sealed (under another key when one is
 // given), a second copy and a half-filled database are refused, and bad --from and --to say why.
+// A replica (`fleetlet hub --store --bus`) started on the copy serves the single hub's own CA
+// (made by one start on HTTPS after the fill on plain HTTP), welcomes the device with the
+// credential it got from the single hub, and takes the old operator token. NATS is a throwaway
+// nats-server (scripts/lib/nats.ts).
 // Needs root and Debian's postgresql (scripts/setup installs it): a throwaway cluster of
 // PostgreSQL 15 is started for this file (scripts/lib/postgres.ts) and removed after; and
 // dist/fleetlet (scripts/build). No test bed.
@@ -14,6 +18,7 @@ import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQL } from "bun";
+import { type NatsServer, startNatsServer } from "../../scripts/lib/nats.ts";
 import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import { loadSealer, SecretSealer } from "../../src/hub/deploy/sealing.ts";
 import { type HubSnapshot, loadSnapshot } from "../../src/hub/migrate.ts";
@@ -33,6 +38,9 @@ const V = "9.9.2-mig";
 const NODE = "mig-1";
 const hub = new TestHub(["--rollout-interval", "200ms"]);
 let cluster: PostgresCluster;
+let nats: NatsServer;
+/** The device's credential, from its join on the single hub. */
+let credential = "";
 let fromSqlite: HubSnapshot;
 
 function run(args: string[]) {
@@ -53,7 +61,7 @@ function apply(yaml: string) {
 async function device(): Promise<ProtocolClient> {
   const res = await hub.join(await hub.joinToken("1h", { fleet: "mig" }), NODE);
   expect(res.status).toBe(200);
-  const credential = ((await res.json()) as { credential: string }).credential;
+  credential = ((await res.json()) as { credential: string }).credential;
   const c = new ProtocolClient(hub.url, credential);
   await c.opened;
   c.send({
@@ -82,7 +90,10 @@ async function fill(): Promise<void> {
   copyFileSync("/usr/bin/true", exe);
   expect(run(["release", "keygen", "--out", join(dir, "ops")]).code).toBe(0);
   expect(run(["release", "sign", "--key", join(dir, "ops.key"), "--version", V, exe]).code).toBe(0);
-  expect(hubCli(hub, ["hub", "release", "push", exe, "--signature", `${exe}.sig`]).code).toBe(0);
+  expect(hubCli(hub, ["hub", "release", "push", exe, "--signature", `${exe}.sig`])).toMatchObject({
+    stderr: "",
+    code: 0,
+  });
   const c = await device();
   apply(daemonSetYaml({ name: "web", image: "busybox:1.36", nodeSelector: { fleet: "mig" } }));
   apply("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\ndata:\n  a: b\n");
@@ -144,12 +155,35 @@ async function secretRow(url: string): Promise<string> {
   }
 }
 
+/** Starts the single hub once on its data folder with HTTPS, so that it makes its own CA in
+ * DIR/tls (filled on plain HTTP, which the CLI reaches without a CA), and stops it. */
+async function startWithOwnCa(): Promise<void> {
+  const p = Bun.spawn([fleetletBin, "hub", "--data", hub.dataDir, "--listen", "127.0.0.1:0"], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let output = "";
+  void (async () => {
+    for await (const c of p.stderr) output += new TextDecoder().decode(c);
+  })();
+  void (async () => {
+    for await (const c of p.stdout) output += new TextDecoder().decode(c);
+  })();
+  await eventually("the hub on HTTPS to listen", () =>
+    output.includes("hub listening") ? true : undefined,
+  );
+  p.kill("SIGTERM");
+  expect(await p.exited).toBe(0);
+}
+
 beforeAll(async () => {
   cluster = await PostgresCluster.start();
+  nats = await startNatsServer();
   hub.port = 20_000 + Math.floor(Math.random() * 12_000);
   await hub.start();
   await fill();
   await hub.stop();
+  await startWithOwnCa();
   fromSqlite = await loaded(() =>
     openSqliteStores(join(hub.dataDir, "hub.db"), ownSealer(), quiet),
   );
@@ -157,6 +191,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await hub.cleanup();
   await cluster?.remove();
+  await nats?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -186,6 +221,39 @@ describe("fleetlet hub migrate (needs root, PostgreSQL and the compiled fleetlet
     expect(fromPostgres).toEqual(fromSqlite);
     expect(await secretRow(url)).toStartWith(`sealed:v1:${ownSealer().sealingKeyId}:`);
   });
+
+  test("a replica started on the migrated database serves the hub's CA, takes the device's credential and the operator token", async () => {
+    const url = await cluster.createDatabase();
+    expect(migrate(url).code).toBe(0);
+    const key = join(hub.dataDir, "secrets.key");
+    const replica = new TestHub(
+      ["--store", url, "--bus", nats.url, "--secrets-key-file", key],
+      "127.0.0.1",
+      true,
+    );
+    try {
+      await replica.start(30_000);
+      expect(replica.caPem).toBe(hub.caPem);
+      const c = new ProtocolClient(replica.url, credential, hub.caPem);
+      await c.opened;
+      c.send({
+        type: "hello",
+        protocolVersion: 1,
+        nodeName: NODE,
+        agentVersion: "0.1.0",
+        streamId: "s1",
+      });
+      expect(await c.waitFor("welcome")).toMatchObject({ ackedSeq: 3 });
+      c.close();
+      const res = await replica.api("/api/v1/namespaces/default/secrets/db", {}, hub.operatorToken);
+      expect(res.status).toBe(200);
+      const secret = (await res.json()) as { data: { password: string } };
+      expect(atob(secret.data.password)).toBe("pw");
+      expect((await replica.api("/api/v1/nodes", {}, "flo_not-the-token")).status).toBe(401);
+    } finally {
+      await replica.cleanup();
+    }
+  }, 60_000);
 
   test("a second migrate into the same database is refused, and it is left as it was", async () => {
     const url = await cluster.createDatabase();
@@ -244,5 +312,5 @@ describe("fleetlet hub migrate (needs root, PostgreSQL and the compiled fleetlet
     expect(run(["hub", "--help"]).stdout).toContain(
       "fleetlet hub migrate --from DIR --to postgres://",
     );
-  });
+  }, 30_000);
 });
