@@ -287,7 +287,7 @@ describe("fleetlet hub migrate (needs root, PostgreSQL and the compiled fleetlet
     expect(await secretRow(url)).toStartWith(`sealed:v1:${other.sealingKeyId}:`);
     expect(await loaded(() => openPostgresStores(url, other, quiet))).toEqual(fromSqlite);
     const onlyOld = new SecretSealer([randomBytes(32)]);
-    expect(openPostgresStores(url, onlyOld, quiet)).rejects.toThrow(/sealed with key/);
+    await expect(openPostgresStores(url, onlyOld, quiet)).rejects.toThrow(/sealed with key/);
   });
 
   test("a bad --from or --to says why and exits 1; a missing flag or another scheme is a usage error (2)", async () => {
