@@ -10,6 +10,7 @@ import { type FlagSpecs, parseArgs } from "./args.ts";
 import { auditCommand } from "./audit.ts";
 import { CliError, UsageError } from "./errors.ts";
 import { hubRequest, hubTarget } from "./hub-client.ts";
+import { hubMigrateCommand } from "./hub-migrate.ts";
 import { hubReleaseCommand } from "./hub-release.ts";
 import { serveHubCommand } from "./hub-serve.ts";
 import { hubUpdateCommand } from "./hub-update.ts";
@@ -46,6 +47,8 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
        fleetlet hub upgrade NAME --version V [-l SELECTOR] [--canary 1] [--max-unavailable 1|25%]
                    [--progress-deadline 10m] [--no-auto-rollback] --hub URL [--token T]   (an agent rollout)
        fleetlet hub upgrade list|delete [NAME] --hub URL [--token T]   (follow one: fleetlet rollout status agentrollout/NAME)
+       fleetlet hub migrate --from DIR --to postgres://USER@HOST:PORT/DB [--secrets-key-file F]
+                   (copies a stopped single hub's data into an empty PostgreSQL database)
 Without --tls-cert the hub serves HTTPS with its own CA, made in DIR/tls on the first start (its
 hash is logged and carried by every join token); --tls-san adds names to its certificate.
 Secrets are stored sealed under the first key of --secrets-key-file (default DIR/secrets.key,
@@ -121,6 +124,7 @@ export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   if (a === "release") return hubReleaseCommand(argv.slice(1), io);
   if (a === "update") return hubUpdateCommand(argv.slice(1), io);
   if (a === "upgrade") return hubUpgradeCommand(argv.slice(1), io);
+  if (a === "migrate") return hubMigrateCommand(argv.slice(1), io);
   if (a === "node" && (b === "revoke" || b === "forget")) return nodeAction(b, rest, io);
   if (a === "token" || a === "node")
     throw new UsageError(
