@@ -290,3 +290,27 @@ export class TestAgent {
     }
   }
 }
+
+/** How many lines of each agent's output showOutputOnFailure prints. */
+const OUTPUT_TAIL_LINES = 300;
+
+/**
+ * Runs a test's body; when it throws, prints the last lines of the output of the agents the body
+ * started (those `agents` holds at the end and not at the start) to stderr, where the test run's
+ * log keeps them (cleanup removes the agents' folders), then throws again.
+ */
+export async function showOutputOnFailure(
+  agents: readonly TestAgent[],
+  body: () => Promise<void>,
+): Promise<void> {
+  const before = new Set(agents);
+  try {
+    await body();
+  } catch (err) {
+    for (const a of agents.filter((x) => !before.has(x))) {
+      const tail = a.output.split("\n").slice(-OUTPUT_TAIL_LINES).join("\n");
+      process.stderr.write(`--- the output of agent ${a.nodeName} (last lines) ---\n${tail}\n`);
+    }
+    throw err;
+  }
+}

@@ -67,14 +67,25 @@ export function podManifest(agent: TestAgent, name: string, o: PodOptions): stri
   return `${lines.join("\n")}\n`;
 }
 
-/** A script that allocates `mib` MiB of anonymous memory and holds it. */
+/** The file a holdMemory script creates once it holds all its memory. */
+const HELD_MARKER = "/tmp/held";
+
+/** A script that allocates `mib` MiB of anonymous memory and holds it, creating HELD_MARKER once
+ * it does. Busybox awk builds each string slowly, freeing and copying buffers: until then the
+ * pod's usage climbs by seconds and swings by a hundred MiB or more. */
 export function holdMemory(mib: number): string {
   const chunks = Math.ceil(mib / 256);
   const each = Math.round((mib / chunks) * Mi);
   const strings = Array.from({ length: chunks }, (_, i) => `s${i}=sprintf("%${each}s","")`).join(
     "; ",
   );
-  return `exec awk 'BEGIN { ${strings}; system("sleep 3600") }'`;
+  return `exec awk 'BEGIN { ${strings}; system("touch ${HELD_MARKER}; exec sleep 3600") }'`;
+}
+
+/** Whether the pod (by manifest name) running a holdMemory script holds all its memory. */
+export function holdsAllMemory(agent: TestAgent, name: string): boolean {
+  const pod = `${name}-${agent.nodeName}`;
+  return agent.cli(["exec", pod, "--", "test", "-e", HELD_MARKER]).code === 0;
 }
 
 export async function nodeOf(agent: TestAgent): Promise<Node> {
