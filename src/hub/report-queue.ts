@@ -96,3 +96,33 @@ export class ReportQueue {
     };
   }
 }
+
+/** The queueing half of a HubStore, the same for every implementation: what agents report goes
+ * into one ReportQueue, which the implementation's flush() writes. */
+export abstract class QueuedReports {
+  protected readonly queue = new ReportQueue();
+
+  queueProgress(progress: NodeProgress): void {
+    this.queue.progress(progress);
+  }
+
+  queueNode(name: string, node: Node): void {
+    this.queue.node(name, node);
+  }
+
+  queuePod(node: string, uid: string, pod: Pod | null): void {
+    this.queue.pod(node, uid, pod);
+  }
+
+  queueClearPods(node: string): void {
+    this.queue.clearPods(node);
+  }
+
+  queueEvent(node: string, name: string, event: Event | null): void {
+    this.queue.event(node, name, event);
+  }
+
+  pending(): number {
+    return this.queue.size();
+  }
+}

@@ -10,7 +10,7 @@ import type { Event, Pod } from "../api/types.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
-import { type ReportBatch, ReportQueue } from "./report-queue.ts";
+import { QueuedReports, type ReportBatch } from "./report-queue.ts";
 import type { HubStore, JoinTokenRecord, LoadedState, NodeProgress } from "./store.ts";
 
 const NODES: Columns = { table: "nodes", key: ["name"], types: { name: "text", progress: "json" } };
@@ -103,12 +103,13 @@ async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
   );
 }
 
-export class PostgresHubStore implements HubStore {
-  private readonly queue = new ReportQueue();
+export class PostgresHubStore extends QueuedReports implements HubStore {
   private closed = false;
 
   /** The store on `pool` (connected and migrated: pg/connect.ts); close() closes the pool. */
-  constructor(private readonly pool: PgPool) {}
+  constructor(private readonly pool: PgPool) {
+    super();
+  }
 
   /** Connects to the database at `url` and brings its schema up to date. */
   static async open(url: string, o: PostgresConnectOptions = {}): Promise<PostgresHubStore> {
@@ -191,32 +192,6 @@ export class PostgresHubStore implements HubStore {
         await tx.unsafe(`DELETE FROM ${table} WHERE node = $1`, [name]);
       await tx.unsafe("DELETE FROM nodes WHERE name = $1", [name]);
     });
-  }
-
-  // ---- queued until flush() ----
-
-  queueProgress(progress: NodeProgress): void {
-    this.queue.progress(progress);
-  }
-
-  queueNode(name: string, node: Node): void {
-    this.queue.node(name, node);
-  }
-
-  queuePod(node: string, uid: string, pod: Pod | null): void {
-    this.queue.pod(node, uid, pod);
-  }
-
-  queueClearPods(node: string): void {
-    this.queue.clearPods(node);
-  }
-
-  queueEvent(node: string, name: string, event: Event | null): void {
-    this.queue.event(node, name, event);
-  }
-
-  pending(): number {
-    return this.queue.size();
   }
 
   async flush(): Promise<void> {

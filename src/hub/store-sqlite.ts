@@ -5,7 +5,7 @@ import { Database } from "bun:sqlite";
 import { chmodSync, closeSync, existsSync, openSync } from "node:fs";
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
-import { type ReportBatch, ReportQueue } from "./report-queue.ts";
+import { QueuedReports, type ReportBatch } from "./report-queue.ts";
 import type { HubStore, JoinTokenRecord, LoadedState, NodeProgress } from "./store.ts";
 
 const SCHEMA = `
@@ -36,13 +36,13 @@ export function openHubDatabase(path: string): Database {
   return db;
 }
 
-export class SqliteHubStore implements HubStore {
+export class SqliteHubStore extends QueuedReports implements HubStore {
   private readonly db: Database;
-  private readonly queue = new ReportQueue();
 
   /** The store on the hub's database `at` (shared with the other tables' stores, and closed by
    * close()), or on one it opens at that path (openHubDatabase). */
   constructor(at: Database | string) {
+    super();
     this.db = typeof at === "string" ? openHubDatabase(at) : at;
     this.db.exec(SCHEMA);
     this.addTokenUseColumns();
@@ -163,32 +163,6 @@ export class SqliteHubStore implements HubStore {
       this.db.query("DELETE FROM events WHERE node = ?").run(name);
       this.db.query("DELETE FROM nodes WHERE name = ?").run(name);
     })();
-  }
-
-  // ---- queued until flush() ----
-
-  queueProgress(progress: NodeProgress): void {
-    this.queue.progress(progress);
-  }
-
-  queueNode(name: string, node: Node): void {
-    this.queue.node(name, node);
-  }
-
-  queuePod(node: string, uid: string, pod: Pod | null): void {
-    this.queue.pod(node, uid, pod);
-  }
-
-  queueClearPods(node: string): void {
-    this.queue.clearPods(node);
-  }
-
-  queueEvent(node: string, name: string, event: Event | null): void {
-    this.queue.event(node, name, event);
-  }
-
-  pending(): number {
-    return this.queue.size();
   }
 
   async flush(): Promise<void> {
