@@ -2,11 +2,14 @@
 // manifest checked against the device's own keys and arch before any byte is fetched, the
 // release downloaded (resumable, rate-limited, verified), and installed as a version on trial.
 // The caller then exits, and the launcher starts the new version.
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import type { PublicKey } from "../../release/keys.ts";
 import type { Arch } from "../../release/manifest.ts";
 import { ReleaseCheckError, verifyManifest } from "../../release/verify.ts";
-import type { Clock } from "../../util/clock.ts";
+import { type Clock, realClock } from "../../util/clock.ts";
 import { downloadRelease } from "./download.ts";
+import { DownloadError } from "./errors.ts";
 import { installVersion, linkedVersion, versionName } from "./install.ts";
 import { dropOtherDownloads, holdsRelease } from "./kept.ts";
 import { testPause } from "./test-pause.ts";
@@ -58,6 +61,28 @@ export interface Taken {
   reused?: "download" | "version";
 }
 
+/** How long an update waits for the launcher to close a passed trial before it tries later. */
+const TRIAL_CLOSE_WAIT_MS = 30_000;
+
+/**
+ * Waits while `healthy` is there: the launcher has not yet closed the trial this agent passed,
+ * and it removes the versions that neither `current` nor `previous` names before it does, so a
+ * version installed meanwhile could be removed under it. Throws a DownloadError (tried again
+ * later) when the launcher does not close it in time.
+ */
+async function untilTrialClosed(t: UpdateTaker, signal?: AbortSignal): Promise<void> {
+  const clock = t.clock ?? realClock;
+  const until = clock.monotonic() + TRIAL_CLOSE_WAIT_MS;
+  while (existsSync(join(t.dir, "healthy"))) {
+    if (clock.monotonic() >= until)
+      throw new DownloadError(
+        "interrupted",
+        "the launcher has not closed the trial this agent passed (`healthy` is still there)",
+      );
+    await clock.sleep(200, signal);
+  }
+}
+
 /**
  * Checks `offer` and installs its release on trial. Throws UpdateRefused (the device cannot or
  * must not take it), or the download's DownloadError (retry later: a cut resumes).
@@ -86,6 +111,7 @@ export async function takeUpdate(
       "rolled-back",
       `the launcher rolled this device back from ${name} before (${before}): it does not take that release again`,
     );
+  await untilTrialClosed(t, signal);
   const base = `${t.dir}/download/${manifest.sha256}`;
   await dropOtherDownloads(`${t.dir}/download`, manifest.sha256);
   if (await holdsRelease(`${t.dir}/versions/${name}/fleetlet`, manifest)) {

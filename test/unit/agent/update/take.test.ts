@@ -15,6 +15,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DownloadError } from "../../../../src/agent/update/errors.ts";
 import { linkedVersion } from "../../../../src/agent/update/install.ts";
 import { takeUpdate, UpdateRefused, type UpdateTaker } from "../../../../src/agent/update/take.ts";
 import { takeRollback } from "../../../../src/agent/update/trial.ts";
@@ -24,6 +25,7 @@ import {
   readPrivateKey,
   signRelease,
 } from "../../../../src/release/keys.ts";
+import { FakeClock } from "../../../../src/util/clock.ts";
 import { ReleaseServer } from "../../../lib/release-server.ts";
 
 const release = new TextEncoder().encode(`#!/bin/sh\necho new\n${"x".repeat(200_000)}\n`);
@@ -168,5 +170,49 @@ describe("taking an update (no root)", () => {
     expect(server.served).toBeGreaterThan(0);
     expect(readFileSync(exe)).toEqual(Buffer.from(release));
     expect(existsSync(join(dir, "download", `${sha256}.part`))).toBe(false);
+  });
+
+  test("while the launcher has not closed the trial this agent passed (healthy is there), nothing is fetched or installed", async () => {
+    const { text, key } = await signed();
+    const clock = new FakeClock();
+    writeFileSync(join(dir, "healthy"), "0.1.0-aaaaaaaaaaaa\n");
+    const t = await taker({ keys: [key], clock });
+    let settled = false;
+    const taking = takeUpdate(t, { manifest: text, url: server.url }).finally(() => {
+      settled = true;
+    });
+    for (let i = 0; i < 10; i++) {
+      clock.step(200);
+      await Bun.sleep(1);
+    }
+    expect(settled).toBe(false);
+    expect(server.served).toBe(0);
+    expect(existsSync(join(dir, "versions"))).toBe(false);
+    // The launcher closes the trial: the update goes on.
+    rmSync(join(dir, "healthy"));
+    while (!settled) {
+      clock.step(200);
+      await Bun.sleep(1);
+    }
+    expect((await taking).name).toBe(`0.2.0-${sha256.slice(0, 12)}`);
+    expect(linkedVersion(dir, "current")).toBe(`0.2.0-${sha256.slice(0, 12)}`);
+  });
+
+  test("a trial the launcher does not close within 30 s: the update is tried again later", async () => {
+    const { text, key } = await signed();
+    const clock = new FakeClock();
+    writeFileSync(join(dir, "healthy"), "0.1.0-aaaaaaaaaaaa\n");
+    const taking = takeUpdate(await taker({ keys: [key], clock }), {
+      manifest: text,
+      url: server.url,
+    }).catch((e) => e);
+    for (let i = 0; i <= 150; i++) {
+      clock.step(200);
+      await Bun.sleep(1);
+    }
+    const err = await taking;
+    expect(err).toBeInstanceOf(DownloadError);
+    expect(err.reason).toBe("interrupted");
+    expect(server.served).toBe(0);
   });
 });
