@@ -79,6 +79,15 @@ describe("the launcher (runs /bin/sh; no root)", () => {
     expect(runs()).toEqual(["v1 agent --config c.yaml trial="]);
   });
 
+  test("with no trial open, a healthy left behind (a cut as a trial closed) is removed: it would hold the agent's updates", async () => {
+    version("v1", "exit 0");
+    link("current", "v1");
+    writeFileSync(join(dir, "healthy"), "v1\n");
+    expect((await launch()).code).toBe(0);
+    expect(runs()).toEqual(["v1 agent --config c.yaml trial="]);
+    expect(existsSync(join(dir, "healthy"))).toBe(false);
+  });
+
   test("a version that says it is healthy passes its trial; versions neither current nor previous go", async () => {
     for (const v of ["v0", "v1"]) version(v, "exit 0");
     version("v2", `${healthy("v2")}\nsleep 1\nexit 3`);
