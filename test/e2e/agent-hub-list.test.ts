@@ -6,7 +6,6 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Node } from "../../src/api/node.ts";
-import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { TestHub } from "../lib/hub.ts";
 import { sleeperManifest } from "../lib/manifests.ts";
@@ -56,22 +55,6 @@ function online(): Promise<Node> {
   );
 }
 
-function hubPod(name: string): Promise<Pod> {
-  return eventually(
-    `pod ${name} running in the hub`,
-    async () => {
-      const res = await hub.api(`/api/v1/pods?nodeName=${agent.nodeName}`);
-      if (res.status !== 200) return undefined;
-      const { items } = (await res.json()) as { items: Pod[] };
-      return items.find(
-        (p) => p.metadata.name === `${name}-${agent.nodeName}` && p.status?.phase === "Running",
-      );
-    },
-    30_000,
-    100,
-  );
-}
-
 beforeAll(async () => {
   ports.dead = await closedPort();
   do ports.first = await closedPort();
@@ -94,14 +77,14 @@ describe("an agent given the hub's URLs as a list (needs root and the test bed)"
     agent.writeManifest("web.yaml", sleeperManifest("web", agent.tb.busybox));
     const node = await online();
     expect(node.metadata.name).toBe(agent.nodeName);
-    await hubPod("web");
+    await hub.runningPod(agent.nodeName, "web");
     expect(agent.output).toMatch(connectedTo(ports.first));
     // The CA it trusts is the hub's, fetched and checked against the token at the live URL.
     expect(readFileSync(join(agent.rootDir, "hub", "ca.crt"), "utf8")).toBe(hub.caPem);
   }, 60_000);
 
   test("the hub stopped and started on another URL of the list with the same data: the agent follows and resumes", async () => {
-    const web = await hubPod("web");
+    const web = await hub.runningPod(agent.nodeName, "web");
     const credential = readFileSync(join(agent.rootDir, "hub", "credential"), "utf8");
     await hub.stop();
     agent.writeManifest("late.yaml", sleeperManifest("late", agent.tb.busybox));
@@ -110,10 +93,10 @@ describe("an agent given the hub's URLs as a list (needs root and the test bed)"
     hub.port = ports.second;
     await hub.start();
     expect(hub.url).toBe(urlOf(ports.second));
-    await hubPod("late");
+    await hub.runningPod(agent.nodeName, "late");
     await online();
     expect(agent.output).toMatch(connectedTo(ports.second));
-    const again = await hubPod("web");
+    const again = await hub.runningPod(agent.nodeName, "web");
     expect(again.status?.containerStatuses?.[0]?.containerID).toBe(
       web.status?.containerStatuses?.[0]?.containerID,
     );

@@ -13,7 +13,6 @@ import { SQL } from "bun";
 import { type NatsServer, startNatsServer } from "../../scripts/lib/nats.ts";
 import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import type { Node } from "../../src/api/node.ts";
-import type { Pod } from "../../src/api/types.ts";
 import { MIGRATIONS } from "../../src/hub/pg/migrations.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { TestHub } from "../lib/hub.ts";
@@ -133,22 +132,6 @@ describe("a compiled agent on a replica (needs root and the test bed)", () => {
   afterAll(() => agent.cleanup(), 60_000);
   let dbUrl = "";
 
-  async function hubPod(hub: TestHub, name: string): Promise<Pod> {
-    return eventually(
-      `pod ${name} running in the hub`,
-      async () => {
-        const res = await hub.api(`/api/v1/pods?nodeName=${agent.nodeName}`);
-        if (res.status !== 200) return undefined;
-        const { items } = (await res.json()) as { items: Pod[] };
-        return items.find(
-          (p) => p.metadata.name === `${name}-${agent.nodeName}` && p.status?.phase === "Running",
-        );
-      },
-      30_000,
-      100,
-    );
-  }
-
   function online(hub: TestHub): Promise<Node> {
     return eventually(
       "the device online in the hub",
@@ -172,7 +155,7 @@ describe("a compiled agent on a replica (needs root and the test bed)", () => {
     await agent.start();
     agent.writeManifest("web.yaml", sleeperManifest("web", agent.tb.busybox));
     await online(first);
-    const web = await hubPod(first, "web");
+    const web = await first.runningPod(agent.nodeName, "web");
     const credential = readFileSync(join(agent.rootDir, "hub", "credential"), "utf8");
     await first.stop();
 
@@ -186,8 +169,8 @@ describe("a compiled agent on a replica (needs root and the test bed)", () => {
     expect(second.caHash).toBe(first.caHash);
     expect(second.operatorToken).toBe(first.operatorToken);
     await online(second);
-    await hubPod(second, "late");
-    const again = await hubPod(second, "web");
+    await second.runningPod(agent.nodeName, "late");
+    const again = await second.runningPod(agent.nodeName, "web");
     expect(again.status?.containerStatuses?.[0]?.containerID).toBe(
       web.status?.containerStatuses?.[0]?.containerID,
     );

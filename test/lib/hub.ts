@@ -4,6 +4,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Pod } from "../../src/api/types.ts";
 import { eventually, fleetletBin } from "./testbed.ts";
 
 export class TestHub {
@@ -85,6 +86,23 @@ export class TestHub {
   }
 
   /** An operator API call. */
+  /** Waits until the hub shows node `node`'s static pod `name` (named `<name>-<node>`) Running. */
+  runningPod(node: string, name: string): Promise<Pod> {
+    return eventually(
+      `pod ${name} running in the hub`,
+      async () => {
+        const res = await this.api(`/api/v1/pods?nodeName=${node}`);
+        if (res.status !== 200) return undefined;
+        const { items } = (await res.json()) as { items: Pod[] };
+        return items.find(
+          (p) => p.metadata.name === `${name}-${node}` && p.status?.phase === "Running",
+        );
+      },
+      30_000,
+      100,
+    );
+  }
+
   api(path: string, init: RequestInit = {}, token = this.operatorToken): Promise<Response> {
     const headers = new Headers(init.headers);
     if (token !== "") headers.set("authorization", `Bearer ${token}`);
