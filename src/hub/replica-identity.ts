@@ -18,6 +18,9 @@ export interface ReplicaIdentity {
  * so a sealed Secret moved here does not open. */
 const binding = (column: string) => `hub_identity:${column}`;
 
+const SELECT_IDENTITY =
+  "SELECT ca_cert, ca_key, serving_cert, serving_key, operator_token FROM hub_identity WHERE id = 1";
+
 interface Row {
   ca_cert: string;
   ca_key: string;
@@ -28,8 +31,9 @@ interface Row {
 
 /**
  * The replicas' shared identity in the database at `url` (migrated first): the one stored, or
- * `make()`'s when there is none yet. Throws SealError when the stored one does not open with
- * `sealer`'s keys (a replica given another secrets key file).
+ * `make()`'s when there is none yet (called only then: a new CA costs key generation). Throws
+ * SealError when the stored one does not open with `sealer`'s keys (a replica given another
+ * secrets key file).
  */
 export async function sharedReplicaIdentity(
   url: string,
@@ -39,8 +43,11 @@ export async function sharedReplicaIdentity(
 ): Promise<ReplicaIdentity> {
   const sql = await connectPostgres(url, { max: 1 });
   try {
-    const mine = make();
     const row = await sql.begin(async (tx) => {
+      const had = (await tx.unsafe(SELECT_IDENTITY)) as Row[];
+      if (had[0] !== undefined) return had[0];
+      // None yet: made here, and kept unless another replica's was stored first.
+      const mine = make();
       await tx.unsafe(
         `INSERT INTO hub_identity (id, ca_cert, ca_key, serving_cert, serving_key, operator_token,
           created_at) VALUES (1, $1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
@@ -53,10 +60,7 @@ export async function sharedReplicaIdentity(
           now,
         ],
       );
-      const rows = (await tx.unsafe(
-        "SELECT ca_cert, ca_key, serving_cert, serving_key, operator_token FROM hub_identity WHERE id = 1",
-      )) as Row[];
-      return rows[0] as Row;
+      return ((await tx.unsafe(SELECT_IDENTITY)) as Row[])[0] as Row;
     });
     const stored = {
       tls: {
