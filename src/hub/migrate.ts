@@ -99,7 +99,7 @@ async function copyDeploy(d: DeployState, to: HubStores): Promise<void> {
     await to.deploy.deleteObject({ kind: "", namespace: "", name: "" }, rv);
   await to.deploy.writePass({
     rollouts: d.rollouts,
-    assignments: d.assignments.map((a) => ({ ...a })),
+    assignments: d.assignments,
     pruned: [],
   });
 }

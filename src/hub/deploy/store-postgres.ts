@@ -5,7 +5,7 @@
 import type { SQL } from "bun";
 import type { PodTemplateSpec } from "../../api/daemonset.ts";
 import type { Logger } from "../../util/log.ts";
-import { type Columns, deleteRows, upsertRows } from "../pg/rows.ts";
+import { type Columns, deleteRows, lastByKey, upsertRows } from "../pg/rows.ts";
 import { type PgPool, transaction } from "../pg/transaction.ts";
 import type { RolloutRecord } from "./plan.ts";
 import type { SecretSealer } from "./sealing.ts";
@@ -67,11 +67,6 @@ const revisionFromRow = (r: RevisionRow): RevisionRecord => ({
   ...(r.change_cause !== null && { changeCause: r.change_cause }),
   createdAt: Number(r.created_at),
 });
-
-/** The last of each key's values: one statement may not touch a row twice. */
-function lastByKey<T>(items: readonly T[], key: (t: T) => string): T[] {
-  return [...new Map(items.map((t) => [key(t), t])).values()];
-}
 
 async function setResourceVersion(tx: SQL, rv: number): Promise<void> {
   await tx.unsafe(

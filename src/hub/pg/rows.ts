@@ -56,3 +56,8 @@ export async function updateJson(tx: SQL, c: Columns, col: string, rows: unknown
   const text = `UPDATE ${c.table} SET ${col} = r.val::json FROM ${unnested(["k", "val"])} WHERE ${c.table}.${key} = r.k`;
   for (const part of chunks(rows)) await tx.unsafe(text, columnsOf(part, 2));
 }
+
+/** The last of each key's values: one statement may not touch a row twice. */
+export function lastByKey<T>(items: readonly T[], key: (t: T) => string): T[] {
+  return [...new Map(items.map((t) => [key(t), t])).values()];
+}

@@ -2,7 +2,7 @@
 // `node_updates`). A write is one transaction of multi-row statements (pg/rows.ts), each
 // idempotent (an upsert, a delete), so it may be run again after its session ended.
 import type { SQL } from "bun";
-import { type Columns, deleteRows, upsertRows } from "../pg/rows.ts";
+import { type Columns, deleteRows, lastByKey, upsertRows } from "../pg/rows.ts";
 import { type PgPool, transaction } from "../pg/transaction.ts";
 import type { UpdateStore, WantedChange, WantedRelease } from "./store.ts";
 
@@ -24,12 +24,12 @@ export class PostgresUpdateStore implements UpdateStore {
 
   async write(changes: readonly WantedChange[]): Promise<void> {
     if (changes.length === 0) return;
-    // A later change of one node wins: one statement may not touch a row twice.
-    const last = new Map(changes.map((c) => [c.node, c]));
-    const puts = [...last.values()].flatMap((c) =>
+    // A later change of one node wins.
+    const last = lastByKey(changes, (c) => c.node);
+    const puts = last.flatMap((c) =>
       c.version === null ? [] : [[c.node, c.version, String(c.setAt)]],
     );
-    const deletes = [...last.values()].filter((c) => c.version === null).map((c) => [c.node]);
+    const deletes = last.filter((c) => c.version === null).map((c) => [c.node]);
     await transaction(this.pool, async (tx: SQL) => {
       await upsertRows(tx, NODE_UPDATES, puts);
       await deleteRows(tx, NODE_UPDATES, deletes);
