@@ -165,7 +165,7 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
     ...(replica !== undefined &&
       replicaStart !== undefined && {
         postgresUrl: replica.postgresUrl,
-        bus: replicaStart.replicaBus(replica, clock, log),
+        ...replicaStart.replicaNats(replica, clock, log),
       }),
     hostname,
     port,

@@ -293,4 +293,25 @@ describe("createStreamRelay()", () => {
     expectIdle(b.relay);
     stop();
   });
+  test("a node served by two replicas at once: each open reaches one of them", async () => {
+    const a = await replica("hub-a");
+    const b = await replica("hub-b");
+    const c2 = await replica("hub-c");
+    const old = echoDevice();
+    const now = echoDevice();
+    const stops = [b.relay.serve("dev-10", old.open), c2.relay.serve("dev-10", now.open)];
+    await Promise.all([b.nc.flush(), c2.nc.flush()]);
+    for (let i = 0; i < 10; i++) {
+      const c = client();
+      const work = await a.relay.opener("dev-10")(
+        open("exec"),
+        c.out,
+        new AbortController().signal,
+      );
+      work.eof?.();
+      expect(await c.ended.promise).toEqual({ exitCode: 0 });
+    }
+    expect(old.signals.length + now.signals.length).toBe(10);
+    for (const stop of stops) stop();
+  });
 });
