@@ -1,6 +1,6 @@
 // Streams (logs, exec, attach, port-forward) relayed between hub replicas through NATS
 // (docs/hub-replicas.md, "Streams across replicas"). The replica that holds a device serves
-// `fleet.node.<name>.stream` with the OpenStream it has for that device (its broker's opener); any
+// `fleet.open.<name>` with the OpenStream it has for that device (its broker's opener); any
 // replica gets an OpenStream for a node held elsewhere from opener(). Both are the shape of
 // src/streams/types.ts, so the hub's log, exec and port-forward routes take either.
 //

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { type NatsServer, startNatsServer } from "../../../scripts/lib/nats.ts";
+import { createNatsBus, type NatsBus } from "../../../src/hub/bus-nats.ts";
 import { createReplicaStreams, type RelayBus } from "../../../src/hub/relay/replica.ts";
 import type { StreamOpen } from "../../../src/protocol/index.ts";
 import type { OpenStream, StreamOutput } from "../../../src/streams/types.ts";
@@ -129,5 +130,25 @@ describe("createReplicaStreams()", () => {
     expect([await run(other.opener("dev-2")), await run(other.opener("dev-3"))]).toEqual([2, 3]);
     held.close();
     other.close();
+  });
+  test("on the replicas' NATS buses, a node no replica holds fails at once with 503", async () => {
+    const buses = ["hub-a", "hub-b"].map((name) =>
+      createNatsBus({ servers: [nats.url], clock: realClock, log, name }),
+    );
+    const [a, b] = buses as [NatsBus, NatsBus];
+    await Promise.all([a.ready(), b.ready()]);
+    const held = createReplicaStreams(a, { clock: realClock, log, openTimeoutMs: 20_000 });
+    const other = createReplicaStreams(b, { clock: realClock, log, openTimeoutMs: 20_000 });
+    held.hold("dev-4", device(4));
+    await a.connection()?.flush();
+    expect(await run(other.opener("dev-4"))).toBe(4);
+    // Each bus listens on fleet.node.>: the open of a node held nowhere must not wait 20 s.
+    expect(await run(other.opener("dev-5"))).toMatchObject({
+      code: 503,
+      message: 'node "dev-5" is offline: no hub replica holds it',
+    });
+    held.close();
+    other.close();
+    await Promise.all(buses.map((x) => x.close()));
   });
 });

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash, randomBytes } from "node:crypto";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { type NatsServer, startNatsServer } from "../../../scripts/lib/nats.ts";
+import { openSubject } from "../../../src/hub/relay/codec.ts";
 import { createStreamRelay, type StreamRelay } from "../../../src/hub/relay/index.ts";
 import type { StreamError, StreamOpen } from "../../../src/protocol/index.ts";
 import { type OpenStream, StreamFailure, type StreamOutput } from "../../../src/streams/types.ts";
@@ -236,7 +237,7 @@ describe("createStreamRelay()", () => {
     await spy.nc.flush();
     const stop = b.relay.serve("dev-6", echoDevice().open);
     await b.nc.flush();
-    const answer = await a.nc.request("fleet.node.dev-6.stream", '{"req":{"kind":"exec"}}', {
+    const answer = await a.nc.request(openSubject("dev-6"), '{"req":{"kind":"exec"}}', {
       timeout: 3_000,
     });
     expect(JSON.parse(answer.string())).toMatchObject({ ok: false, error: { code: 400 } });
