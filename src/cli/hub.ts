@@ -56,7 +56,8 @@ made on the first start); the other keys of the file open what older keys sealed
 --store and --bus go together: the hub is a replica with its state in PostgreSQL and the other
 replicas on NATS; give every replica the same --secrets-key-file. The first replica makes the CA,
 the serving certificate and the operator token in the store, and every replica writes them into
-its DIR. Replicas do not yet see each other's changes live.
+its DIR. Logs, exec, attach and port-forward at any replica reach a device connected to another
+(through NATS). Replicas do not yet see each other's changes live.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
 (--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;
