@@ -1,10 +1,10 @@
-// Logs, exec and port-forward at one hub replica to a device whose agent is connected to another
-// (docs/hub-replicas.md, "Streams across replicas"): two compiled replicas on one PostgreSQL and
-// one nats-server, a compiled agent on replica A with a running pod, and every stream asked of
-// replica B with `fleetlet … --hub B` and the Kubernetes API's log GET; what an unknown pod and an
-// offline node answer; and a stream across replicas after nats-server restarted. Real PostgreSQL
-// (scripts/lib/postgres.ts), nats-server (scripts/lib/nats.ts) and containerd. Needs root, the test
-// bed and scripts/build.
+// Logs, exec, attach and port-forward at one hub replica to a device whose agent is connected to
+// another (docs/hub-replicas.md, "Streams across replicas"): two compiled replicas on one
+// PostgreSQL and one nats-server, a compiled agent on replica A with a running pod, and every
+// stream asked of replica B with `fleetlet … --hub B` and the Kubernetes API's log GET; what an
+// unknown pod and an offline node answer; and a stream across replicas after nats-server
+// restarted. Real PostgreSQL (scripts/lib/postgres.ts), nats-server (scripts/lib/nats.ts) and
+// containerd. Needs root, the test bed and scripts/build.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -117,6 +117,19 @@ describe("streams at a replica to a device held by another (needs root and the t
     expect(r.code).toBe(3);
   }, 30_000);
 
+  test("attach at B streams the running process's output", async () => {
+    const bg = new Background(
+      [fleetletBin, "attach", "--hub", other.url, pod(), "-c", "main"],
+      env,
+    );
+    try {
+      const first = Number((await bg.waitFor(/tick (\d+)/, "a first line"))[1]);
+      await bg.waitFor(new RegExp(`tick ${first + 2}\\b`), "two lines more");
+    } finally {
+      await bg.stop();
+    }
+  }, 30_000);
+
   test("port-forward at B carries 8 MiB from httpd in the pod, intact", async () => {
     const made = await atOther([
       ...["exec", pod(), "-c", "http", "--", "sh", "-c"],
@@ -161,6 +174,8 @@ describe("streams at a replica to a device held by another (needs root and the t
       500,
     );
     expect(r.stdout).toBe("after restart\n");
+    // The holder's connection was lost and made again (its subscriptions with it).
+    expect(holder.output).toContain("reconnected to NATS");
   }, 60_000);
 
   test("with the holder stopped, the node is offline at B: 503 naming it", async () => {
