@@ -13,11 +13,12 @@ import { Deployer } from "./deploy/deployer.ts";
 import type { Change, Fleet } from "./fleet.ts";
 import { Flusher, type FlushHealth } from "./flusher.ts";
 import { healthz, isHealthPath } from "./healthz.ts";
+import { holdNodes } from "./holding.ts";
 import { createKubeApi } from "./kube/index.ts";
 import type { RateLimit } from "./ratelimit.ts";
 import { type AgentRollouts, startAgentRollouts } from "./rollouts/index.ts";
 import { type SocketData, serveHub } from "./server.ts";
-import { AgentSessions, agentSockets } from "./sessions.ts";
+import { AgentSessions, agentSockets, type SessionOptions } from "./sessions.ts";
 import { DEFAULT_HEARTBEAT_MS, type HubState, openState, type StateOptions } from "./state.ts";
 import { StreamBroker } from "./streams/broker.ts";
 import {
@@ -55,6 +56,8 @@ export interface HubOptions extends StateOptions {
   tlsCheckIntervalMs?: number;
   /** The bus between replicas (bus-nats.ts), closed by stop(); absent: the in-process one. */
   bus?: Bus;
+  /** This replica's name in node_sessions (--replica-id; default "hub"). */
+  replicaId?: string;
 }
 
 export interface Hub {
@@ -269,6 +272,7 @@ function agentSessions(
   flusher: Flusher,
   broker: StreamBroker,
   deployer: () => Deployer | undefined,
+  take: SessionOptions["take"],
 ): AgentSessions {
   return new AgentSessions({
     fleet: state.fleet,
@@ -286,6 +290,23 @@ function agentSessions(
     onDesiredAck: () => deployer()?.markDirty(),
     broker,
     updates: state.updates,
+    ...(take !== undefined && { take }),
+  });
+}
+
+/** How this hub replica takes a node before welcoming its agent (holding.ts); undefined for a
+ * single hub, which holds every node. */
+function nodeTaking(
+  opts: HubOptions,
+  state: HubState,
+  sessions: () => AgentSessions | undefined,
+): SessionOptions["take"] {
+  if (state.nodeSessions === undefined) return undefined;
+  return holdNodes(state.nodeSessions, {
+    bus: opts.bus ?? createLocalBus(),
+    replica: opts.replicaId ?? "hub",
+    sessions,
+    log: opts.log,
   });
 }
 
@@ -317,7 +338,8 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     connection: (node) => sessions?.connection(node),
     ...(opts.maxStreamsPerNode !== undefined && { maxStreams: opts.maxStreamsPerNode }),
   });
-  sessions = agentSessions(opts, state, flusher, broker, () => deployer);
+  const take = nodeTaking(opts, state, () => sessions);
+  sessions = agentSessions(opts, state, flusher, broker, () => deployer, take);
   const stopDeploy = new AbortController();
   deployer = await startDeployer(opts, state, sessions, flush, stopDeploy.signal);
   const liveness = startLiveness(opts, state.fleet, sessions);
