@@ -145,8 +145,14 @@ export class AgentSessions {
       return;
     }
     ws.data.cancelHelloTimer = this.opts.clock.setTimer(this.opts.helloTimeoutMs, () => {
-      if (ws.data.nodeName === undefined && !ws.data.closed)
-        this.refuse(ws, "protocol", `no hello within ${this.opts.helloTimeoutMs} ms`);
+      if (ws.data.nodeName !== undefined || ws.data.closed) return;
+      if (ws.data.taking === true)
+        this.refuse(
+          ws,
+          "shutting-down",
+          `this hub replica could not take the node within ${this.opts.helloTimeoutMs} ms; try another`,
+        );
+      else this.refuse(ws, "protocol", `no hello within ${this.opts.helloTimeoutMs} ms`);
     });
   }
 

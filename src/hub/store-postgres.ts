@@ -193,10 +193,11 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
   async forgetNodeNow(name: string): Promise<void> {
     this.queue.forget(name);
     await this.writeQueued(async (tx) => {
-      for (const table of ["pods", "events"])
+      for (const table of ["pods", "events", "node_sessions"])
         await tx.unsafe(`DELETE FROM ${table} WHERE node = $1`, [name]);
       await tx.unsafe("DELETE FROM nodes WHERE name = $1", [name]);
     });
+    this.held.delete(name);
   }
 
   async flush(): Promise<void> {

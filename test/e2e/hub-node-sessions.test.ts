@@ -138,6 +138,23 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     }
   }, 30_000);
 
+  test("a node forgotten while another replica held it is stored again when it joins anew", async () => {
+    const { url, a, b } = await twoReplicas();
+    try {
+      await b.claim("cam-1", "hub-b");
+      await a.forgetNodeNow("cam-1");
+      expect(await sessionRow(url)).toBeUndefined();
+      await a.saveNodeNow(progress("cam-1", 0, "fresh"));
+      expect((await stored(url)).nodes.map((n) => [n.name, n.streamId])).toEqual([
+        ["cam-1", "fresh"],
+      ]);
+    } finally {
+      await a.close();
+      await b.close();
+      await cluster.dropDatabase(url);
+    }
+  }, 30_000);
+
   test("a claim right after its own is continuous; one after another replica's reads the store and drops what was queued", async () => {
     const { url, a, b } = await twoReplicas();
     try {

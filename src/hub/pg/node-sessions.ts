@@ -72,7 +72,7 @@ function dropReports(b: ReportBatch, fenced: Set<string>): void {
  * one in `epochs` (the epochs this replica held its nodes with when the batch was taken; absent:
  * not held) was taken by another replica, so its reports are dropped from `b` and its progress
  * keeps the holder's fields as stored (an operator's change of it is still written). Nodes no
- * replica ever took pass. Returns the fenced nodes.
+ * replica took (or forgotten since) pass. Returns the fenced nodes.
  */
 export async function fenceBatch(
   tx: SQL,
@@ -101,8 +101,9 @@ export async function fenceBatch(
     for (const name of progressOf) {
       const theirs = byName.get(name);
       const mine = b.progress.get(name);
-      if (theirs === undefined || mine === undefined) b.progress.delete(name);
-      else b.progress.set(name, keepHolderFields(mine, theirs));
+      // No stored row (the node was forgotten): nothing of a holder's to keep.
+      if (theirs !== undefined && mine !== undefined)
+        b.progress.set(name, keepHolderFields(mine, theirs));
     }
   }
   return [...fenced];

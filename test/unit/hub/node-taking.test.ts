@@ -93,6 +93,20 @@ describe("agent sessions of a hub replica (taking the node before the welcome)",
     expect(p.ws.closedWith).toBe(4400);
   });
 
+  test("a take that does not end within the hello timeout refuses the connection", async () => {
+    const p = await replicaParts(() => new Promise(() => {}));
+    p.sessions.message(p.ws, hello);
+    p.clock.step(5000);
+    expect(p.sent).toEqual([
+      {
+        type: "error",
+        code: "shutting-down",
+        reason: "this hub replica could not take the node within 5000 ms; try another",
+      },
+    ]);
+    expect(p.ws.closedWith).toBe(1001);
+  });
+
   test("a store that cannot take the node refuses the connection; nothing is welcomed", async () => {
     const p = await replicaParts(() => Promise.reject(new Error("connection refused")));
     p.sessions.message(p.ws, hello);
