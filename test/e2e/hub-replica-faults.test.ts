@@ -286,6 +286,11 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
     expect(closed.code).toBe(4409);
     expect(closed.reason).toContain("connected to another hub replica");
     expect(await holder(name)).toEqual({ replica: "hub-b", epoch: 2 });
+    // A does not mark the node offline, now or once it was silent there past the offline time
+    // (three heartbeats of 1 s): it is online at B.
+    await Bun.sleep(4_000);
+    const atAView = (await (await a.api(`/api/v1/nodes/${name}`)).json()) as Node;
+    expect(atAView.metadata.annotations?.[ONLINE]).toBe("true");
     expect(atB.closed).toBeUndefined();
     atB.close();
   }, 60_000);
