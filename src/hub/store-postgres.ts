@@ -8,6 +8,7 @@ import type { SQL } from "bun";
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { NodeClaim, NodeSessions } from "./node-sessions.ts";
+import { ClaimGate } from "./pg/claim-gate.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
 import { claimNode, fenceBatch } from "./pg/node-sessions.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
@@ -110,6 +111,7 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
   /** The epoch this replica holds each node with (node_sessions; absent: not held). */
   private readonly held = new Map<string, number>();
   private readonly lostFns: ((name: string) => void)[] = [];
+  private readonly gate = new ClaimGate();
 
   /** The store on `pool` (connected and migrated: pg/connect.ts); close() closes the pool. */
   constructor(private readonly pool: PgPool) {
@@ -206,7 +208,11 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
 
   /** Writes what is queued now, then `after`, in one transaction; when it fails, the batch is
    * put back under what was queued meanwhile. */
-  private async writeQueued(after?: (tx: SQL) => Promise<void>): Promise<void> {
+  private writeQueued(after?: (tx: SQL) => Promise<void>): Promise<void> {
+    return this.gate.write(() => this.writeQueuedNow(after));
+  }
+
+  private async writeQueuedNow(after?: (tx: SQL) => Promise<void>): Promise<void> {
     const batch = this.queue.take();
     // Fencing (node_sessions): the epochs the batch's reports were queued under.
     const epochs = new Map(this.held);
@@ -227,8 +233,10 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
   // ---- who holds a node (node-sessions.ts) ----
 
   async claim(name: string, replica: string): Promise<NodeClaim> {
-    const held = this.held.get(name);
-    const c = await this.transaction((tx) => claimNode(tx, name, replica, Date.now(), held));
+    const c = await this.gate.claim(() => {
+      const held = this.held.get(name);
+      return this.transaction((tx) => claimNode(tx, name, replica, Date.now(), held));
+    });
     // What was queued of the node under an older holder's epoch is stale: the store is newer.
     if (c.stored !== undefined) this.queue.forget(name);
     if (c.epoch > (this.held.get(name) ?? 0)) this.held.set(name, c.epoch);

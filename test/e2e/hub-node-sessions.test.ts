@@ -184,6 +184,33 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     }
   }, 30_000);
 
+  test("a replica's own flush in flight when it takes the node again (its agent reconnected) is written, not fenced", async () => {
+    const { url, a, b } = await twoReplicas();
+    const lost: string[] = [];
+    a.onLost((n) => lost.push(n));
+    try {
+      await a.claim("cam-1", "hub-a");
+      for (let i = 1; i <= 20; i++) {
+        a.queueProgress(progress("cam-1", i));
+        a.queuePod("cam-1", `u${i}`, podWith(`u${i}`, "v1"));
+        // Either one asked for first: a claim waits for the flush, a flush for the claim.
+        const [claim] =
+          i % 2 === 0
+            ? await Promise.all([a.claim("cam-1", "hub-a"), a.flush()])
+            : (await Promise.all([a.flush(), a.claim("cam-1", "hub-a")])).reverse();
+        expect(claim).toEqual({ epoch: i + 1 });
+      }
+      const now = await stored(url);
+      expect(now.nodes[0]?.ackedSeq).toBe(20);
+      expect(now.pods).toHaveLength(20);
+      expect(lost).toEqual([]);
+    } finally {
+      await a.close();
+      await b.close();
+      await cluster.dropDatabase(url);
+    }
+  }, 60_000);
+
   test("a claim waits for a flush of the old holder in flight, and then reads what it wrote", async () => {
     const { url, a, b } = await twoReplicas();
     try {
