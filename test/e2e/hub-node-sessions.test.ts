@@ -138,6 +138,34 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     }
   }, 30_000);
 
+  test("a non-holder's change waits for the holder's write in flight and keeps its newer seq", async () => {
+    const { url, a, b } = await twoReplicas();
+    const holderTx = new SQL(url, { max: 1 });
+    try {
+      await b.claim("cam-1", "hub-b");
+      b.queueProgress(progress("cam-1", 9));
+      await b.flush();
+      let labelled: Promise<void> | undefined;
+      // The holder's flush, in flight: it has written seq 10 and not committed yet.
+      await holderTx.begin(async (tx) => {
+        await tx.unsafe("UPDATE nodes SET progress = $1::text::json WHERE name = 'cam-1'", [
+          JSON.stringify(progress("cam-1", 10)),
+        ]);
+        labelled = a.saveNodeNow({ ...progress("cam-1", 2), hubLabels: { site: "north" } });
+        await Bun.sleep(500);
+      });
+      await labelled;
+      const [node] = (await stored(url)).nodes;
+      expect(node?.hubLabels).toEqual({ site: "north" });
+      expect(node?.ackedSeq).toBe(10);
+    } finally {
+      await holderTx.close();
+      await a.close();
+      await b.close();
+      await cluster.dropDatabase(url);
+    }
+  }, 30_000);
+
   test("a node forgotten while another replica held it is stored again when it joins anew", async () => {
     const { url, a, b } = await twoReplicas();
     try {

@@ -93,8 +93,10 @@ export async function fenceBatch(
   dropReports(b, fenced);
   const progressOf = [...fenced].filter((n) => b.progress.has(n));
   if (progressOf.length > 0) {
+    // Locked, so the holder's write of a row (a newer seq) cannot land between this read and
+    // this write of it.
     const stored = (await tx.unsafe(
-      "SELECT name, progress FROM nodes WHERE name = ANY($1::text[])",
+      "SELECT name, progress FROM nodes WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE",
       [progressOf],
     )) as { name: string; progress: NodeProgress }[];
     const byName = new Map(stored.map((s) => [s.name, s.progress]));
