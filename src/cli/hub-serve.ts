@@ -166,6 +166,7 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
       replicaStart !== undefined && {
         postgresUrl: replica.postgresUrl,
         ...replicaStart.replicaNats(replica, clock, log),
+        replicaId: replica.replicaId,
       }),
     hostname,
     port,

@@ -8,6 +8,7 @@ import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { DesiredAck, Hello, SequencedMessage } from "../protocol/index.ts";
 import { HealthHistory } from "./health.ts";
+import { adoptSession, type StoredNode } from "./node-sessions.ts";
 import type { HubStore, LoadedState, NodeRecord } from "./store.ts";
 import { eventView, nodeView, podView, rfc3339 } from "./views.ts";
 
@@ -54,6 +55,8 @@ export class Fleet {
   private readonly updateNotes = new Map<string, string>();
   /** Each node's latest health report and a short history (health.ts). */
   readonly health = new HealthHistory();
+  /** Nodes another hub replica took (node-sessions.ts): this one leaves their liveness alone. */
+  private readonly elsewhere = new Set<string>();
 
   constructor(
     private readonly opts: FleetOptions,
@@ -148,6 +151,7 @@ export class Fleet {
       rec.ackedSeq = 0;
       this.received.set(name, 0);
     }
+    this.elsewhere.delete(name);
     rec.connected = true;
     rec.lastSeen = now;
     rec.features = hello.features ?? [];
@@ -199,7 +203,7 @@ export class Fleet {
 
   /** Marks `name` offline at `now` (its connection closed or it missed heartbeats). */
   setOffline(name: string, now: number): void {
-    if (!this.online.delete(name)) return;
+    if (this.elsewhere.has(name) || !this.online.delete(name)) return;
     this.offlineSince.set(name, now);
     const rec = this.nodes.get(name);
     if (rec !== undefined) this.progress(rec);
@@ -210,6 +214,7 @@ export class Fleet {
   checkLiveness(now: number): string[] {
     const gone: string[] = [];
     for (const name of this.online) {
+      if (this.elsewhere.has(name)) continue;
       const seen = this.nodes.get(name)?.lastSeen ?? 0;
       if (now - seen > this.opts.offlineAfterMs) gone.push(name);
     }
@@ -318,6 +323,33 @@ export class Fleet {
     return { ok: true };
   }
 
+  // ---- hub replicas (node-sessions.ts) ----
+
+  /** This replica took `name` from another: its session fields, Node, pods and events become
+   * those stored (what this replica held of them may be stale); watchers hear the difference. */
+  adopt(name: string, s: StoredNode): void {
+    const rec = this.nodes.get(name);
+    if (rec === undefined) return;
+    adoptSession(rec, s.progress);
+    if (s.node !== undefined) rec.node = s.node;
+    this.received.set(name, rec.ackedSeq);
+    this.elsewhere.delete(name);
+    const pods = s.pods.map((p) => [p.metadata.uid ?? "", p] as const);
+    replaceAll(this.podsOf(name), pods, (type, pod) =>
+      this.opts.onChange({ type, kind: "pods", object: podView(name, pod) }),
+    );
+    const events = s.events.map((e) => [e.metadata.name, e] as const);
+    replaceAll(this.eventsOf(name), events, (type, event) =>
+      this.opts.onChange({ type, kind: "events", object: eventView(name, event) }),
+    );
+    this.emitNode(name);
+  }
+
+  /** Another replica holds `name` now: this one no longer marks it offline (nor writes it). */
+  heldElsewhere(name: string): void {
+    this.elsewhere.add(name);
+  }
+
   private upsertPod(node: string, uid: string, pod: Pod): void {
     const pods = this.podsOf(node);
     const old = pods.get(uid);
@@ -371,6 +403,25 @@ function checkOwner(name: string, msg: SequencedMessage): string | undefined {
       return `node "${name}" cannot report an event of node "${host}"`;
   }
   return undefined;
+}
+
+/** Makes `map` hold `items`, telling `emit` of each change. */
+function replaceAll<T>(
+  map: Map<string, T>,
+  items: readonly (readonly [string, T])[],
+  emit: (type: Change["type"], item: T) => void,
+): void {
+  const next = new Map(items);
+  for (const [key, old] of [...map]) {
+    if (next.has(key)) continue;
+    map.delete(key);
+    emit("DELETED", old);
+  }
+  for (const [key, item] of next) {
+    const type = map.has(key) ? "MODIFIED" : "ADDED";
+    map.set(key, item);
+    emit(type, item);
+  }
 }
 
 function emptyNode(name: string): Node {

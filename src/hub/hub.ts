@@ -13,12 +13,13 @@ import { Deployer } from "./deploy/deployer.ts";
 import type { Change, Fleet } from "./fleet.ts";
 import { Flusher, type FlushHealth } from "./flusher.ts";
 import { healthz, isHealthPath } from "./healthz.ts";
+import { holdNodes } from "./holding.ts";
 import { createKubeApi } from "./kube/index.ts";
 import type { RateLimit } from "./ratelimit.ts";
 import type { ReplicaStreams } from "./relay/replica.ts";
 import { type AgentRollouts, startAgentRollouts } from "./rollouts/index.ts";
 import { type SocketData, serveHub } from "./server.ts";
-import { AgentSessions, agentSockets } from "./sessions.ts";
+import { AgentSessions, agentSockets, type SessionOptions } from "./sessions.ts";
 import { DEFAULT_HEARTBEAT_MS, type HubState, openState, type StateOptions } from "./state.ts";
 import { StreamBroker } from "./streams/broker.ts";
 import {
@@ -59,6 +60,8 @@ export interface HubOptions extends StateOptions {
   /** Streams to devices held by other replicas, on the bus's NATS connection (relay/replica.ts);
    * closed by stop(). Absent: a stream reaches only a device connected here. */
   relay?: ReplicaStreams;
+  /** This replica's name in node_sessions (--replica-id; default "hub"). */
+  replicaId?: string;
 }
 
 export interface Hub {
@@ -282,6 +285,7 @@ function agentSessions(
   flusher: Flusher,
   broker: StreamBroker,
   deployer: () => Deployer | undefined,
+  take: SessionOptions["take"],
 ): AgentSessions {
   return new AgentSessions({
     fleet: state.fleet,
@@ -300,6 +304,23 @@ function agentSessions(
     broker,
     ...(opts.relay !== undefined && { holding: holdingOf(opts.relay, broker) }),
     updates: state.updates,
+    ...(take !== undefined && { take }),
+  });
+}
+
+/** How this hub replica takes a node before welcoming its agent (holding.ts); undefined for a
+ * single hub, which holds every node. */
+function nodeTaking(
+  opts: HubOptions,
+  state: HubState,
+  sessions: () => AgentSessions | undefined,
+): SessionOptions["take"] {
+  if (state.nodeSessions === undefined) return undefined;
+  return holdNodes(state.nodeSessions, {
+    bus: opts.bus ?? createLocalBus(),
+    replica: opts.replicaId ?? "hub",
+    sessions,
+    log: opts.log,
   });
 }
 
@@ -337,7 +358,8 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     connection: (node) => sessions?.connection(node),
     ...(opts.maxStreamsPerNode !== undefined && { maxStreams: opts.maxStreamsPerNode }),
   });
-  sessions = agentSessions(opts, state, flusher, broker, () => deployer);
+  const take = nodeTaking(opts, state, () => sessions);
+  sessions = agentSessions(opts, state, flusher, broker, () => deployer, take);
   const stopDeploy = new AbortController();
   deployer = await startDeployer(opts, state, sessions, flush, stopDeploy.signal);
   const liveness = startLiveness(opts, state.fleet, sessions);

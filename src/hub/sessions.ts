@@ -21,6 +21,7 @@ import type { Logger } from "../util/log.ts";
 import { clockSkew, type Refusal, routeAgentMessage } from "./agent-router.ts";
 import type { Fleet } from "./fleet.ts";
 import type { Identity } from "./identity.ts";
+import type { StoredNode } from "./node-sessions.ts";
 import { type RateLimit, TokenBucket } from "./ratelimit.ts";
 import type { SocketHandler } from "./server.ts";
 import type { AgentStreams, StreamBroker } from "./streams/broker.ts";
@@ -44,6 +45,8 @@ export interface AgentSocketData {
   agentVersion?: string;
   /** Its open streams, when it announced "streams" (docs/protocol.md, "Streams"). */
   streams?: AgentStreams;
+  /** Its hello was accepted and the node is being taken (take()); welcome follows. */
+  taking?: boolean;
 }
 
 /** The part of a server WebSocket sessions use. */
@@ -85,6 +88,12 @@ export interface SessionOptions {
   holding?(node: string, here: boolean): void;
   /** Agent updates: told of each hello and update.status, asked for the offer to send. */
   updates?: Pick<NodeUpdates, "hello" | "offer" | "report">;
+  /**
+   * Takes `node` for this hub replica before its agent is welcomed (node-sessions.ts); resolves
+   * with the node as stored when what this replica holds of it may be stale, rejects when the
+   * store cannot be written. Absent: a single hub, which holds every node.
+   */
+  take?(node: string): Promise<StoredNode | undefined>;
 }
 
 export class AgentSessions {
@@ -139,13 +148,23 @@ export class AgentSessions {
       return;
     }
     ws.data.cancelHelloTimer = this.opts.clock.setTimer(this.opts.helloTimeoutMs, () => {
-      if (ws.data.nodeName === undefined && !ws.data.closed)
-        this.refuse(ws, "protocol", `no hello within ${this.opts.helloTimeoutMs} ms`);
+      if (ws.data.nodeName !== undefined || ws.data.closed) return;
+      if (ws.data.taking === true)
+        this.refuse(
+          ws,
+          "shutting-down",
+          `this hub replica could not take the node within ${this.opts.helloTimeoutMs} ms; try another`,
+        );
+      else this.refuse(ws, "protocol", `no hello within ${this.opts.helloTimeoutMs} ms`);
     });
   }
 
   message(ws: AgentSocket, data: string | Uint8Array | ArrayBufferLike): void {
     if (ws.data.closed) return;
+    if (ws.data.taking === true) {
+      this.refuse(ws, "protocol", "a message after hello and before welcome");
+      return;
+    }
     if (this.streamMessage(ws, data)) return;
     const refusal = this.handle(ws, data, this.opts.clock.now());
     if (refusal !== undefined) this.refuse(ws, refusal.code, refusal.reason);
@@ -289,8 +308,44 @@ export class AgentSessions {
         code: "forbidden",
         reason: `credential of node "${auth.nodeName}" cannot speak for node "${msg.nodeName}"`,
       };
-    this.accept(ws, auth.nodeName, msg, now);
+    if (this.opts.take === undefined) this.accept(ws, auth.nodeName, msg, now);
+    else this.takeThenAccept(ws, auth.nodeName, msg, this.opts.take);
     return undefined;
+  }
+
+  /** Takes the node for this replica, adopts it as stored if needed, then welcomes its agent;
+   * a store that cannot take it refuses the connection (the agent tries another replica). */
+  private takeThenAccept(
+    ws: AgentSocket,
+    name: string,
+    msg: Hello,
+    take: (node: string) => Promise<StoredNode | undefined>,
+  ): void {
+    ws.data.taking = true;
+    take(name).then(
+      (stored) => {
+        ws.data.taking = false;
+        if (ws.data.closed) return;
+        if (stored !== undefined) this.opts.fleet.adopt(name, stored);
+        this.accept(ws, name, msg, this.opts.clock.now());
+      },
+      (err) =>
+        this.refuse(
+          ws,
+          "shutting-down",
+          `this hub replica cannot take node "${name}" now: its store cannot be written (${(err as Error).message}); try another`,
+        ),
+    );
+  }
+
+  /** Another hub replica took `name`: closes its connection here, if any, without marking the
+   * node offline (it is online there). */
+  lost(name: string): void {
+    this.opts.fleet.heldElsewhere(name);
+    const ws = this.byNode.get(name);
+    if (ws === undefined) return;
+    this.byNode.delete(name);
+    this.refuse(ws, "replaced", `node "${name}" connected to another hub replica`);
   }
 
   private accept(ws: AgentSocket, name: string, msg: Hello, now: number): void {

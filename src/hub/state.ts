@@ -98,6 +98,7 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
   const updates = await openNodeUpdates(stores.updates, releases, fleet, opts.clock);
   return {
     ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },
+    nodeSessions: stores.sessions,
     ...{ fleet, identity, createdOperatorToken, audit, releases, updates },
   };
 }

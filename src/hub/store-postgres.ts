@@ -7,7 +7,10 @@
 import type { SQL } from "bun";
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
+import type { NodeClaim, NodeSessions } from "./node-sessions.ts";
+import { ClaimGate } from "./pg/claim-gate.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
+import { claimNode, fenceBatch } from "./pg/node-sessions.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
 import { QueuedReports, type ReportBatch } from "./report-queue.ts";
@@ -103,8 +106,12 @@ async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
   );
 }
 
-export class PostgresHubStore extends QueuedReports implements HubStore {
+export class PostgresHubStore extends QueuedReports implements HubStore, NodeSessions {
   private closed = false;
+  /** The epoch this replica holds each node with (node_sessions; absent: not held). */
+  private readonly held = new Map<string, number>();
+  private readonly lostFns: ((name: string) => void)[] = [];
+  private readonly gate = new ClaimGate();
 
   /** The store on `pool` (connected and migrated: pg/connect.ts); close() closes the pool. */
   constructor(private readonly pool: PgPool) {
@@ -188,10 +195,11 @@ export class PostgresHubStore extends QueuedReports implements HubStore {
   async forgetNodeNow(name: string): Promise<void> {
     this.queue.forget(name);
     await this.writeQueued(async (tx) => {
-      for (const table of ["pods", "events"])
+      for (const table of ["pods", "events", "node_sessions"])
         await tx.unsafe(`DELETE FROM ${table} WHERE node = $1`, [name]);
       await tx.unsafe("DELETE FROM nodes WHERE name = $1", [name]);
     });
+    this.held.delete(name);
   }
 
   async flush(): Promise<void> {
@@ -200,16 +208,59 @@ export class PostgresHubStore extends QueuedReports implements HubStore {
 
   /** Writes what is queued now, then `after`, in one transaction; when it fails, the batch is
    * put back under what was queued meanwhile. */
-  private async writeQueued(after?: (tx: SQL) => Promise<void>): Promise<void> {
+  private writeQueued(after?: (tx: SQL) => Promise<void>): Promise<void> {
+    return this.gate.write(() => this.writeQueuedNow(after));
+  }
+
+  private async writeQueuedNow(after?: (tx: SQL) => Promise<void>): Promise<void> {
     const batch = this.queue.take();
+    // Fencing (node_sessions): the epochs the batch's reports were queued under.
+    const epochs = new Map(this.held);
+    let fenced: string[] = [];
     try {
       await this.transaction(async (tx) => {
+        fenced = await fenceBatch(tx, batch, epochs);
         await writeBatch(tx, batch);
         await after?.(tx);
       });
     } catch (err) {
       this.queue.putBack(batch);
       throw err;
+    }
+    this.lost(fenced, epochs);
+  }
+
+  // ---- who holds a node (node-sessions.ts) ----
+
+  async claim(name: string, replica: string): Promise<NodeClaim> {
+    const c = await this.gate.claim(() => {
+      const held = this.held.get(name);
+      return this.transaction((tx) => claimNode(tx, name, replica, Date.now(), held));
+    });
+    // What was queued of the node under an older holder's epoch is stale: the store is newer.
+    if (c.stored !== undefined) this.queue.forget(name);
+    if (c.epoch > (this.held.get(name) ?? 0)) this.held.set(name, c.epoch);
+    return c;
+  }
+
+  release(name: string, epoch: number): boolean {
+    const held = this.held.get(name);
+    if (held === undefined || held >= epoch) return false;
+    this.held.delete(name);
+    return true;
+  }
+
+  onLost(fn: (name: string) => void): void {
+    this.lostFns.push(fn);
+  }
+
+  /** Lets go of the nodes a flush fenced, unless taken again since. */
+  private lost(fenced: string[], epochs: ReadonlyMap<string, number>): void {
+    for (const name of fenced) {
+      const epoch = epochs.get(name);
+      if (epoch === undefined || this.held.get(name) !== epoch) continue;
+      this.held.delete(name);
+      for (const fn of this.lostFns) fn(name);
     }
   }
 

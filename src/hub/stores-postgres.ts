@@ -24,8 +24,10 @@ export async function openPostgresStores(
 ): Promise<HubStores> {
   const pool = { sql: await connectPostgres(url, o), size: o.max ?? POOL_SIZE };
   try {
+    const hub = new PostgresHubStore(pool);
     return {
-      hub: new PostgresHubStore(pool),
+      hub,
+      sessions: hub,
       deploy: await openPostgresDeployStore(pool, sealer, log),
       updates: new PostgresUpdateStore(pool),
       rollouts: new PostgresAgentRolloutStore(pool),

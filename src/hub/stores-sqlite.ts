@@ -8,6 +8,7 @@ import { SqliteAuditStore } from "./audit-sqlite.ts";
 import type { SecretSealer } from "./deploy/sealing.ts";
 import type { DeployStore } from "./deploy/store.ts";
 import { openDeployStore } from "./deploy/store-sqlite.ts";
+import type { NodeSessions } from "./node-sessions.ts";
 import type { AgentRolloutStore } from "./rollouts/store.ts";
 import { SqliteAgentRolloutStore } from "./rollouts/store-sqlite.ts";
 import type { HubStore } from "./store.ts";
@@ -23,6 +24,8 @@ export interface HubStores {
   updates: UpdateStore;
   rollouts: AgentRolloutStore;
   audit: AuditStore;
+  /** Who holds each node among replicas (PostgreSQL only: a single hub holds every node). */
+  sessions?: NodeSessions;
 }
 
 /**

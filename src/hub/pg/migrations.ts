@@ -67,6 +67,17 @@ export const MIGRATIONS: readonly Migration[] = [
         operator_token text NOT NULL, created_at bigint NOT NULL)`,
     ],
   },
+  {
+    version: 5,
+    name: "who holds a node: node_sessions (node, replica, epoch)",
+    statements: [
+      // One row per node that a replica welcomed (pg/node-sessions.ts): the replica that holds
+      // it and the epoch it took it with; a replica's writes of the node's reports are dropped
+      // once the epoch moved on.
+      `CREATE TABLE node_sessions (node text PRIMARY KEY, replica text NOT NULL,
+        epoch bigint NOT NULL, taken_at bigint NOT NULL)`,
+    ],
+  },
 ];
 
 /** Runs the migrations missing from the database under the migration lock; gives the versions

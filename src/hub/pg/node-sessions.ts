@@ -1,0 +1,112 @@
+// node_sessions on PostgreSQL (migration 5; node-sessions.ts): taking a node, and fencing a
+// flush. Both lock the node's row of node_sessions, so they are ordered: a claim waits for a
+// flush that read the row before it (FOR SHARE) to commit, and then reads what that flush wrote;
+// a flush that comes after a claim finds the new epoch and drops the old holder's rows.
+import type { SQL } from "bun";
+import type { Node } from "../../api/node.ts";
+import type { Event, Pod } from "../../api/types.ts";
+import { keepHolderFields, type NodeClaim, type StoredNode } from "../node-sessions.ts";
+import type { ReportBatch } from "../report-queue.ts";
+import type { NodeProgress } from "../store.ts";
+
+/** Takes node `name` for `replica` in the transaction `tx`; `held` is the epoch this replica held
+ * it with, if it did. The node is read back when someone else took it since `held`. */
+export async function claimNode(
+  tx: SQL,
+  name: string,
+  replica: string,
+  now: number,
+  held: number | undefined,
+): Promise<NodeClaim> {
+  const [row] = (await tx.unsafe(
+    `INSERT INTO node_sessions (node, replica, epoch, taken_at) VALUES ($1, $2, 1, $3)
+     ON CONFLICT (node) DO UPDATE SET replica = excluded.replica,
+       epoch = node_sessions.epoch + 1, taken_at = excluded.taken_at
+     RETURNING epoch::text AS epoch`,
+    [name, replica, now],
+  )) as { epoch: string }[];
+  const epoch = Number(row?.epoch);
+  if (held !== undefined && epoch === held + 1) return { epoch };
+  const stored = await readNode(tx, name);
+  return stored === undefined ? { epoch } : { epoch, stored };
+}
+
+async function readNode(tx: SQL, name: string): Promise<StoredNode | undefined> {
+  const [row] = (await tx.unsafe("SELECT progress, node FROM nodes WHERE name = $1", [name])) as {
+    progress: NodeProgress;
+    node: Node | null;
+  }[];
+  if (row === undefined) return undefined;
+  const pods = (await tx.unsafe("SELECT pod FROM pods WHERE node = $1", [name])) as { pod: Pod }[];
+  const events = (await tx.unsafe("SELECT event FROM events WHERE node = $1", [name])) as {
+    event: Event;
+  }[];
+  return {
+    progress: row.progress,
+    ...(row.node !== null && { node: row.node }),
+    pods: pods.map((p) => p.pod),
+    events: events.map((e) => e.event),
+  };
+}
+
+/** The nodes a batch writes anything of, sorted (rows are locked in one order). */
+function nodesOf(b: ReportBatch): string[] {
+  const names = new Set([...b.progress.keys(), ...b.nodeObjects.keys(), ...b.cleared]);
+  for (const p of b.pods.values()) names.add(p.node);
+  for (const e of b.events.values()) names.add(e.node);
+  return [...names].sort();
+}
+
+/** Drops from `b` the reports of `fenced` nodes (their Node, pods, events, clears). */
+function dropReports(b: ReportBatch, fenced: Set<string>): void {
+  for (const name of fenced) {
+    b.nodeObjects.delete(name);
+    b.cleared.delete(name);
+  }
+  for (const [key, p] of b.pods) if (fenced.has(p.node)) b.pods.delete(key);
+  for (const [key, e] of b.events) if (fenced.has(e.node)) b.events.delete(key);
+}
+
+/**
+ * Fences the batch `b` in the transaction that writes it: a node whose stored epoch is not the
+ * one in `epochs` (the epochs this replica held its nodes with when the batch was taken; absent:
+ * not held) was taken by another replica, so its reports are dropped from `b` and its progress
+ * keeps the holder's fields as stored (an operator's change of it is still written). Nodes no
+ * replica took (or forgotten since) pass. Returns the fenced nodes.
+ */
+export async function fenceBatch(
+  tx: SQL,
+  b: ReportBatch,
+  epochs: ReadonlyMap<string, number>,
+): Promise<string[]> {
+  const names = nodesOf(b);
+  if (names.length === 0) return [];
+  const rows = (await tx.unsafe(
+    `SELECT node, epoch::text AS epoch FROM node_sessions WHERE node = ANY($1::text[])
+     ORDER BY node FOR SHARE`,
+    [names],
+  )) as { node: string; epoch: string }[];
+  const fenced = new Set(
+    rows.filter((r) => epochs.get(r.node) !== Number(r.epoch)).map((r) => r.node),
+  );
+  if (fenced.size === 0) return [];
+  dropReports(b, fenced);
+  const progressOf = [...fenced].filter((n) => b.progress.has(n));
+  if (progressOf.length > 0) {
+    // Locked, so the holder's write of a row (a newer seq) cannot land between this read and
+    // this write of it.
+    const stored = (await tx.unsafe(
+      "SELECT name, progress FROM nodes WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE",
+      [progressOf],
+    )) as { name: string; progress: NodeProgress }[];
+    const byName = new Map(stored.map((s) => [s.name, s.progress]));
+    for (const name of progressOf) {
+      const theirs = byName.get(name);
+      const mine = b.progress.get(name);
+      // No stored row (the node was forgotten): nothing of a holder's to keep.
+      if (theirs !== undefined && mine !== undefined)
+        b.progress.set(name, keepHolderFields(mine, theirs));
+    }
+  }
+  return [...fenced];
+}
