@@ -7,6 +7,7 @@
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { DesiredAck, Hello, SequencedMessage } from "../protocol/index.ts";
+import { checkOwner, emptyNode } from "./fleet-checks.ts";
 import { HealthHistory } from "./health.ts";
 import type { HubStore, LoadedState, NodeRecord } from "./store.ts";
 import { eventView, nodeView, podView, rfc3339 } from "./views.ts";
@@ -27,6 +28,9 @@ export interface FleetOptions {
   onChange: (change: Change) => void;
   /** The hub's clock (ms): when a pod reported without a creationTimestamp was first seen. */
   now(): number;
+  /** Hub replicas: a node this replica does not hold is shown online or offline as the replica
+   * that holds it stored it (NodeRecord.online), and is never marked offline here. */
+  storedOnline?: boolean;
 }
 
 export type IngestResult = { ok: true } | { ok: false; reason: string };
@@ -44,6 +48,8 @@ export class Fleet {
   private readonly events = new Map<string, Map<string, Event>>();
   /** Online nodes and since when they are offline (absent: online or never seen). */
   private readonly online = new Set<string>();
+  /** Replicas: nodes another replica holds and stored as online (storedOnline). */
+  private readonly onlineElsewhere = new Set<string>();
   private readonly offlineSince = new Map<string, number>();
   /** The highest seq received per node (not yet necessarily stored). */
   private readonly received = new Map<string, number>();
@@ -62,6 +68,7 @@ export class Fleet {
     for (const n of loaded.nodes) {
       this.nodes.set(n.name, n);
       this.received.set(n.name, n.ackedSeq);
+      this.setStoredOnline(n);
     }
     for (const p of loaded.pods) this.podsOf(p.node).set(p.pod.metadata.uid ?? "", p.pod);
     for (const e of loaded.events) this.eventsOf(e.node).set(e.event.metadata.name, e.event);
@@ -85,8 +92,26 @@ export class Fleet {
     return m;
   }
 
+  /** Whether the node is online (held here, or by another replica that says so). */
   isOnline(name: string): boolean {
+    return this.online.has(name) || this.onlineElsewhere.has(name);
+  }
+
+  /** Whether an agent of `name` is connected to this hub. */
+  holds(name: string): boolean {
     return this.online.has(name);
+  }
+
+  /** Takes the online state another replica stored for `rec` (storedOnline only). */
+  private setStoredOnline(rec: NodeRecord): void {
+    if (this.opts.storedOnline !== true) return;
+    if (rec.online === true) {
+      this.onlineElsewhere.add(rec.name);
+      this.offlineSince.delete(rec.name);
+    } else {
+      this.onlineElsewhere.delete(rec.name);
+      if (rec.offlineSince !== undefined) this.offlineSince.set(rec.name, rec.offlineSince);
+    }
   }
 
   /** The Node served for `name`, or undefined when no such node joined. */
@@ -95,7 +120,7 @@ export class Fleet {
     if (rec === undefined) return undefined;
     const offlineSince = this.offlineSince.get(name);
     return nodeView(rec, {
-      online: this.online.has(name),
+      online: this.isOnline(name),
       ...(offlineSince !== undefined && { offlineSince }),
       podCount: this.pods.get(name)?.size ?? 0,
       ...(this.clockSkews.has(name) && { clockSkewMs: this.clockSkews.get(name) }),
@@ -123,8 +148,14 @@ export class Fleet {
   }
 
   private progress(rec: NodeRecord): void {
-    const { node: _node, ...progress } = rec;
-    this.opts.store.queueProgress(progress);
+    const { node: _node, online: _o, offlineSince: _s, ...progress } = rec;
+    const since = this.offlineSince.get(rec.name);
+    const online = this.online.has(rec.name);
+    this.opts.store.queueProgress({
+      ...progress,
+      online,
+      ...(!online && since !== undefined && { offlineSince: since }),
+    });
   }
 
   private emitNode(name: string, type: Change["type"] = "MODIFIED"): void {
@@ -153,6 +184,7 @@ export class Fleet {
     rec.features = hello.features ?? [];
     if (hello.desiredGeneration !== undefined) rec.ackedGeneration = hello.desiredGeneration;
     this.online.add(name);
+    this.onlineElsewhere.delete(name);
     this.offlineSince.delete(name);
     this.progress(rec);
     this.emitNode(name);
@@ -167,6 +199,12 @@ export class Fleet {
     const last = this.view(name);
     if (last === undefined) return undefined;
     await this.opts.store.forgetNodeNow(name);
+    this.drop(name, last);
+    return last;
+  }
+
+  /** Drops what is held of node `name` (its Node as served: `last`), telling the watchers. */
+  private drop(name: string, last: Node): void {
     for (const pod of this.pods.get(name)?.values() ?? [])
       this.opts.onChange({ type: "DELETED", kind: "pods", object: podView(name, pod) });
     for (const event of this.events.get(name)?.values() ?? [])
@@ -179,10 +217,10 @@ export class Fleet {
     this.health.forget(name);
     this.nodes.delete(name);
     this.online.delete(name);
+    this.onlineElsewhere.delete(name);
     this.offlineSince.delete(name);
     this.received.delete(name);
     this.opts.onChange({ type: "DELETED", kind: "nodes", object: last });
-    return last;
   }
 
   /** Any message from `name` at `now`: it is alive. */
@@ -193,6 +231,7 @@ export class Fleet {
     if (!this.online.has(name)) {
       this.online.add(name);
       this.offlineSince.delete(name);
+      this.progress(rec);
       this.emitNode(name);
     }
   }
@@ -284,6 +323,62 @@ export class Fleet {
     return true;
   }
 
+  // ---- replicas: what another replica stored (the change log), not written back ----
+
+  /** Takes node `rec` as stored, unless this replica holds the node (its own state is newer);
+   * gives the record it replaced (undefined: none, or not taken). */
+  applyStoredNode(rec: NodeRecord): { taken: boolean; old?: NodeRecord } {
+    if (this.online.has(rec.name)) return { taken: false };
+    const old = this.nodes.get(rec.name);
+    this.nodes.set(rec.name, rec);
+    this.received.set(rec.name, rec.ackedSeq);
+    this.setStoredOnline(rec);
+    this.emitNode(rec.name, old === undefined ? "ADDED" : "MODIFIED");
+    return { taken: true, ...(old !== undefined && { old }) };
+  }
+
+  /** Drops node `name` as another replica forgot it; gives its record, if it was held. */
+  dropStoredNode(name: string): NodeRecord | undefined {
+    const rec = this.nodes.get(name);
+    const last = this.view(name);
+    if (last !== undefined) this.drop(name, last);
+    return rec;
+  }
+
+  /** Sets (null: deletes) a pod of a node another replica holds. */
+  applyStoredPod(node: string, uid: string, pod: Pod | null): void {
+    if (this.online.has(node)) return;
+    const pods = this.podsOf(node);
+    const old = pods.get(uid);
+    if (pod === null) {
+      if (old === undefined) return;
+      pods.delete(uid);
+      this.opts.onChange({ type: "DELETED", kind: "pods", object: podView(node, old) });
+    } else {
+      pods.set(uid, pod);
+      const type = old === undefined ? "ADDED" : "MODIFIED";
+      this.opts.onChange({ type, kind: "pods", object: podView(node, pod) });
+    }
+    if (pod === null || old === undefined) this.emitNode(node);
+  }
+
+  /** Sets (null: deletes) an event of a node another replica holds; a deletion is told to the
+   * watchers only with `tell` (an event trimmed by the per-node limit is not). */
+  applyStoredEvent(node: string, name: string, event: Event | null, tell: boolean): void {
+    if (this.online.has(node)) return;
+    const events = this.eventsOf(node);
+    const old = events.get(name);
+    if (event === null) {
+      if (old === undefined || !events.delete(name) || !tell) return;
+      this.opts.onChange({ type: "DELETED", kind: "events", object: eventView(node, old) });
+      return;
+    }
+    events.delete(name);
+    events.set(name, event);
+    const type = old === undefined ? "ADDED" : "MODIFIED";
+    this.opts.onChange({ type, kind: "events", object: eventView(node, event) });
+  }
+
   /** Applies a sequenced message of `name`; a repeated seq is ignored. */
   ingest(name: string, msg: SequencedMessage): IngestResult {
     const rec = this.nodes.get(name);
@@ -354,25 +449,4 @@ export class Fleet {
       this.opts.store.queueEvent(node, oldest, null);
     }
   }
-}
-
-/** Why a message of node `name` speaks for another node, or undefined. */
-function checkOwner(name: string, msg: SequencedMessage): string | undefined {
-  if (msg.type === "node" && msg.node.metadata.name !== name)
-    return `node "${name}" cannot report node "${msg.node.metadata.name}"`;
-  if (msg.type === "pod.upsert") {
-    const other = msg.pod.spec.nodeName;
-    if (other !== undefined && other !== "" && other !== name)
-      return `node "${name}" cannot report pod "${msg.pod.metadata.name}" of node "${other}"`;
-  }
-  if (msg.type === "event") {
-    const host = msg.event.source.host;
-    if (host !== undefined && host !== "" && host !== name)
-      return `node "${name}" cannot report an event of node "${host}"`;
-  }
-  return undefined;
-}
-
-function emptyNode(name: string): Node {
-  return { apiVersion: "v1", kind: "Node", metadata: { name }, spec: {}, status: {} };
 }

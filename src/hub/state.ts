@@ -12,6 +12,7 @@ import { AuditLog } from "./audit.ts";
 import { ownerDaemonSet } from "./deploy/pods.ts";
 import type { SecretSealer } from "./deploy/sealing.ts";
 import { Fleet } from "./fleet.ts";
+import { loadedKeys } from "./follow-view.ts";
 import { Identity } from "./identity.ts";
 import { ChangeLog } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
@@ -63,7 +64,9 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
   const store = stores.hub;
   const loaded = await store.load();
   const watch = new WatchHub();
-  const changes = new ChangeLog(opts.clock.now());
+  // Replicas number changes by the shared log (follow.ts); a single hub from its start time.
+  const replicated = stores.follow !== undefined;
+  const changes = new ChangeLog(replicated ? (loaded.changesRv ?? 0) : opts.clock.now());
   const heartbeat = opts.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_MS;
   const fleet = new Fleet(
     {
@@ -72,10 +75,11 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
       offlineAfterMs: opts.offlineAfterMs ?? 3 * heartbeat,
       onChange: (c) => {
         watch.publish(c);
-        changes.record(c.kind, c.type, c.object as KubeObject);
+        if (!replicated) changes.record(c.kind, c.type, c.object as KubeObject);
         if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined) onPodOfDaemonSet();
       },
       now: () => opts.clock.now(),
+      storedOnline: replicated,
     },
     loaded,
   );
@@ -99,6 +103,9 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
   return {
     ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },
     ...{ fleet, identity, createdOperatorToken, audit, releases, updates },
+    ...(stores.follow !== undefined && {
+      follow: { ...stores.follow, rv: loaded.changesRv ?? 0, known: loadedKeys(loaded) },
+    }),
   };
 }
 

@@ -7,7 +7,9 @@
 import type { SQL } from "bun";
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
+import { appendChanges, ChangeFeed, type ChangeRow, loggedRv } from "./pg/changes.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
+import { batchChanges, forgetNode, podTombstones } from "./pg/fleet-changes.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
 import { QueuedReports, type ReportBatch } from "./report-queue.ts";
@@ -106,8 +108,14 @@ async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
 export class PostgresHubStore extends QueuedReports implements HubStore {
   private closed = false;
 
-  /** The store on `pool` (connected and migrated: pg/connect.ts); close() closes the pool. */
-  constructor(private readonly pool: PgPool) {
+  /** The store on `pool` (connected and migrated: pg/connect.ts); close() closes the pool.
+   * Each write appends its changes to the log as `feed`'s origin and tells `feed` once it
+   * committed; a copy from SQLite (`copy`, migrate.ts) appends nothing. */
+  constructor(
+    private readonly pool: PgPool,
+    readonly feed = new ChangeFeed(),
+    private readonly copy = false,
+  ) {
     super();
   }
 
@@ -137,7 +145,9 @@ export class PostgresHubStore extends QueuedReports implements HubStore {
         event: Event;
       }[];
       const operator = (meta as { value: string }[])[0];
+      const changesRv = await loggedRv(tx);
       return {
+        ...(changesRv > 0 && { changesRv }),
         ...(operator !== undefined && { operatorHash: operator.value }),
         joinTokens: tokens.map(tokenFromRow),
         nodes: nodes.map((n) => ({ ...n.progress, ...(n.node !== null && { node: n.node }) })),
@@ -177,7 +187,10 @@ export class PostgresHubStore extends QueuedReports implements HubStore {
     const before = this.queue.queuedProgress(progress.name);
     this.queue.progress(progress);
     try {
-      await this.writeQueued(also);
+      await this.writeQueued(async (tx) => {
+        await also(tx);
+        return undefined;
+      });
     } catch (err) {
       if (this.queue.queuedProgress(progress.name) === progress)
         this.queue.restoreProgress(progress.name, before);
@@ -187,11 +200,7 @@ export class PostgresHubStore extends QueuedReports implements HubStore {
 
   async forgetNodeNow(name: string): Promise<void> {
     this.queue.forget(name);
-    await this.writeQueued(async (tx) => {
-      for (const table of ["pods", "events"])
-        await tx.unsafe(`DELETE FROM ${table} WHERE node = $1`, [name]);
-      await tx.unsafe("DELETE FROM nodes WHERE name = $1", [name]);
-    });
+    await this.writeQueued((tx) => forgetNode(tx, name));
   }
 
   async flush(): Promise<void> {
@@ -200,17 +209,27 @@ export class PostgresHubStore extends QueuedReports implements HubStore {
 
   /** Writes what is queued now, then `after`, in one transaction; when it fails, the batch is
    * put back under what was queued meanwhile. */
-  private async writeQueued(after?: (tx: SQL) => Promise<void>): Promise<void> {
+  private async writeQueued(after?: (tx: SQL) => Promise<ChangeRow[] | undefined>) {
     const batch = this.queue.take();
+    let rv: number | undefined;
     try {
-      await this.transaction(async (tx) => {
+      rv = await this.transaction(async (tx) => {
+        if (this.copy) {
+          await writeBatch(tx, batch);
+          await after?.(tx);
+          return undefined;
+        }
+        const tombstones = await podTombstones(tx, batch);
         await writeBatch(tx, batch);
-        await after?.(tx);
+        const rows = await batchChanges(tx, batch, tombstones);
+        rows.push(...((await after?.(tx)) ?? []));
+        return appendChanges(tx, rows, this.feed.origin, Date.now());
       });
     } catch (err) {
       this.queue.putBack(batch);
       throw err;
     }
+    this.feed.committed(rv);
   }
 
   async close(): Promise<{ unstored: number; error?: unknown }> {
