@@ -47,12 +47,12 @@ export class Fleet {
   private readonly pods = new Map<string, Map<string, Pod>>();
   private readonly events = new Map<string, Map<string, Event>>();
   /** Online nodes and since when they are offline (absent: online or never seen). */
-  private readonly online = new Set<string>();
+  protected readonly online = new Set<string>();
   /** Replicas: nodes another replica holds and stored as online (storedOnline). */
-  private readonly onlineElsewhere = new Set<string>();
-  private readonly offlineSince = new Map<string, number>();
+  protected readonly onlineElsewhere = new Set<string>();
+  protected readonly offlineSince = new Map<string, number>();
   /** The highest seq received per node (not yet necessarily stored). */
-  private readonly received = new Map<string, number>();
+  protected readonly received = new Map<string, number>();
   private readonly desiredReports = new Map<string, DesiredReport>();
   /** The clock skew shown per node (ms, device − hub), from its last hello or hb with a clock. */
   private readonly clockSkews = new Map<string, number>();
@@ -62,7 +62,7 @@ export class Fleet {
   readonly health = new HealthHistory();
 
   constructor(
-    private readonly opts: FleetOptions,
+    protected readonly opts: FleetOptions,
     loaded: LoadedState,
   ) {
     for (const n of loaded.nodes) {
@@ -103,7 +103,7 @@ export class Fleet {
   }
 
   /** Takes the online state another replica stored for `rec` (storedOnline only). */
-  private setStoredOnline(rec: NodeRecord): void {
+  protected setStoredOnline(rec: NodeRecord): void {
     if (this.opts.storedOnline !== true) return;
     if (rec.online === true) {
       this.onlineElsewhere.add(rec.name);
@@ -158,7 +158,7 @@ export class Fleet {
     });
   }
 
-  private emitNode(name: string, type: Change["type"] = "MODIFIED"): void {
+  protected emitNode(name: string, type: Change["type"] = "MODIFIED"): void {
     const object = this.view(name);
     if (object !== undefined) this.opts.onChange({ type, kind: "nodes", object });
   }
@@ -204,7 +204,7 @@ export class Fleet {
   }
 
   /** Drops what is held of node `name` (its Node as served: `last`), telling the watchers. */
-  private drop(name: string, last: Node): void {
+  protected drop(name: string, last: Node): void {
     for (const pod of this.pods.get(name)?.values() ?? [])
       this.opts.onChange({ type: "DELETED", kind: "pods", object: podView(name, pod) });
     for (const event of this.events.get(name)?.values() ?? [])
@@ -321,62 +321,6 @@ export class Fleet {
     this.progress(rec);
     this.emitNode(name);
     return true;
-  }
-
-  // ---- replicas: what another replica stored (the change log), not written back ----
-
-  /** Takes node `rec` as stored, unless this replica holds the node (its own state is newer);
-   * gives the record it replaced (undefined: none, or not taken). */
-  applyStoredNode(rec: NodeRecord): { taken: boolean; old?: NodeRecord } {
-    if (this.online.has(rec.name)) return { taken: false };
-    const old = this.nodes.get(rec.name);
-    this.nodes.set(rec.name, rec);
-    this.received.set(rec.name, rec.ackedSeq);
-    this.setStoredOnline(rec);
-    this.emitNode(rec.name, old === undefined ? "ADDED" : "MODIFIED");
-    return { taken: true, ...(old !== undefined && { old }) };
-  }
-
-  /** Drops node `name` as another replica forgot it; gives its record, if it was held. */
-  dropStoredNode(name: string): NodeRecord | undefined {
-    const rec = this.nodes.get(name);
-    const last = this.view(name);
-    if (last !== undefined) this.drop(name, last);
-    return rec;
-  }
-
-  /** Sets (null: deletes) a pod of a node another replica holds. */
-  applyStoredPod(node: string, uid: string, pod: Pod | null): void {
-    if (this.online.has(node)) return;
-    const pods = this.podsOf(node);
-    const old = pods.get(uid);
-    if (pod === null) {
-      if (old === undefined) return;
-      pods.delete(uid);
-      this.opts.onChange({ type: "DELETED", kind: "pods", object: podView(node, old) });
-    } else {
-      pods.set(uid, pod);
-      const type = old === undefined ? "ADDED" : "MODIFIED";
-      this.opts.onChange({ type, kind: "pods", object: podView(node, pod) });
-    }
-    if (pod === null || old === undefined) this.emitNode(node);
-  }
-
-  /** Sets (null: deletes) an event of a node another replica holds; a deletion is told to the
-   * watchers only with `tell` (an event trimmed by the per-node limit is not). */
-  applyStoredEvent(node: string, name: string, event: Event | null, tell: boolean): void {
-    if (this.online.has(node)) return;
-    const events = this.eventsOf(node);
-    const old = events.get(name);
-    if (event === null) {
-      if (old === undefined || !events.delete(name) || !tell) return;
-      this.opts.onChange({ type: "DELETED", kind: "events", object: eventView(node, old) });
-      return;
-    }
-    events.delete(name);
-    events.set(name, event);
-    const type = old === undefined ? "ADDED" : "MODIFIED";
-    this.opts.onChange({ type, kind: "events", object: eventView(node, event) });
   }
 
   /** Applies a sequenced message of `name`; a repeated seq is ignored. */

@@ -8,7 +8,8 @@
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { Logger } from "../util/log.ts";
-import type { Fleet, WatchKind } from "./fleet.ts";
+import type { WatchKind } from "./fleet.ts";
+import type { ReplicaFleet } from "./fleet-replica.ts";
 import type { Identity } from "./identity.ts";
 import type { ChangeLog } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
@@ -22,7 +23,7 @@ import { eventView, nodeView, podView } from "./views.ts";
 export type ObjectRow = Pick<LoggedChange, "kind" | "key" | "object" | "rv">;
 
 export interface ViewDeps {
-  fleet: Fleet;
+  fleet: ReplicaFleet;
   identity: Pick<Identity, "nodeStored">;
   changes: ChangeLog;
   /** Takes a deploy object another replica wrote. */

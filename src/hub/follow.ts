@@ -6,6 +6,7 @@ import type { Logger } from "../util/log.ts";
 import type { Bus } from "./bus.ts";
 import type { Deployer } from "./deploy/deployer.ts";
 import type { RevisionRecord } from "./deploy/store.ts";
+import { ReplicaFleet } from "./fleet-replica.ts";
 import { type ObjectRow, ViewApplier } from "./follow-view.ts";
 import { ChangeFollower } from "./follower.ts";
 import { readChanges, trimChanges } from "./pg/changes.ts";
@@ -66,13 +67,13 @@ function takeObject(d: FollowDeps, row: ObjectRow): void {
 
 /** Starts following the change log, on PostgreSQL; undefined for a single hub. */
 export function startFollower(d: FollowDeps): ChangeFollower | undefined {
-  const follow = d.state.follow;
-  if (follow === undefined) return undefined;
+  const { follow, fleet } = d.state;
+  if (follow === undefined || !(fleet instanceof ReplicaFleet)) return undefined;
   const o = { ...CHANGE_LOG_DEFAULTS, ...d.options };
   const log = d.log.with({ component: "changes" });
   const view = new ViewApplier(
     {
-      fleet: d.state.fleet,
+      fleet,
       identity: d.state.identity,
       changes: d.state.changes,
       object: (row) => takeObject(d, row),

@@ -12,6 +12,7 @@ import { AuditLog } from "./audit.ts";
 import { ownerDaemonSet } from "./deploy/pods.ts";
 import type { SecretSealer } from "./deploy/sealing.ts";
 import { Fleet } from "./fleet.ts";
+import { ReplicaFleet } from "./fleet-replica.ts";
 import { loadedKeys } from "./follow-view.ts";
 import { Identity } from "./identity.ts";
 import { ChangeLog } from "./kube/index.ts";
@@ -68,7 +69,7 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
   const replicated = stores.follow !== undefined;
   const changes = new ChangeLog(replicated ? (loaded.changesRv ?? 0) : opts.clock.now());
   const heartbeat = opts.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_MS;
-  const fleet = new Fleet(
+  const fleet = new (replicated ? ReplicaFleet : Fleet)(
     {
       store,
       maxEventsPerNode: opts.maxEventsPerNode ?? DEFAULT_MAX_EVENTS_PER_NODE,
