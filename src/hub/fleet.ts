@@ -150,7 +150,8 @@ export class Fleet {
   private progress(rec: NodeRecord): void {
     const { node: _node, online: _o, offlineSince: _s, ...progress } = rec;
     const since = this.offlineSince.get(rec.name);
-    const online = this.online.has(rec.name);
+    // A node another replica holds keeps the online state that replica stored.
+    const online = this.isOnline(rec.name);
     this.opts.store.queueProgress({
       ...progress,
       online,
