@@ -7,10 +7,12 @@
 //     p99 of each, and of the relayed minus the direct (target: ≤ 5 ms added);
 //   - the throughput of one relayed stream: --mb MB written by the device in pieces of 64 KiB
 //     (a port-forward's reads) until the requester has them all, with the default grants (target
-//     ≥ 30 MB/s).
+//     ≥ 30 MB/s);
+//   - what a bus message (publish→receive, one every 10 ms) waits during that transfer, with the
+//     bus on the relay's connections (as a replica runs them) and on connections of their own.
 // Needs nats-server (Debian's package), no root.
 //   node_modules/.bin/bun scripts/bench/stream-relay.ts [--rounds 2000] [--bytes 64] [--mb 200]
-import { connect } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { createStreamRelay } from "../../src/hub/relay/index.ts";
 import type { StreamOpen } from "../../src/protocol/index.ts";
 import type { OpenStream, StreamOutput, StreamWork } from "../../src/streams/types.ts";
@@ -120,6 +122,37 @@ async function throughput(relayed: OpenStream): Promise<number> {
   return got / 1e6 / s;
 }
 
+/** Publish→receive times (ms) of small messages from `from` to `to`, one every 10 ms, while a
+ * relayed transfer runs (the holder's side sends it): what a bus message waits behind a stream
+ * on the connection it shares, or not. */
+async function busLatencyDuring(
+  from: NatsConnection,
+  to: NatsConnection,
+  relayed: OpenStream,
+): Promise<{ ms: number[]; mbs: number }> {
+  const got: number[] = [];
+  const sub = to.subscribe("bench.poke", {
+    callback: (_e, m) => {
+      got.push(performance.now() - Number(m.string()));
+    },
+  });
+  await to.flush();
+  let running = true;
+  const poking = (async () => {
+    while (running) {
+      from.publish("bench.poke", String(performance.now()));
+      await Bun.sleep(10);
+    }
+  })();
+  const mbs = await throughput(relayed);
+  running = false;
+  await poking;
+  await from.flush();
+  await to.flush();
+  sub.unsubscribe();
+  return { ms: got, mbs };
+}
+
 async function main() {
   const nats = await startNatsServer();
   const log = createLogger({ level: "error" });
@@ -147,6 +180,19 @@ async function main() {
     console.log(
       `one relayed stream, ${MB} MB: ${mbs.toFixed(1)} MB/s (target >= 30 MB/s: ${mbs >= 30 ? "yes" : "no"})`,
     );
+    // The bus and the relay on one connection per replica (as the hub runs), or each its own.
+    const a2 = await connect({ servers: [nats.url], name: "hub-a-bus" });
+    const b2 = await connect({ servers: [nats.url], name: "hub-b-bus" });
+    const shared = await busLatencyDuring(b, a, relayed);
+    const own = await busLatencyDuring(b2, a2, relayed);
+    await Promise.all([a2.close(), b2.close()]);
+    for (const [what, r] of [
+      ["on the relay's connections", shared],
+      ["on connections of their own", own],
+    ] as const)
+      console.log(
+        `bus message during a relayed transfer (${r.mbs.toFixed(1)} MB/s), ${what}: p50 ${ms(quantile(r.ms, 0.5))}  p99 ${ms(quantile(r.ms, 0.99))}  (${r.ms.length} messages)`,
+      );
     const s = [requester.stats(), holder.stats()];
     console.log(
       `left open: ${s.map((x) => `${x.subscriptions} subscriptions, ${x.timers} timers`).join(" / ")}`,

@@ -4,6 +4,7 @@
 // Imported only by a replica, so that other commands do not load the PostgreSQL and NATS code.
 import { createNatsBus, type NatsBus } from "../hub/bus-nats.ts";
 import { SealError, type SecretSealer } from "../hub/deploy/sealing.ts";
+import { createReplicaStreams } from "../hub/relay/replica.ts";
 import { sharedReplicaIdentity } from "../hub/replica-identity.ts";
 import { saveOperatorToken } from "../hub/state.ts";
 import { newOwnTls, writeOwnTls } from "../hub/tls/index.ts";
@@ -50,8 +51,15 @@ function redact(url: string): string {
   return url.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@");
 }
 
-/** The replica's bus on NATS; it connects in the background (bus-nats.ts). */
-export function replicaBus(r: ReplicaFlags, clock: Clock, log: Logger): NatsBus {
+/** The replica's bus on NATS, which connects in the background (bus-nats.ts), and the relay of
+ * streams between replicas on the bus's connection (relay/replica.ts). */
+export function replicaNats(r: ReplicaFlags, clock: Clock, log: Logger) {
+  const bus = replicaBus(r, clock, log);
+  const relay = createReplicaStreams(bus, { clock, log });
+  return { bus, relay };
+}
+
+function replicaBus(r: ReplicaFlags, clock: Clock, log: Logger): NatsBus {
   const bus = createNatsBus({
     servers: r.busServers,
     clock,

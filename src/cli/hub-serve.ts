@@ -183,7 +183,7 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
     ...(replica !== undefined &&
       replicaStart !== undefined && {
         postgresUrl: replica.postgresUrl,
-        bus: replicaStart.replicaBus(replica, clock, log),
+        ...replicaStart.replicaNats(replica, clock, log),
         changeLog: changeLogFlags(flags),
       }),
     hostname,

@@ -57,11 +57,12 @@ made on the first start); the other keys of the file open what older keys sealed
 --store and --bus go together: the hub is a replica with its state in PostgreSQL and the other
 replicas on NATS; give every replica the same --secrets-key-file. The first replica makes the CA,
 the serving certificate and the operator token in the store, and every replica writes them into
-its DIR. Every write of nodes, pods, events, DaemonSets, ConfigMaps and Secrets is numbered and
-logged in PostgreSQL; each replica follows that log (told by NATS, and every 2 s), so lists and
-watches (kubectl -w, the dashboard) at any replica show what every replica stored, with the same
-resourceVersions. The log keeps --change-log-retention and at most --change-log-max-rows rows; a
-watch from a resourceVersion older than that is answered 410 Gone.
+its DIR. Logs, exec, attach and port-forward at any replica reach a device connected to another
+(through NATS). Every write of nodes, pods, events, DaemonSets, ConfigMaps and Secrets is
+numbered and logged in PostgreSQL; each replica follows that log (told by NATS, and every 2 s),
+so lists and watches (kubectl -w, the dashboard) at any replica show what every replica stored,
+with the same resourceVersions. The log keeps --change-log-retention and at most
+--change-log-max-rows rows; a watch from a resourceVersion older than that is answered 410 Gone.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
 (--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;

@@ -59,6 +59,9 @@ export interface NatsBus extends Bus {
    * bus is closed first. */
   ready(): Promise<void>;
   stats(): NatsBusStats;
+  /** The current connection (from its connect until it closes), for the relay of streams
+   * (relay/replica.ts); undefined before the first one and between one and the next. */
+  connection(): NatsConnection | undefined;
 }
 
 /** A bus on the NATS servers `opts.servers`; it connects in the background (see ready()). */
@@ -103,6 +106,10 @@ class NatsBusImpl implements NatsBus {
 
   stats(): NatsBusStats {
     return { ...this.counts };
+  }
+
+  connection(): NatsConnection | undefined {
+    return this.nc;
   }
 
   publish(m: BusMessage): void {

@@ -16,6 +16,7 @@ import { type ChangeLogOptions, startFollower } from "./follow.ts";
 import { healthz, isHealthPath } from "./healthz.ts";
 import { createKubeApi } from "./kube/index.ts";
 import type { RateLimit } from "./ratelimit.ts";
+import type { ReplicaStreams } from "./relay/replica.ts";
 import { type AgentRollouts, startAgentRollouts } from "./rollouts/index.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, agentSockets } from "./sessions.ts";
@@ -58,6 +59,9 @@ export interface HubOptions extends StateOptions {
   bus?: Bus;
   /** Replicas: how the shared change log is followed and trimmed (follow.ts). */
   changeLog?: ChangeLogOptions;
+  /** Streams to devices held by other replicas, on the bus's NATS connection (relay/replica.ts);
+   * closed by stop(). Absent: a stream reaches only a device connected here. */
+  relay?: ReplicaStreams;
 }
 
 export interface Hub {
@@ -207,8 +211,14 @@ function apiDepsOf(
   return deps;
 }
 
-/** The pod log, exec and port-forward routes over the broker. */
-function podStreamsOf(state: HubState, broker: StreamBroker): PodStreamDeps {
+/** The pod log, exec and port-forward routes over the broker, or the relay for a node whose agent
+ * is not connected here. */
+function podStreamsOf(
+  state: HubState,
+  broker: StreamBroker,
+  sessions: AgentSessions,
+  relay: ReplicaStreams | undefined,
+): PodStreamDeps {
   return {
     findPod: (namespace, name) => {
       const found = state.fleet
@@ -219,7 +229,10 @@ function podStreamsOf(state: HubState, broker: StreamBroker): PodStreamDeps {
         );
       return found === undefined ? undefined : { node: found.node, pod: found.pod };
     },
-    broker,
+    opener: (node) =>
+      relay === undefined || sessions.connection(node) !== undefined
+        ? broker.opener(node)
+        : relay.opener(node),
     audit: state.audit,
     authorize: (req, url) => operatorOnly(state, req, url),
   };
@@ -300,8 +313,15 @@ function agentSessions(
       deployer()?.desiredFor(node, agentGeneration, secure),
     onDesiredAck: () => deployer()?.markDirty(),
     broker,
+    ...(opts.relay !== undefined && { holding: holdingOf(opts.relay, broker) }),
     updates: state.updates,
   });
+}
+
+/** Serves the streams of the nodes whose agents are connected here to the other replicas. */
+function holdingOf(relay: ReplicaStreams, broker: StreamBroker) {
+  return (node: string, here: boolean) =>
+    here ? relay.hold(node, broker.opener(node)) : relay.release(node);
 }
 
 /** The listener serving `s`, renewing the hub's own certificate (tls/renew.ts). */
@@ -340,7 +360,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   const everyMs = opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs;
   const rollouts = await startAgentRollouts(state, sessions, opts, everyMs, stopDeploy.signal);
   const api = apiDepsOf(opts, state, deployer, sessions, rollouts);
-  const pods = podStreamsOf(state, broker);
+  const pods = podStreamsOf(state, broker, sessions, opts.relay);
   const storeHealth = () => flusher.health();
   const listener = listen({ opts, state, sessions, api, pods, storeHealth });
   const scheme = opts.tls === undefined ? "http" : "https";
@@ -365,6 +385,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
       await flush();
       follower?.stop();
       await listener.stop();
+      opts.relay?.close();
       await opts.bus?.close();
       const closed = await state.store.close();
       if (closed.unstored > 0)

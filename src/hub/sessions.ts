@@ -80,6 +80,9 @@ export interface SessionOptions {
   onDesiredAck?(node: string): void;
   /** Streams to the agents that run them (absent: the hub opens none). */
   broker?: StreamBroker;
+  /** Told when the agent of `node` is welcomed here (true) and when its connection here ends
+   * (false): the replica serves the node's streams to the others meanwhile (relay/replica.ts). */
+  holding?(node: string, here: boolean): void;
   /** Agent updates: told of each hello and update.status, asked for the offer to send. */
   updates?: Pick<NodeUpdates, "hello" | "offer" | "report">;
 }
@@ -301,6 +304,7 @@ export class AgentSessions {
     if (fleet.receivedSeq(name) > (fleet.nodes.get(name)?.ackedSeq ?? 0)) this.opts.flushNow();
     ws.data.nodeName = name;
     this.byNode.set(name, ws);
+    this.opts.holding?.(name, true);
     const ackedSeq = fleet.connect(name, msg, now);
     if (msg.clock !== undefined) fleet.setClockSkew(name, clockSkew(msg.clock, now));
     ws.data.agentVersion = msg.agentVersion;
@@ -364,6 +368,7 @@ export class AgentSessions {
     );
     if (name === undefined || this.byNode.get(name) !== ws) return;
     this.byNode.delete(name);
+    this.opts.holding?.(name, false);
     this.opts.fleet.setOffline(name, this.opts.clock.now());
   }
 
@@ -388,6 +393,7 @@ export class AgentSessions {
     this.opts.broker?.connectionClosed(ws.data.streams, reason);
     if (ws.data.nodeName !== undefined && this.byNode.get(ws.data.nodeName) === ws) {
       this.byNode.delete(ws.data.nodeName);
+      this.opts.holding?.(ws.data.nodeName, false);
       this.opts.fleet.setOffline(ws.data.nodeName, this.opts.clock.now());
     }
   }

@@ -1,6 +1,6 @@
 // The messages of a stream relayed between hub replicas on NATS (docs/hub-replicas.md, "Streams
 // across replicas"). Decoding never throws: what does not decode is reported with a reason.
-//   fleet.node.<name>.stream   request: {"req": <stream.open>}  answer: accepted or refused
+//   fleet.open.<name>          request: {"req": <stream.open>}  answer: accepted or refused
 //   fleet.stream.<id>.in       the requesting replica → the holder (input, credit for out, end)
 //   fleet.stream.<id>.out      the holder → the requesting replica (output, credit for in, end)
 // Each message on a direction's subject is [type (1)][seq (4, from 0, one more each message)]
@@ -23,7 +23,10 @@ const TYPE_DATA = 1;
 const TYPE_CONTROL = 2;
 const HEADER_BYTES = 5;
 
-export const openSubject = (node: string) => `fleet.node.${node}.stream`;
+// Not under fleet.node.>: every replica's bus listens there (bus-codec.ts), and a request that
+// reaches any subscriber is never answered "no responders", so a node no replica holds would wait
+// for the open's timeout instead of failing at once.
+export const openSubject = (node: string) => `fleet.open.${node}`;
 export const streamSubject = (id: string, dir: "in" | "out") => `fleet.stream.${id}.${dir}`;
 
 const streamId = z.string().regex(/^[0-9a-f]{32}$/);

@@ -1,6 +1,6 @@
 // Streams (logs, exec, attach, port-forward) relayed between hub replicas through NATS
 // (docs/hub-replicas.md, "Streams across replicas"). The replica that holds a device serves
-// `fleet.node.<name>.stream` with the OpenStream it has for that device (its broker's opener); any
+// `fleet.open.<name>` with the OpenStream it has for that device (its broker's opener); any
 // replica gets an OpenStream for a node held elsewhere from opener(). Both are the shape of
 // src/streams/types.ts, so the hub's log, exec and port-forward routes take either.
 //
@@ -53,7 +53,7 @@ export interface StreamRelay {
   /** Streams to `node` through whichever replica serves it. */
   opener(node: string): OpenStream;
   /** Serves streams to `node` with `open` (the holder's); returns the way to stop serving
-   * (streams open go on). */
+   * (streams open go on). Each open reaches one of the replicas serving a node. */
   serve(node: string, open: OpenStream): () => void;
   stats(): StreamRelayStats;
 }
@@ -107,7 +107,10 @@ class Relay implements StreamRelay {
   }
 
   serve(node: string, open: OpenStream): () => void {
+    // One queue group: should two replicas serve a node at once (an agent that moved while its
+    // old connection is not yet closed), an open reaches one of them, so its work runs once.
     const sub = this.o.nc.subscribe(openSubject(node), {
+      queue: "holders",
       callback: (err, msg) => {
         if (err !== null) return;
         void this.accept(node, open, msg.data).then((answer) => {

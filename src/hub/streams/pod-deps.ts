@@ -2,14 +2,15 @@
 // and the Status a stream's failure is answered with.
 import { failureStatus, json } from "../../api/status.ts";
 import type { Pod } from "../../api/types.ts";
-import type { StreamFailure } from "../../streams/types.ts";
+import type { OpenStream, StreamFailure } from "../../streams/types.ts";
 import type { AuditLog } from "../audit.ts";
-import type { StreamBroker } from "./broker.ts";
 
 export interface PodStreamDeps {
   /** The pod `namespace/name` and the node it runs on. */
   findPod(namespace: string, name: string): { node: string; pod: Pod } | undefined;
-  broker: StreamBroker;
+  /** Streams to `node`: over its agent's connection here (broker.ts), or through the replica
+   * that holds it (relay/replica.ts). */
+  opener(node: string): OpenStream;
   audit: AuditLog;
   /** Refuses a request that is not the operator's (401/403). */
   authorize(req: Request, url: URL): void;

@@ -54,7 +54,7 @@ export async function podLog(
   d.authorize(req, url);
   const { node, pod } = target(d, namespace, name);
   const open = logsRequest(url.searchParams, namespace, pod);
-  return logStreamResponse(d.broker.opener(node), open, req.signal);
+  return logStreamResponse(d.opener(node), open, req.signal);
 }
 
 /** An exec's or attach's socket (both are remote-command sessions, of the socket kind "exec"). */
@@ -125,7 +125,7 @@ export function execSockets(d: PodStreamDeps): SocketHandler {
       const session = new ExecSession({
         socket: w,
         protocol: w.data.protocol,
-        open: d.broker.opener(w.data.node),
+        open: d.opener(w.data.node),
         req: w.data.req,
         onEnd: (end) => void d.audit.end(w.data.auditId, outcome(end)),
       });

@@ -314,7 +314,7 @@ export function portForwardSockets(d: PodStreamDeps): SocketHandler {
   return {
     open(ws) {
       const w = ws as ServerWebSocket<PortForwardSocketData>;
-      const open = d.broker.opener(w.data.node);
+      const open = d.opener(w.data.node);
       w.data.session =
         w.data.protocol === TUNNEL
           ? new SpdySession(w, open, w.data)

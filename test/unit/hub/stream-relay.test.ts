@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash, randomBytes } from "node:crypto";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { type NatsServer, startNatsServer } from "../../../scripts/lib/nats.ts";
+import { openSubject } from "../../../src/hub/relay/codec.ts";
 import { createStreamRelay, type StreamRelay } from "../../../src/hub/relay/index.ts";
 import type { StreamError, StreamOpen } from "../../../src/protocol/index.ts";
 import { type OpenStream, StreamFailure, type StreamOutput } from "../../../src/streams/types.ts";
@@ -236,7 +237,7 @@ describe("createStreamRelay()", () => {
     await spy.nc.flush();
     const stop = b.relay.serve("dev-6", echoDevice().open);
     await b.nc.flush();
-    const answer = await a.nc.request("fleet.node.dev-6.stream", '{"req":{"kind":"exec"}}', {
+    const answer = await a.nc.request(openSubject("dev-6"), '{"req":{"kind":"exec"}}', {
       timeout: 3_000,
     });
     expect(JSON.parse(answer.string())).toMatchObject({ ok: false, error: { code: 400 } });
@@ -292,5 +293,26 @@ describe("createStreamRelay()", () => {
     await until("the holder hears silence", () => dev.signals[1]?.aborted === true);
     expectIdle(b.relay);
     stop();
+  });
+  test("a node served by two replicas at once: each open reaches one of them", async () => {
+    const a = await replica("hub-a");
+    const b = await replica("hub-b");
+    const c2 = await replica("hub-c");
+    const old = echoDevice();
+    const now = echoDevice();
+    const stops = [b.relay.serve("dev-10", old.open), c2.relay.serve("dev-10", now.open)];
+    await Promise.all([b.nc.flush(), c2.nc.flush()]);
+    for (let i = 0; i < 10; i++) {
+      const c = client();
+      const work = await a.relay.opener("dev-10")(
+        open("exec"),
+        c.out,
+        new AbortController().signal,
+      );
+      work.eof?.();
+      expect(await c.ended.promise).toEqual({ exitCode: 0 });
+    }
+    expect(old.signals.length + now.signals.length).toBe(10);
+    for (const stop of stops) stop();
   });
 });
