@@ -77,6 +77,7 @@ async function openTarget(url: string, sealer: SecretSealer): Promise<HubStores>
     return await openPostgresStores(url, sealer, createLogger({ level: "error" }), {
       max: 2,
       connectionTimeout: 10,
+      copy: true,
     });
   } catch (err) {
     throw new CliError(`--to ${redact(url)}: ${(err as Error).message}`);

@@ -4,6 +4,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { parseDuration } from "../api/duration.ts";
 import { loadSealer, SealError, type SecretSealer } from "../hub/deploy/sealing.ts";
+import type { ChangeLogOptions } from "../hub/follow.ts";
 import { startHub } from "../hub/hub.ts";
 import { defaultSans, givenTls, type HubTls, ownTls } from "../hub/tls/index.ts";
 import { realClock } from "../util/clock.ts";
@@ -34,6 +35,8 @@ const serveFlags = {
   store: { type: "string" },
   bus: { type: "string" },
   "replica-id": { type: "string" },
+  "change-log-retention": { type: "string" },
+  "change-log-max-rows": { type: "int" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
@@ -108,6 +111,21 @@ function tuning(flags: {
   };
 }
 
+/** How long and how many rows the replicas' change log keeps. */
+function changeLogFlags(flags: {
+  "change-log-retention"?: string;
+  "change-log-max-rows"?: number;
+}): ChangeLogOptions {
+  const retentionMs = positiveDuration(flags["change-log-retention"], "change-log-retention");
+  const maxRows = flags["change-log-max-rows"];
+  if (maxRows !== undefined && maxRows < 1)
+    throw new UsageError(`invalid --change-log-max-rows ${maxRows}: must be 1 or more`);
+  return {
+    ...(retentionMs !== undefined && { retentionMs }),
+    ...(maxRows !== undefined && { maxRows }),
+  };
+}
+
 /** The sealer of Secrets at rest: the operator's key file, else `<data>/secrets.key` (made at
  * the first start). */
 function secretsSealer(file: string | undefined, dataDir: string): SecretSealer {
@@ -167,6 +185,7 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
         postgresUrl: replica.postgresUrl,
         ...replicaStart.replicaNats(replica, clock, log),
         replicaId: replica.replicaId,
+        changeLog: changeLogFlags(flags),
       }),
     hostname,
     port,

@@ -32,7 +32,8 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                     [--max-message-bytes 1048576] [--rollout-interval 1s] [--max-streams-per-node 128]
                     [--node-credential-lifetime 2160h] [--serving-cert-lifetime 8760h]
                     [--serving-cert-check-interval 24h] [--secrets-key-file FILE]
-                    [--store postgres://USER@HOST:PORT/DB --bus nats://HOST:PORT[,...] [--replica-id ID]]
+                    [--store postgres://USER@HOST:PORT/DB --bus nats://HOST:PORT[,...] [--replica-id ID]
+                     [--change-log-retention 10m] [--change-log-max-rows 1000000]]
                     [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...] [--uses N]
        fleetlet hub node revoke NAME --hub URL [--token T]
@@ -57,7 +58,11 @@ made on the first start); the other keys of the file open what older keys sealed
 replicas on NATS; give every replica the same --secrets-key-file. The first replica makes the CA,
 the serving certificate and the operator token in the store, and every replica writes them into
 its DIR. Logs, exec, attach and port-forward at any replica reach a device connected to another
-(through NATS). Replicas do not yet see each other's changes live.
+(through NATS). Every write of nodes, pods, events, DaemonSets, ConfigMaps and Secrets is
+numbered and logged in PostgreSQL; each replica follows that log (told by NATS, and every 2 s),
+so lists and watches (kubectl -w, the dashboard) at any replica show what every replica stored,
+with the same resourceVersions. The log keeps --change-log-retention and at most
+--change-log-max-rows rows; a watch from a resourceVersion older than that is answered 410 Gone.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
 (--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;

@@ -7,6 +7,7 @@
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { DesiredAck, Hello, SequencedMessage } from "../protocol/index.ts";
+import { checkOwner, emptyNode } from "./fleet-checks.ts";
 import { HealthHistory } from "./health.ts";
 import { adoptSession, type StoredNode } from "./node-sessions.ts";
 import type { HubStore, LoadedState, NodeRecord } from "./store.ts";
@@ -28,6 +29,9 @@ export interface FleetOptions {
   onChange: (change: Change) => void;
   /** The hub's clock (ms): when a pod reported without a creationTimestamp was first seen. */
   now(): number;
+  /** Hub replicas: a node this replica does not hold is shown online or offline as the replica
+   * that holds it stored it (NodeRecord.online), and is never marked offline here. */
+  storedOnline?: boolean;
 }
 
 export type IngestResult = { ok: true } | { ok: false; reason: string };
@@ -44,10 +48,12 @@ export class Fleet {
   private readonly pods = new Map<string, Map<string, Pod>>();
   private readonly events = new Map<string, Map<string, Event>>();
   /** Online nodes and since when they are offline (absent: online or never seen). */
-  private readonly online = new Set<string>();
-  private readonly offlineSince = new Map<string, number>();
+  protected readonly online = new Set<string>();
+  /** Replicas: nodes another replica holds and stored as online (storedOnline). */
+  protected readonly onlineElsewhere = new Set<string>();
+  protected readonly offlineSince = new Map<string, number>();
   /** The highest seq received per node (not yet necessarily stored). */
-  private readonly received = new Map<string, number>();
+  protected readonly received = new Map<string, number>();
   private readonly desiredReports = new Map<string, DesiredReport>();
   /** The clock skew shown per node (ms, device − hub), from its last hello or hb with a clock. */
   private readonly clockSkews = new Map<string, number>();
@@ -59,12 +65,13 @@ export class Fleet {
   private readonly elsewhere = new Set<string>();
 
   constructor(
-    private readonly opts: FleetOptions,
+    protected readonly opts: FleetOptions,
     loaded: LoadedState,
   ) {
     for (const n of loaded.nodes) {
       this.nodes.set(n.name, n);
       this.received.set(n.name, n.ackedSeq);
+      this.setStoredOnline(n);
     }
     for (const p of loaded.pods) this.podsOf(p.node).set(p.pod.metadata.uid ?? "", p.pod);
     for (const e of loaded.events) this.eventsOf(e.node).set(e.event.metadata.name, e.event);
@@ -88,8 +95,26 @@ export class Fleet {
     return m;
   }
 
+  /** Whether the node is online (held here, or by another replica that says so). */
   isOnline(name: string): boolean {
+    return this.online.has(name) || this.onlineElsewhere.has(name);
+  }
+
+  /** Whether an agent of `name` is connected to this hub. */
+  holds(name: string): boolean {
     return this.online.has(name);
+  }
+
+  /** Takes the online state another replica stored for `rec` (storedOnline only). */
+  protected setStoredOnline(rec: NodeRecord): void {
+    if (this.opts.storedOnline !== true) return;
+    if (rec.online === true) {
+      this.onlineElsewhere.add(rec.name);
+      this.offlineSince.delete(rec.name);
+    } else {
+      this.onlineElsewhere.delete(rec.name);
+      if (rec.offlineSince !== undefined) this.offlineSince.set(rec.name, rec.offlineSince);
+    }
   }
 
   /** The Node served for `name`, or undefined when no such node joined. */
@@ -98,7 +123,7 @@ export class Fleet {
     if (rec === undefined) return undefined;
     const offlineSince = this.offlineSince.get(name);
     return nodeView(rec, {
-      online: this.online.has(name),
+      online: this.isOnline(name),
       ...(offlineSince !== undefined && { offlineSince }),
       podCount: this.pods.get(name)?.size ?? 0,
       ...(this.clockSkews.has(name) && { clockSkewMs: this.clockSkews.get(name) }),
@@ -126,11 +151,18 @@ export class Fleet {
   }
 
   private progress(rec: NodeRecord): void {
-    const { node: _node, ...progress } = rec;
-    this.opts.store.queueProgress(progress);
+    const { node: _node, online: _o, offlineSince: _s, ...progress } = rec;
+    const since = this.offlineSince.get(rec.name);
+    // A node another replica holds keeps the online state that replica stored.
+    const online = this.isOnline(rec.name);
+    this.opts.store.queueProgress({
+      ...progress,
+      online,
+      ...(!online && since !== undefined && { offlineSince: since }),
+    });
   }
 
-  private emitNode(name: string, type: Change["type"] = "MODIFIED"): void {
+  protected emitNode(name: string, type: Change["type"] = "MODIFIED"): void {
     const object = this.view(name);
     if (object !== undefined) this.opts.onChange({ type, kind: "nodes", object });
   }
@@ -157,6 +189,7 @@ export class Fleet {
     rec.features = hello.features ?? [];
     if (hello.desiredGeneration !== undefined) rec.ackedGeneration = hello.desiredGeneration;
     this.online.add(name);
+    this.onlineElsewhere.delete(name);
     this.offlineSince.delete(name);
     this.progress(rec);
     this.emitNode(name);
@@ -171,6 +204,12 @@ export class Fleet {
     const last = this.view(name);
     if (last === undefined) return undefined;
     await this.opts.store.forgetNodeNow(name);
+    this.drop(name, last);
+    return last;
+  }
+
+  /** Drops what is held of node `name` (its Node as served: `last`), telling the watchers. */
+  protected drop(name: string, last: Node): void {
     for (const pod of this.pods.get(name)?.values() ?? [])
       this.opts.onChange({ type: "DELETED", kind: "pods", object: podView(name, pod) });
     for (const event of this.events.get(name)?.values() ?? [])
@@ -183,10 +222,10 @@ export class Fleet {
     this.health.forget(name);
     this.nodes.delete(name);
     this.online.delete(name);
+    this.onlineElsewhere.delete(name);
     this.offlineSince.delete(name);
     this.received.delete(name);
     this.opts.onChange({ type: "DELETED", kind: "nodes", object: last });
-    return last;
   }
 
   /** Any message from `name` at `now`: it is alive. */
@@ -197,6 +236,7 @@ export class Fleet {
     if (!this.online.has(name)) {
       this.online.add(name);
       this.offlineSince.delete(name);
+      this.progress(rec);
       this.emitNode(name);
     }
   }
@@ -388,23 +428,6 @@ export class Fleet {
   }
 }
 
-/** Why a message of node `name` speaks for another node, or undefined. */
-function checkOwner(name: string, msg: SequencedMessage): string | undefined {
-  if (msg.type === "node" && msg.node.metadata.name !== name)
-    return `node "${name}" cannot report node "${msg.node.metadata.name}"`;
-  if (msg.type === "pod.upsert") {
-    const other = msg.pod.spec.nodeName;
-    if (other !== undefined && other !== "" && other !== name)
-      return `node "${name}" cannot report pod "${msg.pod.metadata.name}" of node "${other}"`;
-  }
-  if (msg.type === "event") {
-    const host = msg.event.source.host;
-    if (host !== undefined && host !== "" && host !== name)
-      return `node "${name}" cannot report an event of node "${host}"`;
-  }
-  return undefined;
-}
-
 /** Makes `map` hold `items`, telling `emit` of each change. */
 function replaceAll<T>(
   map: Map<string, T>,
@@ -422,8 +445,4 @@ function replaceAll<T>(
     map.set(key, item);
     emit(type, item);
   }
-}
-
-function emptyNode(name: string): Node {
-  return { apiVersion: "v1", kind: "Node", metadata: { name }, spec: {}, status: {} };
 }

@@ -12,6 +12,7 @@ import { DeferredDeployWrites } from "./deploy/deferred-store.ts";
 import { Deployer } from "./deploy/deployer.ts";
 import type { Change, Fleet } from "./fleet.ts";
 import { Flusher, type FlushHealth } from "./flusher.ts";
+import { type ChangeLogOptions, startFollower } from "./follow.ts";
 import { healthz, isHealthPath } from "./healthz.ts";
 import { holdNodes } from "./holding.ts";
 import { createKubeApi } from "./kube/index.ts";
@@ -57,6 +58,8 @@ export interface HubOptions extends StateOptions {
   tlsCheckIntervalMs?: number;
   /** The bus between replicas (bus-nats.ts), closed by stop(); absent: the in-process one. */
   bus?: Bus;
+  /** Replicas: how the shared change log is followed and trimmed (follow.ts). */
+  changeLog?: ChangeLogOptions;
   /** Streams to devices held by other replicas, on the bus's NATS connection (relay/replica.ts);
    * closed by stop(). Absent: a stream reaches only a device connected here. */
   relay?: ReplicaStreams;
@@ -124,6 +127,18 @@ async function startDeployer(
   await deployer.reconcile();
   void deployer.run(signal);
   return deployer;
+}
+
+/** Replicas: the follower of the shared change log (follow.ts); none for a single hub. */
+function followChanges(opts: HubOptions, state: HubState, deployer: Deployer) {
+  return startFollower({
+    state,
+    deployer,
+    bus: opts.bus ?? createLocalBus(),
+    clock: opts.clock,
+    log: opts.log,
+    ...(opts.changeLog !== undefined && { options: opts.changeLog }),
+  });
 }
 
 /** The offline detection loop, which also closes connections whose credential expired; returns
@@ -362,6 +377,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   sessions = agentSessions(opts, state, flusher, broker, () => deployer, take);
   const stopDeploy = new AbortController();
   deployer = await startDeployer(opts, state, sessions, flush, stopDeploy.signal);
+  const follower = followChanges(opts, state, deployer);
   const liveness = startLiveness(opts, state.fleet, sessions);
   const everyMs = opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs;
   const rollouts = await startAgentRollouts(state, sessions, opts, everyMs, stopDeploy.signal);
@@ -389,6 +405,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
       state.watch.closeAll();
       flusher.stop();
       await flush();
+      follower?.stop();
       await listener.stop();
       opts.relay?.close();
       await opts.bus?.close();

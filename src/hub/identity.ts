@@ -325,6 +325,16 @@ export class Identity {
     this.deps.store.queueProgress(progress);
   }
 
+  /** A node's record changed as another replica stored it (`old`: the one held before, `rec`:
+   * absent when the node was forgotten): its credentials are known by what is stored now. */
+  nodeStored(old: NodeRecord | undefined, rec: NodeRecord | undefined): void {
+    if (old !== undefined) this.forgetHashes(old);
+    if (rec === undefined) return;
+    this.credentials.set(rec.credentialHash, rec.name);
+    if (rec.pendingCredential !== undefined)
+      this.credentials.set(rec.pendingCredential.hash, rec.name);
+  }
+
   private forgetHashes(rec: NodeRecord): void {
     this.credentials.delete(rec.credentialHash);
     if (rec.pendingCredential !== undefined) this.credentials.delete(rec.pendingCredential.hash);

@@ -12,6 +12,8 @@ import { AuditLog } from "./audit.ts";
 import { ownerDaemonSet } from "./deploy/pods.ts";
 import type { SecretSealer } from "./deploy/sealing.ts";
 import { Fleet } from "./fleet.ts";
+import { ReplicaFleet } from "./fleet-replica.ts";
+import { loadedKeys } from "./follow-view.ts";
 import { Identity } from "./identity.ts";
 import { ChangeLog } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
@@ -63,19 +65,22 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
   const store = stores.hub;
   const loaded = await store.load();
   const watch = new WatchHub();
-  const changes = new ChangeLog(opts.clock.now());
+  // Replicas number changes by the shared log (follow.ts); a single hub from its start time.
+  const replicated = stores.follow !== undefined;
+  const changes = new ChangeLog(replicated ? (loaded.changesRv ?? 0) : opts.clock.now());
   const heartbeat = opts.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_MS;
-  const fleet = new Fleet(
+  const fleet = new (replicated ? ReplicaFleet : Fleet)(
     {
       store,
       maxEventsPerNode: opts.maxEventsPerNode ?? DEFAULT_MAX_EVENTS_PER_NODE,
       offlineAfterMs: opts.offlineAfterMs ?? 3 * heartbeat,
       onChange: (c) => {
         watch.publish(c);
-        changes.record(c.kind, c.type, c.object as KubeObject);
+        if (!replicated) changes.record(c.kind, c.type, c.object as KubeObject);
         if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined) onPodOfDaemonSet();
       },
       now: () => opts.clock.now(),
+      storedOnline: replicated,
     },
     loaded,
   );
@@ -100,6 +105,9 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
     ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },
     nodeSessions: stores.sessions,
     ...{ fleet, identity, createdOperatorToken, audit, releases, updates },
+    ...(stores.follow !== undefined && {
+      follow: { ...stores.follow, rv: loaded.changesRv ?? 0, known: loadedKeys(loaded) },
+    }),
   };
 }
 

@@ -8,8 +8,10 @@ import type { SQL } from "bun";
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { NodeClaim, NodeSessions } from "./node-sessions.ts";
+import { appendChanges, ChangeFeed, type ChangeRow, loggedRv } from "./pg/changes.ts";
 import { ClaimGate } from "./pg/claim-gate.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
+import { batchChanges, forgetNode, podTombstones } from "./pg/fleet-changes.ts";
 import { claimNode, fenceBatch } from "./pg/node-sessions.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
@@ -113,8 +115,14 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
   private readonly lostFns: ((name: string) => void)[] = [];
   private readonly gate = new ClaimGate();
 
-  /** The store on `pool` (connected and migrated: pg/connect.ts); close() closes the pool. */
-  constructor(private readonly pool: PgPool) {
+  /** The store on `pool` (connected and migrated: pg/connect.ts); close() closes the pool.
+   * Each write appends its changes to the log as `feed`'s origin and tells `feed` once it
+   * committed; a copy from SQLite (`copy`, migrate.ts) appends nothing. */
+  constructor(
+    private readonly pool: PgPool,
+    readonly feed = new ChangeFeed(),
+    private readonly copy = false,
+  ) {
     super();
   }
 
@@ -144,7 +152,9 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
         event: Event;
       }[];
       const operator = (meta as { value: string }[])[0];
+      const changesRv = await loggedRv(tx);
       return {
+        ...(changesRv > 0 && { changesRv }),
         ...(operator !== undefined && { operatorHash: operator.value }),
         joinTokens: tokens.map(tokenFromRow),
         nodes: nodes.map((n) => ({ ...n.progress, ...(n.node !== null && { node: n.node }) })),
@@ -184,7 +194,10 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
     const before = this.queue.queuedProgress(progress.name);
     this.queue.progress(progress);
     try {
-      await this.writeQueued(also);
+      await this.writeQueued(async (tx) => {
+        await also(tx);
+        return undefined;
+      });
     } catch (err) {
       if (this.queue.queuedProgress(progress.name) === progress)
         this.queue.restoreProgress(progress.name, before);
@@ -195,9 +208,9 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
   async forgetNodeNow(name: string): Promise<void> {
     this.queue.forget(name);
     await this.writeQueued(async (tx) => {
-      for (const table of ["pods", "events", "node_sessions"])
-        await tx.unsafe(`DELETE FROM ${table} WHERE node = $1`, [name]);
-      await tx.unsafe("DELETE FROM nodes WHERE name = $1", [name]);
+      const rows = await forgetNode(tx, name);
+      await tx.unsafe("DELETE FROM node_sessions WHERE node = $1", [name]);
+      return rows;
     });
     this.held.delete(name);
   }
@@ -208,25 +221,35 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
 
   /** Writes what is queued now, then `after`, in one transaction; when it fails, the batch is
    * put back under what was queued meanwhile. */
-  private writeQueued(after?: (tx: SQL) => Promise<void>): Promise<void> {
+  private writeQueued(after?: (tx: SQL) => Promise<ChangeRow[] | undefined>): Promise<void> {
     return this.gate.write(() => this.writeQueuedNow(after));
   }
 
-  private async writeQueuedNow(after?: (tx: SQL) => Promise<void>): Promise<void> {
+  private async writeQueuedNow(after?: (tx: SQL) => Promise<ChangeRow[] | undefined>) {
     const batch = this.queue.take();
     // Fencing (node_sessions): the epochs the batch's reports were queued under.
     const epochs = new Map(this.held);
     let fenced: string[] = [];
+    let rv: number | undefined;
     try {
-      await this.transaction(async (tx) => {
+      rv = await this.transaction(async (tx) => {
         fenced = await fenceBatch(tx, batch, epochs);
+        if (this.copy) {
+          await writeBatch(tx, batch);
+          await after?.(tx);
+          return undefined;
+        }
+        const tombstones = await podTombstones(tx, batch);
         await writeBatch(tx, batch);
-        await after?.(tx);
+        const rows = await batchChanges(tx, batch, tombstones);
+        rows.push(...((await after?.(tx)) ?? []));
+        return appendChanges(tx, rows, this.feed.origin, Date.now());
       });
     } catch (err) {
       this.queue.putBack(batch);
       throw err;
     }
+    this.feed.committed(rv);
     this.lost(fenced, epochs);
   }
 

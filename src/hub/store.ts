@@ -62,6 +62,10 @@ export interface NodeRecord {
   desiredHash?: string;
   /** What the agent announced in its last hello (AGENT_FEATURES). */
   features?: string[];
+  /** Whether the replica holding the node had it online, and since when not, as that replica
+   * last stored it: what other replicas show (hub replicas; a single hub does not read it). */
+  online?: boolean;
+  offlineSince?: number;
   node?: Node;
 }
 
@@ -70,6 +74,8 @@ export type NodeProgress = Omit<NodeRecord, "node">;
 
 export interface LoadedState {
   operatorHash?: string;
+  /** PostgreSQL: the change log's highest rv as of what was loaded (pg/changes.ts). */
+  changesRv?: number;
   joinTokens: JoinTokenRecord[];
   nodes: NodeRecord[];
   pods: { node: string; pod: Pod }[];

@@ -5,6 +5,7 @@ import type { Logger } from "../util/log.ts";
 import { PostgresAuditStore } from "./audit-postgres.ts";
 import type { SecretSealer } from "./deploy/sealing.ts";
 import { openPostgresDeployStore } from "./deploy/store-postgres.ts";
+import { ChangeFeed } from "./pg/changes.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
 import { PostgresAgentRolloutStore } from "./rollouts/store-postgres.ts";
 import { PostgresHubStore } from "./store-postgres.ts";
@@ -20,18 +21,24 @@ export async function openPostgresStores(
   url: string,
   sealer: SecretSealer | undefined,
   log: Logger,
-  o: PostgresConnectOptions = {},
+  o: PostgresConnectOptions & { copy?: boolean } = {},
 ): Promise<HubStores> {
   const pool = { sql: await connectPostgres(url, o), size: o.max ?? POOL_SIZE };
+  const feed = new ChangeFeed();
   try {
-    const hub = new PostgresHubStore(pool);
+    const deploy = await openPostgresDeployStore(pool, sealer, log, {
+      feed,
+      copy: o.copy === true,
+    });
+    const hub = new PostgresHubStore(pool, feed, o.copy === true);
     return {
       hub,
       sessions: hub,
-      deploy: await openPostgresDeployStore(pool, sealer, log),
+      deploy,
       updates: new PostgresUpdateStore(pool),
       rollouts: new PostgresAgentRolloutStore(pool),
       audit: new PostgresAuditStore(pool),
+      follow: { pool, feed, textOf: (row) => deploy.textOf(row) },
     };
   } catch (err) {
     await pool.sql.close();

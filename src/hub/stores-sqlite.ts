@@ -9,6 +9,8 @@ import type { SecretSealer } from "./deploy/sealing.ts";
 import type { DeployStore } from "./deploy/store.ts";
 import { openDeployStore } from "./deploy/store-sqlite.ts";
 import type { NodeSessions } from "./node-sessions.ts";
+import type { ChangeFeed } from "./pg/changes.ts";
+import type { PgPool } from "./pg/transaction.ts";
 import type { AgentRolloutStore } from "./rollouts/store.ts";
 import { SqliteAgentRolloutStore } from "./rollouts/store-sqlite.ts";
 import type { HubStore } from "./store.ts";
@@ -26,6 +28,13 @@ export interface HubStores {
   audit: AuditStore;
   /** Who holds each node among replicas (PostgreSQL only: a single hub holds every node). */
   sessions?: NodeSessions;
+  /** PostgreSQL: the pool and the feed of the change log replicas follow (pg/changes.ts), and
+   * how a deploy object's stored body is read (a Secret's opened). */
+  follow?: {
+    pool: PgPool;
+    feed: ChangeFeed;
+    textOf(o: { kind: string; namespace: string; name: string; body: string }): string;
+  };
 }
 
 /**

@@ -59,6 +59,39 @@ export class DaemonSetCatalog {
     return this.resourceVersion;
   }
 
+  /** `rv` was stored (the store may number past the counter: replicas' shared sequence). */
+  usedResourceVersion(rv: number): void {
+    this.resourceVersion = Math.max(this.resourceVersion, rv);
+  }
+
+  /** Holds DaemonSet `ds` as another replica stored it (null: deleted), with the revision
+   * stored with it. Not written back. Gives the DaemonSet it replaced. */
+  takeStored(
+    namespace: string,
+    name: string,
+    ds: DaemonSet | null,
+    revision?: RevisionRecord,
+  ): DaemonSet | undefined {
+    const key = keyOf(namespace, name);
+    const old = this.byKey.get(key);
+    if (ds === null) {
+      this.byKey.delete(key);
+      if (old !== undefined) this.revisions.delete(old.metadata.uid ?? "");
+      return old;
+    }
+    if (revision !== undefined)
+      this.keepRevision({ ...revision, template: applyPodTemplateDefaults(revision.template) });
+    this.byKey.set(key, applyDaemonSetDefaults(ds));
+    return old;
+  }
+
+  private keepRevision(revision: RevisionRecord): void {
+    const list = this.revisionsOf(revision.dsUid);
+    const found = list.findIndex((r) => r.hash === revision.hash);
+    if (found >= 0) list.splice(found, 1);
+    list.push(revision);
+  }
+
   get(namespace: string, name: string): DaemonSet | undefined {
     return this.byKey.get(keyOf(namespace, name));
   }
@@ -128,30 +161,28 @@ export class DaemonSetCatalog {
       },
       spec: input.spec,
     };
-    await this.save(daemonSet, this.newRevision(daemonSet, now));
-    return { result: old === undefined ? "created" : "configured", daemonSet };
+    const saved = await this.save(daemonSet, this.newRevision(daemonSet, now));
+    return { result: old === undefined ? "created" : "configured", daemonSet: saved };
   }
 
   /** Stores `ds` with its new current revision, if it has one; then holds them. */
-  private async save(ds: DaemonSet, revision: RevisionRecord | undefined): Promise<void> {
-    const namespace = ds.metadata.namespace ?? DEFAULT_NAMESPACE;
-    await this.store.putObject(
+  private async save(given: DaemonSet, revision: RevisionRecord | undefined): Promise<DaemonSet> {
+    const namespace = given.metadata.namespace ?? DEFAULT_NAMESPACE;
+    const rv = await this.store.putObject(
       {
         kind: "DaemonSet",
         namespace,
-        name: ds.metadata.name,
-        object: ds as unknown as DaemonSet & Record<string, unknown>,
+        name: given.metadata.name,
+        object: given as unknown as DaemonSet & Record<string, unknown>,
       },
-      Number(ds.metadata.resourceVersion),
+      Number(given.metadata.resourceVersion),
       revision,
     );
-    if (revision !== undefined) {
-      const list = this.revisionsOf(revision.dsUid);
-      const found = list.findIndex((r) => r.hash === revision.hash);
-      if (found >= 0) list.splice(found, 1);
-      list.push(revision);
-    }
+    this.usedResourceVersion(rv);
+    const ds = { ...given, metadata: { ...given.metadata, resourceVersion: String(rv) } };
+    if (revision !== undefined) this.keepRevision(revision);
     this.byKey.set(keyOf(namespace, ds.metadata.name), ds);
+    return ds;
   }
 
   /** The revision that makes the current template's the newest (a new number, or an old one
@@ -199,7 +230,7 @@ export class DaemonSetCatalog {
     if (ds === undefined) return undefined;
     const uid = ds.metadata.uid ?? "";
     const at = { kind: "DaemonSet", namespace, name };
-    await this.store.deleteObject(at, this.nextResourceVersion(), uid);
+    this.usedResourceVersion(await this.store.deleteObject(at, this.nextResourceVersion(), uid));
     this.byKey.delete(key);
     this.revisions.delete(uid);
     return ds;

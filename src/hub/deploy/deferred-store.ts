@@ -49,20 +49,22 @@ export class DeferredDeployWrites implements DeployStore {
   }
 
   async putObject(o: StoredObject, resourceVersion: number, revision?: RevisionRecord) {
-    await this.inner.putObject(o, resourceVersion, revision);
+    const stored = await this.inner.putObject(o, resourceVersion, revision);
     if (revision !== undefined) this.pruned.delete(pairKey(revision.dsUid, revision.hash));
+    return stored;
   }
 
   async deleteObject(
     key: { kind: string; namespace: string; name: string },
     resourceVersion: number,
     daemonSetUid?: string,
-  ): Promise<void> {
-    await this.inner.deleteObject(key, resourceVersion, daemonSetUid);
-    if (daemonSetUid === undefined) return;
+  ): Promise<number> {
+    const stored = await this.inner.deleteObject(key, resourceVersion, daemonSetUid);
+    if (daemonSetUid === undefined) return stored;
     this.rollouts.delete(daemonSetUid);
     for (const m of [this.assignments, this.pruned])
       for (const [k, c] of m) if (c.dsUid === daemonSetUid) m.delete(k);
+    return stored;
   }
 
   /** Called by every pass (with nothing new too): also writes what earlier passes could not.

@@ -7,7 +7,7 @@
 // running is never pruned; passes and operator actions run one at a time, in the order asked.
 import type { DaemonSet, DaemonSetStatus } from "../../api/daemonset.ts";
 import { DEFAULT_NAMESPACE } from "../../api/index.ts";
-import { type ConfigObject, objectsUsedBy } from "../../api/pod-objects.ts";
+import { type ConfigObject, objectKeyOf, objectsUsedBy } from "../../api/pod-objects.ts";
 import { StatusError } from "../../api/status.ts";
 import { jsonEqual } from "../../util/canonical.ts";
 import { type Clock, sleepQuietly } from "../../util/clock.ts";
@@ -25,7 +25,13 @@ import {
 } from "./observe.ts";
 import { planRollout, type RolloutPhase, type RolloutRecord } from "./plan.ts";
 import { daemonSetStatus, type RolloutView, rolloutSettings, rolloutView } from "./status.ts";
-import type { AssignmentChange, DeployState, DeployStore, PassWrites } from "./store.ts";
+import type {
+  AssignmentChange,
+  DeployState,
+  DeployStore,
+  PassWrites,
+  StoredChange,
+} from "./store.ts";
 
 export interface DeployerDeps {
   store: DeployStore;
@@ -68,9 +74,10 @@ export class Deployer {
 
   constructor(private readonly deps: DeployerDeps) {
     this.catalog = new DaemonSetCatalog(deps.store, deps.loaded);
-    this.objects = new ConfigObjectCatalog(deps.store, deps.loaded, () =>
-      this.catalog.nextResourceVersion(),
-    );
+    this.objects = new ConfigObjectCatalog(deps.store, deps.loaded, {
+      next: () => this.catalog.nextResourceVersion(),
+      used: (rv) => this.catalog.usedResourceVersion(rv),
+    });
     for (const r of deps.loaded.rollouts) this.records.set(r.dsUid, r.record);
     for (const a of deps.loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
     this.desired = new DesiredStates(
@@ -116,16 +123,49 @@ export class Deployer {
       const ds = await this.catalog.delete(namespace, name);
       if (ds === undefined)
         throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
-      const uid = ds.metadata.uid ?? "";
-      for (const node of this.assignments.get(uid)?.keys() ?? []) {
-        this.dirtyNodes.add(node);
-        this.carried.delete(`${uid}\u0000${node}`);
-      }
-      this.assignments.delete(uid);
-      this.records.delete(uid);
-      this.shown.delete(uid);
+      this.forgetDaemonSet(ds.metadata.uid ?? "");
       await this.pass();
       return ds;
+    });
+  }
+
+  /** Drops what is held of a deleted DaemonSet; its devices are rebuilt by the next pass. */
+  private forgetDaemonSet(uid: string): void {
+    for (const node of this.assignments.get(uid)?.keys() ?? []) {
+      this.dirtyNodes.add(node);
+      this.carried.delete(`${uid}\u0000${node}`);
+    }
+    this.assignments.delete(uid);
+    this.records.delete(uid);
+    this.shown.delete(uid);
+  }
+
+  /** A DaemonSet, ConfigMap or Secret as another replica stored it with resourceVersion `rv`
+   * (the change log; `object` null: deleted): held as it is (unless what is held is as new),
+   * then reconciled as after an operator's change. */
+  takeStored(s: StoredChange): Promise<void> {
+    return this.serial.run(async () => {
+      const { kind, namespace, name, object, rv } = s;
+      if (kind === "DaemonSet") {
+        const held = this.catalog.get(namespace, name);
+        if (Number(held?.metadata.resourceVersion ?? 0) >= rv) return;
+        const old = this.catalog.takeStored(
+          namespace,
+          name,
+          object as DaemonSet | null,
+          s.revision,
+        );
+        this.catalog.usedResourceVersion(rv);
+        if (object === null && old !== undefined) this.forgetDaemonSet(old.metadata.uid ?? "");
+        await this.pass();
+        return;
+      }
+      const k = kind as ConfigObject["kind"];
+      const held = this.objects.get(objectKeyOf(k, namespace, name));
+      if (Number(held?.metadata.resourceVersion ?? 0) >= rv) return;
+      this.objects.takeStored(k, namespace, name, object as ConfigObject | null);
+      this.catalog.usedResourceVersion(rv);
+      await this.objectsChanged();
     });
   }
 

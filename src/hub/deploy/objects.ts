@@ -27,7 +27,7 @@ export class ConfigObjectCatalog {
   constructor(
     private readonly store: DeployStore,
     loaded: DeployState,
-    private readonly nextResourceVersion: () => number,
+    private readonly versions: { next(): number; used(rv: number): void },
   ) {
     for (const o of loaded.objects)
       if (o.kind === "ConfigMap" || o.kind === "Secret")
@@ -75,10 +75,10 @@ export class ConfigObjectCatalog {
         ...input.metadata,
         uid: old?.metadata.uid ?? randomUUID(),
         creationTimestamp: old?.metadata.creationTimestamp ?? rfc3339(now),
-        resourceVersion: String(this.nextResourceVersion()),
+        resourceVersion: String(this.versions.next()),
       },
     } as ConfigObject;
-    await this.store.putObject(
+    const rv = await this.store.putObject(
       {
         kind: object.kind,
         namespace: object.metadata.namespace ?? "default",
@@ -87,6 +87,8 @@ export class ConfigObjectCatalog {
       },
       Number(object.metadata.resourceVersion),
     );
+    this.versions.used(rv);
+    object.metadata.resourceVersion = String(rv);
     this.byKey.set(key, object);
     return { result: old === undefined ? "created" : "configured", object };
   }
@@ -99,8 +101,25 @@ export class ConfigObjectCatalog {
     const key = objectKeyOf(kind, namespace, name);
     const old = this.byKey.get(key);
     if (old === undefined) return undefined;
-    await this.store.deleteObject({ kind, namespace, name }, this.nextResourceVersion());
+    this.versions.used(
+      await this.store.deleteObject({ kind, namespace, name }, this.versions.next()),
+    );
     this.byKey.delete(key);
+    return old;
+  }
+
+  /** Holds `object` as another replica stored it (null: deleted); not written back. Gives
+   * the object it replaced. */
+  takeStored(
+    kind: ConfigObject["kind"],
+    namespace: string,
+    name: string,
+    object: ConfigObject | null,
+  ): ConfigObject | undefined {
+    const key = objectKeyOf(kind, namespace, name);
+    const old = this.byKey.get(key);
+    if (object === null) this.byKey.delete(key);
+    else this.byKey.set(key, object);
     return old;
   }
 }

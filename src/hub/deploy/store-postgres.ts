@@ -2,9 +2,14 @@
 // revisions, rollouts and assignments; the resourceVersion counter in `meta`). Each call is one
 // transaction of upserts and deletes, so it may be run again after its session ended. Secrets'
 // bodies are sealed with the sealer given (sealing.ts) before they are sent to the server.
+// An object's write or deletion is numbered from the change log's sequence (pg/changes.ts) and
+// appended to the log in its transaction, as `{"body": <the stored body>, "revision": …}` (a
+// Secret's body sealed, never in the clear); a copy from SQLite (`copy`) keeps the numbers it is
+// given and appends nothing.
 import type { SQL } from "bun";
 import type { PodTemplateSpec } from "../../api/daemonset.ts";
 import type { Logger } from "../../util/log.ts";
+import { appendAt, ChangeFeed, drawRv } from "../pg/changes.ts";
 import { type Columns, deleteRows, lastByKey, upsertRows } from "../pg/rows.ts";
 import { type PgPool, transaction } from "../pg/transaction.ts";
 import type { RolloutRecord } from "./plan.ts";
@@ -76,13 +81,62 @@ async function setResourceVersion(tx: SQL, rv: number): Promise<void> {
   );
 }
 
+/** How the store numbers its writes: the feed of the change log, or a copy's given numbers. */
+export interface DeployNumbering {
+  feed: ChangeFeed;
+  /** A copy from SQLite (migrate.ts): numbers as given, nothing appended to the log. */
+  copy: boolean;
+}
+
+/** `object` with its metadata.resourceVersion `rv`, when it was `given` (stamped by the hub). */
+function restamp(object: StoredObject["object"], given: number, rv: number) {
+  const meta = object.metadata as { resourceVersion?: string };
+  if (rv === given || meta.resourceVersion !== String(given)) return object;
+  return { ...object, metadata: { ...object.metadata, resourceVersion: String(rv) } };
+}
+
 export class PostgresDeployStore implements DeployStore {
   /** `sealer`: Secrets' bodies are sealed with it (sealing.ts); without one they are plain
    * (tests of other parts). */
   constructor(
     private readonly pool: PgPool,
     private readonly sealer?: SecretSealer,
+    private readonly numbering: DeployNumbering = { feed: new ChangeFeed(), copy: false },
   ) {}
+
+  /** The number of a write given `given`: the sequence's next when higher (a copy: `given`,
+   * the sequence moved past it). */
+  private async numbered(tx: SQL, given: number): Promise<number> {
+    if (!this.numbering.copy) return drawRv(tx, given);
+    await tx.unsafe(
+      "SELECT setval('changes_rv', $1) FROM changes_rv WHERE $1::bigint >= last_value",
+      [given],
+    );
+    return given;
+  }
+
+  /** Appends the change of object `o` numbered `rv` (not in a copy). */
+  private async logged(
+    tx: SQL,
+    rv: number,
+    o: Pick<StoredObject, "kind" | "namespace" | "name">,
+    stored?: { body: string; revision?: RevisionRecord },
+  ): Promise<void> {
+    if (this.numbering.copy) return;
+    const row = {
+      kind: o.kind,
+      key: `${o.namespace}/${o.name}`,
+      deleted: stored === undefined,
+      object: stored === undefined ? null : JSON.stringify(stored),
+    };
+    await appendAt(tx, rv, row, this.numbering.feed.origin, Date.now());
+  }
+
+  /** Tells the feed of a committed write (not in a copy); gives `rv`. */
+  private committed(rv: number): number {
+    if (!this.numbering.copy) this.numbering.feed.committed(rv);
+    return rv;
+  }
 
   /** An object's body as it is stored: a Secret's sealed when there is a sealer. */
   private bodyOf(o: Pick<StoredObject, "kind" | "namespace" | "name">, text: string): string {
@@ -91,7 +145,7 @@ export class PostgresDeployStore implements DeployStore {
   }
 
   /** An object's JSON from its stored body (a sealed one opened; throws SealError). */
-  private textOf(o: ObjectRow): string {
+  textOf(o: ObjectRow): string {
     if (o.kind !== "Secret" || this.sealer === undefined) return o.body;
     return this.sealer.open(o.body, binding(o.namespace, o.name));
   }
@@ -163,14 +217,15 @@ export class PostgresDeployStore implements DeployStore {
   }
 
   async putObject(o: StoredObject, resourceVersion: number, revision?: RevisionRecord) {
-    const body = this.bodyOf(o, JSON.stringify(o.object));
-    await transaction(this.pool, async (tx) => {
+    const rv = await transaction(this.pool, async (tx) => {
+      const rv = await this.numbered(tx, resourceVersion);
+      const body = this.bodyOf(o, JSON.stringify(restamp(o.object, resourceVersion, rv)));
       await tx.unsafe(
         `INSERT INTO objects (kind, namespace, name, body) VALUES ($1, $2, $3, $4)
          ON CONFLICT (kind, namespace, name) DO UPDATE SET body = excluded.body`,
         [o.kind, o.namespace, o.name, body],
       );
-      await setResourceVersion(tx, resourceVersion);
+      await setResourceVersion(tx, rv);
       if (revision !== undefined)
         await upsertRows(tx, REVISIONS, [
           [
@@ -179,25 +234,32 @@ export class PostgresDeployStore implements DeployStore {
             String(revision.createdAt),
           ],
         ]);
+      await this.logged(tx, rv, o, { body, ...(revision !== undefined && { revision }) });
+      return rv;
     });
+    return this.committed(rv);
   }
 
   async deleteObject(
     key: { kind: string; namespace: string; name: string },
     resourceVersion: number,
     daemonSetUid?: string,
-  ): Promise<void> {
-    await transaction(this.pool, async (tx) => {
+  ): Promise<number> {
+    const rv = await transaction(this.pool, async (tx) => {
+      const rv = await this.numbered(tx, resourceVersion);
       await tx.unsafe("DELETE FROM objects WHERE kind = $1 AND namespace = $2 AND name = $3", [
         key.kind,
         key.namespace,
         key.name,
       ]);
-      await setResourceVersion(tx, resourceVersion);
+      await setResourceVersion(tx, rv);
       if (daemonSetUid !== undefined)
         for (const table of ["revisions", "rollouts", "assignments"])
           await tx.unsafe(`DELETE FROM ${table} WHERE ds_uid = $1`, [daemonSetUid]);
+      if (key.kind !== "") await this.logged(tx, rv, key);
+      return rv;
     });
+    return this.committed(rv);
   }
 
   async writePass({ rollouts, assignments, pruned }: PassWrites): Promise<void> {
@@ -238,8 +300,9 @@ export async function openPostgresDeployStore(
   pool: PgPool,
   sealer: SecretSealer | undefined,
   log: Logger,
+  numbering?: DeployNumbering,
 ): Promise<PostgresDeployStore> {
-  const store = new PostgresDeployStore(pool, sealer);
+  const store = new PostgresDeployStore(pool, sealer, numbering);
   const resealed = await store.sealSecrets();
   if (resealed > 0) log.info("sealed stored Secrets with the sealing key", { resealed });
   return store;

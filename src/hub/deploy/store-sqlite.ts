@@ -147,13 +147,14 @@ export class SqliteDeployStore implements DeployStore {
       this.setResourceVersion(resourceVersion);
       if (revision !== undefined) this.putRevision(revision);
     })();
+    return resourceVersion;
   }
 
   async deleteObject(
     key: { kind: string; namespace: string; name: string },
     resourceVersion: number,
     daemonSetUid?: string,
-  ): Promise<void> {
+  ): Promise<number> {
     this.db.transaction(() => {
       this.db
         .query("DELETE FROM objects WHERE kind = ? AND namespace = ? AND name = ?")
@@ -163,6 +164,7 @@ export class SqliteDeployStore implements DeployStore {
         for (const table of ["revisions", "rollouts", "assignments"])
           this.db.query(`DELETE FROM ${table} WHERE ds_uid = ?`).run(daemonSetUid);
     })();
+    return resourceVersion;
   }
 
   private putRevision(r: RevisionRecord): void {

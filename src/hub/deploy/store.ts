@@ -42,6 +42,17 @@ export interface DeployState {
 /** An assignment's change: `hash` null when the device's assignment is removed. */
 export type AssignmentChange = { dsUid: string; node: string; hash: string | null; at: number };
 
+/** An object as another replica stored it, read from the change log (hub replicas): `object`
+ * null when it was deleted; `revision`: a DaemonSet's revision stored with it. */
+export interface StoredChange {
+  kind: string;
+  namespace: string;
+  name: string;
+  object: unknown;
+  revision?: RevisionRecord;
+  rv: number;
+}
+
 /** What one pass of the deployer decided on its own. */
 export interface PassWrites {
   rollouts: { dsUid: string; record: RolloutRecord }[];
@@ -53,15 +64,19 @@ export interface PassWrites {
 export interface DeployStore {
   load(): Promise<DeployState>;
   /** Saves an object (create or replace) with the resourceVersion counter and, for a DaemonSet
-   * whose current revision is new or renumbered, that revision. */
-  putObject(o: StoredObject, resourceVersion: number, revision?: RevisionRecord): Promise<void>;
+   * whose current revision is new or renumbered, that revision. Gives the resourceVersion it
+   * was stored with: `resourceVersion`, or on PostgreSQL serving replicas the next number of
+   * the shared sequence when that is higher (pg/changes.ts; the object's
+   * metadata.resourceVersion, when it was `resourceVersion`, is then stored as that number). */
+  putObject(o: StoredObject, resourceVersion: number, revision?: RevisionRecord): Promise<number>;
   /** Deletes an object with the resourceVersion counter; `daemonSetUid`: a DaemonSet's, whose
-   * revisions, rollout record and assignments go with it. */
+   * revisions, rollout record and assignments go with it. Gives the resourceVersion stored, as
+   * putObject. */
   deleteObject(
     key: { kind: string; namespace: string; name: string },
     resourceVersion: number,
     daemonSetUid?: string,
-  ): Promise<void>;
+  ): Promise<number>;
   /** Writes what a pass decided (rollout records, assignments, pruned revisions). */
   writePass(p: PassWrites): Promise<void>;
 }

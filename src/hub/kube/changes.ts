@@ -22,6 +22,10 @@ const keyOf = (resource: string, o: KubeObject) =>
 export class ChangeLog {
   private rv: number;
   private readonly first: number;
+  /** The highest rv of a shared change log's trimmed rows (hub replicas). */
+  private floor = 0;
+  /** The rv of the newest change no longer in the ring (0: none dropped). */
+  private dropped = 0;
   private readonly ring: KubeChange[] = [];
   private readonly versions = new Map<string, number>();
   private readonly subscribers = new Set<(c: KubeChange) => void>();
@@ -41,13 +45,19 @@ export class ChangeLog {
 
   /** Records a change of `object` and tells the watchers. */
   record(resource: string, type: ChangeType, object: KubeObject): void {
-    this.rv += 1;
+    this.recordAt(this.rv + 1, resource, type, object);
+  }
+
+  /** Records a change numbered `rv` by a shared change log (hub replicas: numbers grow but may
+   * skip, as the log also numbers changes of other kinds). */
+  recordAt(rv: number, resource: string, type: ChangeType, object: KubeObject): void {
+    this.rv = Math.max(this.rv, rv);
     const key = keyOf(resource, object);
     if (type === "DELETED") this.versions.delete(key);
-    else this.versions.set(key, this.rv);
-    const change: KubeChange = { rv: this.rv, resource, type, object: this.stamp(object, this.rv) };
+    else this.versions.set(key, rv);
+    const change: KubeChange = { rv, resource, type, object: this.stamp(object, rv) };
     this.ring.push(change);
-    if (this.ring.length > this.capacity) this.ring.shift();
+    if (this.ring.length > this.capacity) this.dropped = this.ring.shift()?.rv ?? this.dropped;
     for (const fn of this.subscribers) fn(change);
   }
 
@@ -56,10 +66,20 @@ export class ChangeLog {
     return this.stamp(object, this.versions.get(keyOf(resource, object)) ?? this.first);
   }
 
+  /** The log has read up to `rv` (hub replicas): what a list says, though no change of this
+   * log's kinds came with it. */
+  advance(rv: number): void {
+    this.rv = Math.max(this.rv, rv);
+  }
+
+  /** A shared change log was trimmed up to `rv`: a watch from before it is gone. */
+  trimmed(rv: number): void {
+    this.floor = Math.max(this.floor, rv);
+  }
+
   /** The changes after `rv`, oldest first; "gone" when some of them are no longer kept. */
   since(rv: number): KubeChange[] | "gone" {
-    const oldest = this.ring[0]?.rv ?? this.rv + 1;
-    if (rv < this.first || (rv < oldest - 1 && rv < this.rv)) return "gone";
+    if (rv < this.first || rv < this.floor || rv < this.dropped) return "gone";
     return this.ring.filter((c) => c.rv > rv);
   }
 

@@ -232,7 +232,10 @@ function changeSource(
   } else {
     for (const o of r.list().filter(inScope)) send(encode("ADDED", served(ctx, r, o)));
   }
+  // A replica may be behind the one that answered the list: what it reads up to `from` later
+  // was in that list.
   return ctx.changes.subscribe((c) => {
+    if (rv !== undefined && c.rv <= rv) return;
     if (c.resource === r.name && inScope(c.object)) send(encode(c.type, served(ctx, r, c.object)));
   });
 }

@@ -68,6 +68,22 @@ export const MIGRATIONS: readonly Migration[] = [
     ],
   },
   {
+    version: 4,
+    name: "the change log replicas follow, and the resourceVersion sequence",
+    statements: [
+      // One sequence numbers every change of watchable state (changes.ts); it starts past the
+      // deploy store's resourceVersion counter, so objects stored before keep lower numbers.
+      "CREATE SEQUENCE changes_rv AS bigint",
+      `SELECT setval('changes_rv', greatest(1, coalesce(
+        (SELECT value::bigint FROM meta WHERE key = 'resourceVersion'), 0) + 1), false)`,
+      // `object`: the object's JSON text (a Secret's sealed body), or null for a tombstone that
+      // watchers are not told of. `origin`: the writing process, so it can tell its own rows.
+      `CREATE TABLE changes (rv bigint PRIMARY KEY, kind text NOT NULL, key text NOT NULL,
+        deleted boolean NOT NULL, object text, origin text NOT NULL, at bigint NOT NULL)`,
+      "CREATE INDEX changes_at ON changes (at)",
+    ],
+  },
+  {
     version: 5,
     name: "who holds a node: node_sessions (node, replica, epoch)",
     statements: [

@@ -174,7 +174,10 @@ describe("the hub store on a full disk", () => {
     db.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     const store = new SqliteDeployStore(db);
     let rv = 0;
-    const catalog = new ConfigObjectCatalog(store, await store.load(), () => ++rv);
+    const catalog = new ConfigObjectCatalog(store, await store.load(), {
+      next: () => ++rv,
+      used: () => {},
+    });
     const cm = {
       apiVersion: "v1",
       kind: "ConfigMap",

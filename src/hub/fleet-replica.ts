@@ -1,0 +1,64 @@
+// The fleet view of a hub replica (docs/hub-replicas.md, step 3): beside what its own agents
+// report (fleet.ts), what other replicas stored, read from the shared change log (follow-view.ts)
+// and set here without being written back. A node this replica holds (its agent is connected
+// here) is left as this replica has it: its own state is newer than what another stored.
+import type { Event, Pod } from "../api/types.ts";
+import { Fleet } from "./fleet.ts";
+import type { NodeRecord } from "./store.ts";
+import { eventView, podView } from "./views.ts";
+
+export class ReplicaFleet extends Fleet {
+  /** Takes node `rec` as stored, unless this replica holds the node (its own state is newer);
+   * gives the record it replaced (undefined: none, or not taken). */
+  applyStoredNode(rec: NodeRecord): { taken: boolean; old?: NodeRecord } {
+    if (this.online.has(rec.name)) return { taken: false };
+    const old = this.nodes.get(rec.name);
+    this.nodes.set(rec.name, rec);
+    this.received.set(rec.name, rec.ackedSeq);
+    this.setStoredOnline(rec);
+    this.emitNode(rec.name, old === undefined ? "ADDED" : "MODIFIED");
+    return { taken: true, ...(old !== undefined && { old }) };
+  }
+
+  /** Drops node `name` as another replica forgot it; gives its record, if it was held. */
+  dropStoredNode(name: string): NodeRecord | undefined {
+    const rec = this.nodes.get(name);
+    const last = this.view(name);
+    if (last !== undefined) this.drop(name, last);
+    return rec;
+  }
+
+  /** Sets (null: deletes) a pod of a node another replica holds. */
+  applyStoredPod(node: string, uid: string, pod: Pod | null): void {
+    if (this.online.has(node)) return;
+    const pods = this.podsOf(node);
+    const old = pods.get(uid);
+    if (pod === null) {
+      if (old === undefined) return;
+      pods.delete(uid);
+      this.opts.onChange({ type: "DELETED", kind: "pods", object: podView(node, old) });
+    } else {
+      pods.set(uid, pod);
+      const type = old === undefined ? "ADDED" : "MODIFIED";
+      this.opts.onChange({ type, kind: "pods", object: podView(node, pod) });
+    }
+    if (pod === null || old === undefined) this.emitNode(node);
+  }
+
+  /** Sets (null: deletes) an event of a node another replica holds; a deletion is told to the
+   * watchers only with `tell` (an event trimmed by the per-node limit is not). */
+  applyStoredEvent(node: string, name: string, event: Event | null, tell: boolean): void {
+    if (this.online.has(node)) return;
+    const events = this.eventsOf(node);
+    const old = events.get(name);
+    if (event === null) {
+      if (old === undefined || !events.delete(name) || !tell) return;
+      this.opts.onChange({ type: "DELETED", kind: "events", object: eventView(node, old) });
+      return;
+    }
+    events.delete(name);
+    events.set(name, event);
+    const type = old === undefined ? "ADDED" : "MODIFIED";
+    this.opts.onChange({ type, kind: "events", object: eventView(node, event) });
+  }
+}

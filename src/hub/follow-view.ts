@@ -1,0 +1,121 @@
+// What a hub replica does with the change log's rows (follower.ts): rows of other replicas are
+// applied to its view (the fleet's nodes, pods and events, the identities' credentials, the
+// deploy objects), which tells its operator watches (watch.ts) as the view changes; every row,
+// its own too, goes to the Kubernetes API's change log (kube/changes.ts) under the row's rv, so
+// every replica numbers each change alike. Its own rows are not applied again: its view had them
+// before they were written. ADDED or MODIFIED is told by whether the log had the key before
+// (`known`, seeded with what was loaded), the same at every replica.
+import type { Node } from "../api/node.ts";
+import type { Event, Pod } from "../api/types.ts";
+import type { Logger } from "../util/log.ts";
+import type { WatchKind } from "./fleet.ts";
+import type { ReplicaFleet } from "./fleet-replica.ts";
+import type { Identity } from "./identity.ts";
+import type { ChangeLog } from "./kube/index.ts";
+import type { KubeObject } from "./kube/resources.ts";
+import type { LoggedChange } from "./pg/changes.ts";
+import { podKey, splitKey } from "./pg/fleet-changes.ts";
+import type { LoadedState, NodeProgress, NodeRecord } from "./store.ts";
+import { eventView, nodeView, podView } from "./views.ts";
+
+/** A row of a kind outside the fleet's (DaemonSet, ConfigMap, Secret), written by another
+ * replica: its object's stored text (a Secret's sealed), or null when deleted. */
+export type ObjectRow = Pick<LoggedChange, "kind" | "key" | "object" | "rv">;
+
+export interface ViewDeps {
+  fleet: ReplicaFleet;
+  identity: Pick<Identity, "nodeStored">;
+  changes: ChangeLog;
+  /** Takes a deploy object another replica wrote. */
+  object(row: ObjectRow): void;
+  log: Logger;
+}
+
+const FLEET_KINDS = new Set<string>(["nodes", "pods", "events"]);
+
+/** The keys of what was loaded, as the log names them. */
+export function loadedKeys(loaded: LoadedState): Set<string> {
+  return new Set([
+    ...loaded.nodes.map((n) => `nodes/${n.name}`),
+    ...loaded.pods.map((p) => `pods/${podKey(p.node, p.pod.metadata.uid ?? "")}`),
+    ...loaded.events.map((e) => `events/${podKey(e.node, e.event.metadata.name)}`),
+  ]);
+}
+
+const recordOf = (text: string): NodeRecord => {
+  const o = JSON.parse(text) as { progress: NodeProgress; node: Node | null };
+  return { ...o.progress, ...(o.node !== null && { node: o.node }) };
+};
+
+export class ViewApplier {
+  constructor(
+    private readonly deps: ViewDeps,
+    private readonly known: Set<string>,
+  ) {}
+
+  /** Applies `rows` in order; a row that does not parse is logged and passed. */
+  apply(rows: LoggedChange[]): void {
+    for (const row of rows) {
+      try {
+        if (!FLEET_KINDS.has(row.kind)) {
+          if (!row.own) this.deps.object(row);
+          continue;
+        }
+        if (!row.own) this.applyFleet(row);
+        this.record(row);
+      } catch (err) {
+        this.deps.log.warn("a row of the change log was not applied", {
+          rv: row.rv,
+          kind: row.kind,
+          key: row.key,
+          error: err instanceof Error ? err.message : String(err),
+        });
+      }
+    }
+    const last = rows[rows.length - 1];
+    if (last !== undefined) this.deps.changes.advance(last.rv);
+  }
+
+  /** Sets the fleet's view from a row of another replica (not written back). */
+  private applyFleet(row: LoggedChange): void {
+    const { fleet, identity } = this.deps;
+    if (row.kind === "nodes") {
+      if (row.deleted) identity.nodeStored(fleet.dropStoredNode(row.key), undefined);
+      else if (row.object !== null) {
+        const rec = recordOf(row.object);
+        const r = fleet.applyStoredNode(rec);
+        if (r.taken) identity.nodeStored(r.old, rec);
+      }
+      return;
+    }
+    const [node, rest] = splitKey(row.key);
+    const object = row.deleted || row.object === null ? null : JSON.parse(row.object);
+    if (row.kind === "pods") fleet.applyStoredPod(node, rest, object as Pod | null);
+    else fleet.applyStoredEvent(node, rest, object as Event | null, row.object !== null);
+  }
+
+  /** The row in the Kubernetes API's change log, with the object as served. */
+  private record(row: LoggedChange): void {
+    const key = `${row.kind}/${row.key}`;
+    const had = this.known.has(key);
+    if (row.deleted) this.known.delete(key);
+    else this.known.add(key);
+    const object = this.served(row);
+    if (object === undefined) return;
+    const type = row.deleted ? "DELETED" : had ? "MODIFIED" : "ADDED";
+    this.deps.changes.recordAt(row.rv, row.kind as WatchKind, type, object as KubeObject);
+  }
+
+  private served(row: LoggedChange): Node | Pod | Event | undefined {
+    if (row.kind === "nodes") {
+      if (!row.deleted) return this.deps.fleet.view(row.key);
+      return row.object === null
+        ? undefined
+        : nodeView(recordOf(row.object), { online: false, podCount: 0 });
+    }
+    if (row.object === null) return undefined;
+    const node = splitKey(row.key)[0];
+    if (row.kind === "pods") return podView(node, JSON.parse(row.object) as Pod);
+    return eventView(node, JSON.parse(row.object) as Event);
+  }
+}

@@ -1,0 +1,105 @@
+// Hub replicas: the follower of the shared change log (follower.ts) wired to the replica's view
+// (follow-view.ts) and its deployer; a single hub has none.
+
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import type { Bus } from "./bus.ts";
+import type { Deployer } from "./deploy/deployer.ts";
+import type { RevisionRecord } from "./deploy/store.ts";
+import { ReplicaFleet } from "./fleet-replica.ts";
+import { type ObjectRow, ViewApplier } from "./follow-view.ts";
+import { ChangeFollower } from "./follower.ts";
+import { readChanges, trimChanges } from "./pg/changes.ts";
+import type { HubState } from "./state.ts";
+
+/** How the change log is followed and trimmed. */
+export interface ChangeLogOptions {
+  /** A read without a poke after this long (default 2 s). */
+  pollMs?: number;
+  /** Rows older than this are trimmed (default 10 minutes). */
+  retentionMs?: number;
+  /** At most this many rows are kept (default 1,000,000). */
+  maxRows?: number;
+}
+
+const CHANGE_LOG_DEFAULTS = { pollMs: 2000, retentionMs: 600_000, maxRows: 1_000_000 };
+
+interface FollowDeps {
+  state: HubState;
+  deployer: Deployer;
+  bus: Bus;
+  clock: Clock;
+  log: Logger;
+  options?: ChangeLogOptions;
+}
+
+/** A deploy object's row handed to the deployer (a Secret's body opened here). */
+function takeObject(d: FollowDeps, row: ObjectRow): void {
+  const follow = d.state.follow;
+  if (follow === undefined) return;
+  const at = row.key.indexOf("/");
+  const namespace = row.key.slice(0, at);
+  const name = row.key.slice(at + 1);
+  let object: unknown = null;
+  let revision: RevisionRecord | undefined;
+  if (row.object !== null) {
+    const stored = JSON.parse(row.object) as { body: string; revision?: RevisionRecord };
+    object = JSON.parse(follow.textOf({ kind: row.kind, namespace, name, body: stored.body }));
+    revision = stored.revision;
+  }
+  d.deployer
+    .takeStored({
+      kind: row.kind,
+      namespace,
+      name,
+      object,
+      rv: row.rv,
+      ...(revision && { revision }),
+    })
+    .catch((err: unknown) =>
+      d.log.warn("an object another replica stored was not taken", {
+        kind: row.kind,
+        key: row.key,
+        error: err instanceof Error ? err.message : String(err),
+      }),
+    );
+}
+
+/** Starts following the change log, on PostgreSQL; undefined for a single hub. */
+export function startFollower(d: FollowDeps): ChangeFollower | undefined {
+  const { follow, fleet } = d.state;
+  if (follow === undefined || !(fleet instanceof ReplicaFleet)) return undefined;
+  const o = { ...CHANGE_LOG_DEFAULTS, ...d.options };
+  const log = d.log.with({ component: "changes" });
+  const view = new ViewApplier(
+    {
+      fleet,
+      identity: d.state.identity,
+      changes: d.state.changes,
+      object: (row) => takeObject(d, row),
+      log,
+    },
+    follow.known,
+  );
+  const limit = 5000;
+  const follower = new ChangeFollower(
+    {
+      read: (after) => readChanges(follow.pool, after, follow.feed.origin, limit),
+      apply: (rows) => view.apply(rows),
+      trimmed: (floor) => d.state.changes.trimmed(floor),
+      trim: () =>
+        trimChanges(follow.pool, { maxAgeMs: o.retentionMs, maxRows: o.maxRows }, d.clock.now()),
+      bus: d.bus,
+      feed: follow.feed,
+      clock: d.clock,
+      log,
+      pollMs: o.pollMs,
+      trimEveryMs: Math.max(250, Math.min(60_000, o.retentionMs / 4)),
+      limit,
+    },
+    follow.rv,
+  );
+  follower.start();
+  void follower.poke();
+  return follower;
+}

@@ -1,0 +1,290 @@
+import { describe, expect, test } from "bun:test";
+import { type BusMessage, createLocalBus } from "../../../src/hub/bus.ts";
+import type { Change } from "../../../src/hub/fleet.ts";
+import { ReplicaFleet } from "../../../src/hub/fleet-replica.ts";
+import { loadedKeys, type ObjectRow, ViewApplier } from "../../../src/hub/follow-view.ts";
+import { ChangeFollower, type FollowerDeps } from "../../../src/hub/follower.ts";
+import { ChangeLog, type KubeChange } from "../../../src/hub/kube/changes.ts";
+import { ChangeFeed, type LoggedChange } from "../../../src/hub/pg/changes.ts";
+import type { NodeRecord } from "../../../src/hub/store.ts";
+import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
+import { HUB_ANNOTATIONS } from "../../../src/protocol/index.ts";
+import { FakeClock } from "../../../src/util/clock.ts";
+import { createLogger } from "../../../src/util/log.ts";
+import { makePod } from "../../lib/builders.ts";
+import { until } from "../../lib/until.ts";
+
+const quiet = createLogger({ level: "error" });
+const row = (rv: number, own = false): LoggedChange => ({
+  rv,
+  kind: "ConfigMap",
+  key: `default/c${rv}`,
+  deleted: false,
+  object: "{}",
+  own,
+});
+
+/** A follower over a log held in an array; `reads` counts reads, `gate` holds them. */
+function follower(log: LoggedChange[], limit = 100) {
+  const clock = new FakeClock();
+  const bus = createLocalBus();
+  const feed = new ChangeFeed();
+  const applied: number[] = [];
+  const published: BusMessage[] = [];
+  bus.subscribe("changes", (m) => published.push(m));
+  let reads = 0;
+  let gate: Promise<void> = Promise.resolve();
+  const deps: FollowerDeps = {
+    read: async (after) => {
+      reads++;
+      await gate;
+      return { rows: log.filter((r) => r.rv > after).slice(0, limit), floor: 0 };
+    },
+    apply: (rows) => applied.push(...rows.map((r) => r.rv)),
+    trimmed: () => {},
+    trim: async () => 0,
+    bus,
+    feed,
+    clock,
+    log: quiet,
+    pollMs: 2000,
+    trimEveryMs: 60_000,
+    limit,
+  };
+  const f = new ChangeFollower(deps, 0);
+  return {
+    f,
+    clock,
+    bus,
+    feed,
+    applied,
+    published,
+    reads: () => reads,
+    hold(): () => void {
+      let open = () => {};
+      gate = new Promise((r) => {
+        open = r;
+      });
+      return open;
+    },
+  };
+}
+
+describe("ChangeFollower", () => {
+  test("catchUp() applies the rows past what it applied, in order, reading again while a read gives the limit", async () => {
+    const log = [1, 2, 3, 4, 5].map((rv) => row(rv));
+    const t = follower(log, 2);
+    await t.f.catchUp();
+    expect(t.applied).toEqual([1, 2, 3, 4, 5]);
+    expect(t.f.rv).toBe(5);
+    log.push(row(7));
+    await t.f.catchUp();
+    expect(t.applied).toEqual([1, 2, 3, 4, 5, 7]);
+  });
+
+  test("pokes that come while a read runs are answered by one more read", async () => {
+    const log = [row(1)];
+    const t = follower(log);
+    const open = t.hold();
+    const first = t.f.poke();
+    for (let i = 0; i < 5; i++) void t.f.poke();
+    log.push(row(2));
+    open();
+    await first;
+    expect(t.reads()).toBe(2);
+    expect(t.applied).toEqual([1, 2]);
+  });
+
+  test("a commit of its own is published on the bus; a poke with a newer rv and the poll read the log; stop() ends both", async () => {
+    const log: LoggedChange[] = [];
+    const t = follower(log);
+    t.f.start();
+    log.push(row(1, true));
+    t.feed.committed(1);
+    expect(t.published).toEqual([{ type: "changes", rv: 1 }]);
+    await until("the own row applied", () => t.applied.includes(1));
+    const before = t.reads();
+    t.bus.publish({ type: "changes", rv: 1 });
+    expect(t.reads()).toBe(before);
+    log.push(row(2));
+    t.bus.publish({ type: "changes", rv: 2 });
+    await until("the poked row applied", () => t.applied.includes(2));
+    log.push(row(3));
+    t.clock.step(2000);
+    await until("the polled row applied", () => t.applied.includes(3));
+    t.f.stop();
+    log.push(row(4));
+    t.clock.step(4000);
+    t.feed.committed(4);
+    expect(t.applied).toEqual([1, 2, 3]);
+  });
+});
+
+async function replicaView(nodes: NodeRecord[] = []) {
+  const store = new SqliteHubStore(":memory:");
+  const loaded = { ...(await store.load()), nodes };
+  const changes: Change[] = [];
+  const fleet = new ReplicaFleet(
+    {
+      store,
+      maxEventsPerNode: 10,
+      offlineAfterMs: 3000,
+      onChange: (c) => changes.push(c),
+      now: () => 0,
+      storedOnline: true,
+    },
+    loaded,
+  );
+  const kube = new ChangeLog(0);
+  const recorded: KubeChange[] = [];
+  kube.subscribe((c) => recorded.push(c));
+  const objects: ObjectRow[] = [];
+  const credentials: [string | undefined, string | undefined][] = [];
+  const view = new ViewApplier(
+    {
+      fleet,
+      identity: {
+        nodeStored: (old, rec) => credentials.push([old?.credentialHash, rec?.credentialHash]),
+      },
+      changes: kube,
+      object: (r) => objects.push(r),
+      log: quiet,
+    },
+    loadedKeys(loaded),
+  );
+  return { store, fleet, changes, kube, recorded, objects, credentials, view };
+}
+
+const record = (name: string, online: boolean, hash = "h1"): NodeRecord => ({
+  name,
+  credentialHash: hash,
+  hubLabels: {},
+  joinedAt: 0,
+  ackedSeq: 3,
+  connected: true,
+  desiredGeneration: 0,
+  ackedGeneration: 0,
+  online,
+});
+
+const nodeRow = (rv: number, rec: NodeRecord, own = false): LoggedChange => ({
+  rv,
+  kind: "nodes",
+  key: rec.name,
+  deleted: false,
+  object: JSON.stringify({ progress: rec, node: null }),
+  own,
+});
+
+describe("ViewApplier", () => {
+  test("another replica's rows set the view and tell its watchers; its own rows go only to the Kubernetes log", async () => {
+    const v = await replicaView();
+    const pod = makePod({ name: "web", uid: "u1", spec: { nodeName: "cam-1" } });
+    v.view.apply([
+      nodeRow(5, record("cam-1", true)),
+      {
+        rv: 6,
+        kind: "pods",
+        key: "cam-1/u1",
+        deleted: false,
+        object: JSON.stringify(pod),
+        own: false,
+      },
+      {
+        rv: 7,
+        kind: "pods",
+        key: "cam-1/u1",
+        deleted: false,
+        object: JSON.stringify(pod),
+        own: false,
+      },
+      {
+        rv: 8,
+        kind: "pods",
+        key: "cam-2/u9",
+        deleted: false,
+        object: JSON.stringify(pod),
+        own: true,
+      },
+      { rv: 9, kind: "ConfigMap", key: "default/a", deleted: false, object: "{}", own: false },
+      { rv: 10, kind: "ConfigMap", key: "default/b", deleted: false, object: "{}", own: true },
+    ]);
+    expect(v.fleet.isOnline("cam-1")).toBe(true);
+    expect(v.fleet.podsOf("cam-1").get("u1")?.metadata.name).toBe("web");
+    expect(v.fleet.podsOf("cam-2").size).toBe(0);
+    expect(v.changes.filter((c) => c.kind === "pods").map((c) => c.type)).toEqual([
+      "ADDED",
+      "MODIFIED",
+    ]);
+    expect(v.recorded.map((c) => [c.rv, c.resource, c.type])).toEqual([
+      [5, "nodes", "ADDED"],
+      [6, "pods", "ADDED"],
+      [7, "pods", "MODIFIED"],
+      [8, "pods", "ADDED"],
+    ]);
+    expect(v.recorded[1]?.object.metadata.resourceVersion).toBe("6");
+    expect(v.kube.current()).toBe(10);
+    expect(v.objects.map((o) => o.key)).toEqual(["default/a"]);
+    expect(v.credentials).toEqual([[undefined, "h1"]]);
+  });
+
+  test("a node stored online elsewhere is not marked offline here; its stored offline state is shown", async () => {
+    const v = await replicaView([record("cam-1", true)]);
+    expect(v.fleet.checkLiveness(1_000_000)).toEqual([]);
+    expect(v.fleet.view("cam-1")?.metadata.annotations?.[HUB_ANNOTATIONS.online]).toBe("true");
+    v.view.apply([nodeRow(2, { ...record("cam-1", false), offlineSince: 500 })]);
+    expect(v.fleet.isOnline("cam-1")).toBe(false);
+    expect(v.changes.at(-1)?.type).toBe("MODIFIED");
+  });
+
+  test("an event trimmed by another replica is dropped without telling watchers; a node's deletion drops it", async () => {
+    const event = {
+      apiVersion: "v1",
+      kind: "Event",
+      metadata: { name: "e1", namespace: "default" },
+      involvedObject: { kind: "Pod", name: "web" },
+      reason: "Started",
+      message: "",
+      source: { component: "kubelet", host: "cam-1" },
+      type: "Normal",
+      count: 1,
+    };
+    const v = await replicaView([record("cam-1", true)]);
+    v.view.apply([
+      {
+        rv: 2,
+        kind: "events",
+        key: "cam-1/e1",
+        deleted: false,
+        object: JSON.stringify(event),
+        own: false,
+      },
+      { rv: 3, kind: "events", key: "cam-1/e1", deleted: true, object: null, own: false },
+    ]);
+    expect(v.fleet.eventsOf("cam-1").size).toBe(0);
+    expect(v.changes.map((c) => `${c.kind} ${c.type}`)).toEqual(["events ADDED"]);
+    expect(v.recorded.map((c) => c.type)).toEqual(["ADDED"]);
+    v.view.apply([{ ...nodeRow(4, record("cam-1", true)), deleted: true }]);
+    expect(v.fleet.nodes.has("cam-1")).toBe(false);
+    expect(v.recorded.at(-1)?.type).toBe("DELETED");
+    expect(v.credentials.at(-1)).toEqual(["h1", undefined]);
+  });
+});
+
+describe("ChangeLog numbered by a shared log", () => {
+  test("recordAt() keeps the log's numbers; since() gives what is after a number, and 410 below the trim", () => {
+    const log = new ChangeLog(10);
+    const pod = makePod({ name: "web", uid: "u1" });
+    log.recordAt(12, "pods", "ADDED", pod);
+    log.advance(15);
+    log.recordAt(17, "pods", "MODIFIED", pod);
+    expect(log.current()).toBe(17);
+    expect(log.withVersion("pods", pod).metadata.resourceVersion).toBe("17");
+    const after = log.since(12);
+    expect(after === "gone" ? after : after.map((c) => c.rv)).toEqual([17]);
+    expect(log.since(9)).toBe("gone");
+    log.trimmed(14);
+    expect(log.since(13)).toBe("gone");
+    expect(log.since(14)).not.toBe("gone");
+  });
+});
