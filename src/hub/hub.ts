@@ -18,6 +18,7 @@ import type { RateLimit } from "./ratelimit.ts";
 import { type AgentRollouts, startAgentRollouts } from "./rollouts/index.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, agentSockets } from "./sessions.ts";
+import { runSingletons } from "./singletons.ts";
 import { DEFAULT_HEARTBEAT_MS, type HubState, openState, type StateOptions } from "./state.ts";
 import { StreamBroker } from "./streams/broker.ts";
 import {
@@ -112,6 +113,7 @@ async function startDeployer(
     log: opts.log.with({ component: "deploy" }),
     flushStore: flush,
     intervalMs: opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs,
+    leadTerm: () => state.leadership.term(),
   });
   bus.subscribe("desired", (m) => sessions.desiredChanged(m.node));
   await deployer.reconcile();
@@ -323,6 +325,8 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   const liveness = startLiveness(opts, state.fleet, sessions);
   const everyMs = opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs;
   const rollouts = await startAgentRollouts(state, sessions, opts, everyMs, stopDeploy.signal);
+  const singletons = { deployer, rollouts, clock: opts.clock, log: opts.log };
+  runSingletons(state.leadership, singletons, stopDeploy.signal);
   const api = apiDepsOf(opts, state, deployer, sessions, rollouts);
   const pods = podStreamsOf(state, broker);
   const storeHealth = () => flusher.health();

@@ -15,6 +15,7 @@ import { Fleet } from "./fleet.ts";
 import { Identity } from "./identity.ts";
 import { ChangeLog } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
+import { alwaysLeader, type Leadership } from "./leader.ts";
 import { ReleaseStore } from "./releases/store.ts";
 import { type HubStores, openSqliteStores } from "./stores-sqlite.ts";
 import { openNodeUpdates } from "./updates/updates.ts";
@@ -40,6 +41,9 @@ export interface StateOptions {
   maxReleaseBytes?: number;
   /** Seals Secrets in the store (deploy/sealing.ts); absent: they are stored plain (tests). */
   sealer?: SecretSealer;
+  /** With PostgreSQL: time between a replica's tries for the lead and the leader's checks of
+   * its lock (pg/leader.ts; default 2 s). */
+  leaderIntervalMs?: number;
 }
 
 /** Writes the operator token to `<dataDir>/operator-token`, readable by the hub's user only. */
@@ -47,13 +51,27 @@ export function saveOperatorToken(dataDir: string, token: string): void {
   writeFileAtomic(join(dataDir, "operator-token"), `${token}\n`, { mode: 0o600 });
 }
 
-/** The hub's stores: on PostgreSQL with `postgresUrl` (its code loaded only then), else on
- * `<dataDir>/hub.db`. */
-async function openStores(opts: StateOptions): Promise<HubStores> {
-  if (opts.postgresUrl === undefined)
-    return openSqliteStores(join(opts.dataDir, "hub.db"), opts.sealer, opts.log);
+/** The hub's stores: on PostgreSQL with `postgresUrl` (its code loaded only then), with the
+ * election of the replica that runs the singletons; else on `<dataDir>/hub.db`, always leading. */
+async function openStores(opts: StateOptions): Promise<HubStores & { leadership: Leadership }> {
+  if (opts.postgresUrl === undefined) {
+    const stores = openSqliteStores(join(opts.dataDir, "hub.db"), opts.sealer, opts.log);
+    return { ...stores, leadership: alwaysLeader() };
+  }
   const { openPostgresStores } = await import("./stores-postgres.ts");
-  return openPostgresStores(opts.postgresUrl, opts.sealer, opts.log);
+  const { PostgresLeaderElector } = await import("./pg/leader.ts");
+  const leadership = new PostgresLeaderElector({
+    url: opts.postgresUrl,
+    clock: opts.clock,
+    log: opts.log.with({ component: "leader" }),
+    ...(opts.leaderIntervalMs !== undefined && {
+      tryEveryMs: opts.leaderIntervalMs,
+      checkEveryMs: opts.leaderIntervalMs,
+    }),
+  });
+  const url = opts.postgresUrl;
+  const stores = await openPostgresStores(url, opts.sealer, opts.log, {}, leadership.fence);
+  return { ...stores, leadership };
 }
 
 /** The hub's state: its store and what is loaded from it, and the parts that keep it. */
@@ -98,6 +116,7 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
   const updates = await openNodeUpdates(stores.updates, releases, fleet, opts.clock);
   return {
     ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },
+    leadership: stores.leadership,
     ...{ fleet, identity, createdOperatorToken, audit, releases, updates },
   };
 }

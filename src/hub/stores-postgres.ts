@@ -6,6 +6,7 @@ import { PostgresAuditStore } from "./audit-postgres.ts";
 import type { SecretSealer } from "./deploy/sealing.ts";
 import { openPostgresDeployStore } from "./deploy/store-postgres.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
+import type { LeaderFence } from "./pg/leader.ts";
 import { PostgresAgentRolloutStore } from "./rollouts/store-postgres.ts";
 import { PostgresHubStore } from "./store-postgres.ts";
 import type { HubStores } from "./stores-sqlite.ts";
@@ -13,7 +14,7 @@ import { PostgresUpdateStore } from "./updates/store-postgres.ts";
 
 /**
  * The hub's stores on the database at `url` (postgres://USER@HOST:PORT/DB), its Secrets sealed
- * with `sealer`'s sealing key first. A Secret that does not open closes the pool and throws
+ * with `sealer`'s sealing key first; the singletons' writes checked with `leaderFence`. A Secret that does not open closes the pool and throws
  * SealError: the hub does not start.
  */
 export async function openPostgresStores(
@@ -21,8 +22,10 @@ export async function openPostgresStores(
   sealer: SecretSealer | undefined,
   log: Logger,
   o: PostgresConnectOptions = {},
+  leaderFence?: LeaderFence,
 ): Promise<HubStores> {
-  const pool = { sql: await connectPostgres(url, o), size: o.max ?? POOL_SIZE };
+  const sql = await connectPostgres(url, o);
+  const pool = { sql, size: o.max ?? POOL_SIZE, ...(leaderFence !== undefined && { leaderFence }) };
   try {
     return {
       hub: new PostgresHubStore(pool),

@@ -3,3 +3,14 @@
 
 /** Held (pg_advisory_lock) by the process running the schema's migrations. */
 export const MIGRATE_LOCK = "7380385375772737537"; // 0x666c_6565_746c_0001 ("fleetl", 1)
+
+/** Held (pg_try_advisory_lock, on a session of its own) by the replica that runs the hub's
+ * singletons (leader.ts). */
+export const LEADER_LOCK = "7380385375772737538"; // 0x666c_6565_746c_0002 ("fleetl", 2)
+
+/** How pg_locks shows a session-level advisory lock on the int8 `key`: its high 32 bits as
+ * classid, its low 32 bits as objid, objsubid 1. */
+export function advisoryLockRow(key: string): { classid: number; objid: number } {
+  const k = BigInt.asUintN(64, BigInt(key));
+  return { classid: Number(k >> 32n), objid: Number(k & 0xffff_ffffn) };
+}
