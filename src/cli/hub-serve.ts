@@ -34,6 +34,7 @@ const serveFlags = {
   store: { type: "string" },
   bus: { type: "string" },
   "replica-id": { type: "string" },
+  "leader-interval": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
@@ -77,6 +78,12 @@ function credentialTimings(flags: {
     ...(lifetime !== undefined && { credentialLifetimeMs: lifetime }),
     ...(check !== undefined && { tlsCheckIntervalMs: check }),
   };
+}
+
+/** A replica's time between tries for the lead and the leader's checks of its lock. */
+function leaderTiming(flags: { "leader-interval"?: string }): { leaderIntervalMs?: number } {
+  const ms = positiveDuration(flags["leader-interval"], "leader-interval");
+  return ms === undefined ? {} : { leaderIntervalMs: ms };
 }
 
 /** The hub's timings and limits given by flags. */
@@ -166,6 +173,7 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
       replicaStart !== undefined && {
         postgresUrl: replica.postgresUrl,
         bus: replicaStart.replicaBus(replica, clock, log),
+        ...leaderTiming(flags),
       }),
     hostname,
     port,

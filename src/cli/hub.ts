@@ -32,7 +32,8 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                     [--max-message-bytes 1048576] [--rollout-interval 1s] [--max-streams-per-node 128]
                     [--node-credential-lifetime 2160h] [--serving-cert-lifetime 8760h]
                     [--serving-cert-check-interval 24h] [--secrets-key-file FILE]
-                    [--store postgres://USER@HOST:PORT/DB --bus nats://HOST:PORT[,...] [--replica-id ID]]
+                    [--store postgres://USER@HOST:PORT/DB --bus nats://HOST:PORT[,...] [--replica-id ID]
+                     [--leader-interval 2s]]
                     [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...] [--uses N]
        fleetlet hub node revoke NAME --hub URL [--token T]
@@ -56,7 +57,9 @@ made on the first start); the other keys of the file open what older keys sealed
 --store and --bus go together: the hub is a replica with its state in PostgreSQL and the other
 replicas on NATS; give every replica the same --secrets-key-file. The first replica makes the CA,
 the serving certificate and the operator token in the store, and every replica writes them into
-its DIR. Replicas do not yet see each other's changes live.
+its DIR. One replica at a time leads: it runs the DaemonSet and agent rollouts (the others try for
+the lead every --leader-interval; a dead leader's lead passes on within 15 s). Replicas do not yet
+see each other's changes live.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
 (--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;

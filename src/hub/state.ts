@@ -41,8 +41,7 @@ export interface StateOptions {
   maxReleaseBytes?: number;
   /** Seals Secrets in the store (deploy/sealing.ts); absent: they are stored plain (tests). */
   sealer?: SecretSealer;
-  /** With PostgreSQL: time between a replica's tries for the lead and the leader's checks of
-   * its lock (pg/leader.ts; default 2 s). */
+  /** With PostgreSQL: time between a replica's tries for the lead (pg/leader.ts; default 2 s). */
   leaderIntervalMs?: number;
 }
 
@@ -64,10 +63,7 @@ async function openStores(opts: StateOptions): Promise<HubStores & { leadership:
     url: opts.postgresUrl,
     clock: opts.clock,
     log: opts.log.with({ component: "leader" }),
-    ...(opts.leaderIntervalMs !== undefined && {
-      tryEveryMs: opts.leaderIntervalMs,
-      checkEveryMs: opts.leaderIntervalMs,
-    }),
+    ...(opts.leaderIntervalMs !== undefined && { tryEveryMs: opts.leaderIntervalMs }),
   });
   const url = opts.postgresUrl;
   const stores = await openPostgresStores(url, opts.sealer, opts.log, {}, leadership.fence);
