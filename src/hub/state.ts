@@ -16,7 +16,7 @@ import { Identity } from "./identity.ts";
 import { ChangeLog } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
 import { alwaysLeader, type Leadership } from "./leader.ts";
-import { ReleaseStore } from "./releases/store.ts";
+import { ReleaseStore, type Releases } from "./releases/store.ts";
 import { type HubStores, openSqliteStores } from "./stores-sqlite.ts";
 import { openNodeUpdates } from "./updates/updates.ts";
 import { WatchHub } from "./watch.ts";
@@ -50,12 +50,17 @@ export function saveOperatorToken(dataDir: string, token: string): void {
   writeFileAtomic(join(dataDir, "operator-token"), `${token}\n`, { mode: 0o600 });
 }
 
-/** The hub's stores: on PostgreSQL with `postgresUrl` (its code loaded only then), with the
- * election of the replica that runs the singletons; else on `<dataDir>/hub.db`, always leading. */
-async function openStores(opts: StateOptions): Promise<HubStores & { leadership: Leadership }> {
+/** The hub's stores: on PostgreSQL with `postgresUrl` (its code loaded only then), agent releases
+ * too, with the election of the replica that runs the singletons; else on `<dataDir>/hub.db`,
+ * releases in `<dataDir>/releases`, always leading. */
+async function openStores(
+  opts: StateOptions,
+): Promise<HubStores & { leadership: Leadership; releases: Releases }> {
+  const releasesDir = join(opts.dataDir, "releases");
   if (opts.postgresUrl === undefined) {
     const stores = openSqliteStores(join(opts.dataDir, "hub.db"), opts.sealer, opts.log);
-    return { ...stores, leadership: alwaysLeader() };
+    const releases = new ReleaseStore(releasesDir, opts.maxReleaseBytes);
+    return { ...stores, leadership: alwaysLeader(), releases };
   }
   const { openPostgresStores } = await import("./stores-postgres.ts");
   const { PostgresLeaderElector } = await import("./pg/leader.ts");
@@ -67,7 +72,10 @@ async function openStores(opts: StateOptions): Promise<HubStores & { leadership:
   });
   const url = opts.postgresUrl;
   const stores = await openPostgresStores(url, opts.sealer, opts.log, {}, leadership.fence);
-  return { ...stores, leadership };
+  const { PostgresReleaseStore } = await import("./releases/store-postgres.ts");
+  const incoming = join(releasesDir, ".incoming");
+  const releases = new PostgresReleaseStore(stores.pool, incoming, opts.maxReleaseBytes);
+  return { ...stores, leadership, releases };
 }
 
 /** The hub's state: its store and what is loaded from it, and the parts that keep it. */
@@ -108,7 +116,7 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
   const createdOperatorToken = await identity.ensureOperatorToken();
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
   const audit = new AuditLog(stores.audit, () => opts.clock.now());
-  const releases = new ReleaseStore(join(opts.dataDir, "releases"), opts.maxReleaseBytes);
+  const releases = stores.releases;
   const updates = await openNodeUpdates(stores.updates, releases, fleet, opts.clock);
   return {
     ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },

@@ -7,6 +7,7 @@ import type { SecretSealer } from "./deploy/sealing.ts";
 import { openPostgresDeployStore } from "./deploy/store-postgres.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
 import type { LeaderFence } from "./pg/leader.ts";
+import type { PgPool } from "./pg/transaction.ts";
 import { PostgresAgentRolloutStore } from "./rollouts/store-postgres.ts";
 import { PostgresHubStore } from "./store-postgres.ts";
 import type { HubStores } from "./stores-sqlite.ts";
@@ -23,11 +24,12 @@ export async function openPostgresStores(
   log: Logger,
   o: PostgresConnectOptions = {},
   leaderFence?: LeaderFence,
-): Promise<HubStores> {
+): Promise<HubStores & { pool: PgPool }> {
   const sql = await connectPostgres(url, o);
   const pool = { sql, size: o.max ?? POOL_SIZE, ...(leaderFence !== undefined && { leaderFence }) };
   try {
     return {
+      pool,
       hub: new PostgresHubStore(pool),
       deploy: await openPostgresDeployStore(pool, sealer, log),
       updates: new PostgresUpdateStore(pool),

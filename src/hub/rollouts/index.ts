@@ -4,7 +4,7 @@ import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { Fleet } from "../fleet.ts";
 import type { Leadership } from "../leader.ts";
-import type { ReleaseStore } from "../releases/store.ts";
+import type { Releases } from "../releases/store.ts";
 import type { NodeUpdates } from "../updates/updates.ts";
 import { AgentRollouts } from "./controller.ts";
 import type { AgentRolloutStore } from "./store.ts";
@@ -14,7 +14,7 @@ export { AgentRollouts } from "./controller.ts";
 interface RolloutParts {
   rolloutStore: AgentRolloutStore;
   fleet: Pick<Fleet, "nodes" | "isOnline">;
-  releases: Pick<ReleaseStore, "list">;
+  releases: Pick<Releases, "list">;
   updates: NodeUpdates;
   /** Only the leading replica runs passes (leader.ts). */
   leadership: Pick<Leadership, "term">;
