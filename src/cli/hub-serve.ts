@@ -6,11 +6,12 @@ import { parseDuration } from "../api/duration.ts";
 import { loadSealer, SealError, type SecretSealer } from "../hub/deploy/sealing.ts";
 import { startHub } from "../hub/hub.ts";
 import { defaultSans, givenTls, type HubTls, ownTls } from "../hub/tls/index.ts";
+import type { RenewedTls } from "../hub/tls/renew.ts";
 import { realClock } from "../util/clock.ts";
 import { createLogger, type LogLevel } from "../util/log.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
-import { replicaFlags } from "./hub-replica.ts";
+import { type ReplicaFlags, replicaFlags } from "./hub-replica.ts";
 import type { CliIO } from "./io.ts";
 
 const serveFlags = {
@@ -148,24 +149,16 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   const replica = replicaFlags(flags);
   const dataDir = flags.data ?? "/var/lib/fleetlet/hub";
   const clock = realClock;
-  const servingLifetimeMs = positiveDuration(
-    flags["serving-cert-lifetime"],
-    "serving-cert-lifetime",
-  );
+  const lifetimeMs = positiveDuration(flags["serving-cert-lifetime"], "serving-cert-lifetime");
   const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
   const sealer = secretsSealer(flags["secrets-key-file"], dataDir);
-  const replicaStart = replica === undefined ? undefined : await import("./hub-replica-start.ts");
-  if (replica !== undefined && replicaStart !== undefined) {
-    const ownTls = flags["tls-cert"] === undefined && flags["plain-http"] !== true;
-    const sans = sansOf(flags, hostname);
-    const now = clock.now();
-    await replicaStart.prepareReplica(
-      replica,
-      { sealer, dataDir, sans, ownTls, now },
-      servingLifetimeMs,
-    );
-  }
-  const { tls, renewTls } = serveTls(flags, hostname, dataDir, clock.now(), servingLifetimeMs);
+  const o = { sealer, dataDir, hostname, servingLifetimeMs: lifetimeMs };
+  const replicaStart = await prepared(replica, flags, o);
+  const { tls, renewTls: renewOwn } = serveTls(flags, hostname, dataDir, clock.now(), lifetimeMs);
+  const renewTls = renewal(replica, replicaStart, renewOwn, {
+    ...{ sealer, dataDir, sans: sansOf(flags, hostname) },
+    ...(lifetimeMs !== undefined && { servingLifetimeMs: lifetimeMs }),
+  });
   const hub = await startHubOrSay({
     dataDir,
     sealer,
@@ -186,17 +179,54 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   });
   if (hub.createdOperatorToken !== undefined)
     io.stdout(
-      `operator token (saved in ${flags.data ?? "/var/lib/fleetlet/hub"}/operator-token):\n${hub.createdOperatorToken}\n`,
+      `operator token (saved in ${dataDir}/operator-token):\n${hub.createdOperatorToken}\n`,
     );
   if (hub.caHash !== undefined) log.info("hub CA", { hash: hub.caHash });
   log.info("hub listening", { url: hub.url, nodes: hub.fleet.nodes.size });
-  await new Promise<void>((resolve) => {
-    process.once("SIGTERM", () => resolve());
-    process.once("SIGINT", () => resolve());
-  });
+  await untilSignalled();
   log.info("hub stopping");
   await hub.stop();
   return 0;
+}
+
+/** A replica's start (hub-replica-start.ts, loaded only for one), its shared identity written
+ * into `dataDir` first; undefined for a single hub. */
+async function prepared(
+  replica: ReplicaFlags | undefined,
+  flags: { "tls-cert"?: string; "plain-http"?: boolean; "tls-san"?: string },
+  o: { sealer: SecretSealer; dataDir: string; hostname: string; servingLifetimeMs?: number },
+) {
+  if (replica === undefined) return undefined;
+  const replicaStart = await import("./hub-replica-start.ts");
+  const ownTls = flags["tls-cert"] === undefined && flags["plain-http"] !== true;
+  const sans = sansOf(flags, o.hostname);
+  await replicaStart.prepareReplica(
+    replica,
+    { sealer: o.sealer, dataDir: o.dataDir, sans, ownTls, now: realClock.now() },
+    o.servingLifetimeMs,
+  );
+  return replicaStart;
+}
+
+/** The check of the hub's own serving certificate: a replica's renews through the store, so
+ * that every replica serves one pair (replica-tls.ts); absent without one of its own. */
+function renewal(
+  replica: ReplicaFlags | undefined,
+  replicaStart: typeof import("./hub-replica-start.ts") | undefined,
+  renewOwn: ((now: number) => RenewedTls) | undefined,
+  o: Parameters<typeof import("./hub-replica-start.ts").replicaRenew>[1],
+) {
+  if (replica === undefined || replicaStart === undefined || renewOwn === undefined)
+    return renewOwn;
+  return replicaStart.replicaRenew(replica, o);
+}
+
+/** Resolves at the first SIGTERM or SIGINT. */
+function untilSignalled(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    process.once("SIGTERM", () => resolve());
+    process.once("SIGINT", () => resolve());
+  });
 }
 
 /** The names of the hub's own serving certificate: this host's and --tls-san's. */

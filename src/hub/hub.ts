@@ -31,7 +31,7 @@ import {
   streamUpgrade,
 } from "./streams/pod-routes.ts";
 import type { HubTls } from "./tls/index.ts";
-import { listenRenewing } from "./tls/renew.ts";
+import { listenRenewing, type RenewedTls } from "./tls/renew.ts";
 import { bearerToken } from "./tokens.ts";
 import { watchSockets, watchUpgrade } from "./watch.ts";
 
@@ -51,7 +51,7 @@ export interface HubOptions extends StateOptions {
   maxStreamsPerNode?: number;
   /** The hub's own certificate as of `now`, made again near its end (ownTls); absent: the
    * certificate is given, or there is none. */
-  renewTls?: (now: number) => HubTls & { renewed: boolean };
+  renewTls?: (now: number) => RenewedTls | Promise<RenewedTls>;
   /** Time between checks of the serving certificate (default 24 h). */
   tlsCheckIntervalMs?: number;
   /** The bus between replicas (bus-nats.ts), closed by stop(); absent: the in-process one. */

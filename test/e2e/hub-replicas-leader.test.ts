@@ -2,13 +2,15 @@
 // PostgreSQL and nats-server: a release pushed at one is downloaded from the other with the same
 // bytes (releases stored in PostgreSQL); one replica leads and runs the deployer; when it is
 // killed with SIGKILL another takes the lead within 15 s and goes on with the DaemonSet applied
-// under the first (loaded from the store). Needs root, Debian's postgresql and nats-server, and
+// under the first (loaded from the store); a serving certificate renewed near its end at one is
+// served by both (written back to the store). Needs root, Debian's postgresql and nats-server, and
 // scripts/build.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { connect } from "node:tls";
 import { gunzipSync } from "node:zlib";
 import { type NatsServer, startNatsServer } from "../../scripts/lib/nats.ts";
 import { PostgresCluster } from "../../scripts/lib/postgres.ts";
@@ -24,8 +26,8 @@ const keyFile = join(dir, "secrets.key");
 const hubs: TestHub[] = [];
 const LEADING = "leading: this replica runs the hub's singletons";
 
-function replica(url: string, id: string): TestHub {
-  const args = ["--store", url, "--bus", nats.url, "--secrets-key-file", keyFile];
+function replica(url: string, id: string, more: string[] = []): TestHub {
+  const args = ["--store", url, "--bus", nats.url, "--secrets-key-file", keyFile, ...more];
   const hub = new TestHub(
     [...args, "--replica-id", id, "--leader-interval", "500ms", "--rollout-interval", "300ms"],
     "127.0.0.1",
@@ -133,4 +135,42 @@ test("one replica leads; killed with SIGKILL, another leads within 15 s and goes
   });
   expect(ds.metadata.generation).toBe(1);
   await b.stop();
+}, 120_000);
+
+/** The serial number of the certificate a new TLS connection to `hub` is served. */
+function servedSerial(hub: TestHub): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect(
+      { host: "127.0.0.1", port: Number(new URL(hub.url).port), ca: hub.caPem },
+      () => {
+        resolve(s.getPeerCertificate().serialNumber);
+        s.end();
+      },
+    );
+    s.on("error", reject);
+  });
+}
+
+test("a serving certificate renewed near its end at one replica is served by every replica", async () => {
+  const url = await pg.createDatabase();
+  const timing = ["--serving-cert-lifetime", "45s", "--serving-cert-check-interval", "1s"];
+  const [a, b] = [replica(url, "tls-a", timing), replica(url, "tls-b", timing)] as [
+    TestHub,
+    TestHub,
+  ];
+  await startReplica(a);
+  await startReplica(b);
+  const first = await servedSerial(a);
+  expect(await servedSerial(b)).toBe(first);
+  // Renewed in its last third (15 s before its end) by whichever checks first, then served by both.
+  const renewed = await eventually(
+    "both replicas serving one renewed certificate",
+    async () => {
+      const [x, y] = [await servedSerial(a), await servedSerial(b)];
+      return x !== first && x === y ? x : undefined;
+    },
+    40_000,
+  );
+  expect(renewed).not.toBe(first);
+  await Promise.all([a.stop(), b.stop()]);
 }, 120_000);
