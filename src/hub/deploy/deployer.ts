@@ -74,19 +74,27 @@ export class Deployer {
   private readonly serial = new Serial();
 
   constructor(private readonly deps: DeployerDeps) {
-    this.catalog = new DaemonSetCatalog(deps.store, deps.loaded);
-    this.objects = new ConfigObjectCatalog(deps.store, deps.loaded, () =>
-      this.catalog.nextResourceVersion(),
-    );
-    for (const r of deps.loaded.rollouts) this.records.set(r.dsUid, r.record);
-    for (const a of deps.loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
+    [this.catalog, this.objects] = this.take(deps.loaded);
     this.desired = new DesiredStates(
       deps.fleet,
       (node) => this.assignedPods(node),
       (key) => this.objects.get(key),
     );
-    for (const node of deps.fleet.nodes.keys()) this.dirtyNodes.add(node);
     this.loadedTerm = deps.leadTerm === undefined ? 0 : deps.leadTerm();
+  }
+
+  /** Takes `loaded` in place of what the deployer held (every device to rebuild); gives the
+   * catalogs over it. */
+  private take(loaded: DeployState): [DaemonSetCatalog, ConfigObjectCatalog] {
+    const catalog = new DaemonSetCatalog(this.deps.store, loaded);
+    const objects = new ConfigObjectCatalog(this.deps.store, loaded, () =>
+      catalog.nextResourceVersion(),
+    );
+    for (const m of [this.records, this.assignments, this.carried, this.shown]) m.clear();
+    for (const r of loaded.rollouts) this.records.set(r.dsUid, r.record);
+    for (const a of loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
+    for (const node of this.deps.fleet.nodes.keys()) this.dirtyNodes.add(node);
+    return [catalog, objects];
   }
 
   /** Whether this hub leads in the term its state was loaded in. */
@@ -278,15 +286,7 @@ export class Deployer {
   reload(): Promise<void> {
     return this.serial.run(async () => {
       const term = this.deps.leadTerm?.();
-      const loaded = await this.deps.store.load();
-      this.catalog = new DaemonSetCatalog(this.deps.store, loaded);
-      this.objects = new ConfigObjectCatalog(this.deps.store, loaded, () =>
-        this.catalog.nextResourceVersion(),
-      );
-      for (const m of [this.records, this.assignments, this.carried, this.shown]) m.clear();
-      for (const r of loaded.rollouts) this.records.set(r.dsUid, r.record);
-      for (const a of loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
-      for (const node of this.deps.fleet.nodes.keys()) this.dirtyNodes.add(node);
+      [this.catalog, this.objects] = this.take(await this.deps.store.load());
       this.loadedTerm = term;
       await this.pass();
     });
