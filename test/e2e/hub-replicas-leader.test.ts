@@ -2,7 +2,8 @@
 // PostgreSQL and nats-server: a release pushed at one is downloaded from the other with the same
 // bytes (releases stored in PostgreSQL); one replica leads and runs the deployer; when it is
 // killed with SIGKILL another takes the lead within 15 s and goes on with the DaemonSet applied
-// under the first (loaded from the store); a serving certificate renewed near its end at one is
+// under the first (loaded from the store), and a DaemonSet rollout of three compiled agents
+// started under the first goes on at the other with no device updated twice; a serving certificate renewed near its end at one is
 // served by both (written back to the store). Needs root, Debian's postgresql and nats-server, and
 // scripts/build.
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -15,7 +16,8 @@ import { gunzipSync } from "node:zlib";
 import { type NatsServer, startNatsServer } from "../../scripts/lib/nats.ts";
 import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import type { DaemonSet } from "../../src/api/daemonset.ts";
-import { daemonSetYaml, tempManifest } from "../lib/deploy.ts";
+import { TestAgent } from "../lib/agent.ts";
+import { daemonSetYaml, rolloutView, tempManifest } from "../lib/deploy.ts";
 import { nodeArch, TestHub } from "../lib/hub.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 
@@ -174,3 +176,78 @@ test("a serving certificate renewed near its end at one replica is served by eve
   expect(renewed).not.toBe(first);
   await Promise.all([a.stop(), b.stop()]);
 }, 120_000);
+
+test("a DaemonSet rollout started under one replica goes on at another after the first is SIGKILLed, no device updated twice", async () => {
+  const url = await pg.createDatabase();
+  const [a, b] = [replica(url, "roll-a"), replica(url, "roll-b")] as [TestHub, TestHub];
+  b.port = 20_000 + Math.floor(Math.random() * 10_000);
+  await startReplica(a);
+  await eventually("replica a to lead", () => (a.output.includes(LEADING) ? true : undefined));
+  // The agents list both replicas; b is not up yet, so they connect to a.
+  const argLists: string[][] = [[], [], []];
+  const agents = argLists.map((args) => new TestAgent({ args }));
+  try {
+    for (const [i, agent] of agents.entries()) {
+      const token = await a.joinToken("1h", { site: "r" });
+      argLists[i]?.push(
+        ...["--hub", `${a.url},https://127.0.0.1:${b.port}`, "--join-token", token],
+        ...["--hub-reconnect-back-off-base", "200ms", "--hub-reconnect-back-off-max", "1s"],
+        ...["--node-status-update-frequency", "1s"],
+      );
+      await agent.start();
+    }
+    const img = agents[0]?.tb.busybox ?? "";
+    const img2 = agents[0]?.tb.busyboxV2 ?? "";
+    const v = (image: string) =>
+      daemonSetYaml({ name: "app", image, nodeSelector: { site: "r" }, minReadySeconds: 4 });
+    expect(cli(a, ["apply", "-f", tempManifest("app.yaml", v(img))])).toMatchObject({ code: 0 });
+    await eventually(
+      "v1 rolled out at a",
+      async () => {
+        const view = await rolloutView(a, "app");
+        return view.phase === "Complete" && view.devices.length === 3 ? view : undefined;
+      },
+      90_000,
+    );
+    // b starts now (it loads the devices and v1), then v2 is applied at a.
+    await startReplica(b);
+    expect(cli(a, ["apply", "-f", tempManifest("app.yaml", v(img2))])).toMatchObject({ code: 0 });
+    const updated = await eventually(
+      "the canary updated at a",
+      async () => {
+        const view = await rolloutView(a, "app");
+        const done = view.devices.filter((d) => d.state === "Updated").map((d) => d.name);
+        return done.length >= 1 && done.length < 3 ? done : undefined;
+      },
+      60_000,
+      50,
+    );
+    const before = new Map<string, string | undefined>();
+    for (const agent of agents)
+      before.set(
+        agent.nodeName,
+        (await agent.pod("app"))?.status?.containerStatuses?.[0]?.containerID,
+      );
+    console.log(`a killed with ${updated.length} of 3 devices on v2`);
+    await a.kill();
+    await eventually("replica b to lead", () => (b.output.includes(LEADING) ? true : undefined));
+    await eventually(
+      "v2 rolled out at b",
+      async () => {
+        const view = await rolloutView(b, "app").catch(() => undefined);
+        return view?.phase === "Complete" && view.updateRevision === 2 ? view : undefined;
+      },
+      90_000,
+      200,
+    );
+    for (const agent of agents) {
+      const pod = await agent.pod("app");
+      expect(pod?.spec.containers[0]?.image).toBe(img2);
+      // The devices updated under a kept their v2 container: their step was not done again.
+      if (updated.includes(agent.nodeName))
+        expect(pod?.status?.containerStatuses?.[0]?.containerID).toBe(before.get(agent.nodeName));
+    }
+  } finally {
+    await Promise.all(agents.map((x) => x.cleanup()));
+  }
+}, 300_000);
