@@ -1,12 +1,17 @@
 // `fleetlet hub migrate --from DIR --to postgres://USER@HOST:PORT/DB [--secrets-key-file F]`:
 // copies a stopped single hub's data folder into an empty PostgreSQL database
 // (src/hub/migrate.ts). Secrets stay sealed: read with DIR's key, written under the first key
-// of --secrets-key-file (default DIR/secrets.key, which the replicas are then given).
-import { existsSync, readFileSync, statSync } from "node:fs";
+// of --secrets-key-file (default DIR/secrets.key, which the replicas are then given). Agent
+// releases are pushed again into the database (releases/copy.ts).
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadSealer, parseKeyFile, SecretSealer } from "../hub/deploy/sealing.ts";
 import { copyStores, type HubSnapshot, MigrateRefused, snapshotCounts } from "../hub/migrate.ts";
 import { identityOf, storeIdentity } from "../hub/migrate-identity.ts";
+import { copyReleases } from "../hub/releases/copy.ts";
+import { ReleaseStore } from "../hub/releases/store.ts";
+import { PostgresReleaseStore } from "../hub/releases/store-postgres.ts";
 import { openPostgresStores } from "../hub/stores-postgres.ts";
 import { type HubStores, openSqliteStores } from "../hub/stores-sqlite.ts";
 import { createLogger } from "../util/log.ts";
@@ -17,7 +22,8 @@ import type { CliIO } from "./io.ts";
 const MIGRATE_USAGE = `usage: fleetlet hub migrate --from DIR --to postgres://USER@HOST:PORT/DB [--secrets-key-file FILE]
 Copies a single hub's data folder DIR (stop that hub first) into an empty PostgreSQL database:
 devices, their credentials, join tokens, the operator token's hash, pods, events, DaemonSets,
-ConfigMaps, Secrets, revisions, rollouts, node updates, agent rollouts and the audit log; and
+ConfigMaps, Secrets, revisions, rollouts, node updates, agent rollouts, the audit log, the
+agent releases pushed (DIR/releases, each checked against its manifest again); and
 the hub's own CA and serving certificate (DIR/tls) and operator token (DIR/operator-token),
 which every replica then serves with: devices and operators keep their credentials.
 Secrets stay sealed: they are opened with DIR/secrets.key and sealed under the first key of
@@ -72,7 +78,7 @@ function openSource(db: string, sealer: SecretSealer): HubStores {
   }
 }
 
-async function openTarget(url: string, sealer: SecretSealer): Promise<HubStores> {
+async function openTarget(url: string, sealer: SecretSealer): Promise<TargetStores> {
   try {
     return await openPostgresStores(url, sealer, createLogger({ level: "error" }), {
       max: 2,
@@ -89,10 +95,27 @@ function redact(url: string): string {
   return url.replace(/^(postgres(?:ql)?:\/\/[^:@/]*):[^@/]*@/, "$1:***@");
 }
 
-/** copyStores() with the hub's CA and operator token (migrate-identity.ts), its failures said. */
+type TargetStores = Awaited<ReturnType<typeof openPostgresStores>>;
+
+/** Copies the agent releases of `<from>/releases` (when there are any) into the target's
+ * database, received and compressed in a temp folder first. */
+async function copyReleasesOf(from: string, target: TargetStores): Promise<void> {
+  const folder = join(from, "releases");
+  if (!existsSync(folder)) return;
+  const incoming = mkdtempSync(join(tmpdir(), "fleetlet-migrate-"));
+  try {
+    const to = new PostgresReleaseStore(target.pool, incoming, Number.MAX_SAFE_INTEGER);
+    await copyReleases(new ReleaseStore(folder, Number.MAX_SAFE_INTEGER), to);
+  } finally {
+    rmSync(incoming, { recursive: true, force: true });
+  }
+}
+
+/** copyStores() with the hub's CA and operator token (migrate-identity.ts) and its releases,
+ * its failures said. */
 async function copy(
   source: HubStores,
-  target: HubStores,
+  target: TargetStores,
   o: { from: string; to: string; sealer: SecretSealer },
   io: CliIO,
 ): Promise<HubSnapshot> {
@@ -106,6 +129,7 @@ async function copy(
     }
   };
   const beforeLast = async () => {
+    await copyReleasesOf(o.from, target);
     if (mine !== undefined) await storeIdentity(o.to, o.sealer, mine.identity, now);
   };
   try {

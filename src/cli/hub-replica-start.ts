@@ -6,8 +6,10 @@ import { createNatsBus, type NatsBus } from "../hub/bus-nats.ts";
 import { SealError, type SecretSealer } from "../hub/deploy/sealing.ts";
 import { createReplicaStreams } from "../hub/relay/replica.ts";
 import { sharedReplicaIdentity } from "../hub/replica-identity.ts";
+import { type ReplicaTlsOptions, replicaRenewTls } from "../hub/replica-tls.ts";
 import { saveOperatorToken } from "../hub/state.ts";
 import { newOwnTls, writeOwnTls } from "../hub/tls/index.ts";
+import type { RenewedTls } from "../hub/tls/renew.ts";
 import { generateToken } from "../hub/tokens.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
@@ -44,6 +46,15 @@ export async function prepareReplica(
   }
   if (o.ownTls) writeOwnTls(o.dataDir, shared.tls);
   saveOperatorToken(o.dataDir, shared.operatorToken);
+}
+
+/** The replica's check of its own serving certificate: renewed through the store, so that every
+ * replica serves the pair the first to renew stored (replica-tls.ts). */
+export function replicaRenew(
+  r: ReplicaFlags,
+  o: Omit<ReplicaTlsOptions, "url">,
+): (now: number) => Promise<RenewedTls> {
+  return replicaRenewTls({ url: r.postgresUrl, ...o });
 }
 
 /** The URL without its password. */

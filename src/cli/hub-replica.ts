@@ -15,11 +15,12 @@ export function replicaFlags(flags: {
   store?: string;
   bus?: string;
   "replica-id"?: string;
+  "leader-interval"?: string;
 }): ReplicaFlags | undefined {
   const { store, bus } = flags;
   if (store === undefined && bus === undefined) {
-    if (flags["replica-id"] !== undefined)
-      throw new UsageError("--replica-id goes with --store and --bus");
+    for (const f of ["replica-id", "leader-interval"] as const)
+      if (flags[f] !== undefined) throw new UsageError(`--${f} goes with --store and --bus`);
     return undefined;
   }
   if (store === undefined)

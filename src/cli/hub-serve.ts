@@ -7,11 +7,12 @@ import { loadSealer, SealError, type SecretSealer } from "../hub/deploy/sealing.
 import type { ChangeLogOptions } from "../hub/follow.ts";
 import { startHub } from "../hub/hub.ts";
 import { defaultSans, givenTls, type HubTls, ownTls } from "../hub/tls/index.ts";
+import type { RenewedTls } from "../hub/tls/renew.ts";
 import { realClock } from "../util/clock.ts";
 import { createLogger, type LogLevel } from "../util/log.ts";
 import { type FlagSpecs, parseArgs } from "./args.ts";
 import { CliError, UsageError } from "./errors.ts";
-import { replicaFlags } from "./hub-replica.ts";
+import { type ReplicaFlags, replicaFlags } from "./hub-replica.ts";
 import type { CliIO } from "./io.ts";
 
 const serveFlags = {
@@ -37,6 +38,7 @@ const serveFlags = {
   "replica-id": { type: "string" },
   "change-log-retention": { type: "string" },
   "change-log-max-rows": { type: "int" },
+  "leader-interval": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
@@ -80,6 +82,12 @@ function credentialTimings(flags: {
     ...(lifetime !== undefined && { credentialLifetimeMs: lifetime }),
     ...(check !== undefined && { tlsCheckIntervalMs: check }),
   };
+}
+
+/** A replica's time between tries for the lead and the leader's checks of its lock. */
+function leaderTiming(flags: { "leader-interval"?: string }): { leaderIntervalMs?: number } {
+  const ms = positiveDuration(flags["leader-interval"], "leader-interval");
+  return ms === undefined ? {} : { leaderIntervalMs: ms };
 }
 
 /** The hub's timings and limits given by flags. */
@@ -159,24 +167,16 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   const replica = replicaFlags(flags);
   const dataDir = flags.data ?? "/var/lib/fleetlet/hub";
   const clock = realClock;
-  const servingLifetimeMs = positiveDuration(
-    flags["serving-cert-lifetime"],
-    "serving-cert-lifetime",
-  );
+  const lifetimeMs = positiveDuration(flags["serving-cert-lifetime"], "serving-cert-lifetime");
   const log = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
   const sealer = secretsSealer(flags["secrets-key-file"], dataDir);
-  const replicaStart = replica === undefined ? undefined : await import("./hub-replica-start.ts");
-  if (replica !== undefined && replicaStart !== undefined) {
-    const ownTls = flags["tls-cert"] === undefined && flags["plain-http"] !== true;
-    const sans = sansOf(flags, hostname);
-    const now = clock.now();
-    await replicaStart.prepareReplica(
-      replica,
-      { sealer, dataDir, sans, ownTls, now },
-      servingLifetimeMs,
-    );
-  }
-  const { tls, renewTls } = serveTls(flags, hostname, dataDir, clock.now(), servingLifetimeMs);
+  const o = { sealer, dataDir, hostname, servingLifetimeMs: lifetimeMs };
+  const replicaStart = await prepared(replica, flags, o);
+  const { tls, renewTls: renewOwn } = serveTls(flags, hostname, dataDir, clock.now(), lifetimeMs);
+  const renewTls = renewal(replica, replicaStart, renewOwn, {
+    ...{ sealer, dataDir, sans: sansOf(flags, hostname) },
+    ...(lifetimeMs !== undefined && { servingLifetimeMs: lifetimeMs }),
+  });
   const hub = await startHubOrSay({
     dataDir,
     sealer,
@@ -186,6 +186,7 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
         ...replicaStart.replicaNats(replica, clock, log),
         replicaId: replica.replicaId,
         changeLog: changeLogFlags(flags),
+        ...leaderTiming(flags),
       }),
     hostname,
     port,
@@ -198,17 +199,54 @@ export async function serveHubCommand(argv: string[], io: CliIO, usage: string):
   });
   if (hub.createdOperatorToken !== undefined)
     io.stdout(
-      `operator token (saved in ${flags.data ?? "/var/lib/fleetlet/hub"}/operator-token):\n${hub.createdOperatorToken}\n`,
+      `operator token (saved in ${dataDir}/operator-token):\n${hub.createdOperatorToken}\n`,
     );
   if (hub.caHash !== undefined) log.info("hub CA", { hash: hub.caHash });
   log.info("hub listening", { url: hub.url, nodes: hub.fleet.nodes.size });
-  await new Promise<void>((resolve) => {
-    process.once("SIGTERM", () => resolve());
-    process.once("SIGINT", () => resolve());
-  });
+  await untilSignalled();
   log.info("hub stopping");
   await hub.stop();
   return 0;
+}
+
+/** A replica's start (hub-replica-start.ts, loaded only for one), its shared identity written
+ * into `dataDir` first; undefined for a single hub. */
+async function prepared(
+  replica: ReplicaFlags | undefined,
+  flags: { "tls-cert"?: string; "plain-http"?: boolean; "tls-san"?: string },
+  o: { sealer: SecretSealer; dataDir: string; hostname: string; servingLifetimeMs?: number },
+) {
+  if (replica === undefined) return undefined;
+  const replicaStart = await import("./hub-replica-start.ts");
+  const ownTls = flags["tls-cert"] === undefined && flags["plain-http"] !== true;
+  const sans = sansOf(flags, o.hostname);
+  await replicaStart.prepareReplica(
+    replica,
+    { sealer: o.sealer, dataDir: o.dataDir, sans, ownTls, now: realClock.now() },
+    o.servingLifetimeMs,
+  );
+  return replicaStart;
+}
+
+/** The check of the hub's own serving certificate: a replica's renews through the store, so
+ * that every replica serves one pair (replica-tls.ts); absent without one of its own. */
+function renewal(
+  replica: ReplicaFlags | undefined,
+  replicaStart: typeof import("./hub-replica-start.ts") | undefined,
+  renewOwn: ((now: number) => RenewedTls) | undefined,
+  o: Parameters<typeof import("./hub-replica-start.ts").replicaRenew>[1],
+) {
+  if (replica === undefined || replicaStart === undefined || renewOwn === undefined)
+    return renewOwn;
+  return replicaStart.replicaRenew(replica, o);
+}
+
+/** Resolves at the first SIGTERM or SIGINT. */
+function untilSignalled(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    process.once("SIGTERM", () => resolve());
+    process.once("SIGINT", () => resolve());
+  });
 }
 
 /** The names of the hub's own serving certificate: this host's and --tls-san's. */

@@ -33,7 +33,8 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                     [--node-credential-lifetime 2160h] [--serving-cert-lifetime 8760h]
                     [--serving-cert-check-interval 24h] [--secrets-key-file FILE]
                     [--store postgres://USER@HOST:PORT/DB --bus nats://HOST:PORT[,...] [--replica-id ID]
-                     [--change-log-retention 10m] [--change-log-max-rows 1000000]]
+                     [--change-log-retention 10m] [--change-log-max-rows 1000000]
+                     [--leader-interval 2s]]
                     [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...] [--uses N]
        fleetlet hub node revoke NAME --hub URL [--token T]
@@ -63,6 +64,8 @@ numbered and logged in PostgreSQL; each replica follows that log (told by NATS, 
 so lists and watches (kubectl -w, the dashboard) at any replica show what every replica stored,
 with the same resourceVersions. The log keeps --change-log-retention and at most
 --change-log-max-rows rows; a watch from a resourceVersion older than that is answered 410 Gone.
+One replica at a time leads: it runs the DaemonSet and agent rollouts (the others try for the
+lead every --leader-interval; a dead leader's lead passes on within 15 s).
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
 (--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;

@@ -21,6 +21,7 @@ import type { ReplicaStreams } from "./relay/replica.ts";
 import { type AgentRollouts, startAgentRollouts } from "./rollouts/index.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, agentSockets, type SessionOptions } from "./sessions.ts";
+import { runSingletons } from "./singletons.ts";
 import { DEFAULT_HEARTBEAT_MS, type HubState, openState, type StateOptions } from "./state.ts";
 import { StreamBroker } from "./streams/broker.ts";
 import {
@@ -33,7 +34,7 @@ import {
   streamUpgrade,
 } from "./streams/pod-routes.ts";
 import type { HubTls } from "./tls/index.ts";
-import { listenRenewing } from "./tls/renew.ts";
+import { listenRenewing, type RenewedTls } from "./tls/renew.ts";
 import { bearerToken } from "./tokens.ts";
 import { watchSockets, watchUpgrade } from "./watch.ts";
 
@@ -53,7 +54,7 @@ export interface HubOptions extends StateOptions {
   maxStreamsPerNode?: number;
   /** The hub's own certificate as of `now`, made again near its end (ownTls); absent: the
    * certificate is given, or there is none. */
-  renewTls?: (now: number) => HubTls & { renewed: boolean };
+  renewTls?: (now: number) => RenewedTls | Promise<RenewedTls>;
   /** Time between checks of the serving certificate (default 24 h). */
   tlsCheckIntervalMs?: number;
   /** The bus between replicas (bus-nats.ts), closed by stop(); absent: the in-process one. */
@@ -122,6 +123,7 @@ async function startDeployer(
     log: opts.log.with({ component: "deploy" }),
     flushStore: flush,
     intervalMs: opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs,
+    leadTerm: () => state.leadership.term(),
   });
   bus.subscribe("desired", (m) => sessions.desiredChanged(m.node));
   await deployer.reconcile();
@@ -381,6 +383,8 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   const liveness = startLiveness(opts, state.fleet, sessions);
   const everyMs = opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs;
   const rollouts = await startAgentRollouts(state, sessions, opts, everyMs, stopDeploy.signal);
+  const singletons = { deployer, rollouts, clock: opts.clock, log: opts.log };
+  runSingletons(state.leadership, singletons, stopDeploy.signal);
   const api = apiDepsOf(opts, state, deployer, sessions, rollouts);
   const pods = podStreamsOf(state, broker, sessions, opts.relay);
   const storeHealth = () => flusher.health();

@@ -4,6 +4,7 @@
 // back), so replicas starting at once on an empty database all end with the same ones. The
 // private keys and the token are sealed with the secrets key (deploy/sealing.ts); the store also
 // holds the token's hash as a single hub does (meta 'operator'), which the hub's identity loads.
+import type { SQL } from "bun";
 import type { SecretSealer } from "./deploy/sealing.ts";
 import { connectPostgres } from "./pg/connect.ts";
 import type { OwnTlsFiles } from "./tls/index.ts";
@@ -80,4 +81,36 @@ export async function sharedReplicaIdentity(
   } finally {
     await sql.close();
   }
+}
+
+/** A serving certificate and its key (PEM). */
+export interface ServingPair {
+  cert: string;
+  key: string;
+}
+
+/** The serving certificate and key every replica serves (its key opened with `sealer`). */
+export async function storedServing(sql: SQL, sealer: SecretSealer): Promise<ServingPair> {
+  const rows = (await sql.unsafe(
+    "SELECT serving_cert, serving_key FROM hub_identity WHERE id = 1",
+  )) as Pick<Row, "serving_cert" | "serving_key">[];
+  const row = rows[0];
+  if (row === undefined) throw new Error("the store holds no hub identity (hub_identity)");
+  return { cert: row.serving_cert, key: sealer.open(row.serving_key, binding("serving_key")) };
+}
+
+/** Stores `pair` for every replica in place of `read` (the pair read before): false, storing
+ * nothing, when another replica stored one meanwhile. */
+export async function storeServing(
+  sql: SQL,
+  sealer: SecretSealer,
+  pair: ServingPair,
+  read: ServingPair,
+): Promise<boolean> {
+  const rows = await sql.unsafe(
+    `UPDATE hub_identity SET serving_cert = $1, serving_key = $2
+      WHERE id = 1 AND serving_cert = $3 RETURNING id`,
+    [pair.cert, sealer.seal(pair.key, binding("serving_key")), read.cert],
+  );
+  return rows.length > 0;
 }

@@ -17,7 +17,8 @@ import { loadedKeys } from "./follow-view.ts";
 import { Identity } from "./identity.ts";
 import { ChangeLog } from "./kube/index.ts";
 import type { KubeObject } from "./kube/resources.ts";
-import { ReleaseStore } from "./releases/store.ts";
+import { alwaysLeader, type Leadership } from "./leader.ts";
+import { ReleaseStore, type Releases } from "./releases/store.ts";
 import { type HubStores, openSqliteStores } from "./stores-sqlite.ts";
 import { openNodeUpdates } from "./updates/updates.ts";
 import { WatchHub } from "./watch.ts";
@@ -42,6 +43,8 @@ export interface StateOptions {
   maxReleaseBytes?: number;
   /** Seals Secrets in the store (deploy/sealing.ts); absent: they are stored plain (tests). */
   sealer?: SecretSealer;
+  /** With PostgreSQL: time between a replica's tries for the lead (pg/leader.ts; default 2 s). */
+  leaderIntervalMs?: number;
 }
 
 /** Writes the operator token to `<dataDir>/operator-token`, readable by the hub's user only. */
@@ -49,13 +52,32 @@ export function saveOperatorToken(dataDir: string, token: string): void {
   writeFileAtomic(join(dataDir, "operator-token"), `${token}\n`, { mode: 0o600 });
 }
 
-/** The hub's stores: on PostgreSQL with `postgresUrl` (its code loaded only then), else on
- * `<dataDir>/hub.db`. */
-async function openStores(opts: StateOptions): Promise<HubStores> {
-  if (opts.postgresUrl === undefined)
-    return openSqliteStores(join(opts.dataDir, "hub.db"), opts.sealer, opts.log);
+/** The hub's stores: on PostgreSQL with `postgresUrl` (its code loaded only then), agent releases
+ * too, with the election of the replica that runs the singletons; else on `<dataDir>/hub.db`,
+ * releases in `<dataDir>/releases`, always leading. */
+async function openStores(
+  opts: StateOptions,
+): Promise<HubStores & { leadership: Leadership; releases: Releases }> {
+  const releasesDir = join(opts.dataDir, "releases");
+  if (opts.postgresUrl === undefined) {
+    const stores = openSqliteStores(join(opts.dataDir, "hub.db"), opts.sealer, opts.log);
+    const releases = new ReleaseStore(releasesDir, opts.maxReleaseBytes);
+    return { ...stores, leadership: alwaysLeader(), releases };
+  }
   const { openPostgresStores } = await import("./stores-postgres.ts");
-  return openPostgresStores(opts.postgresUrl, opts.sealer, opts.log);
+  const { PostgresLeaderElector } = await import("./pg/leader.ts");
+  const leadership = new PostgresLeaderElector({
+    url: opts.postgresUrl,
+    clock: opts.clock,
+    log: opts.log.with({ component: "leader" }),
+    ...(opts.leaderIntervalMs !== undefined && { tryEveryMs: opts.leaderIntervalMs }),
+  });
+  const url = opts.postgresUrl;
+  const stores = await openPostgresStores(url, opts.sealer, opts.log, {}, leadership.fence);
+  const { PostgresReleaseStore } = await import("./releases/store-postgres.ts");
+  const incoming = join(releasesDir, ".incoming");
+  const releases = new PostgresReleaseStore(stores.pool, incoming, opts.maxReleaseBytes);
+  return { ...stores, leadership, releases };
 }
 
 /** The hub's state: its store and what is loaded from it, and the parts that keep it. */
@@ -99,11 +121,12 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
   const createdOperatorToken = await identity.ensureOperatorToken();
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
   const audit = new AuditLog(stores.audit, () => opts.clock.now());
-  const releases = new ReleaseStore(join(opts.dataDir, "releases"), opts.maxReleaseBytes);
+  const releases = stores.releases;
   const updates = await openNodeUpdates(stores.updates, releases, fleet, opts.clock);
   return {
     ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },
     nodeSessions: stores.sessions,
+    leadership: stores.leadership,
     ...{ fleet, identity, createdOperatorToken, audit, releases, updates },
     ...(stores.follow !== undefined && {
       follow: { ...stores.follow, rv: loaded.changesRv ?? 0, known: loadedKeys(loaded) },

@@ -7,6 +7,8 @@ import type { SecretSealer } from "./deploy/sealing.ts";
 import { openPostgresDeployStore } from "./deploy/store-postgres.ts";
 import { ChangeFeed } from "./pg/changes.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
+import type { LeaderFence } from "./pg/leader.ts";
+import type { PgPool } from "./pg/transaction.ts";
 import { PostgresAgentRolloutStore } from "./rollouts/store-postgres.ts";
 import { PostgresHubStore } from "./store-postgres.ts";
 import type { HubStores } from "./stores-sqlite.ts";
@@ -14,7 +16,8 @@ import { PostgresUpdateStore } from "./updates/store-postgres.ts";
 
 /**
  * The hub's stores on the database at `url` (postgres://USER@HOST:PORT/DB), its Secrets sealed
- * with `sealer`'s sealing key first. A Secret that does not open closes the pool and throws
+ * with `sealer`'s sealing key first; the singletons' writes checked with `leaderFence`. A
+ * Secret that does not open closes the pool and throws
  * SealError: the hub does not start.
  */
 export async function openPostgresStores(
@@ -22,8 +25,10 @@ export async function openPostgresStores(
   sealer: SecretSealer | undefined,
   log: Logger,
   o: PostgresConnectOptions & { copy?: boolean } = {},
-): Promise<HubStores> {
-  const pool = { sql: await connectPostgres(url, o), size: o.max ?? POOL_SIZE };
+  leaderFence?: LeaderFence,
+): Promise<HubStores & { pool: PgPool }> {
+  const sql = await connectPostgres(url, o);
+  const pool = { sql, size: o.max ?? POOL_SIZE, ...(leaderFence !== undefined && { leaderFence }) };
   const feed = new ChangeFeed();
   try {
     const deploy = await openPostgresDeployStore(pool, sealer, log, {
@@ -32,6 +37,7 @@ export async function openPostgresStores(
     });
     const hub = new PostgresHubStore(pool, feed, o.copy === true);
     return {
+      pool,
       hub,
       sessions: hub,
       deploy,

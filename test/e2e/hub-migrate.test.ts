@@ -14,9 +14,10 @@
 // dist/fleetlet (scripts/build). No test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
 import { SQL } from "bun";
 import { type NatsServer, startNatsServer } from "../../scripts/lib/nats.ts";
 import { PostgresCluster } from "../../scripts/lib/postgres.ts";
@@ -27,7 +28,7 @@ import { type HubStores, openSqliteStores } from "../../src/hub/stores-sqlite.ts
 import { createLogger } from "../../src/util/log.ts";
 import { makePod } from "../lib/builders.ts";
 import { daemonSetYaml, hubCli, tempManifest } from "../lib/deploy.ts";
-import { nodeReport, ProtocolClient, TestHub } from "../lib/hub.ts";
+import { nodeArch, nodeReport, ProtocolClient, TestHub } from "../lib/hub.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 import { makeEvent } from "../unit/hubclient/fixtures.ts";
 
@@ -250,6 +251,12 @@ describe("fleetlet hub migrate (needs root, PostgreSQL and the compiled fleetlet
       const secret = (await res.json()) as { data: { password: string } };
       expect(atob(secret.data.password)).toBe("pw");
       expect((await replica.api("/api/v1/nodes", {}, "flo_not-the-token")).status).toBe(401);
+      // The pushed release, copied into PostgreSQL: the same bytes from the replica.
+      const release = await replica.api(`/api/v1/releases/${V}/${nodeArch}`, {}, hub.operatorToken);
+      expect(release.status).toBe(200);
+      const exeBytes = readFileSync(exe);
+      const got = gunzipSync(Buffer.from(await release.arrayBuffer()));
+      expect(Buffer.compare(got, exeBytes)).toBe(0);
     } finally {
       await replica.cleanup();
     }

@@ -35,7 +35,6 @@ export class FakeReleases {
       compressedSize: 1,
       pushedAt: "2026-06-01T12:00:00Z",
       manifest: manifestText(version, arch),
-      gzPath: "/nowhere",
     } as StoredRelease);
   }
 

@@ -9,6 +9,7 @@
 // logged once a minute. The caller does not run two calls at once (the deployer's passes and
 // operator actions run one at a time).
 import type { Logger } from "../../util/log.ts";
+import { NotLeaderError } from "../leader.ts";
 import type { RolloutRecord } from "./plan.ts";
 import type {
   AssignmentChange,
@@ -44,8 +45,17 @@ export class DeferredDeployWrites implements DeployStore {
     return this.rollouts.size + this.assignments.size + this.pruned.size;
   }
 
+  /** The store's state; what was kept is dropped (a replica taking the lead starts from what
+   * the last leader stored). */
   load(): Promise<DeployState> {
+    this.forget();
     return this.inner.load();
+  }
+
+  private forget(): void {
+    this.rollouts.clear();
+    this.assignments.clear();
+    this.pruned.clear();
   }
 
   async putObject(o: StoredObject, resourceVersion: number, revision?: RevisionRecord) {
@@ -68,7 +78,8 @@ export class DeferredDeployWrites implements DeployStore {
   }
 
   /** Called by every pass (with nothing new too): also writes what earlier passes could not.
-   * Never rejects: what is not written is kept. */
+   * Rejects only with NotLeaderError (this replica no longer leads: what was kept is dropped);
+   * otherwise what is not written is kept. */
   async writePass(p: PassWrites): Promise<void> {
     for (const r of p.rollouts) this.rollouts.set(r.dsUid, r.record);
     for (const c of p.assignments) this.assignments.set(pairKey(c.dsUid, c.node), c);
@@ -82,6 +93,10 @@ export class DeferredDeployWrites implements DeployStore {
     try {
       await this.inner.writePass(batch);
     } catch (err) {
+      if (err instanceof NotLeaderError) {
+        this.forget();
+        throw err;
+      }
       this.failed(err);
       return;
     }

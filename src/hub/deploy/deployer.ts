@@ -14,6 +14,7 @@ import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { Serial } from "../../util/serial.ts";
 import type { Bus } from "../bus.ts";
+import { NotLeaderError } from "../leader.ts";
 import { type ApplyResult, DaemonSetCatalog } from "./daemonsets.ts";
 import { type AssignedPod, DesiredStates, type DesiredWriter } from "./desired.ts";
 import { ConfigObjectCatalog } from "./objects.ts";
@@ -44,6 +45,9 @@ export interface DeployerDeps {
   flushStore(): Promise<void>;
   /** Period of the pass that advances rollouts on timers (minReadySeconds, deadlines). */
   intervalMs: number;
+  /** This hub's term as leader (leader.ts), undefined when it does not lead: passes run only in
+   * the term the deployer was made or reloaded in; absent: it always leads. */
+  leadTerm?: () => number | undefined;
 }
 
 function rfc3339(ms: number): string {
@@ -51,8 +55,9 @@ function rfc3339(ms: number): string {
 }
 
 export class Deployer {
-  readonly catalog: DaemonSetCatalog;
-  readonly objects: ConfigObjectCatalog;
+  /** Replaced only by reload(). */
+  catalog: DaemonSetCatalog;
+  objects: ConfigObjectCatalog;
   /** Devices last sent their state without its Secrets (connection neither TLS nor loopback). */
   private readonly withheld = new Set<string>();
   private readonly records = new Map<string, RolloutRecord>();
@@ -69,23 +74,40 @@ export class Deployer {
   readonly desired: DesiredStates;
   private soon: (() => void) | undefined;
   private lastPassMs = 0;
+  /** The leader's term the state was loaded in (leadTerm). */
+  private loadedTerm: number | undefined;
   /** Passes and operator actions, one at a time. */
   private readonly serial = new Serial();
 
   constructor(private readonly deps: DeployerDeps) {
-    this.catalog = new DaemonSetCatalog(deps.store, deps.loaded);
-    this.objects = new ConfigObjectCatalog(deps.store, deps.loaded, {
-      next: () => this.catalog.nextResourceVersion(),
-      used: (rv) => this.catalog.usedResourceVersion(rv),
-    });
-    for (const r of deps.loaded.rollouts) this.records.set(r.dsUid, r.record);
-    for (const a of deps.loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
+    [this.catalog, this.objects] = this.take(deps.loaded);
     this.desired = new DesiredStates(
       deps.fleet,
       (node) => this.assignedPods(node),
       (key) => this.objects.get(key),
     );
-    for (const node of deps.fleet.nodes.keys()) this.dirtyNodes.add(node);
+    this.loadedTerm = deps.leadTerm === undefined ? 0 : deps.leadTerm();
+  }
+
+  /** Takes `loaded` in place of what the deployer held (every device to rebuild); gives the
+   * catalogs over it. */
+  private take(loaded: DeployState): [DaemonSetCatalog, ConfigObjectCatalog] {
+    const catalog = new DaemonSetCatalog(this.deps.store, loaded);
+    const objects = new ConfigObjectCatalog(this.deps.store, loaded, {
+      next: () => catalog.nextResourceVersion(),
+      used: (rv) => catalog.usedResourceVersion(rv),
+    });
+    for (const m of [this.records, this.assignments, this.carried, this.shown]) m.clear();
+    for (const r of loaded.rollouts) this.records.set(r.dsUid, r.record);
+    for (const a of loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
+    for (const node of this.deps.fleet.nodes.keys()) this.dirtyNodes.add(node);
+    return [catalog, objects];
+  }
+
+  /** Whether this hub leads in the term its state was loaded in. */
+  private leads(): boolean {
+    const term = this.deps.leadTerm === undefined ? 0 : this.deps.leadTerm();
+    return term !== undefined && term === this.loadedTerm;
   }
 
   private assignedOf(dsUid: string): Map<string, string> {
@@ -222,6 +244,11 @@ export class Deployer {
     if (ds === undefined) throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
     if (!this.shown.has(ds.metadata.uid ?? "")) await this.reconcile();
     const view = this.shown.get(ds.metadata.uid ?? "")?.view;
+    if (view === undefined && !this.leads())
+      throw new StatusError(
+        "ServiceUnavailable",
+        `the rollout of daemonset "${name}" is run by the leading replica, and this one has not seen it yet: ask again or ask another replica`,
+      );
     if (view === undefined) throw new Error(`no rollout view of daemonset "${name}"`);
     return view;
   }
@@ -294,15 +321,34 @@ export class Deployer {
     return this.serial.run(() => this.pass());
   }
 
-  /** One pass (the caller holds the turn): plans, writes what it decided, rebuilds and writes
-   * the changed devices' states, and only then has them sent. */
+  /** Loads the store's state (when this replica takes the lead) in place of what it held: the
+   * rollouts go on from the records and assignments the last leader stored. Then a pass. */
+  reload(): Promise<void> {
+    return this.serial.run(async () => {
+      const term = this.deps.leadTerm?.();
+      [this.catalog, this.objects] = this.take(await this.deps.store.load());
+      this.loadedTerm = term;
+      await this.pass();
+    });
+  }
+
+  /** One pass (the caller holds the turn), on the leading replica only: plans, writes what it
+   * decided (refused when this replica no longer leads), rebuilds and writes the changed
+   * devices' states, and only then has them sent. */
   private async pass(): Promise<void> {
+    if (!this.leads()) return;
     const started = performance.now();
     const now = this.deps.clock.now();
     const writes: PassWrites = { rollouts: [], assignments: [], pruned: [] };
     for (const ds of this.catalog.list()) this.reconcileOne(ds, now, writes);
     this.tracker.sweep();
-    await this.deps.store.writePass(writes);
+    try {
+      await this.deps.store.writePass(writes);
+    } catch (err) {
+      if (!(err instanceof NotLeaderError)) throw err;
+      this.deps.log.warn("deploy pass not written: this replica no longer leads");
+      return;
+    }
     const sent: string[] = [];
     for (const node of this.dirtyNodes) {
       const generation = this.desired.rebuild(node);

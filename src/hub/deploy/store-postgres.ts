@@ -268,6 +268,7 @@ export class PostgresDeployStore implements DeployStore {
     const changes = lastByKey(assignments, (c) => `${c.dsUid}\n${c.node}`);
     const gone = lastByKey(pruned, (r) => `${r.dsUid}\n${r.hash}`);
     await transaction(this.pool, async (tx) => {
+      await this.pool.leaderFence?.(tx);
       await upsertRows(
         tx,
         ROLLOUTS,

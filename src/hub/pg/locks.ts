@@ -8,3 +8,14 @@ export const MIGRATE_LOCK = "7380385375772737537"; // 0x666c_6565_746c_0001 ("fl
  * its rows of `changes` until it commits, so numbers are committed in the order they are drawn,
  * across replicas (changes.ts). */
 export const CHANGES_LOCK = "7380385375772737538"; // ("fleetl", 2)
+
+/** Held (pg_try_advisory_lock, on a session of its own) by the replica that runs the hub's
+ * singletons (leader.ts). */
+export const LEADER_LOCK = "7380385375772737539"; // 0x666c_6565_746c_0003 ("fleetl", 3)
+
+/** How pg_locks shows a session-level advisory lock on the int8 `key`: its high 32 bits as
+ * classid, its low 32 bits as objid, objsubid 1. */
+export function advisoryLockRow(key: string): { classid: number; objid: number } {
+  const k = BigInt.asUintN(64, BigInt(key));
+  return { classid: Number(k >> 32n), objid: Number(k & 0xffff_ffffn) };
+}

@@ -94,6 +94,20 @@ export const MIGRATIONS: readonly Migration[] = [
         epoch bigint NOT NULL, taken_at bigint NOT NULL)`,
     ],
   },
+  {
+    version: 6,
+    name: "agent releases: a row a release, its gzip in chunks",
+    statements: [
+      // A release is visible once its row is committed, with its chunks, in one transaction
+      // (releases/store-postgres.ts); compressed_sha256 checks the chunks when they are read.
+      `CREATE TABLE releases (version text NOT NULL, arch text NOT NULL, manifest text NOT NULL,
+        sha256 text NOT NULL, compressed_size bigint NOT NULL, compressed_sha256 text NOT NULL,
+        pushed_at bigint NOT NULL, PRIMARY KEY (version, arch))`,
+      `CREATE TABLE release_chunks (version text NOT NULL, arch text NOT NULL, idx integer NOT NULL,
+        data bytea NOT NULL, PRIMARY KEY (version, arch, idx),
+        FOREIGN KEY (version, arch) REFERENCES releases ON DELETE CASCADE)`,
+    ],
+  },
 ];
 
 /** Runs the migrations missing from the database under the migration lock; gives the versions

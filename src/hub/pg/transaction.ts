@@ -10,6 +10,9 @@ import { sessionLost } from "./errors.ts";
 export interface PgPool {
   sql: SQL;
   size: number;
+  /** Checks, in a transaction writing what only the leading replica writes (its singletons'
+   * passes), that this replica still leads (leader.ts); absent: not checked (one writer). */
+  leaderFence?: (tx: SQL) => Promise<void>;
 }
 
 /** Runs `fn` in a transaction (`mode`: BEGIN's options), again on another connection while the

@@ -11,11 +11,11 @@ import type { Logger } from "../../util/log.ts";
 import { decodeSegment } from "../http.ts";
 import type { Identity } from "../identity.ts";
 import { bearerToken } from "../tokens.ts";
-import { serveFileRange } from "./range.ts";
-import type { ReleaseStore } from "./store.ts";
+import { serveRange } from "./range.ts";
+import type { Releases } from "./store.ts";
 
 export interface ReleaseApiDeps {
-  releases: ReleaseStore;
+  releases: Releases;
   identity: Identity;
   /** Refuses a request without the operator token (api.ts operatorOnly). */
   operatorOnly(req: Request, url: URL): void;
@@ -153,9 +153,12 @@ async function download(
   if (manifestOnly)
     return new Response(r.manifest, { headers: { "content-type": "text/plain; charset=utf-8" } });
   // The gzip file as it is: no Content-Encoding, so ranges are of the stored bytes.
-  return serveFileRange(r.gzPath, r.compressedSize, req.headers.get("range"), {
+  const headers = {
     "content-type": "application/gzip",
     "x-fleetlet-release-sha256": r.sha256,
     "x-fleetlet-release-size": String(r.size),
-  });
+  };
+  return serveRange(r.compressedSize, req.headers.get("range"), headers, (start, end) =>
+    deps.releases.read(r, start, end),
+  );
 }

@@ -1,7 +1,8 @@
 // Serving a stored file with HTTP ranges (RFC 9110, section 14): one range of a Range header
 // `bytes=N-`, `bytes=N-M` or `bytes=-S`, answered 206 with Content-Range; a range past the end
 // 416; a header that is not one such range is ignored (200, the whole file), as the RFC allows.
-// The body is a slice of the file, sent by Bun from disk: never read into memory.
+// The body is read as it is sent (a slice of a file, sent by Bun from disk, or a stream): never
+// read whole into memory.
 
 /** Which bytes to send: a range [start, end] (inclusive), or none can be (past the end). */
 export type RangeChoice = { start: number; end: number } | "unsatisfiable" | undefined;
@@ -25,14 +26,15 @@ export function chooseRange(header: string | null, total: number): RangeChoice {
 }
 
 /**
- * The answer to a GET of the file at `path` (`total` bytes) with the Range header `range`:
- * 200 or 206 with Content-Length and Accept-Ranges, or 416; `headers` are added to each.
+ * The answer to a GET of stored bytes (`total` of them, bytes [start, end] read by `read`) with
+ * the Range header `range`: 200 or 206 with Content-Length and Accept-Ranges, or 416; `headers`
+ * are added to each.
  */
-export function serveFileRange(
-  path: string,
+export function serveRange(
   total: number,
   range: string | null,
   headers: Record<string, string>,
+  read: (start: number, end: number) => Blob | ReadableStream<Uint8Array>,
 ): Response {
   const h = new Headers(headers);
   h.set("accept-ranges", "bytes");
@@ -44,6 +46,5 @@ export function serveFileRange(
   const { start, end } = choice ?? { start: 0, end: total - 1 };
   h.set("content-length", String(end - start + 1));
   if (choice !== undefined) h.set("content-range", `bytes ${start}-${end}/${total}`);
-  const body = Bun.file(path).slice(start, end + 1);
-  return new Response(body, { status: choice === undefined ? 200 : 206, headers: h });
+  return new Response(read(start, end), { status: choice === undefined ? 200 : 206, headers: h });
 }

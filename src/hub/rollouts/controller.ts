@@ -39,6 +39,9 @@ export interface AgentRolloutDeps {
   changed(node: string): void;
   clock: Clock;
   log: Logger;
+  /** This hub's term as leader (leader.ts), undefined when it does not lead: passes run only in
+   * the term the rollouts were made or reloaded in; absent: it always leads. */
+  leadTerm?: () => number | undefined;
 }
 
 export type PutResult = { code: 200 | 201; view: AgentRolloutView; result: string };
@@ -49,6 +52,8 @@ export class AgentRollouts {
   private readonly phases = new Map<string, AgentRolloutPhase>();
   /** Passes and the operator's actions, one at a time. */
   private readonly serial = new Serial();
+  /** The leader's term the rollouts were loaded in (leadTerm). */
+  private loadedTerm: number | undefined;
 
   /** `loaded`: the store's rollouts (AgentRolloutStore.load). */
   constructor(
@@ -56,6 +61,13 @@ export class AgentRollouts {
     loaded: readonly AgentRollout[],
   ) {
     for (const r of loaded) this.rollouts.set(r.name, r);
+    this.loadedTerm = deps.leadTerm === undefined ? 0 : deps.leadTerm();
+  }
+
+  /** Whether this hub leads in the term its rollouts were loaded in. */
+  private leads(): boolean {
+    const term = this.deps.leadTerm === undefined ? 0 : this.deps.leadTerm();
+    return term !== undefined && term === this.loadedTerm;
   }
 
   /** The members of every rollout, by rollout name (a node to the latest claim matching it). */
@@ -204,9 +216,26 @@ export class AgentRollouts {
     return this.serial.run(() => this.passNow());
   }
 
+  /** Loads the store's rollouts (when this replica takes the lead) in place of what it held,
+   * then runs a pass. */
+  reload(): Promise<void> {
+    return this.serial.run(async () => {
+      const term = this.deps.leadTerm?.();
+      const loaded = await this.deps.store.load();
+      this.rollouts.clear();
+      this.phases.clear();
+      for (const r of loaded) this.rollouts.set(r.name, r);
+      this.loadedTerm = term;
+      await this.passNow();
+    });
+  }
+
+  /** Steps every rollout, on the leading replica only. */
   private async passNow(): Promise<void> {
+    if (!this.leads()) return;
     const members = this.membership();
     for (const r of [...this.rollouts.values()]) {
+      if (!this.leads()) return;
       try {
         await this.step(r, members.get(r.name) ?? []);
       } catch (error) {
@@ -239,7 +268,7 @@ export class AgentRollouts {
           ? "Failed"
           : "Paused"
         : this.plan(r, members, wishes);
-    if (!jsonEqual(before, r.record)) await this.deps.store.save(r);
+    if (!jsonEqual(before, r.record)) await this.deps.store.save(r, true);
     for (const node of await this.deps.updates.setWishes(wishes)) this.deps.changed(node);
     const last = this.phases.get(r.name);
     this.phases.set(r.name, phase);

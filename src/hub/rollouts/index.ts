@@ -3,7 +3,8 @@
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { Fleet } from "../fleet.ts";
-import type { ReleaseStore } from "../releases/store.ts";
+import type { Leadership } from "../leader.ts";
+import type { Releases } from "../releases/store.ts";
 import type { NodeUpdates } from "../updates/updates.ts";
 import { AgentRollouts } from "./controller.ts";
 import type { AgentRolloutStore } from "./store.ts";
@@ -13,8 +14,10 @@ export { AgentRollouts } from "./controller.ts";
 interface RolloutParts {
   rolloutStore: AgentRolloutStore;
   fleet: Pick<Fleet, "nodes" | "isOnline">;
-  releases: Pick<ReleaseStore, "list">;
+  releases: Pick<Releases, "list">;
   updates: NodeUpdates;
+  /** Only the leading replica runs passes (leader.ts). */
+  leadership: Pick<Leadership, "term">;
 }
 
 /** The agent rollouts of the hub, loaded from their store, their loop started. */
@@ -44,6 +47,7 @@ export async function startAgentRollouts(
       changed: (node) => sessions.updateChanged(node),
       clock: opts.clock,
       log: opts.log.with({ component: "agentrollouts" }),
+      leadTerm: () => parts.leadership.term(),
     },
     loaded,
   );

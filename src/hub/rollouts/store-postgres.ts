@@ -26,16 +26,17 @@ export class PostgresAgentRolloutStore implements AgentRolloutStore {
     }));
   }
 
-  async save(r: AgentRollout): Promise<void> {
-    await transaction(this.pool, (tx) =>
-      tx.unsafe(
+  async save(r: AgentRollout, byPass = false): Promise<void> {
+    await transaction(this.pool, async (tx) => {
+      if (byPass) await this.pool.leaderFence?.(tx);
+      await tx.unsafe(
         `INSERT INTO agent_rollouts (name, spec, record, created)
          VALUES ($1, $2::text::json, $3::text::json, $4)
          ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, record = excluded.record,
            created = excluded.created`,
         [r.name, JSON.stringify(r.spec), JSON.stringify(r.record), r.created],
-      ),
-    );
+      );
+    });
   }
 
   async delete(name: string): Promise<void> {

@@ -7,7 +7,8 @@ import type { AgentRollout } from "./spec.ts";
 export interface AgentRolloutStore {
   /** Every stored rollout, by name. */
   load(): Promise<AgentRollout[]>;
-  /** Creates or replaces rollout `r.name`. */
-  save(r: AgentRollout): Promise<void>;
+  /** Creates or replaces rollout `r.name`. `byPass`: written by the rollouts' pass, which only
+   * the leading replica runs: refused (NotLeaderError) when this replica no longer leads. */
+  save(r: AgentRollout, byPass?: boolean): Promise<void>;
   delete(name: string): Promise<void>;
 }

@@ -147,6 +147,13 @@ export function writeOwnTls(dataDir: string, files: OwnTlsFiles): void {
   writeFileAtomic(join(dir, "serving.crt"), files.servingCert, { mode: 0o644 });
 }
 
+/** Writes the serving certificate and key into `<dataDir>/tls` (the replicas' shared pair). */
+export function writeServing(dataDir: string, pair: { cert: string; key: string }): void {
+  const dir = join(dataDir, "tls");
+  writeSecret(join(dir, "serving.key"), pair.key);
+  writeFileAtomic(join(dir, "serving.crt"), pair.cert, { mode: 0o644 });
+}
+
 /** The hub's own CA and serving certificate in `<dataDir>/tls`, made or renewed as needed;
  * `servingLifetimeMs`: how long a new serving certificate is valid (default 1 year). */
 export function ownTls(

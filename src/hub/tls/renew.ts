@@ -10,11 +10,15 @@ import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import type { HubTls } from "./index.ts";
 
+/** A certificate to serve; `renewed`: not the one served so far. */
+export type RenewedTls = HubTls & { renewed: boolean };
+
 export interface TlsRenewalDeps {
   clock: Clock;
   log: Logger;
-  /** The certificate as of `now`, made again when it nears its end (ownTls). */
-  renew(now: number): HubTls & { renewed: boolean };
+  /** The certificate as of `now`, made again when it nears its end (ownTls), or taken from the
+   * replicas' store (replica-tls.ts). */
+  renew(now: number): RenewedTls | Promise<RenewedTls>;
   /** Serves `tls` to new connections from now on (connections already open keep theirs). */
   apply(tls: HubTls): void;
   /** Time between checks. */
@@ -64,7 +68,7 @@ export interface RenewingOptions {
   tls?: HubTls;
   port: number;
   /** The hub's own certificate as of `now`, made again near its end (absent: none to renew). */
-  renewTls?: (now: number) => HubTls & { renewed: boolean };
+  renewTls?: (now: number) => RenewedTls | Promise<RenewedTls>;
   /** Time between checks (default 24 h). */
   tlsCheckIntervalMs?: number;
   clock: Clock;
@@ -101,24 +105,26 @@ export function listenRenewing<S extends Serving>(
 export class TlsRenewal {
   /** The pending check's cancel; undefined once stopped. */
   private cancel: (() => void) | undefined;
+  private stopped = false;
 
   constructor(private readonly deps: TlsRenewalDeps) {}
 
   /** Checks now and on every interval until stop(). */
   run(): void {
     const loop = () => {
-      this.check();
+      void this.check();
       this.cancel = this.deps.clock.setTimer(this.deps.intervalMs, loop);
     };
     this.cancel = this.deps.clock.setTimer(this.deps.intervalMs, loop);
   }
 
   /** One check (the loop's iteration): true when a new certificate is served. */
-  check(): boolean {
+  async check(): Promise<boolean> {
     const { log } = this.deps;
     try {
-      const tls = this.deps.renew(this.deps.clock.now());
-      if (!tls.renewed) return false;
+      const tls = await this.deps.renew(this.deps.clock.now());
+      // A renewal answered after stop() is not served.
+      if (!tls.renewed || this.stopped) return false;
       this.deps.apply(tls);
       log.info("renewed the hub's serving certificate; new connections get it");
       return true;
@@ -132,6 +138,7 @@ export class TlsRenewal {
   }
 
   stop(): void {
+    this.stopped = true;
     this.cancel?.();
     this.cancel = undefined;
   }

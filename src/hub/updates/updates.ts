@@ -12,7 +12,7 @@ import {
 } from "../../protocol/index.ts";
 import { Serial } from "../../util/serial.ts";
 import type { Fleet } from "../fleet.ts";
-import type { ReleaseStore } from "../releases/store.ts";
+import type { Releases } from "../releases/store.ts";
 import { rfc3339 } from "../views.ts";
 import type { UpdateStore, WantedChange, WantedRelease } from "./store.ts";
 
@@ -26,7 +26,7 @@ interface UpdateNodeFacts {
 
 export interface NodeUpdatesDeps {
   store: UpdateStore;
-  releases: Pick<ReleaseStore, "get" | "list">;
+  releases: Pick<Releases, "get" | "list">;
   node(name: string): UpdateNodeFacts | undefined;
   now(): number;
   /** Shows a node's last status, "<phase> <version>", on its Node. */

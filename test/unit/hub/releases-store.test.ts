@@ -10,6 +10,7 @@ import { gunzipSync } from "node:zlib";
 import { StatusError } from "../../../src/api/status.ts";
 import { ReleaseStore } from "../../../src/hub/releases/store.ts";
 import { type Arch, serializeManifest } from "../../../src/release/manifest.ts";
+import { releaseStoreContract } from "../../lib/release-store-contract.ts";
 
 let dir: string;
 beforeEach(() => {
@@ -229,4 +230,12 @@ describe("ReleaseStore", () => {
     expect(existsSync(join(store.root, "0.2.0"))).toBe(false);
     expect(await store.delete("0.2.0")).toEqual([]);
   });
+});
+
+releaseStoreContract("folder", async () => {
+  const root = join(mkdtempSync(join(tmpdir(), "release-contract-")), "releases");
+  return {
+    open: async () => new ReleaseStore(root),
+    remove: async () => rmSync(join(root, ".."), { recursive: true, force: true }),
+  };
 });

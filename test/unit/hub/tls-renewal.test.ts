@@ -28,7 +28,7 @@ function temp(): string {
 const SANS = ["127.0.0.1", "localhost"];
 
 describe("TlsRenewal.check()", () => {
-  test("serves a new certificate of the same CA once the current one is in its last third", () => {
+  test("serves a new certificate of the same CA once the current one is in its last third", async () => {
     const dir = temp();
     const clock = new FakeClock(Date.UTC(2026, 0, 1));
     const first = ownTls(dir, SANS, clock.now(), 90_000);
@@ -42,8 +42,10 @@ describe("TlsRenewal.check()", () => {
     });
     r.run();
     clock.step(50_000);
+    await Promise.resolve();
     expect(applied).toEqual([]);
     clock.step(20_000);
+    await Promise.resolve(); // the check's await of renew()
     expect(applied.length).toBe(1);
     const renewed = new X509Certificate(applied[0] ?? "");
     expect(renewed.serialNumber).not.toBe(new X509Certificate(first.cert).serialNumber);
@@ -51,7 +53,7 @@ describe("TlsRenewal.check()", () => {
     r.stop();
   });
 
-  test("a renewal that fails is logged and keeps the current certificate", () => {
+  test("a renewal that fails is logged and keeps the current certificate", async () => {
     const lines: string[] = [];
     const r = new TlsRenewal({
       clock: new FakeClock(),
@@ -64,7 +66,7 @@ describe("TlsRenewal.check()", () => {
       },
       intervalMs: 1000,
     });
-    expect(r.check()).toBe(false);
+    expect(await r.check()).toBe(false);
     expect(lines.join("")).toContain("cannot renew the hub's serving certificate");
   });
 });
