@@ -117,8 +117,14 @@ test("one replica leads; killed with SIGKILL, another leads within 15 s and goes
   });
   await Bun.sleep(1500);
   expect(b.output).not.toContain(LEADING);
-  // b started before the DaemonSet was applied at a: it has not seen it.
-  expect((await b.api(path)).status).toBe(404);
+  // b started before the DaemonSet was applied at a, and has it from the change log.
+  const atA = (await (await a.api(path)).json()) as DaemonSet;
+  const atB = await eventually("the DaemonSet at b, from the change log", async () => {
+    const res = await b.api(path);
+    return res.status === 200 ? ((await res.json()) as DaemonSet) : undefined;
+  });
+  expect(atB.metadata.uid).toBe(atA.metadata.uid);
+  expect(atB.metadata.resourceVersion).toBe(atA.metadata.resourceVersion);
   const from = performance.now();
   await a.kill();
   await eventually(
