@@ -6,10 +6,6 @@
 // received and compressed in `<data>/releases/.incoming` first, as the folder store does, so
 // neither the upload nor the gzip is held in memory; a whole read checks the gzip's sha256 and
 // ends the stream with an error when it differs (a device checks the executable's anyway).
-import { randomBytes } from "node:crypto";
-import { mkdirSync, rmSync } from "node:fs";
-import { rm } from "node:fs/promises";
-import { join } from "node:path";
 import { digestFile } from "../../release/digest.ts";
 import { parseManifest, type ReleaseFields } from "../../release/manifest.ts";
 import { type PgPool, transaction } from "../pg/transaction.ts";
@@ -26,13 +22,9 @@ import {
   checkVersion,
   compress,
   conflict,
-  diskFull,
   isReleaseName,
-  PushesUnderWay,
-  parsePushed,
-  receive,
+  PushReceiver,
   rfc3339,
-  tooLarge,
   type Upload,
 } from "./upload.ts";
 
@@ -55,17 +47,16 @@ function storedOf(row: ReleaseRow): StoredRelease {
 }
 
 export class PostgresReleaseStore implements Releases {
-  private readonly pushing = new PushesUnderWay();
+  private readonly pushes: PushReceiver;
 
   /** `incoming`: where pushes are received and compressed (emptied now). */
   constructor(
     private readonly pool: PgPool,
-    private readonly incoming: string,
+    incoming: string,
     readonly maxBytes = DEFAULT_MAX_RELEASE_BYTES,
     private readonly now: () => number = Date.now,
   ) {
-    rmSync(incoming, { recursive: true, force: true });
-    mkdirSync(incoming, { recursive: true, mode: 0o700 });
+    this.pushes = new PushReceiver(incoming, maxBytes);
   }
 
   async get(version: string, arch: string): Promise<StoredRelease | undefined> {
@@ -88,27 +79,18 @@ export class PostgresReleaseStore implements Releases {
     return rows.map((r) => infoOf(storedOf(r)));
   }
 
-  async push(version: string, arch: string, manifest: string, body: Upload): Promise<PushOutcome> {
-    const fields = parsePushed(manifest, checkVersion(version), checkArch(arch));
-    if (fields.size > this.maxBytes) throw tooLarge(fields.size, this.maxBytes);
-    const key = `${version}/${arch}`;
-    return this.pushing.run(key, async () => {
-      const existing = await this.get(version, arch);
-      if (existing !== undefined && existing.sha256 !== fields.sha256)
-        throw conflict(key, existing);
-      const tmp = join(this.incoming, randomBytes(8).toString("hex"));
-      try {
-        await receive(body, `${tmp}.bin`, fields, this.maxBytes);
-        if (existing !== undefined) return { stored: false, info: infoOf(existing) };
+  push(version: string, arch: string, manifest: string, body: Upload): Promise<PushOutcome> {
+    return this.pushes.push(
+      { version, arch, manifest, body },
+      async () => {
+        const r = await this.get(version, arch);
+        return r === undefined ? undefined : infoOf(r);
+      },
+      async (tmp, fields) => {
         await compress(`${tmp}.bin`, `${tmp}.gz`);
-        return await this.store(`${tmp}.gz`, fields, manifest);
-      } catch (err) {
-        throw diskFull(err, key);
-      } finally {
-        await rm(`${tmp}.bin`, { force: true });
-        await rm(`${tmp}.gz`, { force: true });
-      }
-    });
+        return this.store(`${tmp}.gz`, fields, manifest);
+      },
+    );
   }
 
   /** Writes the row and the chunks of the gzip file `gz` in one transaction; a release stored

@@ -9,8 +9,7 @@
 // and sha256, never its signature (devices do: the hub holds no keys).
 // The folder: `<root>/<version>/<arch>.gz` and `<arch>.sig`; the `.sig` is renamed into place
 // after its `.gz` is whole and fsynced, so a failed or cut push never shows a partial release.
-import { randomBytes } from "node:crypto";
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { readdir, readFile, rename, rm, rmdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import {
@@ -24,15 +23,10 @@ import {
   checkArch,
   checkVersion,
   compress,
-  conflict,
-  diskFull,
   fsyncPath,
   isReleaseName,
-  PushesUnderWay,
-  parsePushed,
-  receive,
+  PushReceiver,
   rfc3339,
-  tooLarge,
   type Upload,
 } from "./upload.ts";
 
@@ -86,17 +80,14 @@ export function infoOf(r: StoredRelease): ReleaseInfo {
 }
 
 export class ReleaseStore implements Releases {
-  private readonly incoming: string;
-  private readonly pushing = new PushesUnderWay();
+  private readonly pushes: PushReceiver;
 
   /** `root`: `<data>/releases`. Leftovers of pushes cut by a crash are removed. */
   constructor(
     readonly root: string,
     readonly maxBytes = DEFAULT_MAX_RELEASE_BYTES,
   ) {
-    this.incoming = join(root, ".incoming");
-    rmSync(this.incoming, { recursive: true, force: true });
-    mkdirSync(this.incoming, { recursive: true, mode: 0o700 });
+    this.pushes = new PushReceiver(join(root, ".incoming"), maxBytes);
   }
 
   async get(version: string, arch: string): Promise<StoredRelease | undefined> {
@@ -132,29 +123,18 @@ export class ReleaseStore implements Releases {
     return Bun.file(join(this.root, r.version, `${r.arch}.gz`)).slice(start, end + 1);
   }
 
-  async push(version: string, arch: string, manifest: string, body: Upload): Promise<PushOutcome> {
-    const fields = parsePushed(manifest, checkVersion(version), checkArch(arch));
-    if (fields.size > this.maxBytes) throw tooLarge(fields.size, this.maxBytes);
-    const key = `${version}/${arch}`;
-    return this.pushing.run(key, async () => {
-      const existing = await this.get(version, arch);
-      if (existing !== undefined && existing.sha256 !== fields.sha256)
-        throw conflict(key, existing);
-      const tmp = join(this.incoming, randomBytes(8).toString("hex"));
-      try {
-        await receive(body, `${tmp}.bin`, fields, this.maxBytes);
-        if (existing !== undefined) return { stored: false, info: infoOf(existing) };
-        return {
-          stored: true,
-          info: await this.store(`${tmp}.bin`, `${tmp}.gz`, fields, manifest),
-        };
-      } catch (err) {
-        throw diskFull(err, key);
-      } finally {
-        await rm(`${tmp}.bin`, { force: true });
-        await rm(`${tmp}.gz`, { force: true });
-      }
-    });
+  push(version: string, arch: string, manifest: string, body: Upload): Promise<PushOutcome> {
+    return this.pushes.push(
+      { version, arch, manifest, body },
+      async () => {
+        const r = await this.get(version, arch);
+        return r === undefined ? undefined : infoOf(r);
+      },
+      async (tmp, fields) => ({
+        stored: true,
+        info: await this.store(`${tmp}.bin`, `${tmp}.gz`, fields, manifest),
+      }),
+    );
   }
 
   async delete(version: string, arch?: string): Promise<string[]> {

@@ -1,8 +1,10 @@
 // What every release store shares (docs/hub-releases.md): the checks of a push's version, arch
 // and manifest, the upload streamed to a temp file and checked against its manifest, its gzip
 // compression, and the refusals they give.
-import { createReadStream, createWriteStream } from "node:fs";
-import { open } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { createReadStream, createWriteStream, mkdirSync, rmSync } from "node:fs";
+import { open, rm } from "node:fs/promises";
+import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import { StatusError } from "../../api/status.ts";
@@ -16,7 +18,7 @@ import {
   versionProblem,
 } from "../../release/manifest.ts";
 import { errorCode } from "../../util/atomic-file.ts";
-import type { ReleaseInfo } from "./store.ts";
+import type { PushOutcome, ReleaseInfo } from "./store.ts";
 
 /** gzip level of stored releases: on a 110 MB fleetlet, 9 gives 51.4 MB in 6.9 s on this
  * machine's core, 6 gives 52.7 MB in 2.7 s, 1 gives 64.2 MB in 1.2 s. A push is compressed once
@@ -47,7 +49,7 @@ export function isReleaseName(version: string, arch: string): boolean {
 }
 
 /** The fields of a pushed manifest, checked to be of release `version`/`arch`. */
-export function parsePushed(text: string, version: string, arch: string): ReleaseFields {
+function parsePushed(text: string, version: string, arch: string): ReleaseFields {
   let fields: ReleaseFields;
   try {
     fields = parseManifest(text);
@@ -63,7 +65,7 @@ export function parsePushed(text: string, version: string, arch: string): Releas
   return fields;
 }
 
-export function tooLarge(size: number, maxBytes: number): StatusError {
+function tooLarge(size: number, maxBytes: number): StatusError {
   return new StatusError(
     "RequestEntityTooLarge",
     `the release is ${size} bytes, over the hub's limit of ${maxBytes} bytes`,
@@ -75,7 +77,7 @@ export function tooLarge(size: number, maxBytes: number): StatusError {
  * the body's chunks in JS lets a fast client fill ~40 MB of the hub's memory), then checks its
  * size and sha256 against `want`, reading the file back in chunks.
  */
-export async function receive(
+async function receive(
   body: Upload,
   path: string,
   want: ReleaseFields,
@@ -108,7 +110,7 @@ export async function compress(bin: string, gz: string): Promise<void> {
 }
 
 /** A full disk (ENOSPC, EDQUOT) as a 507 naming the release; other errors as they are. */
-export function diskFull(err: unknown, key: string): unknown {
+function diskFull(err: unknown, key: string): unknown {
   const code = errorCode(err);
   if (code !== "ENOSPC" && code !== "EDQUOT") return err;
   return new StatusError(
@@ -134,19 +136,49 @@ export async function fsyncPath(path: string): Promise<void> {
   }
 }
 
-/** The pushes under way, one at a time for each release. */
-export class PushesUnderWay {
+/** Where a store receives pushes: one at a time for each release, each into temp files of its
+ * own under `incoming` (emptied now: leftovers of pushes a crash cut), removed after. */
+export class PushReceiver {
   private readonly keys = new Set<string>();
 
-  /** Runs `fn` as the push of `key`; a Conflict while another push of it is under way. */
-  async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  constructor(
+    private readonly incoming: string,
+    readonly maxBytes: number,
+  ) {
+    rmSync(incoming, { recursive: true, force: true });
+    mkdirSync(incoming, { recursive: true, mode: 0o700 });
+  }
+
+  /**
+   * A push: its version, arch and manifest checked, the executable received into `<tmp>.bin`
+   * and checked against the manifest, then given to `keep` (which may write `<tmp>.gz`). A
+   * release of that name already stored (`existing`) answers without `keep` when its bytes are
+   * the same, and Conflict when not; so does a push of the name under way.
+   */
+  async push(
+    p: { version: string; arch: string; manifest: string; body: Upload },
+    existing: () => Promise<ReleaseInfo | undefined>,
+    keep: (tmp: string, fields: ReleaseFields) => Promise<PushOutcome>,
+  ): Promise<PushOutcome> {
+    const fields = parsePushed(p.manifest, checkVersion(p.version), checkArch(p.arch));
+    if (fields.size > this.maxBytes) throw tooLarge(fields.size, this.maxBytes);
+    const key = `${p.version}/${p.arch}`;
     if (this.keys.has(key))
       throw new StatusError("Conflict", `a push of release ${key} is already under way`);
     this.keys.add(key);
+    const tmp = join(this.incoming, randomBytes(8).toString("hex"));
     try {
-      return await fn();
+      const stored = await existing();
+      if (stored !== undefined && stored.sha256 !== fields.sha256) throw conflict(key, stored);
+      await receive(p.body, `${tmp}.bin`, fields, this.maxBytes);
+      if (stored !== undefined) return { stored: false, info: stored };
+      return await keep(tmp, fields);
+    } catch (err) {
+      throw diskFull(err, key);
     } finally {
       this.keys.delete(key);
+      await rm(`${tmp}.bin`, { force: true });
+      await rm(`${tmp}.gz`, { force: true });
     }
   }
 }
