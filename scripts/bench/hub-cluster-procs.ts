@@ -57,6 +57,21 @@ export interface PgCounters {
   tupInserted: number;
   tupUpdated: number;
   tupDeleted: number;
+  /** The server's WAL (pg_stat_wal, the whole server): bytes, syncs and their time in ms. */
+  walBytes: number;
+  walSyncs: number;
+  walSyncMs: number;
+}
+
+/** Has the server time its WAL writes and syncs (pg_stat_wal's *_time). */
+export async function timeWalIo(adminUrl: string): Promise<void> {
+  const sql = new SQL(adminUrl, { max: 1 });
+  try {
+    await sql.unsafe("ALTER SYSTEM SET track_wal_io_timing = on");
+    await sql.unsafe("SELECT pg_reload_conf()");
+  } finally {
+    await sql.close();
+  }
 }
 
 /** The counters of the database at `url` (PostgreSQL's cumulative statistics: backends
@@ -66,14 +81,18 @@ export async function pgCounters(url: string): Promise<PgCounters> {
   try {
     const [row] = (await sql.unsafe(
       `SELECT xact_commit::float8 AS c, tup_inserted::float8 AS i, tup_updated::float8 AS u,
-              tup_deleted::float8 AS d
-         FROM pg_stat_database WHERE datname = current_database()`,
-    )) as { c: number; i: number; u: number; d: number }[];
+              tup_deleted::float8 AS d, w.wal_bytes::float8 AS wb, w.wal_sync::float8 AS ws,
+              w.wal_sync_time AS wt
+         FROM pg_stat_database, pg_stat_wal w WHERE datname = current_database()`,
+    )) as { c: number; i: number; u: number; d: number; wb: number; ws: number; wt: number }[];
     return {
       xactCommit: row?.c ?? 0,
       tupInserted: row?.i ?? 0,
       tupUpdated: row?.u ?? 0,
       tupDeleted: row?.d ?? 0,
+      walBytes: row?.wb ?? 0,
+      walSyncs: row?.ws ?? 0,
+      walSyncMs: row?.wt ?? 0,
     };
   } finally {
     await sql.close();
