@@ -16,6 +16,9 @@ const [hubUrl = "", file = "", deltaArg = "10000", rampArg = "10000"] = process.
 const deltaMs = Number(deltaArg);
 const rampMs = Number(rampArg);
 const agents = JSON.parse(readFileSync(file, "utf8")) as [string, string][];
+/** As the agent: a connection not welcomed within this is closed and the next URL tried (a
+ * replica out of open files leaves connections in its listen backlog, neither open nor closed). */
+const WELCOME_TIMEOUT_MS = 10_000;
 const wsUrls = hubUrl.split(",").map((u) => `${u.replace(/^http/, "ws")}/api/v1/agent/connect`);
 
 interface Sim {
@@ -150,7 +153,11 @@ function connect(s: Sim): void {
   s.at = at;
   s.welcomed = false;
   ws.onmessage = (e) => onMessage(s, String(e.data));
+  const timer = setTimeout(() => {
+    if (!s.welcomed) ws.close();
+  }, WELCOME_TIMEOUT_MS);
   ws.onclose = () => {
+    clearTimeout(timer);
     s.ws = undefined;
     // A welcomed connection that ends ends the round, as with the agent.
     if (s.welcomed) s.round = [];

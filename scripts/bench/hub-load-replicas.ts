@@ -21,7 +21,15 @@ import {
   timeWalIo,
   treeCpuSeconds,
 } from "./hub-cluster-procs.ts";
-import { freePort, HubProcess, joinAll, pct, runBench, spawnWorkers } from "./hub-common.ts";
+import {
+  freePort,
+  HubProcess,
+  joinAll,
+  pct,
+  runBench,
+  spawnWorkers,
+  ulimit,
+} from "./hub-common.ts";
 
 interface WorkerStats {
   open: number;
@@ -39,6 +47,8 @@ interface Opts {
   deltaMs: number;
   rampMs: number;
   fsync: boolean;
+  /** Each replica's open-files limit (undefined: as high as this machine allows). */
+  hubFiles: number | undefined;
 }
 
 let dir = "";
@@ -75,6 +85,7 @@ function options(args: Map<string, string>): Opts {
     deltaMs: parseDuration(args.get("delta") ?? "10s"),
     rampMs: parseDuration(args.get("ramp") ?? "60s"),
     fsync: (args.get("fsync") ?? "on") === "on",
+    hubFiles: args.has("hub-files") ? Number(args.get("hub-files")) : undefined,
   };
 }
 
@@ -89,11 +100,9 @@ async function startCluster(o: Opts): Promise<{ db: string; creds: [string, stri
   writeFileSync(key, `${randomBytes(32).toString("base64")}\n`, { mode: 0o600 });
   for (let i = 1; i <= o.replicas; i++) {
     const extra = ["--store", db, "--bus", nats.url, "--secrets-key-file", key];
-    const r = new HubProcess(join(dir, `hub-${i}`), freePort(), [
-      ...extra,
-      "--replica-id",
-      `hub-${i}`,
-    ]);
+    const limit = o.hubFiles === undefined ? ulimit : `ulimit -n ${o.hubFiles}`;
+    const id = ["--replica-id", `hub-${i}`];
+    const r = new HubProcess(join(dir, `hub-${i}`), freePort(), [...extra, ...id], limit);
     r.token = "from the data folder";
     replicas.push(r);
   }
@@ -250,6 +259,7 @@ async function killOne(): Promise<void> {
   const k = replicas.length - 1;
   const held = openAt(k);
   const before = sum("open");
+  const cpu0 = replicas.map((r) => cpuSeconds(r.proc?.pid ?? 0));
   const t = Date.now();
   replicas[k]?.proc?.kill("SIGKILL");
   let welcomed = Number.NaN;
@@ -262,10 +272,14 @@ async function killOne(): Promise<void> {
       acked = (Date.now() - t) / 1000;
   }
   const spread = replicas.map((_, i) => openAt(i)).join(" / ");
+  const took = (Date.now() - t) / 1000;
   const rss = replicas
     .slice(0, k)
-    .map((r, i) => `hub-${i + 1} ${mb(r.rss())} MB`)
-    .join(", ");
+    .map((r, i) => {
+      const cpu = (cpuSeconds(r.proc?.pid ?? 0) - (cpu0[i] ?? 0)) / took;
+      return `hub-${i + 1} ${mb(r.rss())} MB, ${(cpu * 100).toFixed(0)} % of a core since the kill`;
+    })
+    .join("; ");
   const back = Number.isNaN(welcomed)
     ? `only ${sum("open")} of the ${before} agents connected before came back within ${BACK_WITHIN_MS / 1000} s (target <= 60 s: no)`
     : `all welcomed by the others in ${welcomed.toFixed(1)} s (target <= 60 s: ${welcomed <= 60 ? "yes" : "no"}), their resends acknowledged in ${Number.isNaN(acked) ? `more than ${BACK_WITHIN_MS / 1000}` : acked.toFixed(1)} s`;
