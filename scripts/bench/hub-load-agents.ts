@@ -44,6 +44,8 @@ interface Sim {
 
 let latencies: number[] = [];
 let errors = 0;
+/** Error messages received, by their code. */
+const errorCodes: Record<string, number> = {};
 
 function node(name: string) {
   return {
@@ -125,7 +127,10 @@ function onMessage(s: Sim, data: string): void {
       s.unacked.delete(k);
     }
     if (m.seq >= s.welcomeSeq) s.convergedAt = s.welcomes;
-  } else if (m.type === "error") errors += 1;
+  } else if (m.type === "error") {
+    errors += 1;
+    errorCodes[m.code ?? "?"] = (errorCodes[m.code ?? "?"] ?? 0) + 1;
+  }
 }
 
 /** A fresh random order of the URLs (Fisher–Yates). */
@@ -209,7 +214,7 @@ setInterval(() => {
     if (s.convergedAt >= 2 && s.convergedAt === s.welcomes) reconnectedCaughtUp += 1;
   }
   process.stdout.write(
-    `${JSON.stringify({ open, openByUrl, caughtUp, reconnectedCaughtUp, errors, latencies })}\n`,
+    `${JSON.stringify({ open, openByUrl, caughtUp, reconnectedCaughtUp, errors, errorCodes, latencies })}\n`,
   );
   latencies = [];
 }, 1000);

@@ -37,6 +37,7 @@ interface WorkerStats {
   caughtUp: number;
   reconnectedCaughtUp: number;
   errors: number;
+  errorCodes: Record<string, number>;
 }
 
 interface Opts {
@@ -65,6 +66,13 @@ const BACK_WITHIN_MS = 120_000;
 
 const sum = (k: "open" | "caughtUp" | "reconnectedCaughtUp" | "errors") =>
   stats.reduce((a, s) => a + (s?.[k] ?? 0), 0);
+/** Error messages the agents received, by code. */
+function codes(): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const s of stats)
+    for (const [c, n] of Object.entries(s?.errorCodes ?? {})) out[c] = (out[c] ?? 0) + n;
+  return out;
+}
 const openAt = (r: number) => stats.reduce((a, s) => a + (s?.openByUrl[r] ?? 0), 0);
 const secs = (t: number) => ((Date.now() - t) / 1000).toFixed(1);
 const mb = (mib: number) => (mib * 1.048576).toFixed(0);
@@ -284,7 +292,7 @@ async function killOne(): Promise<void> {
     ? `only ${sum("open")} of the ${before} agents connected before came back within ${BACK_WITHIN_MS / 1000} s (target <= 60 s: no)`
     : `all welcomed by the others in ${welcomed.toFixed(1)} s (target <= 60 s: ${welcomed <= 60 ? "yes" : "no"}), their resends acknowledged in ${Number.isNaN(acked) ? `more than ${BACK_WITHIN_MS / 1000}` : acked.toFixed(1)} s`;
   console.log(
-    `hub-${k + 1} killed (SIGKILL) holding ${held} agents: ${back}; per replica now ${spread}; RSS ${rss}; error messages received ${sum("errors")}`,
+    `hub-${k + 1} killed (SIGKILL) holding ${held} agents: ${back}; per replica now ${spread}; RSS ${rss}; error messages received ${sum("errors")} ${JSON.stringify(codes())}`,
   );
 }
 
