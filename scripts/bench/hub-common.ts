@@ -71,6 +71,8 @@ export class HubProcess {
     private readonly dataDir: string,
     private readonly port: number,
     private readonly extra: string[] = [],
+    /** The shell command that sets its open-files limit. */
+    private readonly limit = ulimit,
   ) {}
 
   get url(): string {
@@ -84,7 +86,7 @@ export class HubProcess {
       [
         "sh",
         "-c",
-        `${ulimit}; d="$1"; p="$2"; shift 2; exec "$0" hub --data "$d" --listen "127.0.0.1:$p" --plain-http --log-level warn "$@"`,
+        `${this.limit}; d="$1"; p="$2"; shift 2; exec "$0" hub --data "$d" --listen "127.0.0.1:$p" --plain-http --log-level warn "$@"`,
         bin,
         this.dataDir,
         String(this.port),

@@ -7,6 +7,8 @@
 //
 //   node_modules/.bin/bun scripts/bench/hub-load.ts [--agents 10000] [--workers 4]
 //     [--steady 30s] [--delta 10s] [--ramp 20s]
+// With --replicas N --store postgres --bus nats: N replicas on PostgreSQL and NATS
+// (hub-load-replicas.ts).
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,15 +23,17 @@ import {
   spawnWorkers,
   until,
 } from "./hub-common.ts";
+import { replicasMain } from "./hub-load-replicas.ts";
 
 const _bun = process.execPath;
 const args = benchArgs();
+const cluster = args.has("replicas");
 const N = Number(args.get("agents") ?? 10_000);
 const W = Number(args.get("workers") ?? 4);
 const steadyMs = parseDuration(args.get("steady") ?? "30s");
 const deltaMs = parseDuration(args.get("delta") ?? "10s");
 const rampMs = parseDuration(args.get("ramp") ?? "20s");
-const dir = mkdtempSync(join(tmpdir(), "fleetlet-hub-load-"));
+const dir = cluster ? "" : mkdtempSync(join(tmpdir(), "fleetlet-hub-load-"));
 
 interface WorkerStats {
   open: number;
@@ -112,4 +116,5 @@ function cleanup(): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
-await runBench("hub-load", main, cleanup);
+if (cluster) await replicasMain(args);
+else await runBench("hub-load", main, cleanup);

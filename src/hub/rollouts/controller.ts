@@ -72,6 +72,9 @@ export class AgentRollouts {
 
   /** The members of every rollout, by rollout name (a node to the latest claim matching it). */
   private membership(): Map<string, string[]> {
+    // Without rollouts, no node is a member: the fleet's nodes (every pass, every second) are
+    // not listed.
+    if (this.rollouts.size === 0) return new Map();
     const order = [...this.rollouts.values()]
       .sort((a, b) => a.record.claimedAt - b.record.claimedAt || a.name.localeCompare(b.name))
       .map((r) => ({ r, matches: parseLabelSelector(r.spec.selector) }));
