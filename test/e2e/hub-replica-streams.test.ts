@@ -83,6 +83,16 @@ beforeAll(async () => {
   await agent.start();
   await holder.runningPod(agent.nodeName, "web");
   await other.runningPod(agent.nodeName, "web");
+  // The tests ask for the last three lines of output: wait (at A) until there are three.
+  await eventually(
+    "three lines of the container's output",
+    async () => {
+      const res = await holder.api(`/api/v1/namespaces/default/pods/${pod()}/log?container=main`);
+      return res.status === 200 && (await res.text()).split("\n").length > 3 ? true : undefined;
+    },
+    30_000,
+    200,
+  );
   env = { FLEETLET_HUB_TOKEN: other.operatorToken, FLEETLET_HUB_CA: join(dir, "ca.crt") };
   writeFileSync(env.FLEETLET_HUB_CA as string, other.caPem);
 }, 120_000);
