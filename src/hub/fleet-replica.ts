@@ -1,7 +1,8 @@
 // The fleet view of a hub replica (docs/hub-replicas.md, step 3): beside what its own agents
 // report (fleet.ts), what other replicas stored, read from the shared change log (follow-view.ts)
 // and set here without being written back. A node this replica holds (its agent is connected
-// here) is left as this replica has it: its own state is newer than what another stored.
+// here) is left as this replica has it (its own state is newer than what another stored), but
+// for the hub's labels an operator set at another replica.
 import type { Event, Pod } from "../api/types.ts";
 import { Fleet } from "./fleet.ts";
 import type { NodeRecord } from "./store.ts";
@@ -11,13 +12,25 @@ export class ReplicaFleet extends Fleet {
   /** Takes node `rec` as stored, unless this replica holds the node (its own state is newer);
    * gives the record it replaced (undefined: none, or not taken). */
   applyStoredNode(rec: NodeRecord): { taken: boolean; old?: NodeRecord } {
-    if (this.online.has(rec.name)) return { taken: false };
+    if (this.online.has(rec.name)) {
+      this.takeHubLabels(rec);
+      return { taken: false };
+    }
     const old = this.nodes.get(rec.name);
     this.nodes.set(rec.name, rec);
     this.received.set(rec.name, rec.ackedSeq);
     this.setStoredOnline(rec);
     this.emitNode(rec.name, old === undefined ? "ADDED" : "MODIFIED");
     return { taken: true, ...(old !== undefined && { old }) };
+  }
+
+  /** Takes the hub's labels of a node this replica holds from another replica's row: only an
+   * operator sets them, so the holder's next write of the node keeps that operator's change. */
+  private takeHubLabels(rec: NodeRecord): void {
+    const mine = this.nodes.get(rec.name);
+    if (mine === undefined || sameLabels(mine.hubLabels, rec.hubLabels)) return;
+    mine.hubLabels = { ...rec.hubLabels };
+    this.emitNode(rec.name);
   }
 
   /** Drops node `name` as another replica forgot it; gives its record, if it was held. */
@@ -61,4 +74,9 @@ export class ReplicaFleet extends Fleet {
     const type = old === undefined ? "ADDED" : "MODIFIED";
     this.opts.onChange({ type, kind: "events", object: eventView(node, event) });
   }
+}
+
+function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
 }

@@ -1,11 +1,13 @@
 // Faults of hub replicas (docs/hub-replicas.md, "Agents and replicas"), with the compiled hub and
 // agents, a real PostgreSQL (scripts/lib/postgres.ts) and nats-server (scripts/lib/nats.ts): two
-// devices whose agents have the list of both replicas. A replica killed with SIGKILL: its devices
+// devices whose agents have the list of both replicas, which join at one while the other is
+// already up (it learns them from the change log). A replica killed with SIGKILL: its devices
 // report through the other, each once, no container restarted, nothing stored before the kill
 // lost, and the killed replica started again serves them whole. PostgreSQL stopped for a while
 // (FLEETLET_E2E_PG_DOWN_S, default 30 s) under both: they stay up, reads answer, writes answer 503
-// saying why, and what the devices reported meanwhile is stored once it is back. And at the
-// protocol level, a device that connects to the other replica is let go by the first.
+// saying why, and what the devices reported meanwhile is stored once it is back. At the protocol
+// level, a device that connects to the other replica is let go by the first. And an operator's
+// label set at the replica that does not hold the node survives the holder's writes.
 // Needs root, the test bed and scripts/build.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -135,9 +137,10 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
     const [portA, portB] = (await closedPorts(2)) as [number, number];
     a = replica(url, "hub-a", portA);
     b = replica(url, "hub-b", portB);
+    // B is up before the devices join through A (the first URL of their list): B learns their
+    // nodes and credentials from the change log, so it welcomes them when A is killed.
+    await startReplica(b);
     await startReplica(a);
-    // B is not up yet, so both devices join and connect through A (B starts once they joined:
-    // replicas do not yet follow each other's joins, docs/hub-replicas.md step 3).
     const hubList = `https://127.0.0.1:${portA},https://127.0.0.1:${portB}`;
     const token = await a.joinToken();
     for (let i = 0; i < 2; i++) {
@@ -153,7 +156,7 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
       agent.writeManifest("web.yaml", sleeperManifest("web", agent.tb.busybox));
     }
     for (const agent of agents) await a.runningPod(agent.nodeName, "web");
-    await startReplica(b);
+    for (const agent of agents) await b.runningPod(agent.nodeName, "web");
     for (const agent of agents) expect((await holder(agent.nodeName))?.replica).toBe("hub-a");
     const before = await webContainers();
     const [first, second] = agents as [TestAgent, TestAgent];
@@ -191,8 +194,16 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
     expect((await fetch(`${a.url}/readyz`, a.fetchTls())).status).toBe(200);
     await a.runningPod(second.nodeName, "after");
     await b.stop();
-    for (const agent of agents) await onlineAt(a, agent.nodeName, 60_000);
-    for (const agent of agents) expect((await holder(agent.nodeName))?.replica).toBe("hub-a");
+    // A follows B's rows, so it may show a node online (as B stored it) before it holds it.
+    for (const agent of agents) {
+      await onlineAt(a, agent.nodeName, 60_000);
+      await eventually(
+        "A to hold the node again",
+        async () => ((await holder(agent.nodeName))?.replica === "hub-a" ? true : undefined),
+        60_000,
+        200,
+      );
+    }
     second.writeManifest("back.yaml", sleeperManifest("back", second.tb.busybox));
     await a.runningPod(second.nodeName, "back");
     expect(await webContainers()).toEqual(before);
@@ -267,9 +278,7 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
   test("a device that connects to another replica is let go by the one that held it (taken, on the bus)", async () => {
     const name = "proto-1";
     const credential = await a.credentialFor(name);
-    // B learns of the join when it starts (replicas do not yet follow each other's joins).
-    await b.stop();
-    await startReplica(b);
+    // B, up since before this join at A, has the node and its credential from the change log.
     const hello = { type: "hello", protocolVersion: 1, nodeName: name, agentVersion: "e2e" };
     const atA = new ProtocolClient(a.url, credential, a.caPem);
     await atA.opened;
@@ -293,5 +302,53 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
     expect(atAView.metadata.annotations?.[ONLINE]).toBe("true");
     expect(atB.closed).toBeUndefined();
     atB.close();
+  }, 60_000);
+
+  test("an operator's label on a node, set at the replica that does not hold it, survives the holder's next writes", async () => {
+    const [first] = agents as [TestAgent];
+    const name = first.nodeName;
+    expect((await holder(name))?.replica).toBe("hub-a");
+    const stored = async () => {
+      const [row] = await db.unsafe(
+        "SELECT (progress->>'ackedSeq')::int AS seq, progress->'hubLabels'->>'e2e.fleetlet.io/zone' AS zone FROM nodes WHERE name = $1",
+        [name],
+      );
+      return row as { seq: number; zone: string | null };
+    };
+    const res = await b.api(`/api/v1/nodes/${name}`, {
+      method: "PATCH",
+      headers: { "content-type": "application/merge-patch+json" },
+      body: JSON.stringify({ metadata: { labels: { "e2e.fleetlet.io/zone": "b" } } }),
+    });
+    expect(res.status).toBe(200);
+    const zone = async (hub: TestHub) => {
+      const node = (await (await hub.api(`/api/v1/nodes/${name}`)).json()) as Node;
+      return node.metadata.labels?.["e2e.fleetlet.io/zone"];
+    };
+    await eventually(
+      "B's write stored",
+      async () => ((await stored()).zone === "b" ? true : undefined),
+      30_000,
+      200,
+    );
+    // The holder has it from the change log.
+    await eventually(
+      "A to show the label",
+      async () => (await zone(a)) === "b" || undefined,
+      30_000,
+      200,
+    );
+    const after = (await stored()).seq;
+    // The device reports a new pod through the holder, which writes the node's progress again.
+    first.writeManifest("labelled.yaml", sleeperManifest("labelled", first.tb.busybox));
+    await a.runningPod(name, "labelled");
+    await eventually(
+      "the holder to write the node again",
+      async () => ((await stored()).seq > after ? true : undefined),
+      30_000,
+      200,
+    );
+    expect((await stored()).zone).toBe("b");
+    for (const hub of [a, b]) expect(await zone(hub)).toBe("b");
   }, 60_000);
 });

@@ -1,9 +1,9 @@
 // Logs, exec, attach and port-forward at one hub replica to a device whose agent is connected to
 // another (docs/hub-replicas.md, "Streams across replicas"): two compiled replicas on one
-// PostgreSQL and one nats-server, a compiled agent on replica A with a running pod, and every
-// stream asked of replica B with `fleetlet … --hub B` and the Kubernetes API's log GET; what an
-// unknown pod and an offline node answer; and a stream across replicas after nats-server
-// restarted. Real PostgreSQL (scripts/lib/postgres.ts), nats-server (scripts/lib/nats.ts) and
+// PostgreSQL and one nats-server (B started before the device joined, so it has the pod from
+// the change log), a compiled agent on replica A with a running pod, and every stream asked of
+// replica B with `fleetlet … --hub B` and the Kubernetes API's log GET; what an unknown pod and
+// an offline node answer; and a stream across replicas after nats-server restarted. Real PostgreSQL (scripts/lib/postgres.ts), nats-server (scripts/lib/nats.ts) and
 // containerd. Needs root, the test bed and scripts/build.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
@@ -75,15 +75,24 @@ beforeAll(async () => {
   const url = await pg.createDatabase();
   holder = replica(url, "hub-a");
   await startReplica(holder);
+  // B starts before the device joins and its pod exists: B has both from the change log.
+  other = replica(url, "hub-b");
+  await startReplica(other);
   agentArgs.push("--hub", holder.url, "--join-token", await holder.joinToken());
   agent.writeManifest("web.yaml", manifest(agent.tb.busybox));
   await agent.start();
   await holder.runningPod(agent.nodeName, "web");
-  // Replicas do not yet follow each other's changes: B starts once A has stored the pod, and
-  // loads it.
-  other = replica(url, "hub-b");
-  await startReplica(other);
   await other.runningPod(agent.nodeName, "web");
+  // The tests ask for the last three lines of output: wait (at A) until there are three.
+  await eventually(
+    "three lines of the container's output",
+    async () => {
+      const res = await holder.api(`/api/v1/namespaces/default/pods/${pod()}/log?container=main`);
+      return res.status === 200 && (await res.text()).split("\n").length > 3 ? true : undefined;
+    },
+    30_000,
+    200,
+  );
   env = { FLEETLET_HUB_TOKEN: other.operatorToken, FLEETLET_HUB_CA: join(dir, "ca.crt") };
   writeFileSync(env.FLEETLET_HUB_CA as string, other.caPem);
 }, 120_000);
