@@ -2,7 +2,7 @@
 // body is a JSON object checked with zod on the way in, as the agent's messages are. Unknown
 // fields are dropped (a newer replica may add optional ones); anything else wrong is refused with
 // a reason, never thrown.
-//   fleet.changes              {"rv": 42}
+//   fleet.changes              {"rv": 42, "origin": "<uuid>"}   (origin optional)
 //   fleet.node.<name>.desired  {}
 //   fleet.node.<name>.taken    {"replica": "hub-a", "epoch": 7}
 // A node's name is a DNS-1123 subdomain and may hold dots, which NATS reads as token separators:
@@ -23,7 +23,7 @@ const MAX_BODY_BYTES = 4096;
 
 const count = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
 const bodySchemas = {
-  changes: z.object({ rv: count }),
+  changes: z.object({ rv: count, origin: z.string().min(1).max(64).optional() }),
   desired: z.object({}),
   taken: z.object({ replica: z.string().min(1).max(253), epoch: count }),
 };
@@ -43,7 +43,11 @@ function badNode(node: string): string | undefined {
 /** The subject and JSON body of `m`, or why it cannot be sent. */
 export function encodeBusMessage(m: BusMessage): Encoded {
   if (m.type === "changes")
-    return { ok: true, subject: CHANGES_SUBJECT, body: JSON.stringify({ rv: m.rv }) };
+    return {
+      ok: true,
+      subject: CHANGES_SUBJECT,
+      body: JSON.stringify({ rv: m.rv, ...(m.origin !== undefined && { origin: m.origin }) }),
+    };
   const bad = badNode(m.node);
   if (bad !== undefined) return { ok: false, reason: bad };
   const subject = `${NODE_PREFIX}${m.node}.${m.type}`;
@@ -72,7 +76,9 @@ function parseBody<S extends z.ZodType>(
 export function decodeBusMessage(subject: string, body: string): DecodedBusMessage {
   if (subject === CHANGES_SUBJECT) {
     const b = parseBody(bodySchemas.changes, body);
-    return b.ok ? { ok: true, message: { type: "changes", rv: b.value.rv } } : bad(subject, b);
+    if (!b.ok) return bad(subject, b);
+    const { rv, origin } = b.value;
+    return { ok: true, message: { type: "changes", rv, ...(origin !== undefined && { origin }) } };
   }
   if (!subject.startsWith(NODE_PREFIX)) return { ok: false, ignore: true };
   const last = subject.lastIndexOf(".");

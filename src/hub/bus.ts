@@ -8,8 +8,9 @@
 export type BusMessage =
   /** The node's desired state has a new generation: its holder sends it if connected. */
   | { type: "desired"; node: string }
-  /** The change log has grown to `rv`: read `changes` past what was applied. */
-  | { type: "changes"; rv: number }
+  /** The change log has grown to `rv`: read `changes` past what was applied. `origin`: the
+   * writing process's ChangeFeed origin (its own echo is not read for). */
+  | { type: "changes"; rv: number; origin?: string }
   /** `replica` welcomed the node's agent with session `epoch`: an older holder lets it go. */
   | { type: "taken"; node: string; replica: string; epoch: number };
 

@@ -16,13 +16,21 @@ import type { HubState } from "./state.ts";
 export interface ChangeLogOptions {
   /** A read without a poke after this long (default 2 s). */
   pollMs?: number;
+  /** The least time between two reads of one replica, however often it is poked (default
+   * 50 ms): reads are capped at 20 a second whatever the commits of every replica. */
+  readGapMs?: number;
   /** Rows older than this are trimmed (default 10 minutes). */
   retentionMs?: number;
   /** At most this many rows are kept (default 1,000,000). */
   maxRows?: number;
 }
 
-const CHANGE_LOG_DEFAULTS = { pollMs: 2000, retentionMs: 600_000, maxRows: 1_000_000 };
+const CHANGE_LOG_DEFAULTS = {
+  pollMs: 2000,
+  readGapMs: 50,
+  retentionMs: 600_000,
+  maxRows: 1_000_000,
+};
 
 interface FollowDeps {
   state: HubState;
@@ -94,6 +102,7 @@ export function startFollower(d: FollowDeps): ChangeFollower | undefined {
       clock: d.clock,
       log,
       pollMs: o.pollMs,
+      readGapMs: o.readGapMs,
       trimEveryMs: Math.max(250, Math.min(60_000, o.retentionMs / 4)),
       limit,
     },

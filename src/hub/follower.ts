@@ -1,9 +1,11 @@
 // The follower of the shared change log (hub replicas, docs/hub-replicas.md "The store"): after a
-// commit of its own the replica publishes `changes {rv}` on the bus; on that poke from any
-// replica, on the bus's gap (messages may have been lost), and every `pollMs` without either, it
-// reads the log past what it applied, once however many pokes came meanwhile, and applies the
-// rows in order. A read that fails is tried again by the next poke or poll. It also trims the
-// log every `trimEveryMs` and says the trim's floor.
+// commit of its own the replica publishes `changes {rv, origin}` on the bus and pokes itself; on
+// that poke from another replica (its own echo is dropped), on the bus's gap (messages may have
+// been lost), and every `pollMs` without either, it reads the log past what it applied, once
+// however many pokes came meanwhile and at most once every `readGapMs` (so reads are capped
+// however often replicas commit), and applies the rows in order. A read that fails is tried
+// again by the next poke or poll. It also trims the log every `trimEveryMs` and says the trim's
+// floor.
 // Invariants: rows are applied once each, in rv order; `applied` only grows.
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
@@ -20,10 +22,12 @@ export interface FollowerDeps {
   /** Trims the log; gives the floor. */
   trim(): Promise<number>;
   bus: Bus;
-  feed: Pick<ChangeFeed, "onCommitted">;
+  feed: Pick<ChangeFeed, "onCommitted" | "origin">;
   clock: Clock;
   log: Logger;
   pollMs: number;
+  /** The least time from the start of one read to the start of the next. */
+  readGapMs: number;
   trimEveryMs: number;
   /** How many rows one read gives at most (a read of that many is followed by another). */
   limit: number;
@@ -32,6 +36,11 @@ export interface FollowerDeps {
 export class ChangeFollower {
   private running: Promise<void> | undefined;
   private again = false;
+  private stopped = false;
+  /** Ends the wait for the read gap at once (stop()). */
+  private endGap: (() => void) | undefined;
+  /** When the last read started (monotonic), -Infinity before the first. */
+  private lastRead = Number.NEGATIVE_INFINITY;
   private readonly stops: (() => void)[] = [];
 
   /** `applied`: the highest rv of what the replica loaded. */
@@ -50,11 +59,11 @@ export class ChangeFollower {
     const d = this.deps;
     this.stops.push(
       d.feed.onCommitted((rv) => {
-        d.bus.publish({ type: "changes", rv });
+        d.bus.publish({ type: "changes", rv, origin: d.feed.origin });
         this.poke();
       }),
       d.bus.subscribe("changes", (m) => {
-        if (m.rv > this.applied) this.poke();
+        if (m.origin !== d.feed.origin && m.rv > this.applied) this.poke();
       }),
       d.bus.onGap(() => this.poke()),
     );
@@ -63,10 +72,13 @@ export class ChangeFollower {
   }
 
   stop(): void {
+    this.stopped = true;
+    this.endGap?.();
     for (const s of this.stops.splice(0)) s();
   }
 
-  /** Reads and applies what is new, soon: once for every poke that comes while one reads. */
+  /** Reads and applies what is new, soon: once for every poke that comes while one reads or
+   * waits for the read gap. */
   poke(): Promise<void> {
     if (this.running !== undefined) {
       this.again = true;
@@ -74,7 +86,11 @@ export class ChangeFollower {
     }
     const run = (async () => {
       do {
+        const wait = this.lastRead + this.deps.readGapMs - this.deps.clock.monotonic();
+        if (wait > 0) await this.gap(wait);
+        if (this.stopped) return;
         this.again = false;
+        this.lastRead = this.deps.clock.monotonic();
         await this.catchUp();
       } while (this.again);
     })();
@@ -109,6 +125,20 @@ export class ChangeFollower {
         error: err instanceof Error ? err.message : String(err),
       });
     }
+  }
+
+  /** Waits `wait` ms (the rest of the read gap), or until stop(). */
+  private gap(wait: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const cancel = this.deps.clock.setTimer(wait, () => {
+        this.endGap = undefined;
+        resolve();
+      });
+      this.endGap = () => {
+        cancel();
+        resolve();
+      };
+    });
   }
 
   private async trimOnce(): Promise<void> {

@@ -115,32 +115,39 @@ export async function loggedRv(tx: SQL): Promise<number> {
   return Number(row?.rv ?? 0);
 }
 
-/** The rows after `after`, oldest first, at most `limit`; and the trim's floor. */
+/** The rows after `after`, oldest first, at most `limit`; and the trim's floor: one statement
+ * (one snapshot, one round trip). With no rows it gives one row of nulls, carrying the floor. */
 export async function readChanges(
   pool: PgPool,
   after: number,
   origin: string,
   limit = 5000,
 ): Promise<{ rows: LoggedChange[]; floor: number }> {
-  const sql = pool.sql;
-  const rows = (await sql.unsafe(
-    `SELECT rv, kind, key, deleted, object, origin FROM changes WHERE rv > $1 ORDER BY rv LIMIT $2`,
+  const got = (await pool.sql.unsafe(
+    `SELECT c.rv, c.kind, c.key, c.deleted, c.object, c.origin, f.floor
+     FROM (SELECT (SELECT value FROM meta WHERE key = 'changes_floor') AS floor) f
+     LEFT JOIN LATERAL (SELECT rv, kind, key, deleted, object, origin FROM changes
+       WHERE rv > $1 ORDER BY rv LIMIT $2) c ON true
+     ORDER BY c.rv`,
     [after, limit],
-  )) as (ChangeRow & { rv: string; origin: string })[];
-  const floorRow = (await sql.unsafe("SELECT value FROM meta WHERE key = 'changes_floor'")) as {
-    value: string;
-  }[];
-  return {
-    rows: rows.map((r) => ({
-      rv: Number(r.rv),
-      kind: r.kind,
-      key: r.key,
-      deleted: r.deleted,
-      object: r.object,
-      own: r.origin === origin,
-    })),
-    floor: Number(floorRow[0]?.value ?? 0),
-  };
+  )) as (Omit<ChangeRow, "kind"> & {
+    kind: string | null;
+    rv: string | null;
+    origin: string;
+    floor: string | null;
+  })[];
+  const rows: LoggedChange[] = [];
+  for (const r of got)
+    if (r.rv !== null && r.kind !== null)
+      rows.push({
+        rv: Number(r.rv),
+        kind: r.kind,
+        key: r.key,
+        deleted: r.deleted,
+        object: r.object,
+        own: r.origin === origin,
+      });
+  return { rows, floor: Number(got[0]?.floor ?? 0) };
 }
 
 /** How long and how many rows the log keeps. */

@@ -25,7 +25,7 @@ const row = (rv: number, own = false): LoggedChange => ({
 });
 
 /** A follower over a log held in an array; `reads` counts reads, `gate` holds them. */
-function follower(log: LoggedChange[], limit = 100) {
+function follower(log: LoggedChange[], limit = 100, readGapMs = 0) {
   const clock = new FakeClock();
   const bus = createLocalBus();
   const feed = new ChangeFeed();
@@ -48,6 +48,7 @@ function follower(log: LoggedChange[], limit = 100) {
     clock,
     log: quiet,
     pollMs: 2000,
+    readGapMs,
     trimEveryMs: 60_000,
     limit,
   };
@@ -95,16 +96,44 @@ describe("ChangeFollower", () => {
     expect(t.applied).toEqual([1, 2]);
   });
 
-  test("a commit of its own is published on the bus; a poke with a newer rv and the poll read the log; stop() ends both", async () => {
+  test("a read starts at least readGapMs after the one before, however many pokes come; stop() ends the wait without a read", async () => {
+    const log = [row(1)];
+    const t = follower(log, 100, 50);
+    await t.f.poke();
+    expect(t.reads()).toBe(1);
+    log.push(row(2));
+    const second = t.f.poke();
+    for (let i = 0; i < 5; i++) void t.f.poke();
+    await Bun.sleep(0);
+    expect(t.reads()).toBe(1);
+    t.clock.step(49);
+    await Bun.sleep(0);
+    expect(t.reads()).toBe(1);
+    t.clock.step(1);
+    await second;
+    expect(t.reads()).toBe(2);
+    expect(t.applied).toEqual([1, 2]);
+    t.clock.step(50);
+    await t.f.poke();
+    expect(t.reads()).toBe(3);
+    const waiting = t.f.poke();
+    t.f.stop();
+    await waiting;
+    t.clock.step(100);
+    expect(t.reads()).toBe(3);
+  });
+
+  test("a commit of its own is published on the bus with its origin; its echo and a poke with an old rv are not read for; a newer rv and the poll are; stop() ends both", async () => {
     const log: LoggedChange[] = [];
     const t = follower(log);
     t.f.start();
     log.push(row(1, true));
     t.feed.committed(1);
-    expect(t.published).toEqual([{ type: "changes", rv: 1 }]);
+    expect(t.published).toEqual([{ type: "changes", rv: 1, origin: t.feed.origin }]);
     await until("the own row applied", () => t.applied.includes(1));
     const before = t.reads();
     t.bus.publish({ type: "changes", rv: 1 });
+    t.bus.publish({ type: "changes", rv: 5, origin: t.feed.origin });
     expect(t.reads()).toBe(before);
     log.push(row(2));
     t.bus.publish({ type: "changes", rv: 2 });
