@@ -150,16 +150,20 @@ export class Fleet {
     return this.received.get(name) ?? 0;
   }
 
-  private progress(rec: NodeRecord): void {
+  /** Queues the node's progress; `seqOnly`: only its acknowledged seq changed. */
+  private progress(rec: NodeRecord, seqOnly = false): void {
     const { node: _node, online: _o, offlineSince: _s, ...progress } = rec;
     const since = this.offlineSince.get(rec.name);
     // A node another replica holds keeps the online state that replica stored.
     const online = this.isOnline(rec.name);
-    this.opts.store.queueProgress({
-      ...progress,
-      online,
-      ...(!online && since !== undefined && { offlineSince: since }),
-    });
+    this.opts.store.queueProgress(
+      {
+        ...progress,
+        online,
+        ...(!online && since !== undefined && { offlineSince: since }),
+      },
+      seqOnly,
+    );
   }
 
   protected emitNode(name: string, type: Change["type"] = "MODIFIED"): void {
@@ -272,7 +276,7 @@ export class Fleet {
   markReceived(name: string): number {
     const rec = this.nodes.get(name);
     const seq = this.receivedSeq(name);
-    if (rec !== undefined) this.progress({ ...rec, ackedSeq: seq });
+    if (rec !== undefined) this.progress({ ...rec, ackedSeq: seq }, true);
     return seq;
   }
 

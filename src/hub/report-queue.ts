@@ -10,6 +10,9 @@ import type { NodeProgress } from "./store.ts";
 /** One batch of queued writes, as a store writes it. */
 export interface ReportBatch {
   progress: Map<string, NodeProgress>;
+  /** Nodes whose queued progress differs from the stored one only by its acknowledged seq (the
+   * change log need not carry it: docs/hub-replicas.md, "The store"). */
+  seqOnly: Set<string>;
   nodeObjects: Map<string, Node>;
   /** Nodes whose stored pods are cleared, before `pods` are written. */
   cleared: Set<string>;
@@ -19,6 +22,7 @@ export interface ReportBatch {
 
 const emptyBatch = (): ReportBatch => ({
   progress: new Map(),
+  seqOnly: new Set(),
   nodeObjects: new Map(),
   cleared: new Set(),
   pods: new Map(),
@@ -28,8 +32,13 @@ const emptyBatch = (): ReportBatch => ({
 export class ReportQueue {
   private q = emptyBatch();
 
-  progress(p: NodeProgress): void {
-    this.q.progress.set(p.name, p);
+  /** Queues a node's progress. `seqOnly`: it changes only the acknowledged seq of what was
+   * stored or queued; the mark holds while every progress queued since the last write was so. */
+  progress(p: NodeProgress, seqOnly = false): void {
+    const q = this.q;
+    if (seqOnly && (!q.progress.has(p.name) || q.seqOnly.has(p.name))) q.seqOnly.add(p.name);
+    else q.seqOnly.delete(p.name);
+    q.progress.set(p.name, p);
   }
 
   node(name: string, node: Node): void {
@@ -54,8 +63,9 @@ export class ReportQueue {
     return this.q.progress.get(name);
   }
 
-  /** Sets (or with undefined drops) the queued progress of `name`. */
+  /** Sets (or with undefined drops) the queued progress of `name` (not marked seq-only). */
   restoreProgress(name: string, p: NodeProgress | undefined): void {
+    this.q.seqOnly.delete(name);
     if (p === undefined) this.q.progress.delete(name);
     else this.q.progress.set(name, p);
   }
@@ -64,6 +74,7 @@ export class ReportQueue {
   forget(name: string): void {
     const q = this.q;
     q.progress.delete(name);
+    q.seqOnly.delete(name);
     q.nodeObjects.delete(name);
     q.cleared.delete(name);
     for (const [key, p] of q.pods) if (p.node === name) q.pods.delete(key);
@@ -87,8 +98,17 @@ export class ReportQueue {
   putBack(b: ReportBatch): void {
     const q = this.q;
     const olderPods = [...b.pods].filter(([, p]) => !q.cleared.has(p.node));
+    // Seq-only when every progress of the node, in both, was.
+    const seqOnly = new Set<string>();
+    for (const name of new Set([...b.progress.keys(), ...q.progress.keys()]))
+      if (
+        (!b.progress.has(name) || b.seqOnly.has(name)) &&
+        (!q.progress.has(name) || q.seqOnly.has(name))
+      )
+        seqOnly.add(name);
     this.q = {
       progress: new Map([...b.progress, ...q.progress]),
+      seqOnly,
       nodeObjects: new Map([...b.nodeObjects, ...q.nodeObjects]),
       pods: new Map([...olderPods, ...q.pods]),
       events: new Map([...b.events, ...q.events]),
@@ -102,8 +122,8 @@ export class ReportQueue {
 export abstract class QueuedReports {
   protected readonly queue = new ReportQueue();
 
-  queueProgress(progress: NodeProgress): void {
-    this.queue.progress(progress);
+  queueProgress(progress: NodeProgress, seqOnly = false): void {
+    this.queue.progress(progress, seqOnly);
   }
 
   queueNode(name: string, node: Node): void {

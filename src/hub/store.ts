@@ -151,8 +151,10 @@ export interface HubStore {
   saveNodeNow(progress: NodeProgress): Promise<void>;
   /** Removes node `name` with its pods and events now, and whatever of it is queued. */
   forgetNodeNow(name: string): Promise<void>;
-  /** Queues a node's progress (its identity fields and seqs), written by the next flush. */
-  queueProgress(progress: NodeProgress): void;
+  /** Queues a node's progress (its identity fields and seqs), written by the next flush.
+   * `seqOnly`: only its acknowledged seq changed (a PostgreSQL store then logs no change of the
+   * node for other replicas, unless other writes of it are queued). */
+  queueProgress(progress: NodeProgress, seqOnly?: boolean): void;
   queueNode(name: string, node: Node): void;
   /** A pod's newest state (`null`: deleted). */
   queuePod(node: string, uid: string, pod: Pod | null): void;

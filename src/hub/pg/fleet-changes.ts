@@ -2,7 +2,8 @@
 // a node forgotten. Keys: a node's name; "<node>/<uid>" of a pod; "<node>/<name>" of an event
 // (a node's name, a DNS subdomain, holds no "/"). A node's row carries its stored record,
 // `{"progress": …, "node": …}`, read back after the write, so it is whole whichever part the
-// flush changed. A pod deleted (or cleared with its node's stream) carries its last stored state,
+// flush changed; a node whose only queued change is its acknowledged seq (each report's) has no
+// row: other replicas do not use it (a replica taking the node over reads it from `nodes`). A pod deleted (or cleared with its node's stream) carries its last stored state,
 // read before the write; one never stored (added and deleted between two flushes) has no row.
 // An event trimmed by the per-node limit is a tombstone without object (watchers were not told).
 import type { SQL } from "bun";
@@ -55,7 +56,8 @@ export async function batchChanges(
     rows.push({ kind: "pods", key, deleted: true, object });
     gone.add(key);
   }
-  const names = [...new Set([...b.progress.keys(), ...b.nodeObjects.keys()])];
+  const progressed = [...b.progress.keys()].filter((name) => !b.seqOnly.has(name));
+  const names = [...new Set([...progressed, ...b.nodeObjects.keys()])];
   for (const [key, object] of await nodeObjects(tx, names))
     rows.push({ kind: "nodes", key, deleted: false, object });
   for (const p of b.pods.values()) {

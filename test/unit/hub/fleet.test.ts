@@ -132,6 +132,28 @@ describe("Fleet", () => {
     expect(fleet.podsOf("cam-1").size).toBe(0);
   });
 
+  test("markReceived() queues the node's progress as seq-only; another change of its progress clears the mark", async () => {
+    const clock = new FakeClock();
+    const store = new SqliteHubStore(":memory:");
+    const marks: [number, boolean][] = [];
+    const queue = store.queueProgress.bind(store);
+    store.queueProgress = (progress, seqOnly) => {
+      marks.push([progress.ackedSeq, seqOnly === true]);
+      queue(progress, seqOnly);
+    };
+    const { fleet } = await joined(clock, store);
+    fleet.connect("cam-1", hello(), clock.now());
+    const p = pod("web");
+    fleet.ingest("cam-1", { type: "pod.upsert", seq: 1, uid: p.metadata.uid ?? "", pod: p });
+    marks.length = 0;
+    fleet.markReceived("cam-1");
+    fleet.setDesiredAck("cam-1", { generation: 1 });
+    expect(marks).toEqual([
+      [1, true],
+      [0, false],
+    ]);
+  });
+
   test("keeps only the most recent events of a node", async () => {
     const clock = new FakeClock();
     const { fleet } = await joined(clock);

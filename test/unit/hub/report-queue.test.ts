@@ -39,6 +39,40 @@ describe("ReportQueue", () => {
     expect([...again.cleared]).toEqual(["cam-1"]);
   });
 
+  test("a progress queued seq-only stays marked until another progress of the node is queued", () => {
+    const q = new ReportQueue();
+    q.progress(progress("cam-1", 1), true);
+    q.progress(progress("cam-1", 2), true);
+    q.progress(progress("cam-2", 1), true);
+    q.progress(progress("cam-2", 1));
+    q.progress(progress("cam-2", 2), true);
+    q.progress(progress("cam-3", 1));
+    const batch = q.take();
+    expect([...batch.seqOnly]).toEqual(["cam-1"]);
+    expect(batch.progress.get("cam-1")?.ackedSeq).toBe(2);
+    expect(q.take().seqOnly.size).toBe(0);
+    q.progress(progress("cam-1", 1), true);
+    q.restoreProgress("cam-1", progress("cam-1", 1));
+    q.progress(progress("cam-4", 1), true);
+    q.forget("cam-4");
+    q.progress(progress("cam-4", 2));
+    expect([...q.take().seqOnly]).toEqual([]);
+  });
+
+  test("putBack() keeps a node seq-only only when its progress was so in the batch and since", () => {
+    const q = new ReportQueue();
+    for (const name of ["a", "b", "c", "d"]) q.progress(progress(name, 1), name !== "c");
+    const batch = q.take();
+    q.progress(progress("a", 2), true);
+    q.progress(progress("b", 2));
+    q.progress(progress("c", 2), true);
+    q.progress(progress("e", 1), true);
+    q.putBack(batch);
+    const again = q.take();
+    expect([...again.seqOnly].sort()).toEqual(["a", "d", "e"]);
+    expect(again.progress.get("a")?.ackedSeq).toBe(2);
+  });
+
   test("forget() drops everything queued of one node", () => {
     const q = new ReportQueue();
     for (const n of ["cam-1", "cam-2"]) {
