@@ -9,10 +9,11 @@ import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { NodeClaim, NodeSessions } from "./node-sessions.ts";
 import { appendChanges, ChangeFeed, type ChangeRow, loggedRv } from "./pg/changes.ts";
+import { ClaimBatcher } from "./pg/claim-batch.ts";
 import { ClaimGate } from "./pg/claim-gate.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
 import { batchChanges, forgetNode, podTombstones } from "./pg/fleet-changes.ts";
-import { claimNode, fenceBatch } from "./pg/node-sessions.ts";
+import { claimNodes, fenceBatch } from "./pg/node-sessions.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
 import { QueuedReports, type ReportBatch } from "./report-queue.ts";
@@ -114,6 +115,9 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
   private readonly held = new Map<string, number>();
   private readonly lostFns: ((name: string) => void)[] = [];
   private readonly gate = new ClaimGate();
+  private readonly claims = new ClaimBatcher<NodeClaim>((replica, names) =>
+    this.claimBatch(replica, names),
+  );
 
   /** The store on `pool` (connected and migrated: pg/connect.ts); close() closes the pool.
    * Each write appends its changes to the log as `feed`'s origin and tells `feed` once it
@@ -255,15 +259,23 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
 
   // ---- who holds a node (node-sessions.ts) ----
 
-  async claim(name: string, replica: string): Promise<NodeClaim> {
-    const c = await this.gate.claim(() => {
-      const held = this.held.get(name);
-      return this.transaction((tx) => claimNode(tx, name, replica, Date.now(), held));
+  /** Claims are batched (pg/claim-batch.ts): those asked together share one transaction. */
+  claim(name: string, replica: string): Promise<NodeClaim> {
+    return this.claims.ask(name, replica);
+  }
+
+  /** Takes the distinct `names` in one transaction, as one claim of the gate. */
+  private async claimBatch(replica: string, names: string[]): Promise<Map<string, NodeClaim>> {
+    const claims = await this.gate.claim(() => {
+      const held = new Map(names.map((n) => [n, this.held.get(n)]));
+      return this.transaction((tx) => claimNodes(tx, held, replica, Date.now()));
     });
-    // What was queued of the node under an older holder's epoch is stale: the store is newer.
-    if (c.stored !== undefined) this.queue.forget(name);
-    if (c.epoch > (this.held.get(name) ?? 0)) this.held.set(name, c.epoch);
-    return c;
+    for (const [name, c] of claims) {
+      // What was queued of the node under an older holder's epoch is stale: the store is newer.
+      if (c.stored !== undefined) this.queue.forget(name);
+      if (c.epoch > (this.held.get(name) ?? 0)) this.held.set(name, c.epoch);
+    }
+    return claims;
   }
 
   release(name: string, epoch: number): boolean {

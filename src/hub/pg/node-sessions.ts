@@ -9,44 +9,66 @@ import { keepHolderFields, type NodeClaim, type StoredNode } from "../node-sessi
 import type { ReportBatch } from "../report-queue.ts";
 import type { NodeProgress } from "../store.ts";
 
-/** Takes node `name` for `replica` in the transaction `tx`; `held` is the epoch this replica held
- * it with, if it did. The node is read back when someone else took it since `held`. */
-export async function claimNode(
+/** Takes the nodes `held` names (distinct) for `replica` in the transaction `tx`, in one
+ * statement, locking their rows in the order fenceBatch does; `held` gives the epoch this
+ * replica held each with, if it did. A node is read back when someone else took it since. */
+export async function claimNodes(
   tx: SQL,
-  name: string,
+  held: ReadonlyMap<string, number | undefined>,
   replica: string,
   now: number,
-  held: number | undefined,
-): Promise<NodeClaim> {
-  const [row] = (await tx.unsafe(
-    `INSERT INTO node_sessions (node, replica, epoch, taken_at) VALUES ($1, $2, 1, $3)
+): Promise<Map<string, NodeClaim>> {
+  const rows = (await tx.unsafe(
+    `INSERT INTO node_sessions (node, replica, epoch, taken_at)
+     SELECT n, $2, 1, $3 FROM unnest($1::text[]) AS u(n) ORDER BY n
      ON CONFLICT (node) DO UPDATE SET replica = excluded.replica,
        epoch = node_sessions.epoch + 1, taken_at = excluded.taken_at
-     RETURNING epoch::text AS epoch`,
-    [name, replica, now],
-  )) as { epoch: string }[];
-  const epoch = Number(row?.epoch);
-  if (held !== undefined && epoch === held + 1) return { epoch };
-  const stored = await readNode(tx, name);
-  return stored === undefined ? { epoch } : { epoch, stored };
+     RETURNING node, epoch::text AS epoch`,
+    [[...held.keys()], replica, now],
+  )) as { node: string; epoch: string }[];
+  const epochs = new Map(rows.map((r) => [r.node, Number(r.epoch)]));
+  const stale = [...epochs].filter(([name, epoch]) => {
+    const h = held.get(name);
+    return h === undefined || epoch !== h + 1;
+  });
+  const stored = await readNodes(
+    tx,
+    stale.map(([name]) => name),
+  );
+  const claims = new Map<string, NodeClaim>();
+  for (const [name, epoch] of epochs) {
+    const s = stored.get(name);
+    claims.set(name, s === undefined ? { epoch } : { epoch, stored: s });
+  }
+  return claims;
 }
 
-async function readNode(tx: SQL, name: string): Promise<StoredNode | undefined> {
-  const [row] = (await tx.unsafe("SELECT progress, node FROM nodes WHERE name = $1", [name])) as {
-    progress: NodeProgress;
-    node: Node | null;
-  }[];
-  if (row === undefined) return undefined;
-  const pods = (await tx.unsafe("SELECT pod FROM pods WHERE node = $1", [name])) as { pod: Pod }[];
-  const events = (await tx.unsafe("SELECT event FROM events WHERE node = $1", [name])) as {
-    event: Event;
-  }[];
-  return {
-    progress: row.progress,
-    ...(row.node !== null && { node: row.node }),
-    pods: pods.map((p) => p.pod),
-    events: events.map((e) => e.event),
-  };
+/** The stored nodes of `names` with their pods and events (absent: not stored). */
+async function readNodes(tx: SQL, names: string[]): Promise<Map<string, StoredNode>> {
+  const out = new Map<string, StoredNode>();
+  if (names.length === 0) return out;
+  const nodes = (await tx.unsafe(
+    "SELECT name, progress, node FROM nodes WHERE name = ANY($1::text[])",
+    [names],
+  )) as { name: string; progress: NodeProgress; node: Node | null }[];
+  if (nodes.length === 0) return out;
+  const found = nodes.map((n) => n.name);
+  const pods = (await tx.unsafe("SELECT node, pod FROM pods WHERE node = ANY($1::text[])", [
+    found,
+  ])) as { node: string; pod: Pod }[];
+  const events = (await tx.unsafe("SELECT node, event FROM events WHERE node = ANY($1::text[])", [
+    found,
+  ])) as { node: string; event: Event }[];
+  for (const n of nodes)
+    out.set(n.name, {
+      progress: n.progress,
+      ...(n.node !== null && { node: n.node }),
+      pods: [],
+      events: [],
+    });
+  for (const p of pods) out.get(p.node)?.pods.push(p.pod);
+  for (const e of events) out.get(e.node)?.events.push(e.event);
+  return out;
 }
 
 /** The nodes a batch writes anything of, sorted (rows are locked in one order). */
