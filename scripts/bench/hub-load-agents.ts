@@ -100,7 +100,8 @@ function sendSeq(s: Sim, body: Record<string, unknown>): void {
   s.seq += 1;
   const text = JSON.stringify({ ...body, seq: s.seq });
   s.unacked.set(s.seq, [performance.now(), text]);
-  if (s.ws?.readyState === WebSocket.OPEN) s.ws.send(text);
+  // As the agent: nothing but hello before the welcome (what is unacked is resent after it).
+  if (s.welcomed && s.ws?.readyState === WebSocket.OPEN) s.ws.send(text);
 }
 
 function delta(s: Sim): void {
@@ -194,7 +195,7 @@ for (const s of sims) {
         if (s.ws?.readyState === WebSocket.OPEN) delta(s);
       }, deltaMs);
       setInterval(() => {
-        if (s.ws?.readyState === WebSocket.OPEN) s.ws.send('{"type":"hb"}');
+        if (s.welcomed && s.ws?.readyState === WebSocket.OPEN) s.ws.send('{"type":"hb"}');
       }, deltaMs);
     }, offset);
   }, Math.random() * rampMs);
