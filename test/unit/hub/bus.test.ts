@@ -44,6 +44,11 @@ describe("createLocalBus()", () => {
 describe("bus messages on NATS (bus-codec)", () => {
   const messages: [BusMessage, string, string][] = [
     [{ type: "changes", rv: 42 }, "fleet.changes", '{"rv":42}'],
+    [
+      { type: "changes", rv: 43, origin: "0b7e-a1" },
+      "fleet.changes",
+      '{"rv":43,"origin":"0b7e-a1"}',
+    ],
     [{ type: "desired", node: "cam-1" }, "fleet.node.cam-1.desired", "{}"],
     [{ type: "desired", node: "cam.site-2.x" }, "fleet.node.cam.site-2.x.desired", "{}"],
     [
@@ -78,6 +83,7 @@ describe("bus messages on NATS (bus-codec)", () => {
     ["a negative rv", "fleet.changes", '{"rv":-1}', "rv"],
     ["a fractional rv", "fleet.changes", '{"rv":1.5}', "rv"],
     ["an rv in a string", "fleet.changes", '{"rv":"7"}', "rv"],
+    ["an empty origin", "fleet.changes", '{"rv":7,"origin":""}', "origin"],
     ["a body over 4 KiB", "fleet.changes", `{"rv":1,"p":"${"x".repeat(5000)}"}`, "over the limit"],
     ["a desired of null", "fleet.node.a.desired", "null", "expected object"],
     ["a taken without epoch", "fleet.node.a.taken", '{"replica":"hub-a"}', "epoch"],
