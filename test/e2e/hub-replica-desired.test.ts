@@ -2,8 +2,9 @@
 // a real PostgreSQL and nats-server, with the leader apart from the replica that holds a device:
 // A leads and runs the DaemonSet passes, the compiled agent is connected to B only. A DaemonSet
 // applied at A reaches the device through B, so does its rollout to a new image, and the device's
-// desired generation stops moving once it runs (no replica raises it again and again). Needs
-// root, the test bed (containerd), Debian's postgresql and nats-server, and scripts/build.
+// desired generation stops moving once it runs (no replica raises it again and again), also when
+// the agent is started again and welcomed at B. Needs root, the test bed (containerd), Debian's
+// postgresql and nats-server, and scripts/build.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -115,6 +116,20 @@ test("a DaemonSet applied at the leader reaches a device held by the other repli
     expect(second).toBe(first);
     const pod = (await agent.pod("app")) as Pod;
     expect(runs(pod, img2)).toBe(true);
+    // Started again, the agent is welcomed at B (which does not lead) with the generation it
+    // runs: B reads the store first, raises nothing, and the device keeps its container.
+    await agent.stop("SIGKILL");
+    await agent.start();
+    await eventually(
+      "the agent connected to b again",
+      () => agent.output.includes("connected to the hub") || undefined,
+      30_000,
+    );
+    await Bun.sleep(3000);
+    expect(await storedGeneration(agent.nodeName)).toBe(first);
+    const after = await agent.waitPod("app", `running ${img2}`, (p) => runs(p, img2), 30_000);
+    const id = (p: Pod) => p.status?.containerStatuses?.[0]?.containerID;
+    expect(id(after)).toBe(id(pod));
   } finally {
     await agent.cleanup();
     await Promise.all([a.stop(), b.stop()]);
