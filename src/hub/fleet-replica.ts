@@ -2,7 +2,8 @@
 // report (fleet.ts), what other replicas stored, read from the shared change log (follow-view.ts)
 // and set here without being written back. A node this replica holds (its agent is connected
 // here) is left as this replica has it (its own state is newer than what another stored), but
-// for the hub's labels an operator set at another replica.
+// for the hub's labels an operator set at another replica and the desired generation the leader
+// raised there (the holder sends it). A desired generation never goes down in this view.
 import type { Event, Pod } from "../api/types.ts";
 import { Fleet } from "./fleet.ts";
 import type { NodeRecord } from "./store.ts";
@@ -10,13 +11,21 @@ import { eventView, podView } from "./views.ts";
 
 export class ReplicaFleet extends Fleet {
   /** Takes node `rec` as stored, unless this replica holds the node (its own state is newer);
-   * gives the record it replaced (undefined: none, or not taken). */
-  applyStoredNode(rec: NodeRecord): { taken: boolean; old?: NodeRecord } {
+   * gives the record it replaced (undefined: none, or not taken), and `desired` when this
+   * replica holds the node and took from the row a higher desired generation (to send it). */
+  applyStoredNode(rec: NodeRecord): { taken: boolean; old?: NodeRecord; desired?: true } {
     if (this.online.has(rec.name)) {
       this.takeHubLabels(rec);
-      return { taken: false };
+      return this.takeDesired(rec) ? { taken: false, desired: true } : { taken: false };
     }
     const old = this.nodes.get(rec.name);
+    if (old !== undefined && old.desiredGeneration > rec.desiredGeneration) {
+      // Written by a holder that had not yet taken the higher generation: keep it, lest a
+      // leader raise the device to a generation it already had with other content.
+      rec.desiredGeneration = old.desiredGeneration;
+      if (old.desiredHash === undefined) delete rec.desiredHash;
+      else rec.desiredHash = old.desiredHash;
+    }
     this.nodes.set(rec.name, rec);
     this.received.set(rec.name, rec.ackedSeq);
     this.setStoredOnline(rec);
@@ -31,6 +40,16 @@ export class ReplicaFleet extends Fleet {
     if (mine === undefined || sameLabels(mine.hubLabels, rec.hubLabels)) return;
     mine.hubLabels = { ...rec.hubLabels };
     this.emitNode(rec.name);
+  }
+
+  /** Takes the desired generation and content hash of a node this replica holds from another
+   * replica's row (the leader's pass) when it is higher than this replica's; written back with
+   * this replica's next write of the node, so the store does not go back to an older one. */
+  private takeDesired(rec: NodeRecord): boolean {
+    const mine = this.nodes.get(rec.name);
+    if (mine === undefined || rec.desiredGeneration <= mine.desiredGeneration) return false;
+    this.setDesired(rec.name, rec.desiredGeneration, rec.desiredHash ?? "");
+    return true;
   }
 
   /** Drops node `name` as another replica forgot it; gives its record, if it was held. */

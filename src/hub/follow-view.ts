@@ -28,6 +28,8 @@ export interface ViewDeps {
   changes: ChangeLog;
   /** Takes a deploy object another replica wrote. */
   object(row: ObjectRow): void;
+  /** A node held here whose desired generation was raised by another replica (the leader). */
+  desired?(node: string): void;
   log: Logger;
 }
 
@@ -85,6 +87,7 @@ export class ViewApplier {
         const rec = recordOf(row.object);
         const r = fleet.applyStoredNode(rec);
         if (r.taken) identity.nodeStored(r.old, rec);
+        if (r.desired === true) this.deps.desired?.(rec.name);
       }
       return;
     }

@@ -85,6 +85,7 @@ export function startFollower(d: FollowDeps): ChangeFollower | undefined {
       identity: d.state.identity,
       changes: d.state.changes,
       object: (row) => takeObject(d, row),
+      desired: (node) => d.deployer.storedDesired(node),
       log,
     },
     follow.known,

@@ -124,8 +124,9 @@ async function startDeployer(
     flushStore: flush,
     intervalMs: opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs,
     leadTerm: () => state.leadership.term(),
+    send: (node) => sessions.desiredChanged(node),
   });
-  bus.subscribe("desired", (m) => sessions.desiredChanged(m.node));
+  bus.subscribe("desired", (m) => deployer.desiredChanged(m.node));
   await deployer.reconcile();
   void deployer.run(signal);
   return deployer;

@@ -85,6 +85,14 @@ export class DaemonSetCatalog {
     return old;
   }
 
+  /** Keeps the stored revisions this catalog does not hold (read from the store at a replica
+   * that does not lead; those it holds are as new). */
+  keepMissingRevisions(revisions: readonly RevisionRecord[]): void {
+    for (const r of revisions)
+      if (this.revision(r.dsUid, r.hash) === undefined)
+        this.revisionsOf(r.dsUid).push({ ...r, template: applyPodTemplateDefaults(r.template) });
+  }
+
   private keepRevision(revision: RevisionRecord): void {
     const list = this.revisionsOf(revision.dsUid);
     const found = list.findIndex((r) => r.hash === revision.hash);

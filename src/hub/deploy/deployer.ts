@@ -25,6 +25,7 @@ import {
   ReadinessTracker,
 } from "./observe.ts";
 import { planRollout, type RolloutPhase, type RolloutRecord } from "./plan.ts";
+import { DesiredRefresh, type RefreshNodes } from "./refresh.ts";
 import { daemonSetStatus, type RolloutView, rolloutSettings, rolloutView } from "./status.ts";
 import type {
   AssignmentChange,
@@ -48,7 +49,12 @@ export interface DeployerDeps {
   /** This hub's term as leader (leader.ts), undefined when it does not lead: passes run only in
    * the term the deployer was made or reloaded in; absent: it always leads. */
   leadTerm?: () => number | undefined;
+  /** Sends the device its desired state if its agent is connected here (the sessions). */
+  send?(node: string): void;
 }
+
+/** The pause before a replica that does not lead reads the store again after a failed read. */
+const REFRESH_RETRY_MS = 2000;
 
 function rfc3339(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
@@ -78,6 +84,8 @@ export class Deployer {
   private loadedTerm: number | undefined;
   /** Passes and operator actions, one at a time. */
   private readonly serial = new Serial();
+  /** At a replica that does not lead: reads what the leader stored for the devices held here. */
+  private readonly refresh: DesiredRefresh;
 
   constructor(private readonly deps: DeployerDeps) {
     [this.catalog, this.objects] = this.take(deps.loaded);
@@ -87,6 +95,13 @@ export class Deployer {
       (key) => this.objects.get(key),
     );
     this.loadedTerm = deps.leadTerm === undefined ? 0 : deps.leadTerm();
+    this.refresh = new DesiredRefresh({
+      load: () => this.deps.store.load(),
+      take: (loaded, nodes) => this.serial.run(() => this.takeDesired(loaded, nodes)),
+      clock: deps.clock,
+      log: deps.log,
+      retryMs: REFRESH_RETRY_MS,
+    });
   }
 
   /** Takes `loaded` in place of what the deployer held (every device to rebuild); gives the
@@ -260,6 +275,42 @@ export class Deployer {
 
   // ---- what sessions ask ----
 
+  /** The bus told that the leader has `node` sent its new desired state. A replica that does
+   * not lead waits for the node's row, whose new generation has it read the store
+   * (storedDesired): what it holds of the assignments may be older than the leader's. */
+  desiredChanged(node: string): void {
+    if (this.leads()) this.deps.send?.(node);
+  }
+
+  /** Another replica (the leader) raised the desired generation of `node`, which this replica
+   * holds (fleet-replica.ts): read what it stored, then send the device its state. */
+  storedDesired(node: string): void {
+    this.refresh.ask(node);
+  }
+
+  /** Takes the loaded assignments (at a replica that does not lead; no pass, the term it loaded
+   * in unchanged) and sends `nodes` their desired state, raised above the generation a welcomed
+   * agent runs as desiredFor does. */
+  private async takeDesired(loaded: DeployState, nodes: RefreshNodes): Promise<void> {
+    if (!this.leads()) {
+      this.assignments.clear();
+      for (const a of loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
+      this.catalog.keepMissingRevisions(loaded.revisions);
+    }
+    const send: string[] = [];
+    let raised = false;
+    for (const [node, agentGeneration] of nodes) {
+      this.desired.forget(node);
+      if (agentGeneration !== undefined) {
+        if (this.desired.raiseAbove(node, agentGeneration)) raised = true;
+        else if (agentGeneration === this.deps.fleet.nodes.get(node)?.desiredGeneration) continue;
+      }
+      send.push(node);
+    }
+    if (raised) await this.deps.flushStore();
+    for (const node of send) this.deps.send?.(node);
+  }
+
   /**
    * The desired message to send a device now (see AgentSessions' desiredFor); without its
    * Secrets when the connection is not `secure` (then the DaemonSet shows SecretsWithheld).
@@ -271,6 +322,12 @@ export class Deployer {
   ): string | undefined {
     const rec = this.deps.fleet.nodes.get(node);
     if (rec === undefined) return undefined;
+    if (agentGeneration !== undefined && !this.leads()) {
+      // What this replica holds of the assignments may be older than the leader's: read them,
+      // then send (or raise) from them.
+      this.refresh.ask(node, agentGeneration);
+      return undefined;
+    }
     if (agentGeneration !== undefined) {
       if (this.desired.raiseAbove(node, agentGeneration)) void this.deps.flushStore();
       else if (agentGeneration === rec.desiredGeneration) return undefined;
@@ -305,6 +362,7 @@ export class Deployer {
       if (!signal.aborted) await this.safeReconcile();
     }
     this.soon?.();
+    this.refresh.stop();
   }
 
   private async safeReconcile(): Promise<void> {
