@@ -5,6 +5,7 @@
 
 import type { Server } from "bun";
 import { AGENT_CONNECT_PATH, DEFAULT_MAX_MESSAGE_BYTES, WATCH_PATH } from "../protocol/index.ts";
+import type { Logger } from "../util/log.ts";
 import { type ApiDeps, handleApi, operatorOnly, patchNodeLabels, revokeNode } from "./api.ts";
 import { type Bus, createLocalBus } from "./bus.ts";
 import { isDashboardPath, serveDashboard } from "./dashboard/index.ts";
@@ -416,15 +417,16 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
       await listener.stop();
       opts.relay?.close();
       await opts.bus?.close();
-      const closed = await state.store.close();
-      if (closed.unstored > 0)
-        opts.log.warn(
-          "hub stopped with writes not stored; agents resend what was not acknowledged",
-          {
-            unstored: closed.unstored,
-            error: closed.error,
-          },
-        );
+      warnUnstored(opts.log, await state.store.close());
     },
   };
+}
+
+/** Says what the store could not write as the hub stopped (agents resend it). */
+function warnUnstored(log: Logger, closed: { unstored: number; error?: unknown }): void {
+  if (closed.unstored > 0)
+    log.warn("hub stopped with writes not stored; agents resend what was not acknowledged", {
+      unstored: closed.unstored,
+      error: closed.error,
+    });
 }
