@@ -246,7 +246,10 @@ export async function removeContainer(core: Core, containerId: string): Promise<
   } catch (err) {
     if (!isNotFound(err)) throw err;
   }
-  await core.deps.cri.removeContainer({ containerId }, core.lifecycle());
+  // Gone already (the container GC removed it between a listing and this call): removed.
+  await core.deps.cri.removeContainer({ containerId }, core.lifecycle()).catch((err) => {
+    if (!isNotFound(err)) throw err;
+  });
   return logPath ? removeContainerLogs(logPath) : 0;
 }
 

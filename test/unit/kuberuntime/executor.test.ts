@@ -431,3 +431,24 @@ describe("killPod() and removePod()", () => {
     expect(await h.rm.getPods()).toEqual([]);
   });
 });
+
+describe("removeContainer() racing the container GC", () => {
+  test("a container the runtime no longer has is removed already: removePod goes on to the sandbox", async () => {
+    h = makeHarness();
+    const pod = makePod();
+    await h.sync(pod);
+    const [runningPod] = await h.rm.getPods();
+    await h.rm.killPod(pod, runningPod as never);
+    // The container GC removed it between the listing and this call (containerd: NotFound).
+    h.cri.failNext(
+      "removeContainer",
+      new CriError({
+        rpc: "RemoveContainer",
+        grpcStatus: GrpcStatus.NOT_FOUND,
+        runtimeMessage: "get container info: container not found",
+      }),
+    );
+    await h.rm.removePod(runningPod as never);
+    expect(h.cri.sandboxes.size).toBe(0);
+  });
+});
