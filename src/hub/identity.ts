@@ -173,6 +173,7 @@ export class Identity {
         "BadRequest",
         `invalid node name ${JSON.stringify(req.nodeName)}: ${nameErrors.join("; ")}`,
       );
+    await this.refreshJoinToken(req.joinToken);
     const token = this.usableJoinToken(req.joinToken, now);
     const existing = this.deps.nodes.get(req.nodeName);
     if (existing?.revokedAt !== undefined)
@@ -204,6 +205,21 @@ export class Identity {
     this.deps.nodes.set(rec.name, rec);
     this.credentials.set(rec.credentialHash, rec.name);
     return { nodeName: rec.name, credential };
+  }
+
+  /** Hub replicas: takes the join token `joinToken` names as the store holds it now (made, used
+   * or revoked at another replica). Unreadable, it stays as held: the join's write says why. */
+  private async refreshJoinToken(joinToken: string): Promise<void> {
+    const read = this.deps.store.readJoinToken?.bind(this.deps.store);
+    if (read === undefined) return;
+    let hash: string;
+    try {
+      hash = hashToken(parseJoinToken(joinToken).secret);
+    } catch {
+      return; // malformed: usableJoinToken says so
+    }
+    const stored = await read(hash).catch(() => undefined);
+    if (stored !== undefined) this.joinTokens.set(hash, stored);
   }
 
   /** The join token `joinToken` names, if it may be used at `now`; else why not. */

@@ -183,6 +183,13 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
     await this.transaction((tx) => putJoinToken(tx, t));
   }
 
+  async readJoinToken(hash: string): Promise<JoinTokenRecord | undefined> {
+    const rows = (await this.transaction((tx) =>
+      tx.unsafe("SELECT * FROM join_tokens WHERE hash = $1", [hash]),
+    )) as TokenRow[];
+    return rows[0] === undefined ? undefined : tokenFromRow(rows[0]);
+  }
+
   async saveJoinNow(t: JoinTokenRecord, progress: NodeProgress): Promise<void> {
     await this.writeNodeNow(progress, (tx) => putJoinToken(tx, t));
   }

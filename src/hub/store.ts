@@ -143,6 +143,10 @@ export interface HubStore {
   load(): Promise<LoadedState>;
   saveOperatorHash(hash: string): Promise<void>;
   saveJoinToken(t: JoinTokenRecord): Promise<void>;
+  /** The join token whose hash is `hash` as stored now: with replicas, one made, used or
+   * revoked at another replica since this one loaded. Absent where this hub is the store's one
+   * writer (SQLite: what it loaded and wrote is what is stored). */
+  readJoinToken?(hash: string): Promise<JoinTokenRecord | undefined>;
   /** A join: the token's use count and the node's record (with what is queued) in one
    * transaction. When it fails nothing of `progress` stays queued. */
   saveJoinNow(t: JoinTokenRecord, progress: NodeProgress): Promise<void>;

@@ -120,6 +120,17 @@ describe("two replicas started at once on one empty database", () => {
       expect((await hub.api("/api/v1/nodes")).status).toBe(200);
       expect((await hub.api("/api/v1/nodes", {}, "flo_wrong")).status).toBe(401);
     }
+    // A join token made at one replica joins at the other, and its use counts at both.
+    const made = await a.api("/api/v1/join-tokens", {
+      method: "POST",
+      body: JSON.stringify({ ttl: "1h", uses: 1 }),
+    });
+    expect(made.status).toBe(201);
+    const { token } = (await made.json()) as { token: string };
+    expect((await b.join(token, "joined-at-b")).status).toBe(200);
+    const again = await a.join(token, "joined-at-a");
+    expect(again.status).toBe(401);
+    expect(await again.text()).toContain("already used");
   }, 90_000);
 });
 
