@@ -128,8 +128,12 @@ async function webContainers(): Promise<[string | undefined, number | undefined]
 }
 
 describe("hub replicas under faults (needs root and the test bed)", () => {
+  // A: the replica holding the first device once the devices run (each tries the URLs of its
+  // list in a random order, and either replica takes their join); B: the other.
   let a: TestHub;
   let b: TestHub;
+  let idA = "hub-a";
+  let idB = "hub-b";
 
   test("a replica killed with SIGKILL: its devices report through the other, nothing lost or restarted; started again, it serves them whole", async () => {
     const url = await pg.createDatabase();
@@ -137,8 +141,8 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
     const [portA, portB] = (await closedPorts(2)) as [number, number];
     a = replica(url, "hub-a", portA);
     b = replica(url, "hub-b", portB);
-    // B is up before the devices join through A (the first URL of their list): B learns their
-    // nodes and credentials from the change log, so it welcomes them when A is killed.
+    // Both are up before the devices join: the replica a device did not join through learns its
+    // node and credential from the change log, so it welcomes the device when the other is killed.
     await startReplica(b);
     await startReplica(a);
     const hubList = `https://127.0.0.1:${portA},https://127.0.0.1:${portB}`;
@@ -157,7 +161,10 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
     }
     for (const agent of agents) await a.runningPod(agent.nodeName, "web");
     for (const agent of agents) await b.runningPod(agent.nodeName, "web");
-    for (const agent of agents) expect((await holder(agent.nodeName))?.replica).toBe("hub-a");
+    if ((await holder(agents[0]?.nodeName ?? ""))?.replica === "hub-b") {
+      [a, b, idA, idB] = [b, a, idB, idA];
+    }
+    expect((await holder(agents[0]?.nodeName ?? ""))?.replica).toBe(idA);
     const before = await webContainers();
     const [first, second] = agents as [TestAgent, TestAgent];
     // A report stored (so acknowledged) just before the kill.
@@ -170,7 +177,7 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
       await onlineAt(b, agent.nodeName, 60_000);
       await eventually(
         "B to hold the node",
-        async () => ((await holder(agent.nodeName))?.replica === "hub-b" ? true : undefined),
+        async () => ((await holder(agent.nodeName))?.replica === idB ? true : undefined),
         60_000 - (Date.now() - killedAt),
         200,
       );
@@ -199,7 +206,7 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
       await onlineAt(a, agent.nodeName, 60_000);
       await eventually(
         "A to hold the node again",
-        async () => ((await holder(agent.nodeName))?.replica === "hub-a" ? true : undefined),
+        async () => ((await holder(agent.nodeName))?.replica === idA ? true : undefined),
         60_000,
         200,
       );
@@ -294,7 +301,7 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
     const closed = await atA.waitClosed(10_000);
     expect(closed.code).toBe(4409);
     expect(closed.reason).toContain("connected to another hub replica");
-    expect(await holder(name)).toEqual({ replica: "hub-b", epoch: 2 });
+    expect(await holder(name)).toEqual({ replica: idB, epoch: 2 });
     // A does not mark the node offline, now or once it was silent there past the offline time
     // (three heartbeats of 1 s): it is online at B.
     await Bun.sleep(4_000);
@@ -307,7 +314,7 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
   test("an operator's label on a node, set at the replica that does not hold it, survives the holder's next writes", async () => {
     const [first] = agents as [TestAgent];
     const name = first.nodeName;
-    expect((await holder(name))?.replica).toBe("hub-a");
+    expect((await holder(name))?.replica).toBe(idA);
     const stored = async () => {
       const [row] = await db.unsafe(
         "SELECT (progress->>'ackedSeq')::int AS seq, progress->'hubLabels'->>'e2e.fleetlet.io/zone' AS zone FROM nodes WHERE name = $1",
