@@ -9,23 +9,8 @@ import type { Node } from "../../src/api/node.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { TestHub } from "../lib/hub.ts";
 import { sleeperManifest } from "../lib/manifests.ts";
+import { closedPorts } from "../lib/replicas.ts";
 import { eventually } from "../lib/testbed.ts";
-
-/** A loopback port outside the ephemeral range that nothing listens on (a dial to a port in
- * that range may connect to itself). */
-async function closedPort(): Promise<number> {
-  for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 10_000);
-    const open = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } }).then(
-      (s) => {
-        s.end();
-        return true;
-      },
-      () => false,
-    );
-    if (!open) return port;
-  }
-}
 
 const hub = new TestHub(["--heartbeat-interval", "1s"], "127.0.0.1", true);
 const agentArgs = [
@@ -56,11 +41,7 @@ function online(): Promise<Node> {
 }
 
 beforeAll(async () => {
-  ports.dead = await closedPort();
-  do ports.first = await closedPort();
-  while (ports.first === ports.dead);
-  do ports.second = await closedPort();
-  while (ports.second === ports.dead || ports.second === ports.first);
+  [ports.dead, ports.first, ports.second] = (await closedPorts(3)) as [number, number, number];
   hub.port = ports.first;
   await hub.start();
   const list = [ports.dead, ports.first, ports.second].map(urlOf).join(",");

@@ -6,7 +6,7 @@
 // the agent is started again and welcomed at B. Needs root, the test bed (containerd), Debian's
 // postgresql and nats-server, and scripts/build.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQL } from "bun";
@@ -16,6 +16,7 @@ import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { daemonSetYaml, tempManifest } from "../lib/deploy.ts";
 import { TestHub } from "../lib/hub.ts";
+import { startReplica } from "../lib/replicas.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 
 let pg: PostgresCluster;
@@ -35,11 +36,6 @@ function replica(url: string, id: string): TestHub {
   );
   hubs.push(hub);
   return hub;
-}
-
-async function startReplica(hub: TestHub): Promise<void> {
-  await hub.start(30_000);
-  hub.operatorToken = readFileSync(join(hub.dataDir, "operator-token"), "utf8").trim();
 }
 
 beforeAll(async () => {

@@ -10,7 +10,7 @@
 // label set at the replica that does not hold the node survives the holder's writes.
 // Needs root, the test bed and scripts/build.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQL } from "bun";
@@ -21,6 +21,7 @@ import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { nodeReport, ProtocolClient, TestHub } from "../lib/hub.ts";
 import { sleeperManifest } from "../lib/manifests.ts";
+import { closedPorts, startReplica } from "../lib/replicas.ts";
 import { eventually } from "../lib/testbed.ts";
 
 const PG_DOWN_MS = Number(process.env.FLEETLET_E2E_PG_DOWN_S ?? "30") * 1000;
@@ -44,28 +45,6 @@ function replica(url: string, id: string, port: number): TestHub {
   hub.port = port;
   hubs.push(hub);
   return hub;
-}
-
-async function startReplica(hub: TestHub): Promise<void> {
-  await hub.start(30_000);
-  hub.operatorToken = readFileSync(join(hub.dataDir, "operator-token"), "utf8").trim();
-}
-
-/** Loopback ports outside the ephemeral range that nothing listens on. */
-async function closedPorts(n: number): Promise<number[]> {
-  const out: number[] = [];
-  while (out.length < n) {
-    const port = 20_000 + Math.floor(Math.random() * 10_000);
-    const open = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } }).then(
-      (s) => {
-        s.end();
-        return true;
-      },
-      () => false,
-    );
-    if (!open && !out.includes(port)) out.push(port);
-  }
-  return out;
 }
 
 beforeAll(async () => {

@@ -7,7 +7,7 @@
 // containerd. Needs root, the test bed and scripts/build.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type NatsServer, startNatsServer } from "../../scripts/lib/nats.ts";
@@ -15,6 +15,7 @@ import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { TestHub } from "../lib/hub.ts";
 import { Background, run } from "../lib/processes.ts";
+import { startReplica } from "../lib/replicas.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 
 let pg: PostgresCluster;
@@ -54,11 +55,6 @@ function replica(url: string, id: string): TestHub {
     "127.0.0.1",
     true,
   );
-}
-
-async function startReplica(hub: TestHub): Promise<void> {
-  await hub.start(30_000);
-  hub.operatorToken = readFileSync(join(hub.dataDir, "operator-token"), "utf8").trim();
 }
 
 /** `fleetlet COMMAND --hub <replica B> ARGS` (before exec's `--`). */

@@ -6,7 +6,7 @@
 // log's trim is answered 410 Gone; and with NATS restarted, B's watches keep receiving (its
 // 2 s poll of the log) and serve what A serves after. Needs root, the test bed and scripts/build.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQL } from "bun";
@@ -16,6 +16,7 @@ import { TestAgent } from "../lib/agent.ts";
 import { TestHub } from "../lib/hub.ts";
 import { kubeList, kubeWatch, operatorWatch, type WatchEvent } from "../lib/hub-watches.ts";
 import { sleeperManifest } from "../lib/manifests.ts";
+import { startReplica } from "../lib/replicas.ts";
 import { eventually } from "../lib/testbed.ts";
 
 const RETENTION_S = 6;
@@ -42,11 +43,6 @@ function replica(id: string): TestHub {
     "127.0.0.1",
     true,
   );
-}
-
-async function startReplica(hub: TestHub): Promise<void> {
-  await hub.start(30_000);
-  hub.operatorToken = readFileSync(join(hub.dataDir, "operator-token"), "utf8").trim();
 }
 
 const named = (name: string) => (e: WatchEvent) => e.object.metadata.name === name;

@@ -19,6 +19,7 @@ import type { DaemonSet } from "../../src/api/daemonset.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { daemonSetYaml, rolloutView, tempManifest } from "../lib/deploy.ts";
 import { nodeArch, TestHub } from "../lib/hub.ts";
+import { startReplica } from "../lib/replicas.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 
 let pg: PostgresCluster;
@@ -37,11 +38,6 @@ function replica(url: string, id: string, more: string[] = []): TestHub {
   );
   hubs.push(hub);
   return hub;
-}
-
-async function startReplica(hub: TestHub): Promise<void> {
-  await hub.start(30_000);
-  hub.operatorToken = readFileSync(join(hub.dataDir, "operator-token"), "utf8").trim();
 }
 
 beforeAll(async () => {

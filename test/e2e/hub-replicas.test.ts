@@ -17,6 +17,7 @@ import { MIGRATIONS } from "../../src/hub/pg/migrations.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { TestHub } from "../lib/hub.ts";
 import { sleeperManifest } from "../lib/manifests.ts";
+import { closedPorts, startReplica } from "../lib/replicas.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 
 let pg: PostgresCluster;
@@ -35,26 +36,6 @@ function replica(url: string, id: string): TestHub {
   );
   hubs.push(hub);
   return hub;
-}
-
-async function startReplica(hub: TestHub): Promise<void> {
-  await hub.start(30_000);
-  hub.operatorToken = readFileSync(join(hub.dataDir, "operator-token"), "utf8").trim();
-}
-
-/** A loopback port outside the ephemeral range that nothing listens on. */
-async function closedPort(): Promise<number> {
-  for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 10_000);
-    const open = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } }).then(
-      (s) => {
-        s.end();
-        return true;
-      },
-      () => false,
-    );
-    if (!open) return port;
-  }
 }
 
 beforeAll(async () => {
@@ -160,7 +141,7 @@ describe("a compiled agent on a replica (needs root and the test bed)", () => {
     const url = await pg.createDatabase();
     dbUrl = url;
     const first = replica(url, "hub-a");
-    first.port = await closedPort();
+    first.port = (await closedPorts(1))[0] as number;
     await startReplica(first);
     agentArgs.push("--hub", first.url, "--join-token", await first.joinToken());
     await agent.start();
