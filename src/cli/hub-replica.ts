@@ -16,10 +16,11 @@ export function replicaFlags(flags: {
   bus?: string;
   "replica-id"?: string;
   "leader-interval"?: string;
+  "replica-beat-interval"?: string;
 }): ReplicaFlags | undefined {
   const { store, bus } = flags;
   if (store === undefined && bus === undefined) {
-    for (const f of ["replica-id", "leader-interval"] as const)
+    for (const f of ["replica-id", "leader-interval", "replica-beat-interval"] as const)
       if (flags[f] !== undefined) throw new UsageError(`--${f} goes with --store and --bus`);
     return undefined;
   }

@@ -39,6 +39,7 @@ const serveFlags = {
   "change-log-retention": { type: "string" },
   "change-log-max-rows": { type: "int" },
   "leader-interval": { type: "string" },
+  "replica-beat-interval": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const satisfies FlagSpecs;
@@ -84,10 +85,18 @@ function credentialTimings(flags: {
   };
 }
 
-/** A replica's time between tries for the lead and the leader's checks of its lock. */
-function leaderTiming(flags: { "leader-interval"?: string }): { leaderIntervalMs?: number } {
+/** A replica's time between tries for the lead and the leader's checks of its lock, and between
+ * its beats in the store. */
+function leaderTiming(flags: { "leader-interval"?: string; "replica-beat-interval"?: string }): {
+  leaderIntervalMs?: number;
+  replicaBeatIntervalMs?: number;
+} {
   const ms = positiveDuration(flags["leader-interval"], "leader-interval");
-  return ms === undefined ? {} : { leaderIntervalMs: ms };
+  const beat = positiveDuration(flags["replica-beat-interval"], "replica-beat-interval");
+  return {
+    ...(ms !== undefined && { leaderIntervalMs: ms }),
+    ...(beat !== undefined && { replicaBeatIntervalMs: beat }),
+  };
 }
 
 /** The hub's timings and limits given by flags. */

@@ -34,7 +34,7 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                     [--serving-cert-check-interval 24h] [--secrets-key-file FILE]
                     [--store postgres://USER@HOST:PORT/DB --bus nats://HOST:PORT[,...] [--replica-id ID]
                      [--change-log-retention 10m] [--change-log-max-rows 1000000]
-                     [--leader-interval 2s]]
+                     [--leader-interval 2s] [--replica-beat-interval 5s]]
                     [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...] [--uses N]
        fleetlet hub node revoke NAME --hub URL [--token T]
@@ -65,7 +65,10 @@ so lists and watches (kubectl -w, the dashboard) at any replica show what every 
 with the same resourceVersions. The log keeps --change-log-retention and at most
 --change-log-max-rows rows; a watch from a resourceVersion older than that is answered 410 Gone.
 One replica at a time leads: it runs the DaemonSet and agent rollouts (the others try for the
-lead every --leader-interval; a dead leader's lead passes on within 15 s).
+lead every --leader-interval; a dead leader's lead passes on within 15 s). Every replica marks
+itself alive in the store every --replica-beat-interval; the leader stores offline the nodes
+held by a replica not seen alive for the nodes' offline time (3 x --heartbeat-interval), whose
+agents then connect to another replica.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
 (--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;

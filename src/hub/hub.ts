@@ -9,6 +9,7 @@ import type { Logger } from "../util/log.ts";
 import { type ApiDeps, handleApi, operatorOnly, patchNodeLabels, revokeNode } from "./api.ts";
 import { type Bus, createLocalBus } from "./bus.ts";
 import { isDashboardPath, serveDashboard } from "./dashboard/index.ts";
+import { startDeadHolders } from "./dead-holders.ts";
 import { DeferredDeployWrites } from "./deploy/deferred-store.ts";
 import { Deployer } from "./deploy/deployer.ts";
 import type { Change, Fleet } from "./fleet.ts";
@@ -67,6 +68,9 @@ export interface HubOptions extends StateOptions {
   relay?: ReplicaStreams;
   /** This replica's name in node_sessions (--replica-id; default "hub"). */
   replicaId?: string;
+  /** Replicas: time between a replica's beats in the store and the leader's passes releasing
+   * the nodes of replicas whose beat stopped (dead-holders.ts; default 5 s). */
+  replicaBeatIntervalMs?: number;
 }
 
 export interface Hub {
@@ -164,6 +168,15 @@ function startLiveness(
   };
   loop();
   return { check, stop: () => cancel?.() };
+}
+
+/** Replicas: this replica's beat in the store, and the leader's release of dead replicas'
+ * nodes (dead-holders.ts); none for a single hub. */
+function beatReplica(opts: HubOptions, { beats, leadership, offlineAfterMs }: HubState) {
+  if (beats === undefined) return undefined;
+  const { clock, log, replicaId: replica = "hub", replicaBeatIntervalMs: intervalMs = 5000 } = opts;
+  const o = { beats, leadership, replica, clock, log: log.with({ component: "replicas" }) };
+  return startDeadHolders({ ...o, intervalMs, thresholdMs: offlineAfterMs });
 }
 
 /** Every node, pod and event as ADDED: what a new watch of the dashboard gets first. */
@@ -389,6 +402,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   const rollouts = await startAgentRollouts(state, sessions, opts, everyMs, stopDeploy.signal);
   const singletons = { deployer, rollouts, clock: opts.clock, log: opts.log };
   runSingletons(state.leadership, singletons, stopDeploy.signal);
+  const beating = beatReplica(opts, state);
   const api = apiDepsOf(opts, state, deployer, sessions, rollouts, flush);
   const pods = podStreamsOf(state, broker, sessions, opts.relay);
   const storeHealth = () => flusher.health();
@@ -409,6 +423,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     async stop() {
       stopDeploy.abort();
       liveness.stop();
+      beating?.stop();
       agents.closeAll();
       state.watch.closeAll();
       flusher.stop();

@@ -57,7 +57,14 @@ const CREDENTIAL_FIELDS = [
   "pendingCredential",
 ] as const;
 
-type Field = (typeof SESSION_FIELDS)[number] | (typeof CREDENTIAL_FIELDS)[number];
+/** And whether the node is online: the holder's to store (or the leader's, releasing the nodes
+ * of a dead holder: pg/replicas.ts). */
+const ONLINE_FIELDS = ["online", "offlineSince"] as const;
+
+type Field =
+  | (typeof SESSION_FIELDS)[number]
+  | (typeof CREDENTIAL_FIELDS)[number]
+  | (typeof ONLINE_FIELDS)[number];
 
 /** Sets `fields` of `to` to those of `from` (absent in `from`: removed from `to`). */
 function copyFields(to: NodeProgress, from: NodeProgress, fields: readonly Field[]): void {
@@ -72,7 +79,7 @@ function copyFields(to: NodeProgress, from: NodeProgress, fields: readonly Field
  * `stored`. */
 export function keepHolderFields(mine: NodeProgress, stored: NodeProgress): NodeProgress {
   const out = { ...mine };
-  copyFields(out, stored, [...SESSION_FIELDS, ...CREDENTIAL_FIELDS]);
+  copyFields(out, stored, [...SESSION_FIELDS, ...CREDENTIAL_FIELDS, ...ONLINE_FIELDS]);
   return out;
 }
 

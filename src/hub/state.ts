@@ -91,11 +91,12 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
   const replicated = stores.follow !== undefined;
   const changes = new ChangeLog(replicated ? (loaded.changesRv ?? 0) : opts.clock.now());
   const heartbeat = opts.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_MS;
+  const offlineAfterMs = opts.offlineAfterMs ?? 3 * heartbeat;
   const fleet = new (replicated ? ReplicaFleet : Fleet)(
     {
       store,
       maxEventsPerNode: opts.maxEventsPerNode ?? DEFAULT_MAX_EVENTS_PER_NODE,
-      offlineAfterMs: opts.offlineAfterMs ?? 3 * heartbeat,
+      offlineAfterMs,
       onChange: (c) => {
         watch.publish(c);
         if (!replicated) changes.record(c.kind, c.type, c.object as KubeObject);
@@ -126,6 +127,8 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
   return {
     ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },
     nodeSessions: stores.sessions,
+    beats: stores.beats,
+    offlineAfterMs,
     leadership: stores.leadership,
     ...{ fleet, identity, createdOperatorToken, audit, releases, updates },
     ...(stores.follow !== undefined && {

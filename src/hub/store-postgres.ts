@@ -7,6 +7,7 @@
 import type { SQL } from "bun";
 import type { Node } from "../api/node.ts";
 import type { Event, Pod } from "../api/types.ts";
+import type { ReplicaBeats } from "./dead-holders.ts";
 import type { NodeClaim, NodeSessions } from "./node-sessions.ts";
 import { appendChanges, ChangeFeed, type ChangeRow, loggedRv } from "./pg/changes.ts";
 import { ClaimBatcher } from "./pg/claim-batch.ts";
@@ -14,6 +15,7 @@ import { ClaimGate } from "./pg/claim-gate.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
 import { batchChanges, forgetNode, podTombstones } from "./pg/fleet-changes.ts";
 import { claimNodes, fenceBatch } from "./pg/node-sessions.ts";
+import { beat, holderOrigins, type Released, releaseDead } from "./pg/replicas.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
 import { QueuedReports, type ReportBatch } from "./report-queue.ts";
@@ -109,7 +111,10 @@ async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
   );
 }
 
-export class PostgresHubStore extends QueuedReports implements HubStore, NodeSessions {
+export class PostgresHubStore
+  extends QueuedReports
+  implements HubStore, NodeSessions, ReplicaBeats
+{
   private closed = false;
   /** The epoch this replica holds each node with (node_sessions; absent: not held). */
   private readonly held = new Map<string, number>();
@@ -275,7 +280,8 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
   private async claimBatch(replica: string, names: string[]): Promise<Map<string, NodeClaim>> {
     const claims = await this.gate.claim(() => {
       const held = new Map(names.map((n) => [n, this.held.get(n)]));
-      return this.transaction((tx) => claimNodes(tx, held, replica, Date.now()));
+      const holder = { replica, origin: this.feed.origin };
+      return this.transaction((tx) => claimNodes(tx, held, holder, Date.now()));
     });
     for (const [name, c] of claims) {
       // What was queued of the node under an older holder's epoch is stale: the store is newer.
@@ -304,6 +310,31 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
       this.held.delete(name);
       for (const fn of this.lostFns) fn(name);
     }
+  }
+
+  // ---- replicas alive (pg/replicas.ts, dead-holders.ts) ----
+
+  get origin(): string {
+    return this.feed.origin;
+  }
+
+  beat(replica: string, now: number): Promise<Map<string, number>> {
+    return this.transaction((tx) => beat(tx, this.feed.origin, replica, now));
+  }
+
+  holderOrigins(): Promise<string[]> {
+    return this.transaction((tx) => holderOrigins(tx));
+  }
+
+  /** The release's rows are logged under an origin of their own, so this replica's view
+   * applies them too (it applies no row of its own origin). */
+  async releaseDead(dead: ReadonlyMap<string, number | undefined>, now: number): Promise<Released> {
+    const r = await this.transaction(async (tx) => {
+      await this.pool.leaderFence?.(tx);
+      return releaseDead(tx, dead, `${this.feed.origin}/released`, now);
+    });
+    this.feed.committed(r.rv);
+    return { nodes: r.nodes, offline: r.offline };
   }
 
   async close(): Promise<{ unstored: number; error?: unknown }> {

@@ -40,6 +40,7 @@ export async function openPostgresStores(
       pool,
       hub,
       sessions: hub,
+      beats: hub,
       deploy,
       updates: new PostgresUpdateStore(pool),
       rollouts: new PostgresAgentRolloutStore(pool),

@@ -5,6 +5,7 @@
 import type { Logger } from "../util/log.ts";
 import type { AuditStore } from "./audit.ts";
 import { SqliteAuditStore } from "./audit-sqlite.ts";
+import type { ReplicaBeats } from "./dead-holders.ts";
 import type { SecretSealer } from "./deploy/sealing.ts";
 import type { DeployStore } from "./deploy/store.ts";
 import { openDeployStore } from "./deploy/store-sqlite.ts";
@@ -28,6 +29,8 @@ export interface HubStores {
   audit: AuditStore;
   /** Who holds each node among replicas (PostgreSQL only: a single hub holds every node). */
   sessions?: NodeSessions;
+  /** Replicas' beats, to release the nodes of dead ones (PostgreSQL only; dead-holders.ts). */
+  beats?: ReplicaBeats;
   /** PostgreSQL: the pool and the feed of the change log replicas follow (pg/changes.ts), and
    * how a deploy object's stored body is read (a Secret's opened). */
   follow?: {

@@ -108,6 +108,21 @@ export const MIGRATIONS: readonly Migration[] = [
         FOREIGN KEY (version, arch) REFERENCES releases ON DELETE CASCADE)`,
     ],
   },
+  {
+    version: 7,
+    name: "replicas prove they are alive: replicas (origin, beat), node_sessions.origin",
+    statements: [
+      // A row a replica process (its change feed's random origin), its beat counted up every
+      // few seconds (pg/replicas.ts); the leader releases the nodes of a replica whose beat
+      // stopped. Sessions taken before this migration name no process (''): released the same
+      // way once their threshold passed; NULL: released, held by none.
+      `CREATE TABLE replicas (origin text PRIMARY KEY, replica text NOT NULL,
+        beat bigint NOT NULL, seen_at bigint NOT NULL)`,
+      "ALTER TABLE node_sessions ADD COLUMN origin text DEFAULT ''",
+      "ALTER TABLE node_sessions ALTER COLUMN origin DROP DEFAULT",
+      "CREATE INDEX node_sessions_origin ON node_sessions (origin)",
+    ],
+  },
 ];
 
 /** Runs the migrations missing from the database under the migration lock; gives the versions

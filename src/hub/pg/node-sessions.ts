@@ -9,22 +9,23 @@ import { keepHolderFields, type NodeClaim, type StoredNode } from "../node-sessi
 import type { ReportBatch } from "../report-queue.ts";
 import type { NodeProgress } from "../store.ts";
 
-/** Takes the nodes `held` names (distinct) for `replica` in the transaction `tx`, in one
+/** Takes the nodes `held` names (distinct) for `holder` (the replica's name and its process's
+ * origin, whose beat shows it alive: pg/replicas.ts) in the transaction `tx`, in one
  * statement, locking their rows in the order fenceBatch does; `held` gives the epoch this
  * replica held each with, if it did. A node is read back when someone else took it since. */
 export async function claimNodes(
   tx: SQL,
   held: ReadonlyMap<string, number | undefined>,
-  replica: string,
+  holder: { replica: string; origin: string },
   now: number,
 ): Promise<Map<string, NodeClaim>> {
   const rows = (await tx.unsafe(
-    `INSERT INTO node_sessions (node, replica, epoch, taken_at)
-     SELECT n, $2, 1, $3 FROM unnest($1::text[]) AS u(n) ORDER BY n
+    `INSERT INTO node_sessions (node, replica, epoch, taken_at, origin)
+     SELECT n, $2, 1, $3, $4 FROM unnest($1::text[]) AS u(n) ORDER BY n
      ON CONFLICT (node) DO UPDATE SET replica = excluded.replica,
-       epoch = node_sessions.epoch + 1, taken_at = excluded.taken_at
+       epoch = node_sessions.epoch + 1, taken_at = excluded.taken_at, origin = excluded.origin
      RETURNING node, epoch::text AS epoch`,
-    [[...held.keys()], replica, now],
+    [[...held.keys()], holder.replica, now, holder.origin],
   )) as { node: string; epoch: string }[];
   const epochs = new Map(rows.map((r) => [r.node, Number(r.epoch)]));
   const stale = [...epochs].filter(([name, epoch]) => {
