@@ -66,9 +66,9 @@ with the same resourceVersions. The log keeps --change-log-retention and at most
 --change-log-max-rows rows; a watch from a resourceVersion older than that is answered 410 Gone.
 One replica at a time leads: it runs the DaemonSet and agent rollouts (the others try for the
 lead every --leader-interval; a dead leader's lead passes on within 15 s). Every replica marks
-itself alive in the store every --replica-beat-interval; the leader stores offline the nodes
-held by a replica not seen alive for the nodes' offline time (3 x --heartbeat-interval), whose
-agents then connect to another replica.
+itself alive in the store every --replica-beat-interval (at most a third of the nodes' offline
+time, 3 x --heartbeat-interval); the leader stores offline the nodes held by a replica not seen
+alive for the offline time; their agents, when alive, connect to another replica.
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
 (--ca-file, $FLEETLET_HUB_CA; e.g. DIR/tls/ca.crt).
 `;

@@ -69,7 +69,8 @@ export interface HubOptions extends StateOptions {
   /** This replica's name in node_sessions (--replica-id; default "hub"). */
   replicaId?: string;
   /** Replicas: time between a replica's beats in the store and the leader's passes releasing
-   * the nodes of replicas whose beat stopped (dead-holders.ts; default 5 s). */
+   * the nodes of replicas whose beat stopped (dead-holders.ts; default 5 s, at most a third of
+   * the offline threshold). */
   replicaBeatIntervalMs?: number;
 }
 
@@ -171,11 +172,13 @@ function startLiveness(
 }
 
 /** Replicas: this replica's beat in the store, and the leader's release of dead replicas'
- * nodes (dead-holders.ts); none for a single hub. */
+ * nodes (dead-holders.ts), at least three beats within the offline threshold; none for a single
+ * hub. */
 function beatReplica(opts: HubOptions, { beats, leadership, offlineAfterMs }: HubState) {
   if (beats === undefined) return undefined;
-  const { clock, log, replicaId: replica = "hub", replicaBeatIntervalMs: intervalMs = 5000 } = opts;
+  const { clock, log, replicaId: replica = "hub", replicaBeatIntervalMs: every = 5000 } = opts;
   const o = { beats, leadership, replica, clock, log: log.with({ component: "replicas" }) };
+  const intervalMs = Math.min(every, offlineAfterMs / 3);
   return startDeadHolders({ ...o, intervalMs, thresholdMs: offlineAfterMs });
 }
 
