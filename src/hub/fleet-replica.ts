@@ -52,6 +52,14 @@ export class ReplicaFleet extends Fleet {
     return true;
   }
 
+  /** Another replica took `name`, or the leader released it as this replica's beat had stopped
+   * (dead-holders.ts): it is shown as the stored rows that follow say (online meanwhile, as it
+   * was here), no longer as this replica has it. */
+  override heldElsewhere(name: string): void {
+    super.heldElsewhere(name);
+    if (this.online.delete(name)) this.onlineElsewhere.add(name);
+  }
+
   /** Drops node `name` as another replica forgot it; gives its record, if it was held. */
   dropStoredNode(name: string): NodeRecord | undefined {
     const rec = this.nodes.get(name);
