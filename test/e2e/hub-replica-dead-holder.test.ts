@@ -112,10 +112,11 @@ describe("a hub replica dead with its device (needs root and the test bed)", () 
         `node offline at B ${tookMs} ms after A's SIGKILL (offline time ${OFFLINE_MS} ms)`,
       );
       expect(offline.type).toBe("MODIFIED");
-      // Not before the offline time (A's last beat was at most 500 ms before the kill); within
-      // it, a pass, and the time B may take to lead (A may have led) plus slack for this
-      // loaded machine.
-      expect(tookMs).toBeGreaterThan(OFFLINE_MS - 500);
+      // Not before the offline time since A's last beat (every 500 ms; a second allowed for a
+      // late one on this loaded machine; the exact bound is tested on a fake clock in
+      // hub-dead-holders.test.ts); within it, a pass, and the time B may take to lead (A may
+      // have led) plus slack for this loaded machine.
+      expect(tookMs).toBeGreaterThan(OFFLINE_MS - 1500);
       expect(tookMs).toBeLessThan(OFFLINE_MS + 20_000);
       expect(await onlineAt(b, name)).toBe("false");
       const node = (await (await b.api(`/api/v1/nodes/${name}`)).json()) as Node;
