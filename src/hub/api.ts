@@ -37,9 +37,6 @@ export interface ApiDeps {
   clock: Clock;
   /** Closes the live connection of a node just revoked. */
   revoked(name: string): void;
-  /** Writes what is queued in the hub's store now (the flusher's flush: retried after a failed
-   * write), so an operator's change of a node no agent reports through here is stored too. */
-  flush(): Promise<void>;
   /** Limit on a request body, in bytes. */
   maxBodyBytes: number;
   /** The Kubernetes API (kube/): resources at their paths. */
@@ -159,8 +156,7 @@ export async function patchNodeLabels(
       );
     labels[k] = v;
   }
-  deps.fleet.setHubLabels(name, labels);
-  await deps.flush();
+  await deps.fleet.setHubLabels(name, labels);
   await deps.deployer.reconcile();
   return json(deps.fleet.view(name));
 }
