@@ -1,4 +1,4 @@
-// `fleetlet hub token create|node revoke|node forget|kubeconfig|audit` and
+// `fleetlet hub token create (list|revoke: hub-token.ts)|node revoke|node forget|kubeconfig|audit` and
 // `fleetlet get nodes|pods|events --hub URL`. The hub client they share is hub-client.ts.
 // `fleetlet hub` itself (the server) is hub-serve.ts.
 
@@ -13,6 +13,7 @@ import { hubRequest, hubTarget } from "./hub-client.ts";
 import { hubMigrateCommand } from "./hub-migrate.ts";
 import { hubReleaseCommand } from "./hub-release.ts";
 import { serveHubCommand } from "./hub-serve.ts";
+import { hubTokenCommand } from "./hub-token.ts";
 import { hubUpdateCommand } from "./hub-update.ts";
 import { hubUpgradeCommand } from "./hub-upgrade.ts";
 import type { CliIO } from "./io.ts";
@@ -37,6 +38,8 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                      [--leader-interval 2s]]
                     [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...] [--uses N]
+       fleetlet hub token list --hub URL [--token T] [-o json|yaml]   (by id: uses, expiry, revoked)
+       fleetlet hub token revoke ID --hub URL [--token T]
        fleetlet hub node revoke NAME --hub URL [--token T]
        fleetlet hub node forget NAME --hub URL [--token T]   (a revoked node: drops it, frees its name)
        fleetlet hub kubeconfig --hub URL [--token T] [--data DIR | --ca-file F | --ca-hash H]   (for kubectl)
@@ -128,6 +131,8 @@ async function nodeAction(action: "revoke" | "forget", argv: string[], io: CliIO
 export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   const [a, b, ...rest] = argv;
   if (a === "token" && b === "create") return tokenCreate(rest, io);
+  const token = a === "token" ? await hubTokenCommand(b, rest, io) : undefined;
+  if (token !== undefined) return token;
   if (a === "kubeconfig") return kubeconfigCommand(argv.slice(1), io);
   if (a === "audit") return auditCommand(argv.slice(1), io);
   if (a === "release") return hubReleaseCommand(argv.slice(1), io);

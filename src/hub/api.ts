@@ -8,6 +8,8 @@ import {
   describeZodError,
   JOIN_PATH,
   JOIN_TOKENS_PATH,
+  type JoinTokenInfo,
+  type JoinTokenList,
   joinRequestSchema,
   joinTokenRequestSchema,
 } from "../protocol/index.ts";
@@ -27,6 +29,7 @@ import { storeWriteStatus } from "./store.ts";
 import { bearerToken } from "./tokens.ts";
 import { handleUpdateApi } from "./updates/api.ts";
 import type { NodeUpdates } from "./updates/updates.ts";
+import { rfc3339 } from "./views.ts";
 
 export interface ApiDeps {
   fleet: Fleet;
@@ -106,6 +109,21 @@ async function createJoinToken(deps: ApiDeps, req: Request): Promise<Response> {
     body.uses,
   );
   return json({ ...created, token: joinTokenWithHash(created.token, deps.ca?.hash) }, 201);
+}
+
+/** GET /api/v1/join-tokens: every join token (with replicas, as the store holds them now). */
+async function listJoinTokens(deps: ApiDeps): Promise<Response> {
+  const items: JoinTokenInfo[] = (await deps.identity.listJoinTokens()).map((t) => ({
+    id: t.id,
+    createdAt: rfc3339(t.createdAt),
+    expiresAt: rfc3339(t.expiresAt),
+    labels: t.labels,
+    ...(t.maxUses !== undefined && { uses: t.maxUses }),
+    used: t.used,
+    revoked: t.revoked,
+  }));
+  const list: JoinTokenList = { apiVersion: "fleetlet.io/v1", kind: "JoinTokenList", items };
+  return json(list);
 }
 
 /**
@@ -228,6 +246,7 @@ async function operatorRoute(
   if (rollout !== undefined) return rollout;
   const _q = url.searchParams;
   if (path === JOIN_TOKENS_PATH && req.method === "POST") return createJoinToken(deps, req);
+  if (path === JOIN_TOKENS_PATH && req.method === "GET") return listJoinTokens(deps);
   const tok = /^\/api\/v1\/join-tokens\/([^/]+)$/.exec(path);
   if (tok !== null && req.method === "DELETE") {
     const id = decodeSegment(tok[1] ?? "");

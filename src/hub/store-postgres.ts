@@ -6,6 +6,7 @@
 // is awaited: a failed write puts back only what is not newer than what was queued since.
 import type { SQL } from "bun";
 import type { Node } from "../api/node.ts";
+import { StatusError } from "../api/status.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { NodeClaim, NodeSessions } from "./node-sessions.ts";
 import { appendChanges, ChangeFeed, type ChangeRow, loggedRv } from "./pg/changes.ts";
@@ -18,6 +19,7 @@ import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
 import { QueuedReports, type ReportBatch } from "./report-queue.ts";
 import type { HubStore, JoinTokenRecord, LoadedState, NodeProgress } from "./store.ts";
+import { joinTokenRefusal } from "./tokens.ts";
 
 const NODES: Columns = { table: "nodes", key: ["name"], types: { name: "text", progress: "json" } };
 const PODS: Columns = {
@@ -94,8 +96,9 @@ async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
     `INSERT INTO join_tokens (id, hash, expires_at, labels, revoked, created_at, max_uses, used)
      VALUES ($1, $2, $3, $4::text::json, $5, $6, $7, $8)
      ON CONFLICT (id) DO UPDATE SET hash = excluded.hash, expires_at = excluded.expires_at,
-       labels = excluded.labels, revoked = excluded.revoked, created_at = excluded.created_at,
-       max_uses = excluded.max_uses, used = excluded.used`,
+       labels = excluded.labels, revoked = join_tokens.revoked OR excluded.revoked,
+       created_at = excluded.created_at, max_uses = excluded.max_uses,
+       used = GREATEST(join_tokens.used, excluded.used)`,
     [
       t.id,
       t.hash,
@@ -107,6 +110,27 @@ async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
       t.used,
     ],
   );
+}
+
+/**
+ * Counts one use of join token `t` at `now`, in one conditional statement: refused (a
+ * StatusError saying why, and the transaction with it) when the stored token is revoked, expired
+ * or at its limit, so that joins at any number of replicas at once never pass it more often than
+ * it allows (the row's lock orders them; each sees the count the one before committed).
+ */
+async function useJoinToken(tx: SQL, t: JoinTokenRecord, now: number): Promise<void> {
+  const used = await tx.unsafe(
+    `UPDATE join_tokens SET used = used + 1
+     WHERE hash = $1 AND NOT revoked AND expires_at > $2 AND (max_uses IS NULL OR used < max_uses)
+     RETURNING used`,
+    [t.hash, now],
+  );
+  if (used.length > 0) return;
+  const rows = (await tx.unsafe("SELECT * FROM join_tokens WHERE hash = $1", [
+    t.hash,
+  ])) as TokenRow[];
+  const stored = rows[0] === undefined ? undefined : tokenFromRow(rows[0]);
+  throw new StatusError("Unauthorized", joinTokenRefusal(stored, now) ?? "unknown join token");
 }
 
 export class PostgresHubStore extends QueuedReports implements HubStore, NodeSessions {
@@ -190,8 +214,16 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
     return rows[0] === undefined ? undefined : tokenFromRow(rows[0]);
   }
 
-  async saveJoinNow(t: JoinTokenRecord, progress: NodeProgress): Promise<void> {
-    await this.writeNodeNow(progress, (tx) => putJoinToken(tx, t));
+  async readJoinTokens(): Promise<JoinTokenRecord[]> {
+    const rows = (await this.transaction((tx) =>
+      tx.unsafe("SELECT * FROM join_tokens ORDER BY created_at, id"),
+    )) as TokenRow[];
+    return rows.map(tokenFromRow);
+  }
+
+  /** The use is counted by the stored row (useJoinToken), not set from `t.used`. */
+  async saveJoinNow(t: JoinTokenRecord, progress: NodeProgress, now: number): Promise<void> {
+    await this.writeNodeNow(progress, (tx) => useJoinToken(tx, t, now));
   }
 
   async saveNodeNow(progress: NodeProgress): Promise<void> {
