@@ -66,7 +66,8 @@ its DIR. Logs, exec, attach and port-forward at any replica reach a device conne
 numbered and logged in PostgreSQL; each replica follows that log (told by NATS, and every 2 s),
 so lists and watches (kubectl -w, the dashboard) at any replica show what every replica stored,
 with the same resourceVersions. The log keeps --change-log-retention and at most
---change-log-max-rows rows; a watch from a resourceVersion older than that is answered 410 Gone.
+--change-log-max-rows rows; a watch from a resourceVersion older than that is answered 410 Gone,
+and a replica held up past it loads its view again from PostgreSQL (its open watches end 410).
 One replica at a time leads: it runs the DaemonSet and agent rollouts (the others try for the
 lead every --leader-interval; a dead leader's lead passes on within 15 s).
 Commands with --hub take the operator token (--token, $FLEETLET_HUB_TOKEN) and the hub's CA
