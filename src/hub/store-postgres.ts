@@ -116,9 +116,22 @@ async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
  * Counts one use of join token `t` at `now`, in one conditional statement: refused (a
  * StatusError saying why, and the transaction with it) when the stored token is revoked, expired
  * or at its limit, so that joins at any number of replicas at once never pass it more often than
- * it allows (the row's lock orders them; each sees the count the one before committed).
+ * it allows (the row's lock orders them; each sees the count the one before committed). Run
+ * before the node is written, so that it can tell a join whose commit already landed.
  */
-async function useJoinToken(tx: SQL, t: JoinTokenRecord, now: number): Promise<void> {
+async function useJoinToken(
+  tx: SQL,
+  t: JoinTokenRecord,
+  joined: NodeProgress,
+  now: number,
+): Promise<void> {
+  // Run again after a lost session whose commit landed: the node holds the new credential (a
+  // random one of this join), and the use was counted with it.
+  const landed = await tx.unsafe(
+    "SELECT 1 FROM nodes WHERE name = $1 AND progress->>'credentialHash' = $2",
+    [joined.name, joined.credentialHash],
+  );
+  if (landed.length > 0) return;
   const used = await tx.unsafe(
     `UPDATE join_tokens SET used = used + 1
      WHERE hash = $1 AND NOT revoked AND expires_at > $2 AND (max_uses IS NULL OR used < max_uses)
@@ -221,9 +234,14 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
     return rows.map(tokenFromRow);
   }
 
-  /** The use is counted by the stored row (useJoinToken), not set from `t.used`. */
+  /** The use is counted by the stored row (useJoinToken), not set from `t.used`, before the
+   * node is written. */
   async saveJoinNow(t: JoinTokenRecord, progress: NodeProgress, now: number): Promise<void> {
-    await this.writeNodeNow(progress, (tx) => useJoinToken(tx, t, now));
+    await this.writeNodeNow(
+      progress,
+      async () => {},
+      (tx) => useJoinToken(tx, t, progress, now),
+    );
   }
 
   async saveNodeNow(progress: NodeProgress): Promise<void> {
@@ -233,14 +251,18 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
   /** Queues `progress` and writes it with everything queued and `also`, in one transaction;
    * when that fails, `progress` is taken back out of the queue (unless a newer one was queued
    * meanwhile). */
-  private async writeNodeNow(progress: NodeProgress, also: (tx: SQL) => Promise<void>) {
+  private async writeNodeNow(
+    progress: NodeProgress,
+    also: (tx: SQL) => Promise<void>,
+    first?: (tx: SQL) => Promise<void>,
+  ) {
     const before = this.queue.queuedProgress(progress.name);
     this.queue.progress(progress);
     try {
       await this.writeQueued(async (tx) => {
         await also(tx);
         return undefined;
-      });
+      }, first);
     } catch (err) {
       if (this.queue.queuedProgress(progress.name) === progress)
         this.queue.restoreProgress(progress.name, before);
@@ -264,11 +286,18 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
 
   /** Writes what is queued now, then `after`, in one transaction; when it fails, the batch is
    * put back under what was queued meanwhile. */
-  private writeQueued(after?: (tx: SQL) => Promise<ChangeRow[] | undefined>): Promise<void> {
-    return this.gate.write(() => this.writeQueuedNow(after));
+  private writeQueued(
+    after?: (tx: SQL) => Promise<ChangeRow[] | undefined>,
+    first?: (tx: SQL) => Promise<void>,
+  ): Promise<void> {
+    return this.gate.write(() => this.writeQueuedNow(after, first));
   }
 
-  private async writeQueuedNow(after?: (tx: SQL) => Promise<ChangeRow[] | undefined>) {
+  /** `first` runs at the start of the transaction, before the batch is written. */
+  private async writeQueuedNow(
+    after?: (tx: SQL) => Promise<ChangeRow[] | undefined>,
+    first?: (tx: SQL) => Promise<void>,
+  ) {
     const batch = this.queue.take();
     // Fencing (node_sessions): the epochs the batch's reports were queued under.
     const epochs = new Map(this.held);
@@ -276,6 +305,7 @@ export class PostgresHubStore extends QueuedReports implements HubStore, NodeSes
     let rv: number | undefined;
     try {
       rv = await this.transaction(async (tx) => {
+        await first?.(tx);
         fenced = await fenceBatch(tx, batch, epochs);
         if (this.copy) {
           await writeBatch(tx, batch);
