@@ -104,7 +104,12 @@ describe("a replica behind the change log's trim", () => {
       }
       await served(b, "/api/v1/nodes/during");
       await served(b, "/api/v1/namespaces/default/configmaps/during");
-      expect(b.output).toContain("loading its view again from the store");
+      await eventually(
+        "B to log its reload",
+        () => b.output.includes("loading its view again from the store") || undefined,
+        10_000,
+        100,
+      );
       // The watch open across the reload ends with 410 Gone, as does one from before it.
       const ended = await live.waitFor("the live watch's end", (e) => e.type === "ERROR", 20_000);
       expect(ended.object.code).toBe(410);
