@@ -1,4 +1,4 @@
-// `fleetlet hub token create|node revoke|node forget|kubeconfig|audit` and
+// `fleetlet hub token create (list|revoke: hub-token.ts)|node revoke|node forget|kubeconfig|audit` and
 // `fleetlet get nodes|pods|events --hub URL`. The hub client they share is hub-client.ts.
 // `fleetlet hub` itself (the server) is hub-serve.ts.
 
@@ -13,6 +13,7 @@ import { hubRequest, hubTarget } from "./hub-client.ts";
 import { hubMigrateCommand } from "./hub-migrate.ts";
 import { hubReleaseCommand } from "./hub-release.ts";
 import { serveHubCommand } from "./hub-serve.ts";
+import { hubTokenCommand } from "./hub-token.ts";
 import { hubUpdateCommand } from "./hub-update.ts";
 import { hubUpgradeCommand } from "./hub-upgrade.ts";
 import type { CliIO } from "./io.ts";
@@ -37,6 +38,8 @@ export const HUB_USAGE = `usage: fleetlet hub [--listen ADDR] [--data DIR] [--tl
                      [--leader-interval 2s] [--replica-beat-interval 5s]]
                     [--log-level info]
        fleetlet hub token create --hub URL [--token T] [--ca-file F] [--ttl 24h] [--labels k=v,...] [--uses N]
+       fleetlet hub token list --hub URL [--token T] [-o json|yaml]   (by id: uses, expiry, revoked)
+       fleetlet hub token revoke ID --hub URL [--token T]
        fleetlet hub node revoke NAME --hub URL [--token T]
        fleetlet hub node forget NAME --hub URL [--token T]   (a revoked node: drops it, frees its name)
        fleetlet hub kubeconfig --hub URL [--token T] [--data DIR | --ca-file F | --ca-hash H]   (for kubectl)
@@ -63,7 +66,8 @@ its DIR. Logs, exec, attach and port-forward at any replica reach a device conne
 numbered and logged in PostgreSQL; each replica follows that log (told by NATS, and every 2 s),
 so lists and watches (kubectl -w, the dashboard) at any replica show what every replica stored,
 with the same resourceVersions. The log keeps --change-log-retention and at most
---change-log-max-rows rows; a watch from a resourceVersion older than that is answered 410 Gone.
+--change-log-max-rows rows; a watch from a resourceVersion older than that is answered 410 Gone,
+and a replica held up past it loads its view again from PostgreSQL (its open watches end 410).
 One replica at a time leads: it runs the DaemonSet and agent rollouts (the others try for the
 lead every --leader-interval; a dead leader's lead passes on within 15 s). Every replica marks
 itself alive in the store every --replica-beat-interval (at most a third of the nodes' offline
@@ -131,6 +135,8 @@ async function nodeAction(action: "revoke" | "forget", argv: string[], io: CliIO
 export async function hubCommand(argv: string[], io: CliIO): Promise<number> {
   const [a, b, ...rest] = argv;
   if (a === "token" && b === "create") return tokenCreate(rest, io);
+  const token = a === "token" ? await hubTokenCommand(b, rest, io) : undefined;
+  if (token !== undefined) return token;
   if (a === "kubeconfig") return kubeconfigCommand(argv.slice(1), io);
   if (a === "audit") return auditCommand(argv.slice(1), io);
   if (a === "release") return hubReleaseCommand(argv.slice(1), io);

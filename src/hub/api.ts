@@ -8,6 +8,8 @@ import {
   describeZodError,
   JOIN_PATH,
   JOIN_TOKENS_PATH,
+  type JoinTokenInfo,
+  type JoinTokenList,
   joinRequestSchema,
   joinTokenRequestSchema,
 } from "../protocol/index.ts";
@@ -27,6 +29,7 @@ import { storeWriteStatus } from "./store.ts";
 import { bearerToken } from "./tokens.ts";
 import { handleUpdateApi } from "./updates/api.ts";
 import type { NodeUpdates } from "./updates/updates.ts";
+import { rfc3339 } from "./views.ts";
 
 export interface ApiDeps {
   fleet: Fleet;
@@ -37,9 +40,6 @@ export interface ApiDeps {
   clock: Clock;
   /** Closes the live connection of a node just revoked. */
   revoked(name: string): void;
-  /** Writes what is queued in the hub's store now (the flusher's flush: retried after a failed
-   * write), so an operator's change of a node no agent reports through here is stored too. */
-  flush(): Promise<void>;
   /** Limit on a request body, in bytes. */
   maxBodyBytes: number;
   /** The Kubernetes API (kube/): resources at their paths. */
@@ -111,6 +111,21 @@ async function createJoinToken(deps: ApiDeps, req: Request): Promise<Response> {
   return json({ ...created, token: joinTokenWithHash(created.token, deps.ca?.hash) }, 201);
 }
 
+/** GET /api/v1/join-tokens: every join token (with replicas, as the store holds them now). */
+async function listJoinTokens(deps: ApiDeps): Promise<Response> {
+  const items: JoinTokenInfo[] = (await deps.identity.listJoinTokens()).map((t) => ({
+    id: t.id,
+    createdAt: rfc3339(t.createdAt),
+    expiresAt: rfc3339(t.expiresAt),
+    labels: t.labels,
+    ...(t.maxUses !== undefined && { uses: t.maxUses }),
+    used: t.used,
+    revoked: t.revoked,
+  }));
+  const list: JoinTokenList = { apiVersion: "fleetlet.io/v1", kind: "JoinTokenList", items };
+  return json(list);
+}
+
 /**
  * PATCH /api/v1/nodes/NAME with `{"metadata": {"labels": {"k": "v", "gone": null}}}` (a JSON
  * merge patch): sets and removes the hub's labels of the node; its pods follow at once.
@@ -159,8 +174,7 @@ export async function patchNodeLabels(
       );
     labels[k] = v;
   }
-  deps.fleet.setHubLabels(name, labels);
-  await deps.flush();
+  await deps.fleet.setHubLabels(name, labels);
   await deps.deployer.reconcile();
   return json(deps.fleet.view(name));
 }
@@ -232,6 +246,7 @@ async function operatorRoute(
   if (rollout !== undefined) return rollout;
   const _q = url.searchParams;
   if (path === JOIN_TOKENS_PATH && req.method === "POST") return createJoinToken(deps, req);
+  if (path === JOIN_TOKENS_PATH && req.method === "GET") return listJoinTokens(deps);
   const tok = /^\/api\/v1\/join-tokens\/([^/]+)$/.exec(path);
   if (tok !== null && req.method === "DELETE") {
     const id = decodeSegment(tok[1] ?? "");

@@ -6,7 +6,7 @@
 // raised there (the holder sends it). A desired generation never goes down in this view.
 import type { Event, Pod } from "../api/types.ts";
 import { Fleet } from "./fleet.ts";
-import type { NodeRecord } from "./store.ts";
+import type { LoadedState, NodeRecord } from "./store.ts";
 import { eventView, podView } from "./views.ts";
 
 export class ReplicaFleet extends Fleet {
@@ -68,6 +68,36 @@ export class ReplicaFleet extends Fleet {
     return rec;
   }
 
+  /** Takes everything another replica may have stored from `loaded` (the replica loads its view
+   * again: it fell behind the shared log's trim): every stored node as applyStoredNode takes it,
+   * the pods and events of the nodes not held here set to the stored ones, and the nodes not
+   * stored and not held here dropped. Gives the nodes whose record changed (`rec` undefined:
+   * dropped), for the identities' credentials. */
+  reloadStored(loaded: LoadedState): { old: NodeRecord | undefined; rec?: NodeRecord }[] {
+    const out: { old: NodeRecord | undefined; rec?: NodeRecord }[] = [];
+    const stored = new Set(loaded.nodes.map((n) => n.name));
+    for (const name of [...this.nodes.keys()])
+      if (!stored.has(name) && !this.online.has(name)) out.push({ old: this.dropStoredNode(name) });
+    for (const rec of loaded.nodes) {
+      const r = this.applyStoredNode(rec);
+      if (r.taken) out.push({ old: r.old, rec });
+    }
+    const pods = groupBy(loaded.pods, (p) => [p.node, p.pod.metadata.uid ?? "", p.pod]);
+    const events = groupBy(loaded.events, (e) => [e.node, e.event.metadata.name, e.event]);
+    for (const name of stored) {
+      if (this.online.has(name)) continue;
+      const p = pods.get(name) ?? new Map<string, Pod>();
+      for (const uid of [...this.podsOf(name).keys()])
+        if (!p.has(uid)) this.applyStoredPod(name, uid, null);
+      for (const [uid, pod] of p) this.applyStoredPod(name, uid, pod);
+      const e = events.get(name) ?? new Map<string, Event>();
+      for (const key of [...this.eventsOf(name).keys()])
+        if (!e.has(key)) this.applyStoredEvent(name, key, null, true);
+      for (const [key, event] of e) this.applyStoredEvent(name, key, event, true);
+    }
+    return out;
+  }
+
   /** Sets (null: deletes) a pod of a node another replica holds. */
   applyStoredPod(node: string, uid: string, pod: Pod | null): void {
     if (this.online.has(node)) return;
@@ -101,6 +131,24 @@ export class ReplicaFleet extends Fleet {
     const type = old === undefined ? "ADDED" : "MODIFIED";
     this.opts.onChange({ type, kind: "events", object: eventView(node, event) });
   }
+}
+
+/** `items` as node → key → value, by `pick`. */
+function groupBy<T, V>(
+  items: T[],
+  pick: (item: T) => [string, string, V],
+): Map<string, Map<string, V>> {
+  const out = new Map<string, Map<string, V>>();
+  for (const item of items) {
+    const [node, key, value] = pick(item);
+    let inner = out.get(node);
+    if (inner === undefined) {
+      inner = new Map();
+      out.set(node, inner);
+    }
+    inner.set(key, value);
+  }
+  return out;
 }
 
 function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {

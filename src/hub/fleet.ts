@@ -10,7 +10,7 @@ import type { DesiredAck, Hello, SequencedMessage } from "../protocol/index.ts";
 import { checkOwner, emptyNode } from "./fleet-checks.ts";
 import { HealthHistory } from "./health.ts";
 import { adoptSession, type StoredNode } from "./node-sessions.ts";
-import type { HubStore, LoadedState, NodeRecord } from "./store.ts";
+import type { HubStore, LoadedState, NodeProgress, NodeRecord } from "./store.ts";
 import { eventView, nodeView, podView, rfc3339 } from "./views.ts";
 
 export type WatchKind = "nodes" | "pods" | "events";
@@ -152,18 +152,16 @@ export class Fleet {
 
   /** Queues the node's progress; `seqOnly`: only its acknowledged seq changed. */
   private progress(rec: NodeRecord, seqOnly = false): void {
+    this.opts.store.queueProgress(this.progressOf(rec), seqOnly);
+  }
+
+  /** What the store keeps of `rec`: its identity fields and seqs, with its online state. */
+  private progressOf(rec: NodeRecord): NodeProgress {
     const { node: _node, online: _o, offlineSince: _s, ...progress } = rec;
     const since = this.offlineSince.get(rec.name);
     // A node another replica holds keeps the online state that replica stored.
     const online = this.isOnline(rec.name);
-    this.opts.store.queueProgress(
-      {
-        ...progress,
-        online,
-        ...(!online && since !== undefined && { offlineSince: since }),
-      },
-      seqOnly,
-    );
+    return { ...progress, online, ...(!online && since !== undefined && { offlineSince: since }) };
   }
 
   protected emitNode(name: string, type: Change["type"] = "MODIFIED"): void {
@@ -323,12 +321,13 @@ export class Fleet {
     this.progress(rec);
   }
 
-  /** Replaces the hub's labels of node `name` (queued for the store); false when unknown. */
-  setHubLabels(name: string, labels: Record<string, string>): boolean {
+  /** Replaces the hub's labels of node `name`, stored first (with what is queued): a failed write
+   * rejects and changes nothing; false when the node is unknown. */
+  async setHubLabels(name: string, labels: Record<string, string>): Promise<boolean> {
     const rec = this.nodes.get(name);
     if (rec === undefined) return false;
+    await this.opts.store.saveNodeNow(this.progressOf({ ...rec, hubLabels: labels }));
     rec.hubLabels = labels;
-    this.progress(rec);
     this.emitNode(name);
     return true;
   }

@@ -52,8 +52,18 @@ const recordOf = (text: string): NodeRecord => {
 export class ViewApplier {
   constructor(
     private readonly deps: ViewDeps,
-    private readonly known: Set<string>,
+    private known: Set<string>,
   ) {}
+
+  /** Takes the fleet's view from `loaded` in place of following rows up to its rv (the replica
+   * fell behind the log's trim: rows it never read are gone); the Kubernetes API's watches end
+   * as gone and go on from there. */
+  reload(loaded: LoadedState): void {
+    for (const { old, rec } of this.deps.fleet.reloadStored(loaded))
+      this.deps.identity.nodeStored(old, rec);
+    this.known = loadedKeys(loaded);
+    this.deps.changes.reset(loaded.changesRv ?? 0);
+  }
 
   /** Applies `rows` in order; a row that does not parse is logged and passed. */
   apply(rows: LoggedChange[]): void {

@@ -95,6 +95,12 @@ export function startFollower(d: FollowDeps): ChangeFollower | undefined {
     {
       read: (after) => readChanges(follow.pool, after, follow.feed.origin, limit),
       apply: (rows) => view.apply(rows),
+      reload: async () => {
+        const loaded = await d.state.store.load();
+        view.reload(loaded);
+        await d.deployer.reload();
+        return loaded.changesRv ?? 0;
+      },
       trimmed: (floor) => d.state.changes.trimmed(floor),
       trim: () =>
         trimChanges(follow.pool, { maxAgeMs: o.retentionMs, maxRows: o.maxRows }, d.clock.now()),

@@ -4,9 +4,11 @@
 // been lost), and every `pollMs` without either, it reads the log past what it applied, once
 // however many pokes came meanwhile and at most once every `readGapMs` (so reads are capped
 // however often replicas commit), and applies the rows in order. A read that fails is tried
-// again by the next poke or poll. It also trims the log every `trimEveryMs` and says the trim's
-// floor.
-// Invariants: rows are applied once each, in rv order; `applied` only grows.
+// again by the next poke or poll. A replica that finds the log trimmed past what it read (it was
+// held up longer than the retention) loads its view again from the store and follows on from the
+// rv of what it loaded. It also trims the log every `trimEveryMs` and says the trim's floor.
+// Invariants: rows are applied once each, in rv order; `applied` only grows (a reload gives at
+// least the floor, past every row read before).
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import type { Bus } from "./bus.ts";
@@ -19,6 +21,9 @@ export interface FollowerDeps {
   apply(rows: LoggedChange[]): void;
   /** The trim's floor: the highest rv no longer in the log. */
   trimmed(floor: number): void;
+  /** Loads the view again from the store (what the replica loads at its start), in place of the
+   * rows it can no longer read; gives the log's rv as of what was loaded. */
+  reload(): Promise<number>;
   /** Trims the log; gives the floor. */
   trim(): Promise<number>;
   bus: Bus;
@@ -107,12 +112,17 @@ export class ChangeFollower {
     try {
       for (;;) {
         const { rows, floor } = await this.deps.read(this.applied);
-        if (floor > this.applied)
-          this.deps.log.warn("the change log was trimmed past what this replica read", {
-            applied: this.applied,
-            floor,
-          });
         this.deps.trimmed(floor);
+        if (floor > this.applied) {
+          // Rows this replica never read are gone: its view would keep a hole.
+          this.deps.log.warn(
+            "the change log was trimmed past what this replica read; loading its view again from the store",
+            { applied: this.applied, floor },
+          );
+          this.applied = await this.deps.reload();
+          this.deps.log.info("the view was loaded again from the store", { rv: this.applied });
+          continue;
+        }
         const next = rows.filter((r) => r.rv > this.applied);
         if (next.length > 0) {
           this.deps.apply(next);

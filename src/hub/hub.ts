@@ -207,7 +207,6 @@ function apiDepsOf(
   deployer: Deployer,
   sessions: AgentSessions,
   rollouts: AgentRollouts,
-  flush: () => Promise<void>,
 ): ApiDeps {
   const deps: ApiDeps = {
     fleet: state.fleet,
@@ -217,7 +216,6 @@ function apiDepsOf(
     audit: state.audit,
     clock: opts.clock,
     revoked: (n: string) => sessions.revoked(n),
-    flush,
     maxBodyBytes: 64 * 1024,
     releases: { releases: state.releases, log: opts.log.with({ component: "releases" }) },
     updates: { updates: state.updates, changed: (n) => sessions.updateChanged(n) },
@@ -406,7 +404,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   const singletons = { deployer, rollouts, clock: opts.clock, log: opts.log };
   runSingletons(state.leadership, singletons, stopDeploy.signal);
   const beating = beatReplica(opts, state);
-  const api = apiDepsOf(opts, state, deployer, sessions, rollouts, flush);
+  const api = apiDepsOf(opts, state, deployer, sessions, rollouts);
   const pods = podStreamsOf(state, broker, sessions, opts.relay);
   const storeHealth = () => flusher.health();
   const listener = listen({ opts, state, sessions, api, pods, storeHealth });

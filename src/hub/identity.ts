@@ -16,7 +16,7 @@ import type {
   LoadedState,
   NodeRecord,
 } from "./store.ts";
-import { generateToken, hashToken, sameHash, tokenId } from "./tokens.ts";
+import { generateToken, hashToken, joinTokenRefusal, sameHash, tokenId } from "./tokens.ts";
 
 export interface IdentityDeps {
   store: HubStore;
@@ -145,9 +145,27 @@ export class Identity {
     };
   }
 
-  /** Revokes the join token with public id `id`; false when there is none. */
+  /** Every join token, oldest first: with replicas, as the store holds them now (made, used or
+   * revoked at any replica). */
+  async listJoinTokens(): Promise<JoinTokenRecord[]> {
+    // A store that cannot be read (PostgreSQL down): what this replica holds, as other reads.
+    await this.refreshJoinTokens().catch(() => {});
+    return [...this.joinTokens.values()].sort((a, b) => a.createdAt - b.createdAt);
+  }
+
+  /** Hub replicas: takes every join token as the store holds it now. */
+  private async refreshJoinTokens(): Promise<void> {
+    const stored = await this.deps.store.readJoinTokens?.();
+    if (stored === undefined) return;
+    this.joinTokens.clear();
+    for (const t of stored) this.joinTokens.set(t.hash, t);
+  }
+
+  /** Revokes the join token with public id `id`; false when there is none. With replicas, a
+   * token made at another replica is found in the store. */
   revokeJoinToken(id: string): Promise<boolean> {
     return this.serial(async () => {
+      await this.refreshJoinTokens();
       for (const rec of this.joinTokens.values()) {
         if (rec.id !== id) continue;
         await this.deps.store.saveJoinToken({ ...rec, revoked: true });
@@ -199,7 +217,7 @@ export class Identity {
           };
     this.setCurrent(rec, cred);
     const { node: _node, ...progress } = rec;
-    await this.deps.store.saveJoinNow({ ...token, used: token.used + 1 }, progress);
+    await this.deps.store.saveJoinNow({ ...token, used: token.used + 1 }, progress, now);
     token.used++;
     if (existing !== undefined) this.forgetHashes(existing);
     this.deps.nodes.set(rec.name, rec);
@@ -225,15 +243,9 @@ export class Identity {
   /** The join token `joinToken` names, if it may be used at `now`; else why not. */
   private usableJoinToken(joinToken: string, now: number): JoinTokenRecord {
     const token = this.joinTokens.get(hashToken(parseJoinToken(joinToken).secret));
-    if (token === undefined) throw new StatusError("Unauthorized", "unknown join token");
-    if (token.revoked) throw new StatusError("Unauthorized", "join token revoked");
-    if (token.expiresAt <= now)
-      throw new StatusError("Unauthorized", `join token expired at ${rfc3339(token.expiresAt)}`);
-    if (token.maxUses !== undefined && token.used >= token.maxUses)
-      throw new StatusError(
-        "Unauthorized",
-        `join token ${token.id} was already used: it allowed ${token.maxUses} join${token.maxUses === 1 ? "" : "s"}`,
-      );
+    const refused = joinTokenRefusal(token, now);
+    if (token === undefined || refused !== undefined)
+      throw new StatusError("Unauthorized", refused ?? "unknown join token");
     return token;
   }
 

@@ -6,6 +6,7 @@
 // is awaited: a failed write puts back only what is not newer than what was queued since.
 import type { SQL } from "bun";
 import type { Node } from "../api/node.ts";
+import { StatusError } from "../api/status.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { ReplicaBeats } from "./dead-holders.ts";
 import type { NodeClaim, NodeSessions } from "./node-sessions.ts";
@@ -27,6 +28,7 @@ import {
 import { type PgPool, transaction } from "./pg/transaction.ts";
 import { QueuedReports, type ReportBatch } from "./report-queue.ts";
 import type { HubStore, JoinTokenRecord, LoadedState, NodeProgress } from "./store.ts";
+import { joinTokenRefusal } from "./tokens.ts";
 
 const NODES: Columns = { table: "nodes", key: ["name"], types: { name: "text", progress: "json" } };
 const PODS: Columns = {
@@ -103,8 +105,9 @@ async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
     `INSERT INTO join_tokens (id, hash, expires_at, labels, revoked, created_at, max_uses, used)
      VALUES ($1, $2, $3, $4::text::json, $5, $6, $7, $8)
      ON CONFLICT (id) DO UPDATE SET hash = excluded.hash, expires_at = excluded.expires_at,
-       labels = excluded.labels, revoked = excluded.revoked, created_at = excluded.created_at,
-       max_uses = excluded.max_uses, used = excluded.used`,
+       labels = excluded.labels, revoked = join_tokens.revoked OR excluded.revoked,
+       created_at = excluded.created_at, max_uses = excluded.max_uses,
+       used = GREATEST(join_tokens.used, excluded.used)`,
     [
       t.id,
       t.hash,
@@ -116,6 +119,40 @@ async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
       t.used,
     ],
   );
+}
+
+/**
+ * Counts one use of join token `t` at `now`, in one conditional statement: refused (a
+ * StatusError saying why, and the transaction with it) when the stored token is revoked, expired
+ * or at its limit, so that joins at any number of replicas at once never pass it more often than
+ * it allows (the row's lock orders them; each sees the count the one before committed). Run
+ * before the node is written, so that it can tell a join whose commit already landed.
+ */
+async function useJoinToken(
+  tx: SQL,
+  t: JoinTokenRecord,
+  joined: NodeProgress,
+  now: number,
+): Promise<void> {
+  // Run again after a lost session whose commit landed: the node holds the new credential (a
+  // random one of this join), and the use was counted with it.
+  const landed = await tx.unsafe(
+    "SELECT 1 FROM nodes WHERE name = $1 AND progress->>'credentialHash' = $2",
+    [joined.name, joined.credentialHash],
+  );
+  if (landed.length > 0) return;
+  const used = await tx.unsafe(
+    `UPDATE join_tokens SET used = used + 1
+     WHERE hash = $1 AND NOT revoked AND expires_at > $2 AND (max_uses IS NULL OR used < max_uses)
+     RETURNING used`,
+    [t.hash, now],
+  );
+  if (used.length > 0) return;
+  const rows = (await tx.unsafe("SELECT * FROM join_tokens WHERE hash = $1", [
+    t.hash,
+  ])) as TokenRow[];
+  const stored = rows[0] === undefined ? undefined : tokenFromRow(rows[0]);
+  throw new StatusError("Unauthorized", joinTokenRefusal(stored, now) ?? "unknown join token");
 }
 
 export class PostgresHubStore
@@ -202,8 +239,21 @@ export class PostgresHubStore
     return rows[0] === undefined ? undefined : tokenFromRow(rows[0]);
   }
 
-  async saveJoinNow(t: JoinTokenRecord, progress: NodeProgress): Promise<void> {
-    await this.writeNodeNow(progress, (tx) => putJoinToken(tx, t));
+  async readJoinTokens(): Promise<JoinTokenRecord[]> {
+    const rows = (await this.transaction((tx) =>
+      tx.unsafe("SELECT * FROM join_tokens ORDER BY created_at, id"),
+    )) as TokenRow[];
+    return rows.map(tokenFromRow);
+  }
+
+  /** The use is counted by the stored row (useJoinToken), not set from `t.used`, before the
+   * node is written. */
+  async saveJoinNow(t: JoinTokenRecord, progress: NodeProgress, now: number): Promise<void> {
+    await this.writeNodeNow(
+      progress,
+      async () => {},
+      (tx) => useJoinToken(tx, t, progress, now),
+    );
   }
 
   async saveNodeNow(progress: NodeProgress): Promise<void> {
@@ -213,14 +263,18 @@ export class PostgresHubStore
   /** Queues `progress` and writes it with everything queued and `also`, in one transaction;
    * when that fails, `progress` is taken back out of the queue (unless a newer one was queued
    * meanwhile). */
-  private async writeNodeNow(progress: NodeProgress, also: (tx: SQL) => Promise<void>) {
+  private async writeNodeNow(
+    progress: NodeProgress,
+    also: (tx: SQL) => Promise<void>,
+    first?: (tx: SQL) => Promise<void>,
+  ) {
     const before = this.queue.queuedProgress(progress.name);
     this.queue.progress(progress);
     try {
       await this.writeQueued(async (tx) => {
         await also(tx);
         return undefined;
-      });
+      }, first);
     } catch (err) {
       if (this.queue.queuedProgress(progress.name) === progress)
         this.queue.restoreProgress(progress.name, before);
@@ -244,11 +298,18 @@ export class PostgresHubStore
 
   /** Writes what is queued now, then `after`, in one transaction; when it fails, the batch is
    * put back under what was queued meanwhile. */
-  private writeQueued(after?: (tx: SQL) => Promise<ChangeRow[] | undefined>): Promise<void> {
-    return this.gate.write(() => this.writeQueuedNow(after));
+  private writeQueued(
+    after?: (tx: SQL) => Promise<ChangeRow[] | undefined>,
+    first?: (tx: SQL) => Promise<void>,
+  ): Promise<void> {
+    return this.gate.write(() => this.writeQueuedNow(after, first));
   }
 
-  private async writeQueuedNow(after?: (tx: SQL) => Promise<ChangeRow[] | undefined>) {
+  /** `first` runs at the start of the transaction, before the batch is written. */
+  private async writeQueuedNow(
+    after?: (tx: SQL) => Promise<ChangeRow[] | undefined>,
+    first?: (tx: SQL) => Promise<void>,
+  ) {
     const batch = this.queue.take();
     // Fencing (node_sessions): the epochs the batch's reports were queued under.
     const epochs = new Map(this.held);
@@ -256,6 +317,7 @@ export class PostgresHubStore
     let rv: number | undefined;
     try {
       rv = await this.transaction(async (tx) => {
+        await first?.(tx);
         if (this.copy) {
           fenced = await fenceBatch(tx, batch, epochs);
           await writeBatch(tx, batch);

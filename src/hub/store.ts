@@ -142,14 +142,21 @@ export interface HubStore {
   /** Everything stored, to hold in memory. */
   load(): Promise<LoadedState>;
   saveOperatorHash(hash: string): Promise<void>;
+  /** Stores a new join token, or one revoked. A shared store never takes a count of uses lower
+   * than the stored one, nor a revoke back (another replica may have counted a use since). */
   saveJoinToken(t: JoinTokenRecord): Promise<void>;
   /** The join token whose hash is `hash` as stored now: with replicas, one made, used or
    * revoked at another replica since this one loaded. Absent where this hub is the store's one
    * writer (SQLite: what it loaded and wrote is what is stored). */
   readJoinToken?(hash: string): Promise<JoinTokenRecord | undefined>;
-  /** A join: the token's use count and the node's record (with what is queued) in one
-   * transaction. When it fails nothing of `progress` stays queued. */
-  saveJoinNow(t: JoinTokenRecord, progress: NodeProgress): Promise<void>;
+  /** Every join token as stored now, oldest first: with replicas, those made, used or revoked
+   * at other replicas too. Absent where this hub is the store's one writer. */
+  readJoinTokens?(): Promise<JoinTokenRecord[]>;
+  /** A join at `now`: the token's use count and the node's record (with what is queued) in one
+   * transaction. When it fails nothing of `progress` stays queued. A shared store counts the use
+   * on the stored row and refuses it (StatusError Unauthorized) when that row is revoked,
+   * expired or used up, whatever another replica counted since `t` was read. */
+  saveJoinNow(t: JoinTokenRecord, progress: NodeProgress, now: number): Promise<void>;
   /** Writes a node's identity and progress now (revoke, a new credential), with what is queued.
    * When the write fails, nothing of `progress` stays queued (the caller was told it failed). */
   saveNodeNow(progress: NodeProgress): Promise<void>;

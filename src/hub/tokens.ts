@@ -2,6 +2,8 @@
 // behind a prefix saying what the token is for. The hub keeps only SHA-256 hashes.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { TOKEN_PREFIX } from "../protocol/index.ts";
+import type { JoinTokenRecord } from "./store.ts";
+import { rfc3339 } from "./views.ts";
 
 export type TokenKind = keyof typeof TOKEN_PREFIX;
 
@@ -38,4 +40,19 @@ export function bearerToken(header: string | null | undefined): string | undefin
   if (header === null || header === undefined) return undefined;
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return m?.[1];
+}
+
+/** Why join token `token` may not be used at `now` (unknown, revoked, expired or used up), or
+ * undefined when it may: the check of a join, made again by a shared store in the transaction
+ * that counts the use. */
+export function joinTokenRefusal(
+  token: JoinTokenRecord | undefined,
+  now: number,
+): string | undefined {
+  if (token === undefined) return "unknown join token";
+  if (token.revoked) return "join token revoked";
+  if (token.expiresAt <= now) return `join token expired at ${rfc3339(token.expiresAt)}`;
+  if (token.maxUses !== undefined && token.used >= token.maxUses)
+    return `join token ${token.id} was already used: it allowed ${token.maxUses} join${token.maxUses === 1 ? "" : "s"}`;
+  return undefined;
 }

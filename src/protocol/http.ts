@@ -59,3 +59,22 @@ const joinTokenResponseSchema = z.object({
   uses: z.int().optional(),
 });
 export type JoinTokenResponse = z.output<typeof joinTokenResponseSchema>;
+
+/** GET /api/v1/join-tokens: every join token the hub stores, oldest first, by its public id
+ * (the token itself is not kept: the hub holds only its hash). */
+export interface JoinTokenInfo {
+  id: string;
+  createdAt: string;
+  expiresAt: string;
+  labels: Record<string, string>;
+  /** How many joins it allows; absent: any number until it expires. */
+  uses?: number;
+  /** How many joins used it. */
+  used: number;
+  revoked: boolean;
+}
+export interface JoinTokenList {
+  apiVersion: "fleetlet.io/v1";
+  kind: "JoinTokenList";
+  items: JoinTokenInfo[];
+}

@@ -225,6 +225,21 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
           const text = await write.text();
           expect(text).toContain("was not stored: the hub cannot reach its PostgreSQL database");
           if (checks === 0) console.log(`a write while PostgreSQL is down: ${text}`);
+          // A node's label change, at its holder and at the other replica, is refused too (it
+          // was answered 200 with the change only queued), and the node keeps its labels.
+          const patch = await hub.api(`/api/v1/nodes/${first.nodeName}`, {
+            method: "PATCH",
+            headers: { "content-type": "application/merge-patch+json" },
+            body: JSON.stringify({ metadata: { labels: { "e2e.fleetlet.io/down": "yes" } } }),
+          });
+          expect(patch.status).toBe(503);
+          expect(await patch.text()).toContain(
+            "was not stored: the hub cannot reach its PostgreSQL database",
+          );
+          const node = (await (await hub.api(`/api/v1/nodes/${first.nodeName}`)).json()) as Node;
+          expect(node.metadata.labels?.["e2e.fleetlet.io/down"]).toBeUndefined();
+          // The join tokens are listed from what the replica holds.
+          expect((await hub.api("/api/v1/join-tokens")).status).toBe(200);
         }
         checks++;
         await Bun.sleep(2_000);
@@ -259,6 +274,12 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
     }
     for (const agent of agents) await onlineAt(a, agent.nodeName);
     expect(await webContainers()).toEqual(before);
+    // The refused label change was not written later either.
+    const [row] = await db.unsafe(
+      "SELECT progress->'hubLabels'->>'e2e.fleetlet.io/down' AS down FROM nodes WHERE name = $1",
+      [first.nodeName],
+    );
+    expect(row.down).toBeNull();
   }, 300_000);
 
   test("a device that connects to another replica is let go by the one that held it (taken, on the bus)", async () => {

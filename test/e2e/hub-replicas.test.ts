@@ -112,6 +112,26 @@ describe("two replicas started at once on one empty database", () => {
     const again = await a.join(token, "joined-at-a");
     expect(again.status).toBe(401);
     expect(await again.text()).toContain("already used");
+    // A token made at A after B started is listed at B (with the uses counted at B), revoked at
+    // B, and then refused at A.
+    const listed = (await (await b.api("/api/v1/join-tokens")).json()) as {
+      items: { id: string; used: number; revoked: boolean }[];
+    };
+    expect(listed.items.map((t) => [t.used, t.revoked])).toEqual([[1, false]]);
+    const second = await a.api("/api/v1/join-tokens", {
+      method: "POST",
+      body: JSON.stringify({ ttl: "1h" }),
+    });
+    const { id: secondId, token: secondToken } = (await second.json()) as {
+      id: string;
+      token: string;
+    };
+    const atB = (await (await b.api("/api/v1/join-tokens")).json()) as { items: { id: string }[] };
+    expect(atB.items.map((t) => t.id)).toContain(secondId);
+    expect((await b.api(`/api/v1/join-tokens/${secondId}`, { method: "DELETE" })).status).toBe(200);
+    const revoked = await a.join(secondToken, "joined-at-a");
+    expect(revoked.status).toBe(401);
+    expect(await revoked.text()).toContain("join token revoked");
   }, 90_000);
 });
 

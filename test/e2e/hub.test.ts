@@ -102,6 +102,34 @@ describe("fleetlet hub (compiled binary, no root, no test bed)", () => {
     expect(((await good.json()) as { credential: string }).credential).toStartWith("flc_");
   });
 
+  test("fleetlet hub token list shows join tokens by id with their uses; token revoke revokes one", async () => {
+    const hubCli = (...args: string[]) => {
+      const p = Bun.spawnSync([fleetletBin, "hub", "token", ...args, "--hub", hub.url], {
+        env: { ...process.env, FLEETLET_HUB_TOKEN: hub.operatorToken },
+      });
+      return { code: p.exitCode, out: p.stdout.toString(), err: p.stderr.toString() };
+    };
+    const res = await hub.api("/api/v1/join-tokens", {
+      method: "POST",
+      body: JSON.stringify({ uses: 2, labels: { site: "listed" } }),
+    });
+    const { id, token } = (await res.json()) as { id: string; token: string };
+    expect((await hub.join(token, "n-listed")).status).toBe(200);
+    const listed = hubCli("list", "-o", "json");
+    expect(listed.code).toBe(0);
+    const items = (JSON.parse(listed.out) as { items: Record<string, unknown>[] }).items;
+    expect(items.find((t) => t.id === id)).toMatchObject({
+      ...{ uses: 2, used: 1, revoked: false, labels: { site: "listed" } },
+    });
+    expect(JSON.stringify(items)).not.toContain(token.split(":")[0] ?? token);
+    expect(hubCli("revoke", id)).toMatchObject({ code: 0, out: `join token ${id} revoked\n` });
+    expect(hubCli("list").out).toMatch(
+      new RegExp(`${id}\\s+1/2\\s+\\S+\\s+Revoked\\s+site=listed`),
+    );
+    expect(hubCli("revoke", "nosuchid").code).not.toBe(0);
+    expect((await status(await hub.join(token, "n-listed-2"))).message).toBe("join token revoked");
+  });
+
   test("an agent's pod report is acknowledged and served as a PodList with its node", async () => {
     const c = await connected("n-report");
     c.send(podMsg("n-report", "web", 1));

@@ -82,7 +82,7 @@ export function storeContract(name: string, backing: () => Promise<StoreBacking>
         const a = await open();
         await a.saveJoinToken(token("t1"));
         a.queuePod("cam-0", "u0", makePod("u0"));
-        await a.saveJoinNow(token("t1", { used: 1 }), progress("cam-1"));
+        await a.saveJoinNow(token("t1", { used: 1 }), progress("cam-1"), 1_500);
         expect(a.pending()).toBe(0);
         const loaded = await (await open()).load();
         expect(loaded.joinTokens[0]?.used).toBe(1);

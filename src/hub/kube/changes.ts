@@ -28,7 +28,10 @@ export class ChangeLog {
   private dropped = 0;
   private readonly ring: KubeChange[] = [];
   private readonly versions = new Map<string, number>();
-  private readonly subscribers = new Set<(c: KubeChange) => void>();
+  /** Each watch's function for changes, and for its end (`gone`: the log was reset). */
+  private readonly subscribers = new Map<(c: KubeChange) => void, () => void>();
+  /** The resourceVersion of objects no change since the start (or the last reset) names. */
+  private base: number;
 
   constructor(
     start: number,
@@ -36,6 +39,7 @@ export class ChangeLog {
   ) {
     this.rv = start;
     this.first = start;
+    this.base = start;
   }
 
   /** The resourceVersion of the newest change (a list's). */
@@ -58,12 +62,12 @@ export class ChangeLog {
     const change: KubeChange = { rv, resource, type, object: this.stamp(object, rv) };
     this.ring.push(change);
     if (this.ring.length > this.capacity) this.dropped = this.ring.shift()?.rv ?? this.dropped;
-    for (const fn of this.subscribers) fn(change);
+    for (const fn of this.subscribers.keys()) fn(change);
   }
 
   /** `object` as served: with the resourceVersion of its last change. */
   withVersion(resource: string, object: KubeObject): KubeObject {
-    return this.stamp(object, this.versions.get(keyOf(resource, object)) ?? this.first);
+    return this.stamp(object, this.versions.get(keyOf(resource, object)) ?? this.base);
   }
 
   /** The log has read up to `rv` (hub replicas): what a list says, though no change of this
@@ -83,10 +87,26 @@ export class ChangeLog {
     return this.ring.filter((c) => c.rv > rv);
   }
 
-  /** Calls `fn` for each change from now on; returns the unsubscribe. */
-  subscribe(fn: (c: KubeChange) => void): () => void {
-    this.subscribers.add(fn);
+  /** Calls `fn` for each change from now on, and `gone` if the log is reset (the watch cannot go
+   * on: 410 Gone); returns the unsubscribe. */
+  subscribe(fn: (c: KubeChange) => void, gone: () => void = () => {}): () => void {
+    this.subscribers.set(fn, gone);
     return () => this.subscribers.delete(fn);
+  }
+
+  /** Hub replicas: the view was loaded again from the store as of the shared log's `rv` (the
+   * replica fell behind its trim), so the changes before it are not all known: every watch open
+   * now ends as gone, a watch from before `rv` is gone, and objects are served at `rv` until
+   * they change. */
+  reset(rv: number): void {
+    this.rv = Math.max(this.rv, rv);
+    this.floor = Math.max(this.floor, rv);
+    this.base = this.rv;
+    this.ring.length = 0;
+    this.versions.clear();
+    const ends = [...this.subscribers.values()];
+    this.subscribers.clear();
+    for (const gone of ends) gone();
   }
 
   private stamp(o: KubeObject, rv: number): KubeObject {

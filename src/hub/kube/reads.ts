@@ -183,17 +183,15 @@ function watchResponse(
       };
       // Bun sends no headers before the body's first byte; watch decoders skip a blank line.
       send("\n");
+      const expired = (why: string) => {
+        send(`${JSON.stringify({ type: "ERROR", object: failureStatus("Expired", why, 410) })}\n`);
+        end();
+      };
       const source =
         r.changes === "changes"
-          ? changeSource(ctx, r, from, inScope, send, encode)
+          ? changeSource(ctx, r, from, inScope, send, encode, expired)
           : pollSource(ctx, r, namespace, from, inScope, send, encode);
-      if (typeof source === "string") {
-        send(
-          `${JSON.stringify({ type: "ERROR", object: failureStatus("Expired", source, 410) })}\n`,
-        );
-        end();
-        return;
-      }
+      if (typeof source === "string") return expired(source);
       const cancelTimer = timeout > 0 ? ctx.clock.setTimer(timeout * 1000, end) : undefined;
       const onAbort = () => end();
       req.signal.addEventListener("abort", onAbort, { once: true });
@@ -222,6 +220,7 @@ function changeSource(
   inScope: (o: KubeObject) => boolean,
   send: (text: string) => void,
   encode: Encode,
+  expired: (why: string) => void,
 ): (() => void) | string {
   const rv = from === null || from === "" || from === "0" ? undefined : Number(from);
   if (rv !== undefined) {
@@ -234,10 +233,15 @@ function changeSource(
   }
   // A replica may be behind the one that answered the list: what it reads up to `from` later
   // was in that list.
-  return ctx.changes.subscribe((c) => {
-    if (rv !== undefined && c.rv <= rv) return;
-    if (c.resource === r.name && inScope(c.object)) send(encode(c.type, served(ctx, r, c.object)));
-  });
+  return ctx.changes.subscribe(
+    (c) => {
+      if (rv !== undefined && c.rv <= rv) return;
+      if (c.resource === r.name && inScope(c.object))
+        send(encode(c.type, served(ctx, r, c.object)));
+    },
+    // This replica loaded its view again (it fell behind the shared log's trim).
+    () => expired(`the hub reloaded its view at ${ctx.changes.current()}: list again`),
+  );
 }
 
 /** Watch of a resource without a change log: its list compared every pollMs. */

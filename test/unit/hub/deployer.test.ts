@@ -149,8 +149,8 @@ describe("Deployer", () => {
     await h.join("cam-1", { site: "a" });
     await h.join("cam-3", { site: "b" });
     await h.deployer.apply(daemonSet("busybox:1"));
-    h.fleet.setHubLabels("cam-1", { site: "b" });
-    h.fleet.setHubLabels("cam-3", { site: "a" });
+    await h.fleet.setHubLabels("cam-1", { site: "b" });
+    await h.fleet.setHubLabels("cam-3", { site: "a" });
     await h.deployer.reconcile();
     expect(h.desired("cam-1")).toEqual([]);
     expect(names(h.desired("cam-3"))).toEqual(["web-cam-3"]);

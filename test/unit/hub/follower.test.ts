@@ -34,14 +34,23 @@ function follower(log: LoggedChange[], limit = 100, readGapMs = 0) {
   bus.subscribe("changes", (m) => published.push(m));
   let reads = 0;
   let gate: Promise<void> = Promise.resolve();
+  /** The trim's floor the reads give, and what reload() loads (the rv it gives). */
+  const trim = { floor: 0, loadedRv: 0, reloads: 0, failReload: false };
+  const floors: number[] = [];
   const deps: FollowerDeps = {
     read: async (after) => {
       reads++;
       await gate;
-      return { rows: log.filter((r) => r.rv > after).slice(0, limit), floor: 0 };
+      const rows = log.filter((r) => r.rv > after && r.rv > trim.floor).slice(0, limit);
+      return { rows, floor: trim.floor };
     },
     apply: (rows) => applied.push(...rows.map((r) => r.rv)),
-    trimmed: () => {},
+    reload: async () => {
+      trim.reloads++;
+      if (trim.failReload) throw new Error("connection refused");
+      return trim.loadedRv;
+    },
+    trimmed: (floor) => floors.push(floor),
     trim: async () => 0,
     bus,
     feed,
@@ -60,6 +69,8 @@ function follower(log: LoggedChange[], limit = 100, readGapMs = 0) {
     feed,
     applied,
     published,
+    trim,
+    floors,
     reads: () => reads,
     hold(): () => void {
       let open = () => {};
@@ -81,6 +92,29 @@ describe("ChangeFollower", () => {
     log.push(row(7));
     await t.f.catchUp();
     expect(t.applied).toEqual([1, 2, 3, 4, 5, 7]);
+  });
+
+  test("catchUp() behind the trim loads the view again, then follows on from the rv it loaded; a failed load is tried again", async () => {
+    const log = [1, 2, 3, 4, 5, 6, 7, 8].map((rv) => row(rv));
+    const t = follower(log);
+    t.trim.floor = 4; // rows 1 to 4 were trimmed before this replica read any
+    t.trim.loadedRv = 6; // the store's state as of row 6
+    t.trim.failReload = true;
+    await t.f.catchUp();
+    expect(t.trim.reloads).toBe(1);
+    expect(t.applied).toEqual([]);
+    expect(t.f.rv).toBe(0);
+    t.trim.failReload = false;
+    await t.f.catchUp();
+    expect(t.trim.reloads).toBe(2);
+    expect(t.applied).toEqual([7, 8]);
+    expect(t.f.rv).toBe(8);
+    expect(t.floors.every((f) => f === 4)).toBe(true);
+    // Caught up past the floor: no more loads.
+    log.push(row(9));
+    await t.f.catchUp();
+    expect(t.trim.reloads).toBe(2);
+    expect(t.applied).toEqual([7, 8, 9]);
   });
 
   test("pokes that come while a read runs are answered by one more read", async () => {
@@ -297,6 +331,55 @@ describe("ViewApplier", () => {
     expect(v.fleet.nodes.has("cam-1")).toBe(false);
     expect(v.recorded.at(-1)?.type).toBe("DELETED");
     expect(v.credentials.at(-1)).toEqual(["h1", undefined]);
+  });
+});
+
+describe("ViewApplier.reload (a replica behind the log's trim)", () => {
+  test("takes the view from what was loaded: nodes, pods and credentials as stored, others dropped; Kubernetes watches end as gone", async () => {
+    const v = await replicaView([record("cam-1", false), record("gone-1", false)]);
+    const pod = (uid: string, image: string) =>
+      makePod({ name: uid, uid, spec: { nodeName: "cam-1", containers: [{ name: "c", image }] } });
+    const podRow = (rv: number, uid: string): LoggedChange => ({
+      ...{ rv, kind: "pods", key: `cam-1/${uid}`, deleted: false },
+      ...{ object: JSON.stringify(pod(uid, "v1")), own: false },
+    });
+    v.view.apply([podRow(2, "u1"), podRow(3, "u2")]);
+    const ended: string[] = [];
+    v.kube.subscribe(
+      () => {},
+      () => ended.push("gone"),
+    );
+    v.view.reload({
+      changesRv: 20,
+      joinTokens: [],
+      nodes: [record("cam-1", false, "h2"), record("new-1", false)],
+      pods: [
+        { node: "cam-1", pod: pod("u2", "v2") },
+        {
+          node: "new-1",
+          pod: { ...pod("u3", "v1"), spec: { ...pod("u3", "v1").spec, nodeName: "new-1" } },
+        },
+      ],
+      events: [],
+    });
+    expect([...v.fleet.nodes.keys()].sort()).toEqual(["cam-1", "new-1"]);
+    expect([...v.fleet.podsOf("cam-1").keys()]).toEqual(["u2"]);
+    expect(v.fleet.podsOf("cam-1").get("u2")?.spec.containers[0]?.image).toBe("v2");
+    expect([...v.fleet.podsOf("new-1").keys()]).toEqual(["u3"]);
+    expect(v.credentials).toContainEqual(["h1", undefined]);
+    expect(v.credentials).toContainEqual(["h1", "h2"]);
+    const told = v.changes.map((c) => [c.type, c.kind, c.object.metadata?.name]);
+    expect(told).toContainEqual(["DELETED", "pods", "u1"]);
+    expect(told).toContainEqual(["DELETED", "nodes", "gone-1"]);
+    expect(ended).toEqual(["gone"]);
+    expect(v.kube.current()).toBe(20);
+    expect(v.kube.since(3)).toBe("gone");
+    expect(v.kube.since(20)).toEqual([]);
+    // Rows after it are recorded as before, ADDED or MODIFIED by what was loaded.
+    const after: KubeChange[] = [];
+    v.kube.subscribe((c) => after.push(c));
+    v.view.apply([podRow(21, "u2")]);
+    expect(after.map((c) => [c.rv, c.type])).toEqual([[21, "MODIFIED"]]);
   });
 });
 
