@@ -17,14 +17,7 @@ import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/co
 import { batchChanges, forgetNode, podTombstones } from "./pg/fleet-changes.ts";
 import { claimNodes, fenceBatch } from "./pg/node-sessions.ts";
 import { beat, holderOrigins, type Released, releaseDead } from "./pg/replicas.ts";
-import {
-  type Columns,
-  deleteStatements,
-  runInOrder,
-  type Statement,
-  updateJsonStatements,
-  upsertStatements,
-} from "./pg/rows.ts";
+import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
 import { QueuedReports, type ReportBatch } from "./report-queue.ts";
 import type { HubStore, JoinTokenRecord, LoadedState, NodeProgress } from "./store.ts";
@@ -64,41 +57,41 @@ const tokenFromRow = (t: TokenRow): JoinTokenRecord => ({
   used: t.used,
 });
 
-/** The statements writing a batch of reports, in their order: a cleared node's pods are deleted
- * before its new ones are written. */
-function batchStatements(b: ReportBatch): Statement[] {
+/** Writes a batch of reports in the transaction `tx`. */
+async function writeBatch(tx: SQL, b: ReportBatch): Promise<void> {
   const progress = [...b.progress.values()].map((p) => [p.name, JSON.stringify(p)]);
+  await upsertRows(tx, NODES, progress);
   const nodeObjects = [...b.nodeObjects].map(([name, n]) => [name, JSON.stringify(n)]);
-  const pods = [...b.pods.values()];
-  const events = [...b.events.values()];
-  return [
-    ...upsertStatements(NODES, progress),
-    ...updateJsonStatements(NODES, "node", nodeObjects),
-    ...deleteStatements(
+  await updateJson(tx, NODES, "node", nodeObjects);
+  if (b.cleared.size > 0)
+    await deleteRows(
+      tx,
       { ...PODS, key: ["node"] },
       [...b.cleared].map((n) => [n]),
-    ),
-    ...upsertStatements(
-      PODS,
-      pods.flatMap((p) => (p.pod === null ? [] : [[p.node, p.uid, JSON.stringify(p.pod)]])),
-    ),
-    ...deleteStatements(
-      PODS,
-      pods.filter((p) => p.pod === null).map((p) => [p.node, p.uid]),
-    ),
-    ...upsertStatements(
-      EVENTS,
-      events.flatMap((e) => (e.event === null ? [] : [[e.node, e.name, JSON.stringify(e.event)]])),
-    ),
-    ...deleteStatements(
-      EVENTS,
-      events.filter((e) => e.event === null).map((e) => [e.node, e.name]),
-    ),
-  ];
+    );
+  const pods = [...b.pods.values()];
+  await upsertRows(
+    tx,
+    PODS,
+    pods.flatMap((p) => (p.pod === null ? [] : [[p.node, p.uid, JSON.stringify(p.pod)]])),
+  );
+  await deleteRows(
+    tx,
+    PODS,
+    pods.filter((p) => p.pod === null).map((p) => [p.node, p.uid]),
+  );
+  const events = [...b.events.values()];
+  await upsertRows(
+    tx,
+    EVENTS,
+    events.flatMap((e) => (e.event === null ? [] : [[e.node, e.name, JSON.stringify(e.event)]])),
+  );
+  await deleteRows(
+    tx,
+    EVENTS,
+    events.filter((e) => e.event === null).map((e) => [e.node, e.name]),
+  );
 }
-
-/** Writes a batch of reports in the transaction `tx`, its statements sent together. */
-const writeBatch = (tx: SQL, b: ReportBatch) => runInOrder(tx, batchStatements(b));
 
 async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
   await tx.unsafe(
@@ -318,18 +311,13 @@ export class PostgresHubStore
     try {
       rv = await this.transaction(async (tx) => {
         await first?.(tx);
+        fenced = await fenceBatch(tx, batch, epochs);
         if (this.copy) {
-          fenced = await fenceBatch(tx, batch, epochs);
           await writeBatch(tx, batch);
           await after?.(tx);
           return undefined;
         }
-        // Read together: the tombstones of pods the fence then drops are not used.
-        const [f, tombstones] = await Promise.all([
-          fenceBatch(tx, batch, epochs),
-          podTombstones(tx, batch),
-        ]);
-        fenced = f;
+        const tombstones = await podTombstones(tx, batch);
         await writeBatch(tx, batch);
         const rows = await batchChanges(tx, batch, tombstones);
         rows.push(...((await after?.(tx)) ?? []));

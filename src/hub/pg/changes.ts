@@ -57,33 +57,27 @@ export async function appendChanges(
   now: number,
 ): Promise<number | undefined> {
   if (rows.length === 0) return undefined;
-  // The lock and the inserts are sent together (run in that order): the lock is held for one
-  // round trip and the commit, not two and the commit.
-  const lock = tx.unsafe(`SELECT pg_advisory_xact_lock(${CHANGES_LOCK})`);
-  const inserts: Promise<{ rv: string }[]>[] = [];
+  await tx.unsafe(`SELECT pg_advisory_xact_lock(${CHANGES_LOCK})`);
+  let last: number | undefined;
   for (let i = 0; i < rows.length; i += CHUNK) {
     const part = rows.slice(i, i + CHUNK);
-    inserts.push(
-      tx.unsafe(
-        `INSERT INTO changes (rv, kind, key, deleted, object, origin, at)
+    const got = (await tx.unsafe(
+      `INSERT INTO changes (rv, kind, key, deleted, object, origin, at)
        SELECT nextval('changes_rv'), r.kind, r.key, r.deleted, r.object, $5, $6
        FROM unnest($1::text[], $2::text[], $3::boolean[], $4::text[])
          WITH ORDINALITY AS r(kind, key, deleted, object, i) ORDER BY r.i
        RETURNING rv`,
-        [
-          part.map((r) => r.kind),
-          part.map((r) => r.key),
-          part.map((r) => r.deleted),
-          part.map((r) => r.object),
-          origin,
-          now,
-        ],
-      ),
-    );
+      [
+        part.map((r) => r.kind),
+        part.map((r) => r.key),
+        part.map((r) => r.deleted),
+        part.map((r) => r.object),
+        origin,
+        now,
+      ],
+    )) as { rv: string }[];
+    for (const g of got) last = Math.max(last ?? 0, Number(g.rv));
   }
-  const [, ...got] = await Promise.all([lock, ...inserts]);
-  let last: number | undefined;
-  for (const g of got.flat()) last = Math.max(last ?? 0, Number(g.rv));
   return last;
 }
 
