@@ -15,7 +15,7 @@ import { ClaimBatcher } from "./pg/claim-batch.ts";
 import { ClaimGate } from "./pg/claim-gate.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
 import { batchChanges, forgetNode, podTombstones } from "./pg/fleet-changes.ts";
-import { claimNodes, fenceBatch } from "./pg/node-sessions.ts";
+import { claimNodes, fenceBatch, nodesOf } from "./pg/node-sessions.ts";
 import { beat, holderOrigins, type Released, releaseDead } from "./pg/replicas.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
@@ -304,8 +304,13 @@ export class PostgresHubStore
     first?: (tx: SQL) => Promise<void>,
   ) {
     const batch = this.queue.take();
-    // Fencing (node_sessions): the epochs the batch's reports were queued under.
-    const epochs = new Map(this.held);
+    // Fencing (node_sessions): the epochs the batch's nodes were held with when it was taken
+    // (only theirs: a copy of every held node's each flush grows with the nodes held).
+    const epochs = new Map<string, number>();
+    for (const name of nodesOf(batch)) {
+      const epoch = this.held.get(name);
+      if (epoch !== undefined) epochs.set(name, epoch);
+    }
     let fenced: string[] = [];
     let rv: number | undefined;
     try {

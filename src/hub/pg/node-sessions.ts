@@ -73,7 +73,7 @@ async function readNodes(tx: SQL, names: string[]): Promise<Map<string, StoredNo
 }
 
 /** The nodes a batch writes anything of, sorted (rows are locked in one order). */
-function nodesOf(b: ReportBatch): string[] {
+export function nodesOf(b: ReportBatch): string[] {
   const names = new Set([...b.progress.keys(), ...b.nodeObjects.keys(), ...b.cleared]);
   for (const p of b.pods.values()) names.add(p.node);
   for (const e of b.events.values()) names.add(e.node);
