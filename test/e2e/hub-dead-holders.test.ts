@@ -4,9 +4,8 @@
 // threshold: their sessions end (the epoch moves on, so the dead holder's late flush is fenced)
 // and those stored online are stored offline, logged for every replica. Needs root and
 // Debian's postgresql (a throwaway cluster, scripts/lib/postgres.ts).
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { SQL } from "bun";
-import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import type { Pod } from "../../src/api/types.ts";
 import { BeatWatch, beatAndRelease, type DeadHolderOptions } from "../../src/hub/dead-holders.ts";
 import { NotLeaderError } from "../../src/hub/leader.ts";
@@ -14,19 +13,12 @@ import { connectPostgres } from "../../src/hub/pg/connect.ts";
 import { PostgresHubStore } from "../../src/hub/store-postgres.ts";
 import { FakeClock } from "../../src/util/clock.ts";
 import { createLogger } from "../../src/util/log.ts";
+import { openHubStore, postgresForFile } from "../lib/postgres.ts";
 import { makePod } from "../unit/hubclient/fixtures.ts";
 
-let cluster: PostgresCluster;
+const cluster = postgresForFile();
 
-beforeAll(async () => {
-  cluster = await PostgresCluster.start();
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.remove();
-});
-
-const open = (url: string) => PostgresHubStore.open(url, { connectionTimeout: 2 });
+const open = openHubStore;
 
 const progress = (name: string, ackedSeq: number, online: boolean) => ({
   ...{ name, credentialHash: `cred-${name}`, hubLabels: {}, joinedAt: 5, ackedSeq, streamId: "s1" },
@@ -40,7 +32,7 @@ const podWith = (uid: string, image: string): Pod => {
 
 /** Two stores on a new database; A holds cam-1, stored online with seq 3. */
 async function aHolds(): Promise<{ url: string; a: PostgresHubStore; b: PostgresHubStore }> {
-  const url = await cluster.createDatabase();
+  const url = await cluster().createDatabase();
   const [a, b] = await Promise.all([open(url), open(url)]);
   await a.saveNodeNow(progress("cam-1", 0, false));
   await a.claim("cam-1", "hub-a");
@@ -76,7 +68,7 @@ const session = (url: string) =>
 
 async function cleanup(url: string, ...stores: PostgresHubStore[]) {
   for (const s of stores) await s.close();
-  await cluster.dropDatabase(url);
+  await cluster().dropDatabase(url);
 }
 
 describe("replicas' beats and the release of a dead holder's nodes", () => {

@@ -4,27 +4,19 @@
 // raced by two joins at the two replicas passes once, however the joins interleave (the use is one
 // conditional UPDATE of the stored row). Needs root and Debian's postgresql (a throwaway
 // cluster, scripts/lib/postgres.ts).
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { PostgresCluster } from "../../scripts/lib/postgres.ts";
+import { describe, expect, test } from "bun:test";
 import { Identity } from "../../src/hub/identity.ts";
 import type { NodeRecord } from "../../src/hub/store.ts";
-import { PostgresHubStore } from "../../src/hub/store-postgres.ts";
+import type { PostgresHubStore } from "../../src/hub/store-postgres.ts";
+import { openHubStore, postgresForFile } from "../lib/postgres.ts";
 
-let cluster: PostgresCluster;
-
-beforeAll(async () => {
-  cluster = await PostgresCluster.start();
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.remove();
-});
+const cluster = postgresForFile();
 
 const HOUR = 3_600_000;
 
 /** A replica's identity on its own store of database `url`, from what the store holds now. */
 async function replica(url: string): Promise<{ store: PostgresHubStore; identity: Identity }> {
-  const store = await PostgresHubStore.open(url, { connectionTimeout: 2 });
+  const store = await openHubStore(url);
   const loaded = await store.load();
   const nodes = new Map<string, NodeRecord>(loaded.nodes.map((n) => [n.name, n]));
   return { store, identity: new Identity({ store, nodes }, loaded) };
@@ -32,7 +24,7 @@ async function replica(url: string): Promise<{ store: PostgresHubStore; identity
 
 describe("join tokens across replicas", () => {
   test("a token made at A after B loaded is listed at B, revoked at B, then refused at A", async () => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const a = await replica(url);
     const b = await replica(url);
     try {
@@ -52,7 +44,7 @@ describe("join tokens across replicas", () => {
   }, 30_000);
 
   test("a one-use token raced by joins at two replicas passes exactly once, 25 rounds", async () => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const a = await replica(url);
     const b = await replica(url);
     try {

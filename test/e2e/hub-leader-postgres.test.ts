@@ -3,12 +3,11 @@
 // two electors on one database, exactly one leads; a leader whose session the server ended
 // steps down, its writes refused in their own transaction; a leader process killed or frozen
 // hands the lead over within 15 s.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQL, type Subprocess, spawn } from "bun";
-import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import { createLocalBus } from "../../src/hub/bus.ts";
 import { DeferredDeployWrites } from "../../src/hub/deploy/deferred-store.ts";
 import { Deployer } from "../../src/hub/deploy/deployer.ts";
@@ -22,16 +21,9 @@ import { PostgresAgentRolloutStore } from "../../src/hub/rollouts/store-postgres
 import { FakeClock, realClock } from "../../src/util/clock.ts";
 import { nullLogger } from "../../src/util/log.ts";
 import { type TestDevices, testDevices, webDaemonSet } from "../lib/deploy-devices.ts";
+import { postgresForFile } from "../lib/postgres.ts";
 
-let cluster: PostgresCluster;
-
-beforeAll(async () => {
-  cluster = await PostgresCluster.start();
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.remove();
-});
+const cluster = postgresForFile();
 
 function elector(url: string, tryEveryMs = 2000): PostgresLeaderElector {
   return new PostgresLeaderElector({ url, clock: realClock, log: nullLogger, tryEveryMs });
@@ -46,7 +38,7 @@ async function holders(sql: SQL): Promise<number[]> {
 }
 
 test("two electors on one database: exactly one leads, and a write fenced by the other is refused", async () => {
-  const url = await cluster.createDatabase();
+  const url = await cluster().createDatabase();
   const sql = new SQL(url, { max: 1 });
   const a = elector(url);
   const b = elector(url);
@@ -67,7 +59,7 @@ test("two electors on one database: exactly one leads, and a write fenced by the
 });
 
 test("a leader whose session was ended steps down: its fenced write is refused, the other leads", async () => {
-  const url = await cluster.createDatabase();
+  const url = await cluster().createDatabase();
   const sql = new SQL(url, { max: 1 });
   const a = elector(url);
   const b = elector(url);
@@ -95,7 +87,7 @@ test("a leader whose session was ended steps down: its fenced write is refused, 
 });
 
 test("a leader whose check finds its session gone steps down at its next step", async () => {
-  const url = await cluster.createDatabase();
+  const url = await cluster().createDatabase();
   const sql = new SQL(url, { max: 1 });
   const a = elector(url);
   try {
@@ -134,7 +126,7 @@ async function timeToLead(e: PostgresLeaderElector, from: number): Promise<numbe
 
 for (const how of ["SIGKILL", "SIGSTOP"] as const)
   test(`a leader process stopped by ${how}: another takes the lead within 15 s`, async () => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const child = await childLeader(url);
     const b = elector(url, 500);
     const stop = new AbortController();
@@ -189,7 +181,7 @@ async function deployerOn(
 }
 
 test("a DaemonSet rollout goes on at the new leader from where it stood: no step done twice, the old leader's late pass refused", async () => {
-  const url = await cluster.createDatabase();
+  const url = await cluster().createDatabase();
   await (await connectPostgres(url)).close(); // migrated
   const dir = mkdtempSync(join(tmpdir(), "fleetlet-leader-"));
   const clock = new FakeClock(Date.UTC(2026, 0, 1));
@@ -249,7 +241,7 @@ test("a DaemonSet rollout goes on at the new leader from where it stood: no step
 }, 30_000);
 
 test("an agent rollout's record written by its pass is refused when this replica does not lead; the operator's is stored", async () => {
-  const url = await cluster.createDatabase();
+  const url = await cluster().createDatabase();
   const sql = await connectPostgres(url, { max: 1 });
   const [ea, eb] = [elector(url), elector(url)];
   try {

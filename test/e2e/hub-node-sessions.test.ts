@@ -4,24 +4,16 @@
 // hold a stale view; a flush of the replica that lost the node does not overwrite what the new
 // holder stored, and its operator changes of the node's progress still land. Needs root and
 // Debian's postgresql (a throwaway cluster, scripts/lib/postgres.ts).
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { SQL } from "bun";
-import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import type { Pod } from "../../src/api/types.ts";
-import { PostgresHubStore } from "../../src/hub/store-postgres.ts";
+import type { PostgresHubStore } from "../../src/hub/store-postgres.ts";
+import { openHubStore, postgresForFile } from "../lib/postgres.ts";
 import { makeEvent, makePod } from "../unit/hubclient/fixtures.ts";
 
-let cluster: PostgresCluster;
+const cluster = postgresForFile();
 
-beforeAll(async () => {
-  cluster = await PostgresCluster.start();
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.remove();
-});
-
-const open = (url: string) => PostgresHubStore.open(url, { connectionTimeout: 2 });
+const open = openHubStore;
 
 const progress = (name: string, ackedSeq = 0, streamId = "s1") => ({
   ...{ name, credentialHash: `cred-${name}`, hubLabels: {}, joinedAt: 5, ackedSeq, streamId },
@@ -35,7 +27,7 @@ const podWith = (uid: string, image: string): Pod => {
 
 /** Two stores on a new database, with node cam-1 stored. */
 async function twoReplicas(): Promise<{ url: string; a: PostgresHubStore; b: PostgresHubStore }> {
-  const url = await cluster.createDatabase();
+  const url = await cluster().createDatabase();
   const [a, b] = await Promise.all([open(url), open(url)]);
   await a.saveNodeNow(progress("cam-1"));
   return { url, a, b };
@@ -110,7 +102,7 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     } finally {
       await a.close();
       await b.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   }, 30_000);
 
@@ -134,7 +126,7 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     } finally {
       await a.close();
       await b.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   }, 30_000);
 
@@ -162,7 +154,7 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
       await holderTx.close();
       await a.close();
       await b.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   }, 30_000);
 
@@ -179,7 +171,7 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     } finally {
       await a.close();
       await b.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   }, 30_000);
 
@@ -208,7 +200,7 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     } finally {
       await a.close();
       await b.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   }, 30_000);
 
@@ -235,7 +227,7 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     } finally {
       await a.close();
       await b.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   }, 60_000);
 
@@ -257,7 +249,7 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     } finally {
       await a.close();
       await b.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   }, 60_000);
 });

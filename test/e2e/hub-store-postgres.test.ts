@@ -3,35 +3,26 @@
 // has: two stores migrating one empty database at once, a server that stops under a store, a
 // database whose disk is full (a tablespace on a small tmpfs), a large flush. Needs root and Debian's postgresql (scripts/setup installs it): a throwaway
 // cluster of PostgreSQL 15 is started for this file (scripts/lib/postgres.ts) and removed after.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { chownSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { SQL } from "bun";
-import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import type { Pod } from "../../src/api/types.ts";
 import { MIGRATIONS, migrate } from "../../src/hub/pg/migrations.ts";
 import { storeWriteStatus } from "../../src/hub/store.ts";
-import { PostgresHubStore } from "../../src/hub/store-postgres.ts";
+import { openHubStore, postgresForFile } from "../lib/postgres.ts";
 import { fill, free, mountTmpfs, unmount } from "../lib/small-fs.ts";
 import { storeContract } from "../lib/store-contract.ts";
 import { makeEvent, makePod } from "../unit/hubclient/fixtures.ts";
 
-let cluster: PostgresCluster;
-
-beforeAll(async () => {
-  cluster = await PostgresCluster.start();
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.remove();
-});
+const cluster = postgresForFile();
 
 // A connection that cannot be made fails after 2 s, not the default 10.
-const open = (url: string) => PostgresHubStore.open(url, { connectionTimeout: 2 });
+const open = openHubStore;
 
 storeContract("PostgreSQL", async () => {
-  const url = await cluster.createDatabase();
-  return { open: () => open(url), remove: () => cluster.dropDatabase(url) };
+  const url = await cluster().createDatabase();
+  return { open: () => open(url), remove: () => cluster().dropDatabase(url) };
 });
 
 const progress = (name: string, ackedSeq = 0) => ({
@@ -41,7 +32,7 @@ const progress = (name: string, ackedSeq = 0) => ({
 
 describe("the hub store on PostgreSQL", () => {
   test("two processes migrating one empty database at once end with one schema, migrated once", async () => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     // The first migration holds the lock a while, so that the second caller meets it.
     const slow = [
       { version: 1, name: "wait", statements: ["SELECT pg_sleep(0.3)"] },
@@ -62,12 +53,12 @@ describe("the hub store on PostgreSQL", () => {
       expect(tables[0].n).toBe(1);
     } finally {
       for (const sql of pools) await sql.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   });
 
   test("two stores opened on one empty database at once both work on the one schema", async () => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const [a, b] = await Promise.all([open(url), open(url)]);
     try {
       await a.saveNodeNow(progress("cam-1"));
@@ -75,19 +66,19 @@ describe("the hub store on PostgreSQL", () => {
     } finally {
       await a.close();
       await b.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   });
 
   test("a store whose server stopped rejects writes with 503 and keeps what was queued", async () => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const a = await open(url);
     try {
       await a.saveNodeNow(progress("cam-1"));
       a.queueProgress(progress("cam-1", 8));
       a.queuePod("cam-1", "u1", makePod("u1"));
       a.queueEvent("cam-1", "e1", makeEvent("e1"));
-      await cluster.stopServer();
+      await cluster().stopServer();
       const flushed = await a.flush().then(
         () => undefined,
         (err: unknown) => err,
@@ -107,7 +98,7 @@ describe("the hub store on PostgreSQL", () => {
       expect(saveStatus?.message).toStartWith("POST /join was not stored: ");
       console.log(`a join with the server stopped: ${saveStatus?.message}`);
       expect(a.pending()).toBe(3);
-      await cluster.startServer();
+      await cluster().startServer();
       await a.flush();
       expect(a.pending()).toBe(0);
       const b = await open(url);
@@ -117,23 +108,23 @@ describe("the hub store on PostgreSQL", () => {
       expect(loaded.pods.map((p) => p.pod.metadata.uid)).toEqual(["u1"]);
       expect(loaded.events.map((e) => e.event.metadata.name)).toEqual(["e1"]);
     } finally {
-      await cluster.startServer();
+      await cluster().startServer();
       await a.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   }, 30_000);
 
   test("a flush the database's full disk refuses is answered 507 and kept; it is written once there is space", async () => {
     // A database of its own in a tablespace on a small tmpfs, filled to the last byte.
-    const dir = join(cluster.dir, "small");
+    const dir = join(cluster().dir, "small");
     mountTmpfs(dir, 24);
-    const { uid, gid } = statSync(cluster.dir);
+    const { uid, gid } = statSync(cluster().dir);
     chownSync(dir, uid, gid);
-    const admin = new SQL(cluster.url(), { max: 1 });
+    const admin = new SQL(cluster().url(), { max: 1 });
     const name = `small_${process.pid}`;
     await admin.unsafe(`CREATE TABLESPACE small LOCATION '${dir}'`);
     await admin.unsafe(`CREATE DATABASE ${name} TABLESPACE small`);
-    const url = cluster.url(name);
+    const url = cluster().url(name);
     const a = await open(url);
     try {
       await a.saveNodeNow(progress("cam-1"));
@@ -160,7 +151,7 @@ describe("the hub store on PostgreSQL", () => {
   }, 60_000);
 
   test("a flush of 5,000 pods of 100 nodes, and one updating them, is written and given back by load()", async () => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const a = await open(url);
     try {
       const pods: Pod[] = [];
@@ -194,7 +185,7 @@ describe("the hub store on PostgreSQL", () => {
       expect(byUid.get("u-99-49")).toEqual(pods.at(-1) as Pod);
     } finally {
       await a.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   }, 60_000);
 });

@@ -7,10 +7,9 @@
 // server's rows, and writes after the server ended every session of the pool. Needs root and
 // Debian's postgresql (scripts/setup installs it): a throwaway cluster of PostgreSQL 15 is
 // started for this file (scripts/lib/postgres.ts) and removed after.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { SQL } from "bun";
-import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import type { AuditEntry } from "../../src/hub/audit.ts";
 import { PostgresAuditStore } from "../../src/hub/audit-postgres.ts";
 import { SecretSealer } from "../../src/hub/deploy/sealing.ts";
@@ -24,40 +23,35 @@ import { PostgresUpdateStore } from "../../src/hub/updates/store-postgres.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { auditStoreContract } from "../lib/audit-store-contract.ts";
 import { deployStoreContract } from "../lib/deploy-store-contract.ts";
+import { postgresForFile } from "../lib/postgres.ts";
 import { postgresBacking } from "../lib/postgres-backing.ts";
 import { rolloutStoreContract } from "../lib/rollout-store-contract.ts";
 import { deployScenario, rolloutScenario, updateScenario } from "../lib/stores-scenarios.ts";
 import { updateStoreContract } from "../lib/update-store-contract.ts";
 
 const quiet = createLogger({ level: "error" });
-let cluster: PostgresCluster;
-
-beforeAll(async () => {
-  cluster = await PostgresCluster.start();
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.remove();
-});
+const cluster = postgresForFile();
 
 deployStoreContract("PostgreSQL", () => {
   const sealer = new SecretSealer([randomBytes(32)]);
-  return postgresBacking(cluster, (pool) => openPostgresDeployStore(pool, sealer, quiet));
+  return postgresBacking(cluster(), (pool) => openPostgresDeployStore(pool, sealer, quiet));
 });
 updateStoreContract("PostgreSQL", () =>
-  postgresBacking(cluster, (p) => new PostgresUpdateStore(p)),
+  postgresBacking(cluster(), (p) => new PostgresUpdateStore(p)),
 );
 rolloutStoreContract("PostgreSQL", () =>
-  postgresBacking(cluster, (p) => new PostgresAgentRolloutStore(p)),
+  postgresBacking(cluster(), (p) => new PostgresAgentRolloutStore(p)),
 );
-auditStoreContract("PostgreSQL", () => postgresBacking(cluster, (p) => new PostgresAuditStore(p)));
+auditStoreContract("PostgreSQL", () =>
+  postgresBacking(cluster(), (p) => new PostgresAuditStore(p)),
+);
 
 /** Runs `fn` on fresh PostgreSQL stores (a database of their own) and on fresh SQLite ones. */
 async function onBoth<T>(
   fn: (s: HubStores) => Promise<T>,
   sealer?: SecretSealer,
 ): Promise<{ postgres: T; sqlite: T }> {
-  const url = await cluster.createDatabase();
+  const url = await cluster().createDatabase();
   const pg = await openPostgresStores(url, sealer, quiet, { connectionTimeout: 2 });
   const lite = openSqliteStores(":memory:", sealer, quiet);
   try {
@@ -65,7 +59,7 @@ async function onBoth<T>(
   } finally {
     await pg.hub.close();
     await lite.hub.close();
-    await cluster.dropDatabase(url);
+    await cluster().dropDatabase(url);
   }
 }
 
@@ -124,7 +118,7 @@ describe("the hub's other stores on PostgreSQL answer as on SQLite", () => {
 
 describe("the hub's other stores, on PostgreSQL only", () => {
   test("migration 2 applies on a database the fleet store migrated (1) and wrote, keeping its rows", async () => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const sql = new SQL(url, { max: 1 });
     try {
       expect(await migrate(sql, MIGRATIONS.slice(0, 1))).toEqual([1]);
@@ -146,12 +140,12 @@ describe("the hub's other stores, on PostgreSQL only", () => {
       }
     } finally {
       await sql.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   });
 
   test("a Secret's row holds its sealed body; a rotated key seals it again on open", async () => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const [oldKey, newKey] = [randomBytes(32), randomBytes(32)];
     const body = (sql: SQL) =>
       sql.unsafe("SELECT body FROM objects WHERE kind = 'Secret'") as Promise<{ body: string }[]>;
@@ -177,14 +171,14 @@ describe("the hub's other stores, on PostgreSQL only", () => {
       }
     } finally {
       await sql.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   });
 
   test("writes after the server ended every session of the pool are stored once", async () => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const stores = await openPostgresStores(url, undefined, quiet, { max: 3 });
-    const admin = new SQL(cluster.url(), { max: 1 });
+    const admin = new SQL(cluster().url(), { max: 1 });
     try {
       // Three connections in the pool, then each ended by the server (57P01 at its next use).
       await Promise.all([1, 2, 3].map(() => stores.audit.newest(1)));
@@ -201,7 +195,7 @@ describe("the hub's other stores, on PostgreSQL only", () => {
     } finally {
       await admin.close();
       await stores.hub.close();
-      await cluster.dropDatabase(url);
+      await cluster().dropDatabase(url);
     }
   });
 });
