@@ -6,7 +6,6 @@
 // is awaited: a failed write puts back only what is not newer than what was queued since.
 import type { SQL } from "bun";
 import type { Node } from "../api/node.ts";
-import { StatusError } from "../api/status.ts";
 import type { Event, Pod } from "../api/types.ts";
 import type { ReplicaBeats } from "./dead-holders.ts";
 import type { NodeClaim, NodeSessions } from "./node-sessions.ts";
@@ -15,13 +14,13 @@ import { ClaimBatcher } from "./pg/claim-batch.ts";
 import { ClaimGate } from "./pg/claim-gate.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
 import { batchChanges, forgetNode, podTombstones } from "./pg/fleet-changes.ts";
+import { putJoinToken, type TokenRow, tokenFromRow, useJoinToken } from "./pg/join-tokens.ts";
 import { claimNodes, fenceBatch, nodesOf } from "./pg/node-sessions.ts";
 import { beat, holderOrigins, type Released, releaseDead } from "./pg/replicas.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
 import { QueuedReports, type ReportBatch } from "./report-queue.ts";
 import type { HubStore, JoinTokenRecord, LoadedState, NodeProgress } from "./store.ts";
-import { joinTokenRefusal } from "./tokens.ts";
 
 const NODES: Columns = { table: "nodes", key: ["name"], types: { name: "text", progress: "json" } };
 const PODS: Columns = {
@@ -34,28 +33,6 @@ const EVENTS: Columns = {
   key: ["node", "name"],
   types: { node: "text", name: "text", event: "json" },
 };
-
-interface TokenRow {
-  id: string;
-  hash: string;
-  expires_at: string;
-  labels: Record<string, string>;
-  revoked: boolean;
-  created_at: string;
-  max_uses: number | null;
-  used: number;
-}
-
-const tokenFromRow = (t: TokenRow): JoinTokenRecord => ({
-  id: t.id,
-  hash: t.hash,
-  expiresAt: Number(t.expires_at),
-  labels: t.labels,
-  revoked: t.revoked,
-  createdAt: Number(t.created_at),
-  ...(t.max_uses !== null && { maxUses: t.max_uses }),
-  used: t.used,
-});
 
 /** Writes a batch of reports in the transaction `tx`. */
 async function writeBatch(tx: SQL, b: ReportBatch): Promise<void> {
@@ -91,61 +68,6 @@ async function writeBatch(tx: SQL, b: ReportBatch): Promise<void> {
     EVENTS,
     events.filter((e) => e.event === null).map((e) => [e.node, e.name]),
   );
-}
-
-async function putJoinToken(tx: SQL, t: JoinTokenRecord): Promise<void> {
-  await tx.unsafe(
-    `INSERT INTO join_tokens (id, hash, expires_at, labels, revoked, created_at, max_uses, used)
-     VALUES ($1, $2, $3, $4::text::json, $5, $6, $7, $8)
-     ON CONFLICT (id) DO UPDATE SET hash = excluded.hash, expires_at = excluded.expires_at,
-       labels = excluded.labels, revoked = join_tokens.revoked OR excluded.revoked,
-       created_at = excluded.created_at, max_uses = excluded.max_uses,
-       used = GREATEST(join_tokens.used, excluded.used)`,
-    [
-      t.id,
-      t.hash,
-      t.expiresAt,
-      JSON.stringify(t.labels),
-      t.revoked,
-      t.createdAt,
-      t.maxUses ?? null,
-      t.used,
-    ],
-  );
-}
-
-/**
- * Counts one use of join token `t` at `now`, in one conditional statement: refused (a
- * StatusError saying why, and the transaction with it) when the stored token is revoked, expired
- * or at its limit, so that joins at any number of replicas at once never pass it more often than
- * it allows (the row's lock orders them; each sees the count the one before committed). Run
- * before the node is written, so that it can tell a join whose commit already landed.
- */
-async function useJoinToken(
-  tx: SQL,
-  t: JoinTokenRecord,
-  joined: NodeProgress,
-  now: number,
-): Promise<void> {
-  // Run again after a lost session whose commit landed: the node holds the new credential (a
-  // random one of this join), and the use was counted with it.
-  const landed = await tx.unsafe(
-    "SELECT 1 FROM nodes WHERE name = $1 AND progress->>'credentialHash' = $2",
-    [joined.name, joined.credentialHash],
-  );
-  if (landed.length > 0) return;
-  const used = await tx.unsafe(
-    `UPDATE join_tokens SET used = used + 1
-     WHERE hash = $1 AND NOT revoked AND expires_at > $2 AND (max_uses IS NULL OR used < max_uses)
-     RETURNING used`,
-    [t.hash, now],
-  );
-  if (used.length > 0) return;
-  const rows = (await tx.unsafe("SELECT * FROM join_tokens WHERE hash = $1", [
-    t.hash,
-  ])) as TokenRow[];
-  const stored = rows[0] === undefined ? undefined : tokenFromRow(rows[0]);
-  throw new StatusError("Unauthorized", joinTokenRefusal(stored, now) ?? "unknown join token");
 }
 
 export class PostgresHubStore
