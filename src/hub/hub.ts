@@ -1,25 +1,30 @@
 // `fleetlet hub`: wires its named parts — the state (state.ts: store, fleet view, identities,
 // audit log), the agents' sessions with their stream broker, the acknowledging flusher, the deployer, the
 // offline detection loop, and one Bun.serve for agents, watches, the dashboard, the operator API,
-// the Kubernetes API and pods' logs, exec and port-forward.
+// the Kubernetes API and pods' logs, exec and port-forward; and, for a replica, what
+// replica-wiring.ts starts.
 
 import type { Server } from "bun";
 import { AGENT_CONNECT_PATH, DEFAULT_MAX_MESSAGE_BYTES, WATCH_PATH } from "../protocol/index.ts";
 import type { Logger } from "../util/log.ts";
 import { type ApiDeps, handleApi, operatorOnly, patchNodeLabels, revokeNode } from "./api.ts";
-import { type Bus, createLocalBus } from "./bus.ts";
+import { createLocalBus } from "./bus.ts";
 import { isDashboardPath, serveDashboard } from "./dashboard/index.ts";
-import { startDeadHolders } from "./dead-holders.ts";
 import { DeferredDeployWrites } from "./deploy/deferred-store.ts";
 import { Deployer } from "./deploy/deployer.ts";
 import type { Change, Fleet } from "./fleet.ts";
 import { Flusher, type FlushHealth } from "./flusher.ts";
-import { type ChangeLogOptions, startFollower } from "./follow.ts";
 import { healthz, isHealthPath } from "./healthz.ts";
-import { holdNodes } from "./holding.ts";
 import { createKubeApi } from "./kube/index.ts";
 import type { RateLimit } from "./ratelimit.ts";
 import type { ReplicaStreams } from "./relay/replica.ts";
+import {
+  beatReplica,
+  followChanges,
+  holdingOf,
+  nodeTaking,
+  type ReplicaOptions,
+} from "./replica-wiring.ts";
 import { type AgentRollouts, startAgentRollouts } from "./rollouts/index.ts";
 import { type SocketData, serveHub } from "./server.ts";
 import { AgentSessions, agentSockets, type SessionOptions } from "./sessions.ts";
@@ -40,7 +45,7 @@ import { listenRenewing, type RenewedTls } from "./tls/renew.ts";
 import { bearerToken } from "./tokens.ts";
 import { watchSockets, watchUpgrade } from "./watch.ts";
 
-export interface HubOptions extends StateOptions {
+export interface HubOptions extends StateOptions, ReplicaOptions {
   hostname: string;
   port: number;
   /** Serve HTTPS with this certificate (tls/index.ts); absent: plain HTTP (loopback only). */
@@ -59,19 +64,6 @@ export interface HubOptions extends StateOptions {
   renewTls?: (now: number) => RenewedTls | Promise<RenewedTls>;
   /** Time between checks of the serving certificate (default 24 h). */
   tlsCheckIntervalMs?: number;
-  /** The bus between replicas (bus-nats.ts), closed by stop(); absent: the in-process one. */
-  bus?: Bus;
-  /** Replicas: how the shared change log is followed and trimmed (follow.ts). */
-  changeLog?: ChangeLogOptions;
-  /** Streams to devices held by other replicas, on the bus's NATS connection (relay/replica.ts);
-   * closed by stop(). Absent: a stream reaches only a device connected here. */
-  relay?: ReplicaStreams;
-  /** This replica's name in node_sessions (--replica-id; default "hub"). */
-  replicaId?: string;
-  /** Replicas: time between a replica's beats in the store and the leader's passes releasing
-   * the nodes of replicas whose beat stopped (dead-holders.ts; default 5 s, at most a third of
-   * the offline threshold). */
-  replicaBeatIntervalMs?: number;
 }
 
 export interface Hub {
@@ -139,17 +131,6 @@ async function startDeployer(
 }
 
 /** Replicas: the follower of the shared change log (follow.ts); none for a single hub. */
-function followChanges(opts: HubOptions, state: HubState, deployer: Deployer) {
-  return startFollower({
-    state,
-    deployer,
-    bus: opts.bus ?? createLocalBus(),
-    clock: opts.clock,
-    log: opts.log,
-    ...(opts.changeLog !== undefined && { options: opts.changeLog }),
-  });
-}
-
 /** The offline detection loop, which also closes connections whose credential expired; returns
  * its iteration and its stop. */
 function startLiveness(
@@ -169,17 +150,6 @@ function startLiveness(
   };
   loop();
   return { check, stop: () => cancel?.() };
-}
-
-/** Replicas: this replica's beat in the store, and the leader's release of dead replicas'
- * nodes (dead-holders.ts), at least three beats within the offline threshold; none for a single
- * hub. */
-function beatReplica(opts: HubOptions, { beats, leadership, offlineAfterMs }: HubState) {
-  if (beats === undefined) return undefined;
-  const { clock, log, replicaId: replica = "hub", replicaBeatIntervalMs: every = 5000 } = opts;
-  const o = { beats, leadership, replica, clock, log: log.with({ component: "replicas" }) };
-  const intervalMs = Math.min(every, offlineAfterMs / 3);
-  return startDeadHolders({ ...o, intervalMs, thresholdMs: offlineAfterMs });
 }
 
 /** Every node, pod and event as ADDED: what a new watch of the dashboard gets first. */
@@ -341,28 +311,6 @@ function agentSessions(
     updates: state.updates,
     ...(take !== undefined && { take }),
   });
-}
-
-/** How this hub replica takes a node before welcoming its agent (holding.ts); undefined for a
- * single hub, which holds every node. */
-function nodeTaking(
-  opts: HubOptions,
-  state: HubState,
-  sessions: () => AgentSessions | undefined,
-): SessionOptions["take"] {
-  if (state.nodeSessions === undefined) return undefined;
-  return holdNodes(state.nodeSessions, {
-    bus: opts.bus ?? createLocalBus(),
-    replica: opts.replicaId ?? "hub",
-    sessions,
-    log: opts.log,
-  });
-}
-
-/** Serves the streams of the nodes whose agents are connected here to the other replicas. */
-function holdingOf(relay: ReplicaStreams, broker: StreamBroker) {
-  return (node: string, here: boolean) =>
-    here ? relay.hold(node, broker.opener(node)) : relay.release(node);
 }
 
 /** The listener serving `s`, renewing the hub's own certificate (tls/renew.ts). */
