@@ -73,8 +73,7 @@ export class ViewApplier {
           if (!row.own) this.deps.object(row);
           continue;
         }
-        if (!row.own) this.applyFleet(row);
-        this.record(row);
+        this.record(row, row.own ? undefined : this.applyFleet(row));
       } catch (err) {
         this.deps.log.warn("a row of the change log was not applied", {
           rv: row.rv,
@@ -88,8 +87,9 @@ export class ViewApplier {
     if (last !== undefined) this.deps.changes.advance(last.rv);
   }
 
-  /** Sets the fleet's view from a row of another replica (not written back). */
-  private applyFleet(row: LoggedChange): void {
+  /** Sets the fleet's view from a row of another replica (not written back); gives a pod's or
+   * an event's object as parsed, so it is parsed once. */
+  private applyFleet(row: LoggedChange): Pod | Event | null | undefined {
     const { fleet, identity } = this.deps;
     if (row.kind === "nodes") {
       if (row.deleted) identity.nodeStored(fleet.dropStoredNode(row.key), undefined);
@@ -99,27 +99,29 @@ export class ViewApplier {
         if (r.taken) identity.nodeStored(r.old, rec);
         if (r.desired === true) this.deps.desired?.(rec.name);
       }
-      return;
+      return undefined;
     }
     const [node, rest] = splitKey(row.key);
     const object = row.deleted || row.object === null ? null : JSON.parse(row.object);
     if (row.kind === "pods") fleet.applyStoredPod(node, rest, object as Pod | null);
     else fleet.applyStoredEvent(node, rest, object as Event | null, row.object !== null);
+    return object as Pod | Event | null;
   }
 
-  /** The row in the Kubernetes API's change log, with the object as served. */
-  private record(row: LoggedChange): void {
+  /** The row in the Kubernetes API's change log, with the object as served (`parsed`: its
+   * object, when applyFleet parsed it). */
+  private record(row: LoggedChange, parsed?: Pod | Event | null): void {
     const key = `${row.kind}/${row.key}`;
     const had = this.known.has(key);
     if (row.deleted) this.known.delete(key);
     else this.known.add(key);
-    const object = this.served(row);
+    const object = this.served(row, parsed);
     if (object === undefined) return;
     const type = row.deleted ? "DELETED" : had ? "MODIFIED" : "ADDED";
     this.deps.changes.recordAt(row.rv, row.kind as WatchKind, type, object as KubeObject);
   }
 
-  private served(row: LoggedChange): Node | Pod | Event | undefined {
+  private served(row: LoggedChange, parsed?: Pod | Event | null): Node | Pod | Event | undefined {
     if (row.kind === "nodes") {
       if (!row.deleted) return this.deps.fleet.view(row.key);
       return row.object === null
@@ -128,7 +130,8 @@ export class ViewApplier {
     }
     if (row.object === null) return undefined;
     const node = splitKey(row.key)[0];
-    if (row.kind === "pods") return podView(node, JSON.parse(row.object) as Pod);
-    return eventView(node, JSON.parse(row.object) as Event);
+    const object = parsed ?? JSON.parse(row.object);
+    if (row.kind === "pods") return podView(node, object as Pod);
+    return eventView(node, object as Event);
   }
 }

@@ -73,7 +73,8 @@ async function openStores(
     ...(opts.leaderIntervalMs !== undefined && { tryEveryMs: opts.leaderIntervalMs }),
   });
   const url = opts.postgresUrl;
-  const stores = await openPostgresStores(url, opts.sealer, opts.log, {}, leadership.fence);
+  const now = () => opts.clock.now();
+  const stores = await openPostgresStores(url, opts.sealer, opts.log, { now }, leadership.fence);
   const { PostgresReleaseStore } = await import("./releases/store-postgres.ts");
   const incoming = join(releasesDir, ".incoming");
   const releases = new PostgresReleaseStore(stores.pool, incoming, opts.maxReleaseBytes);

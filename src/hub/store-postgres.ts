@@ -248,7 +248,7 @@ export class PostgresHubStore
         await writeBatch(tx, batch);
         const rows = await batchChanges(tx, batch, tombstones);
         rows.push(...((await after?.(tx)) ?? []));
-        return appendChanges(tx, rows, this.feed.origin, Date.now());
+        return appendChanges(tx, rows, this.feed.origin, this.feed.now());
       });
     } catch (err) {
       this.queue.putBack(batch);
@@ -270,7 +270,7 @@ export class PostgresHubStore
     const claims = await this.gate.claim(() => {
       const held = new Map(names.map((n) => [n, this.held.get(n)]));
       const holder = { replica, origin: this.feed.origin };
-      return this.transaction((tx) => claimNodes(tx, held, holder, Date.now()));
+      return this.transaction((tx) => claimNodes(tx, held, holder, this.feed.now()));
     });
     for (const [name, c] of claims) {
       // What was queued of the node under an older holder's epoch is stale: the store is newer.

@@ -16,7 +16,8 @@ import { PostgresUpdateStore } from "./updates/store-postgres.ts";
 
 /**
  * The hub's stores on the database at `url` (postgres://USER@HOST:PORT/DB), its Secrets sealed
- * with `sealer`'s sealing key first; the singletons' writes checked with `leaderFence`. A
+ * with `sealer`'s sealing key first; the singletons' writes checked with `leaderFence`; the change
+ * log's rows and node claims dated by `o.now` (the hub's clock; default the system's). A
  * Secret that does not open closes the pool and throws
  * SealError: the hub does not start.
  */
@@ -24,12 +25,12 @@ export async function openPostgresStores(
   url: string,
   sealer: SecretSealer | undefined,
   log: Logger,
-  o: PostgresConnectOptions & { copy?: boolean } = {},
+  o: PostgresConnectOptions & { copy?: boolean; now?: () => number } = {},
   leaderFence?: LeaderFence,
 ): Promise<HubStores & { pool: PgPool }> {
   const sql = await connectPostgres(url, o);
   const pool = { sql, size: o.max ?? POOL_SIZE, ...(leaderFence !== undefined && { leaderFence }) };
-  const feed = new ChangeFeed();
+  const feed = new ChangeFeed(o.now);
   try {
     const deploy = await openPostgresDeployStore(pool, sealer, log, {
       feed,

@@ -28,6 +28,7 @@ import { postgresBacking } from "../lib/postgres-backing.ts";
 import { rolloutStoreContract } from "../lib/rollout-store-contract.ts";
 import { deployScenario, rolloutScenario, updateScenario } from "../lib/stores-scenarios.ts";
 import { updateStoreContract } from "../lib/update-store-contract.ts";
+import { makePod } from "../unit/hubclient/fixtures.ts";
 
 const quiet = createLogger({ level: "error" });
 const cluster = postgresForFile();
@@ -171,6 +172,38 @@ describe("the hub's other stores, on PostgreSQL only", () => {
       }
     } finally {
       await sql.close();
+      await cluster().dropDatabase(url);
+    }
+  });
+
+  test("the change log's rows and a node's claim are dated by the hub's clock, not the system's", async () => {
+    const url = await cluster().createDatabase();
+    const at = 1_234_567;
+    const stores = await openPostgresStores(url, undefined, quiet, { now: () => at });
+    const admin = new SQL(url, { max: 1 });
+    try {
+      const progress = { name: "cam-1", credentialHash: "c", hubLabels: {}, joinedAt: 5 };
+      const session = { ackedSeq: 0, streamId: "s1", connected: true };
+      await stores.hub.saveNodeNow({
+        ...progress,
+        ...session,
+        desiredGeneration: 0,
+        ackedGeneration: 0,
+      });
+      await stores.sessions?.claim("cam-1", "hub-a");
+      stores.hub.queuePod("cam-1", "u1", makePod("u1"));
+      await stores.hub.flush();
+      const rows = (await admin.unsafe("SELECT DISTINCT at::text AS at FROM changes")) as {
+        at: string;
+      }[];
+      expect(rows.map((r) => Number(r.at))).toEqual([at]);
+      const taken = (await admin.unsafe("SELECT taken_at::text AS t FROM node_sessions")) as {
+        t: string;
+      }[];
+      expect(taken.map((r) => Number(r.t))).toEqual([at]);
+    } finally {
+      await admin.close();
+      await stores.hub.close();
       await cluster().dropDatabase(url);
     }
   });

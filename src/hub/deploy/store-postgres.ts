@@ -129,7 +129,7 @@ export class PostgresDeployStore implements DeployStore {
       deleted: stored === undefined,
       object: stored === undefined ? null : JSON.stringify(stored),
     };
-    await appendAt(tx, rv, row, this.numbering.feed.origin, Date.now());
+    await appendAt(tx, rv, row, this.numbering.feed.origin, this.numbering.feed.now());
   }
 
   /** Tells the feed of a committed write (not in a copy); gives `rv`. */

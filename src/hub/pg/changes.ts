@@ -30,11 +30,14 @@ export interface LoggedChange extends ChangeRow {
 /** Rows per statement (each column one array parameter). */
 const CHUNK = 1000;
 
-/** Who writes the log from this process, and who is told of what it committed. */
+/** Who writes the log from this process, and who is told of what it committed; `now` dates
+ * its rows (and the trim, with the same clock, judges their age). */
 export class ChangeFeed {
   /** This process's mark on its rows (random: two replicas may share a name). */
   readonly origin = randomUUID();
   private readonly listeners = new Set<(rv: number) => void>();
+
+  constructor(readonly now: () => number = Date.now) {}
 
   /** Calls `fn` with the highest rv of each transaction this process committed. */
   onCommitted(fn: (rv: number) => void): () => void {
