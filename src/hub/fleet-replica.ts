@@ -122,8 +122,10 @@ export class ReplicaFleet extends Fleet {
     const events = this.eventsOf(node);
     const old = events.get(name);
     if (event === null) {
-      if (old === undefined || !events.delete(name) || !tell) return;
-      this.opts.onChange({ type: "DELETED", kind: "events", object: eventView(node, old) });
+      if (old === undefined || !events.delete(name)) return;
+      if (tell)
+        this.opts.onChange({ type: "DELETED", kind: "events", object: eventView(node, old) });
+      else this.opts.onDropped?.("events", eventView(node, old));
       return;
     }
     events.delete(name);

@@ -27,6 +27,8 @@ export interface FleetOptions {
   /** A node with no message for this long is offline. */
   offlineAfterMs: number;
   onChange: (change: Change) => void;
+  /** An object let go of without a watch event (an event past its node's limit), as served. */
+  onDropped?: (kind: WatchKind, object: Event) => void;
   /** The hub's clock (ms): when a pod reported without a creationTimestamp was first seen. */
   now(): number;
   /** Hub replicas: a node this replica does not hold is shown online or offline as the replica
@@ -93,6 +95,11 @@ export class Fleet {
       this.events.set(node, m);
     }
     return m;
+  }
+
+  /** Whether event `name` of `node` is held (not yet past its node's limit). */
+  hasEvent(node: string, name: string): boolean {
+    return this.events.get(node)?.has(name) === true;
   }
 
   /** Whether the node is online (held here, or by another replica that says so). */
@@ -425,8 +432,10 @@ export class Fleet {
     this.opts.onChange({ type, kind: "events", object: eventView(node, event) });
     while (events.size > this.opts.maxEventsPerNode) {
       const oldest = events.keys().next().value as string;
+      const dropped = events.get(oldest);
       events.delete(oldest);
       this.opts.store.queueEvent(node, oldest, null);
+      if (dropped !== undefined) this.opts.onDropped?.("events", eventView(node, dropped));
     }
   }
 }

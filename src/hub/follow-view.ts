@@ -119,6 +119,13 @@ export class ViewApplier {
     if (object === undefined) return;
     const type = row.deleted ? "DELETED" : had ? "MODIFIED" : "ADDED";
     this.deps.changes.recordAt(row.rv, row.kind as WatchKind, type, object as KubeObject);
+    // This replica's own event, read back after its node's later events pushed it out (the
+    // fleet told the log to forget it then, before this row came): forgotten again.
+    if (row.own && row.kind === "events" && !row.deleted) {
+      const [node, name] = splitKey(row.key);
+      if (!this.deps.fleet.hasEvent(node, name))
+        this.deps.changes.forget("events", object as KubeObject);
+    }
   }
 
   private served(row: LoggedChange, parsed?: Pod | Event | null): Node | Pod | Event | undefined {

@@ -65,6 +65,12 @@ export class ChangeLog {
     for (const fn of this.subscribers.keys()) fn(change);
   }
 
+  /** Forgets the version of `object`, let go of without a change (an event past its node's
+   * limit): otherwise each such object would be remembered for as long as the hub runs. */
+  forget(resource: string, object: KubeObject): void {
+    this.versions.delete(keyOf(resource, object));
+  }
+
   /** `object` as served: with the resourceVersion of its last change. */
   withVersion(resource: string, object: KubeObject): KubeObject {
     return this.stamp(object, this.versions.get(keyOf(resource, object)) ?? this.base);

@@ -9,6 +9,7 @@ import { makePod } from "../../lib/builders.ts";
 
 async function setup(store = new SqliteHubStore(":memory:"), clock = new FakeClock()) {
   const changes: Change[] = [];
+  const dropped: string[] = [];
   const loaded = await store.load();
   const fleet = new Fleet(
     {
@@ -16,12 +17,13 @@ async function setup(store = new SqliteHubStore(":memory:"), clock = new FakeClo
       maxEventsPerNode: 2,
       offlineAfterMs: 30_000,
       onChange: (c) => changes.push(c),
+      onDropped: (kind, o) => dropped.push(`${kind} ${o.metadata.name} ${o.source.host}`),
       now: () => clock.now(),
     },
     loaded,
   );
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
-  return { store, fleet, identity, changes };
+  return { store, fleet, identity, changes, dropped };
 }
 
 const hello = (streamId = "s1") => ({
@@ -154,9 +156,9 @@ describe("Fleet", () => {
     ]);
   });
 
-  test("keeps only the most recent events of a node", async () => {
+  test("keeps only the most recent events of a node; one pushed out is told as dropped", async () => {
     const clock = new FakeClock();
-    const { fleet } = await joined(clock);
+    const { fleet, dropped, changes } = await joined(clock);
     for (const [i, name] of ["a", "b", "c"].entries()) {
       const event = {
         apiVersion: "v1" as const,
@@ -174,6 +176,8 @@ describe("Fleet", () => {
       fleet.ingest("cam-1", { type: "event", seq: i + 1, event });
     }
     expect([...fleet.eventsOf("cam-1").keys()]).toEqual(["b", "c"]);
+    expect(dropped).toEqual(["events a cam-1"]);
+    expect(changes.filter((c) => c.kind === "events" && c.type === "DELETED")).toEqual([]);
   });
 });
 

@@ -1,13 +1,16 @@
 import { describe, expect, test } from "bun:test";
+import type { Event } from "../../../src/api/types.ts";
 import { type BusMessage, createLocalBus } from "../../../src/hub/bus.ts";
 import type { Change } from "../../../src/hub/fleet.ts";
 import { ReplicaFleet } from "../../../src/hub/fleet-replica.ts";
 import { loadedKeys, type ObjectRow, ViewApplier } from "../../../src/hub/follow-view.ts";
 import { ChangeFollower, type FollowerDeps } from "../../../src/hub/follower.ts";
 import { ChangeLog, type KubeChange } from "../../../src/hub/kube/changes.ts";
+import type { KubeObject } from "../../../src/hub/kube/resources.ts";
 import { ChangeFeed, type LoggedChange } from "../../../src/hub/pg/changes.ts";
 import type { NodeRecord } from "../../../src/hub/store.ts";
 import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
+import { eventView } from "../../../src/hub/views.ts";
 import { HUB_ANNOTATIONS } from "../../../src/protocol/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { createLogger } from "../../../src/util/log.ts";
@@ -187,18 +190,19 @@ async function replicaView(nodes: NodeRecord[] = []) {
   const store = new SqliteHubStore(":memory:");
   const loaded = { ...(await store.load()), nodes };
   const changes: Change[] = [];
+  const kube = new ChangeLog(0);
   const fleet = new ReplicaFleet(
     {
       store,
       maxEventsPerNode: 10,
       offlineAfterMs: 3000,
       onChange: (c) => changes.push(c),
+      onDropped: (kind, object) => kube.forget(kind, object as KubeObject),
       now: () => 0,
       storedOnline: true,
     },
     loaded,
   );
-  const kube = new ChangeLog(0);
   const recorded: KubeChange[] = [];
   kube.subscribe((c) => recorded.push(c));
   const objects: ObjectRow[] = [];
@@ -327,11 +331,49 @@ describe("ViewApplier", () => {
     expect(v.fleet.eventsOf("cam-1").size).toBe(0);
     expect(v.changes.map((c) => `${c.kind} ${c.type}`)).toEqual(["events ADDED"]);
     expect(v.recorded.map((c) => c.type)).toEqual(["ADDED"]);
+    // Its version is forgotten (the log would otherwise keep one for every event ever trimmed).
+    const served = eventView("cam-1", event as Event) as KubeObject;
+    expect(v.kube.withVersion("events", served).metadata.resourceVersion).toBe("0");
     v.view.apply([{ ...nodeRow(4, record("cam-1", true)), deleted: true }]);
     expect(v.fleet.nodes.has("cam-1")).toBe(false);
     expect(v.recorded.at(-1)?.type).toBe("DELETED");
     expect(v.credentials.at(-1)).toEqual(["h1", undefined]);
   });
+});
+
+test("ViewApplier: an own event read back after its node's later events pushed it out keeps no version", async () => {
+  const v = await replicaView([record("cam-1", true)]);
+  const event = (name: string) => ({
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: { name, namespace: "default" },
+    involvedObject: { kind: "Pod", name: "web" },
+    reason: "Started",
+    message: "",
+    source: { component: "kubelet", host: "cam-1" },
+    type: "Normal",
+    count: 1,
+  });
+  const own = (rv: number, name: string): LoggedChange => ({
+    rv,
+    kind: "events",
+    key: `cam-1/${name}`,
+    deleted: false,
+    object: JSON.stringify(event(name)),
+    own: true,
+  });
+  // e1 is held by this replica's fleet, e0 no longer (pushed out before its row was read).
+  v.fleet.applyStoredEvent("cam-1", "e1", event("e1") as Event, true);
+  v.view.apply([own(2, "e0"), own(3, "e1")]);
+  expect(v.recorded.map((c) => [c.rv, c.type])).toEqual([
+    [2, "ADDED"],
+    [3, "ADDED"],
+  ]);
+  const version = (name: string) =>
+    v.kube.withVersion("events", eventView("cam-1", event(name) as Event) as KubeObject).metadata
+      .resourceVersion;
+  expect(version("e0")).toBe("0");
+  expect(version("e1")).toBe("3");
 });
 
 describe("ViewApplier.reload (a replica behind the log's trim)", () => {
