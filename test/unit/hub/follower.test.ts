@@ -243,6 +243,21 @@ const nodeRow = (rv: number, rec: NodeRecord, own = false): LoggedChange => ({
   own,
 });
 
+/** An event of node cam-1, as its agent reports it. */
+const cam1Event = (name: string): Event => ({
+  apiVersion: "v1",
+  kind: "Event",
+  metadata: { name, namespace: "default" },
+  involvedObject: { kind: "Pod", name: "web" },
+  reason: "Started",
+  message: "",
+  source: { component: "kubelet", host: "cam-1" },
+  type: "Normal",
+  count: 1,
+  firstTimestamp: "2026-01-01T00:00:00Z",
+  lastTimestamp: "2026-01-01T00:00:00Z",
+});
+
 describe("ViewApplier", () => {
   test("another replica's rows set the view and tell its watchers; its own rows go only to the Kubernetes log", async () => {
     const v = await replicaView();
@@ -305,17 +320,7 @@ describe("ViewApplier", () => {
   });
 
   test("an event trimmed by another replica is dropped without telling watchers; a node's deletion drops it", async () => {
-    const event = {
-      apiVersion: "v1",
-      kind: "Event",
-      metadata: { name: "e1", namespace: "default" },
-      involvedObject: { kind: "Pod", name: "web" },
-      reason: "Started",
-      message: "",
-      source: { component: "kubelet", host: "cam-1" },
-      type: "Normal",
-      count: 1,
-    };
+    const event = cam1Event("e1");
     const v = await replicaView([record("cam-1", true)]);
     v.view.apply([
       {
@@ -332,7 +337,7 @@ describe("ViewApplier", () => {
     expect(v.changes.map((c) => `${c.kind} ${c.type}`)).toEqual(["events ADDED"]);
     expect(v.recorded.map((c) => c.type)).toEqual(["ADDED"]);
     // Its version is forgotten (the log would otherwise keep one for every event ever trimmed).
-    const served = eventView("cam-1", event as Event) as KubeObject;
+    const served = eventView("cam-1", event) as KubeObject;
     expect(v.kube.withVersion("events", served).metadata.resourceVersion).toBe("0");
     v.view.apply([{ ...nodeRow(4, record("cam-1", true)), deleted: true }]);
     expect(v.fleet.nodes.has("cam-1")).toBe(false);
@@ -343,17 +348,7 @@ describe("ViewApplier", () => {
 
 test("ViewApplier: an own event read back after its node's later events pushed it out keeps no version", async () => {
   const v = await replicaView([record("cam-1", true)]);
-  const event = (name: string) => ({
-    apiVersion: "v1",
-    kind: "Event",
-    metadata: { name, namespace: "default" },
-    involvedObject: { kind: "Pod", name: "web" },
-    reason: "Started",
-    message: "",
-    source: { component: "kubelet", host: "cam-1" },
-    type: "Normal",
-    count: 1,
-  });
+  const event = cam1Event;
   const own = (rv: number, name: string): LoggedChange => ({
     rv,
     kind: "events",
@@ -363,14 +358,14 @@ test("ViewApplier: an own event read back after its node's later events pushed i
     own: true,
   });
   // e1 is held by this replica's fleet, e0 no longer (pushed out before its row was read).
-  v.fleet.applyStoredEvent("cam-1", "e1", event("e1") as Event, true);
+  v.fleet.applyStoredEvent("cam-1", "e1", event("e1"), true);
   v.view.apply([own(2, "e0"), own(3, "e1")]);
   expect(v.recorded.map((c) => [c.rv, c.type])).toEqual([
     [2, "ADDED"],
     [3, "ADDED"],
   ]);
   const version = (name: string) =>
-    v.kube.withVersion("events", eventView("cam-1", event(name) as Event) as KubeObject).metadata
+    v.kube.withVersion("events", eventView("cam-1", event(name)) as KubeObject).metadata
       .resourceVersion;
   expect(version("e0")).toBe("0");
   expect(version("e1")).toBe("3");
