@@ -125,7 +125,7 @@ export class ReplicaFleet extends Fleet {
       if (old === undefined || !events.delete(name)) return;
       if (tell)
         this.opts.onChange({ type: "DELETED", kind: "events", object: eventView(node, old) });
-      else this.opts.onDropped?.("events", eventView(node, old));
+      else this.opts.onEventDropped?.(eventView(node, old));
       return;
     }
     events.delete(name);

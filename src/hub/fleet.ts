@@ -27,8 +27,8 @@ export interface FleetOptions {
   /** A node with no message for this long is offline. */
   offlineAfterMs: number;
   onChange: (change: Change) => void;
-  /** An object let go of without a watch event (an event past its node's limit), as served. */
-  onDropped?: (kind: WatchKind, object: Event) => void;
+  /** An event let go of without a watch event (past its node's limit), as served. */
+  onEventDropped?: (event: Event) => void;
   /** The hub's clock (ms): when a pod reported without a creationTimestamp was first seen. */
   now(): number;
   /** Hub replicas: a node this replica does not hold is shown online or offline as the replica
@@ -431,11 +431,10 @@ export class Fleet {
     this.opts.store.queueEvent(node, name, event);
     this.opts.onChange({ type, kind: "events", object: eventView(node, event) });
     while (events.size > this.opts.maxEventsPerNode) {
-      const oldest = events.keys().next().value as string;
-      const dropped = events.get(oldest);
+      const [oldest, dropped] = events.entries().next().value as [string, Event];
       events.delete(oldest);
       this.opts.store.queueEvent(node, oldest, null);
-      if (dropped !== undefined) this.opts.onDropped?.("events", eventView(node, dropped));
+      this.opts.onEventDropped?.(eventView(node, dropped));
     }
   }
 }

@@ -103,7 +103,7 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
         if (!replicated) changes.record(c.kind, c.type, c.object as KubeObject);
         if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined) onPodOfDaemonSet();
       },
-      onDropped: (kind, object) => changes.forget(kind, object as KubeObject),
+      onEventDropped: (event) => changes.forget("events", event as KubeObject),
       now: () => opts.clock.now(),
       storedOnline: replicated,
     },

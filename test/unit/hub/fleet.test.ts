@@ -17,7 +17,7 @@ async function setup(store = new SqliteHubStore(":memory:"), clock = new FakeClo
       maxEventsPerNode: 2,
       offlineAfterMs: 30_000,
       onChange: (c) => changes.push(c),
-      onDropped: (kind, o) => dropped.push(`${kind} ${o.metadata.name} ${o.source.host}`),
+      onEventDropped: (e) => dropped.push(`events ${e.metadata.name} ${e.source.host}`),
       now: () => clock.now(),
     },
     loaded,

@@ -197,7 +197,7 @@ async function replicaView(nodes: NodeRecord[] = []) {
       maxEventsPerNode: 10,
       offlineAfterMs: 3000,
       onChange: (c) => changes.push(c),
-      onDropped: (kind, object) => kube.forget(kind, object as KubeObject),
+      onEventDropped: (event) => kube.forget("events", event as KubeObject),
       now: () => 0,
       storedOnline: true,
     },
@@ -344,31 +344,30 @@ describe("ViewApplier", () => {
     expect(v.recorded.at(-1)?.type).toBe("DELETED");
     expect(v.credentials.at(-1)).toEqual(["h1", undefined]);
   });
-});
 
-test("ViewApplier: an own event read back after its node's later events pushed it out keeps no version", async () => {
-  const v = await replicaView([record("cam-1", true)]);
-  const event = cam1Event;
-  const own = (rv: number, name: string): LoggedChange => ({
-    rv,
-    kind: "events",
-    key: `cam-1/${name}`,
-    deleted: false,
-    object: JSON.stringify(event(name)),
-    own: true,
+  test("an own event read back after its node's later events pushed it out keeps no version", async () => {
+    const v = await replicaView([record("cam-1", true)]);
+    const own = (rv: number, name: string): LoggedChange => ({
+      rv,
+      kind: "events",
+      key: `cam-1/${name}`,
+      deleted: false,
+      object: JSON.stringify(cam1Event(name)),
+      own: true,
+    });
+    // e1 is held by this replica's fleet, e0 no longer (pushed out before its row was read).
+    v.fleet.applyStoredEvent("cam-1", "e1", cam1Event("e1"), true);
+    v.view.apply([own(2, "e0"), own(3, "e1")]);
+    expect(v.recorded.map((c) => [c.rv, c.type])).toEqual([
+      [2, "ADDED"],
+      [3, "ADDED"],
+    ]);
+    const version = (name: string) =>
+      v.kube.withVersion("events", eventView("cam-1", cam1Event(name)) as KubeObject).metadata
+        .resourceVersion;
+    expect(version("e0")).toBe("0");
+    expect(version("e1")).toBe("3");
   });
-  // e1 is held by this replica's fleet, e0 no longer (pushed out before its row was read).
-  v.fleet.applyStoredEvent("cam-1", "e1", event("e1"), true);
-  v.view.apply([own(2, "e0"), own(3, "e1")]);
-  expect(v.recorded.map((c) => [c.rv, c.type])).toEqual([
-    [2, "ADDED"],
-    [3, "ADDED"],
-  ]);
-  const version = (name: string) =>
-    v.kube.withVersion("events", eventView("cam-1", event(name)) as KubeObject).metadata
-      .resourceVersion;
-  expect(version("e0")).toBe("0");
-  expect(version("e1")).toBe("3");
 });
 
 describe("ViewApplier.reload (a replica behind the log's trim)", () => {
