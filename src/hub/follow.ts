@@ -7,6 +7,7 @@ import type { Bus } from "./bus.ts";
 import type { Deployer } from "./deploy/deployer.ts";
 import type { RevisionRecord } from "./deploy/store.ts";
 import { ReplicaFleet } from "./fleet-replica.ts";
+import type { UpdateFollowing } from "./follow-updates.ts";
 import { type ObjectRow, ViewApplier } from "./follow-view.ts";
 import { ChangeFollower } from "./follower.ts";
 import { readChanges, trimChanges } from "./pg/changes.ts";
@@ -39,6 +40,8 @@ interface FollowDeps {
   clock: Clock;
   log: Logger;
   options?: ChangeLogOptions;
+  /** The rows of node updates and agent rollouts (follow-updates.ts). */
+  updates?: UpdateFollowing;
 }
 
 /** A deploy object's row handed to the deployer (a Secret's body opened here). */
@@ -84,7 +87,9 @@ export function startFollower(d: FollowDeps): ChangeFollower | undefined {
       fleet,
       identity: d.state.identity,
       changes: d.state.changes,
-      object: (row) => takeObject(d, row),
+      object: (row) => {
+        if (d.updates?.take(row) !== true) takeObject(d, row);
+      },
       desired: (node) => d.deployer.storedDesired(node),
       log,
     },
@@ -99,6 +104,7 @@ export function startFollower(d: FollowDeps): ChangeFollower | undefined {
         const loaded = await d.state.store.load();
         view.reload(loaded);
         await d.deployer.reload();
+        await d.updates?.reload();
         return loaded.changesRv ?? 0;
       },
       trimmed: (floor) => d.state.changes.trimmed(floor),

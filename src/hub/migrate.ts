@@ -127,7 +127,7 @@ export async function copyStores(
   await copyFleet(x.fleet, to);
   await copyDeploy(x.deploy, to);
   if (x.updates.length > 0) await to.updates.write(x.updates);
-  for (const r of x.rollouts) await to.rollouts.save(r);
+  for (const r of x.rollouts) await to.rollouts.change(r.name, () => r);
   await copyAudit(x.audit, to);
   await steps.beforeLast?.();
   if (x.fleet.operatorHash !== undefined) await to.hub.saveOperatorHash(x.fleet.operatorHash);

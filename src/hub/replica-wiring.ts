@@ -8,6 +8,7 @@ import { type Bus, createLocalBus } from "./bus.ts";
 import { startDeadHolders } from "./dead-holders.ts";
 import type { Deployer } from "./deploy/deployer.ts";
 import { type ChangeLogOptions, startFollower } from "./follow.ts";
+import type { UpdateFollowing } from "./follow-updates.ts";
 import { holdNodes } from "./holding.ts";
 import type { ReplicaStreams } from "./relay/replica.ts";
 import type { AgentSessions, SessionOptions } from "./sessions.ts";
@@ -36,10 +37,16 @@ interface Wiring extends ReplicaOptions {
 }
 
 /** Follows the shared change log into this replica's view (follow.ts). */
-export function followChanges(opts: Wiring, state: HubState, deployer: Deployer) {
+export function followChanges(
+  opts: Wiring,
+  state: HubState,
+  deployer: Deployer,
+  updates: UpdateFollowing,
+) {
   return startFollower({
     state,
     deployer,
+    updates,
     bus: opts.bus ?? createLocalBus(),
     clock: opts.clock,
     log: opts.log,

@@ -43,8 +43,8 @@ export async function openPostgresStores(
       sessions: hub,
       beats: hub,
       deploy,
-      updates: new PostgresUpdateStore(pool),
-      rollouts: new PostgresAgentRolloutStore(pool),
+      updates: new PostgresUpdateStore(pool, feed, o.copy === true),
+      rollouts: new PostgresAgentRolloutStore(pool, feed, o.copy === true),
       audit: new PostgresAuditStore(pool),
       follow: { pool, feed, textOf: (row) => deploy.textOf(row) },
     };

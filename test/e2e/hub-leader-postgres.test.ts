@@ -22,6 +22,7 @@ import { FakeClock, realClock } from "../../src/util/clock.ts";
 import { nullLogger } from "../../src/util/log.ts";
 import { type TestDevices, testDevices, webDaemonSet } from "../lib/deploy-devices.ts";
 import { postgresForFile } from "../lib/postgres.ts";
+import { saveRollout } from "../lib/rollout-store-contract.ts";
 
 const cluster = postgresForFile();
 
@@ -254,11 +255,13 @@ test("an agent rollout's record written by its pass is refused when this replica
       record: freshRecord(1),
       created: 1,
     };
-    await store.save(r);
-    await expect(store.save({ ...r, created: 2 }, true)).rejects.toBeInstanceOf(NotLeaderError);
+    await saveRollout(store, r);
+    await expect(saveRollout(store, { ...r, created: 2 }, true)).rejects.toBeInstanceOf(
+      NotLeaderError,
+    );
     expect((await store.load()).map((x) => x.created)).toEqual([1]);
     const leader = new PostgresAgentRolloutStore({ sql, size: 1, leaderFence: ea.fence });
-    await leader.save({ ...r, created: 3 }, true);
+    await saveRollout(leader, { ...r, created: 3 }, true);
     expect((await store.load()).map((x) => x.created)).toEqual([3]);
   } finally {
     ea.close();

@@ -25,7 +25,7 @@ import { auditStoreContract } from "../lib/audit-store-contract.ts";
 import { deployStoreContract } from "../lib/deploy-store-contract.ts";
 import { postgresForFile } from "../lib/postgres.ts";
 import { postgresBacking } from "../lib/postgres-backing.ts";
-import { rolloutStoreContract } from "../lib/rollout-store-contract.ts";
+import { deleteRollout, rolloutStoreContract } from "../lib/rollout-store-contract.ts";
 import { deployScenario, rolloutScenario, updateScenario } from "../lib/stores-scenarios.ts";
 import { updateStoreContract } from "../lib/update-store-contract.ts";
 import { makePod } from "../unit/hubclient/fixtures.ts";
@@ -221,7 +221,7 @@ describe("the hub's other stores, on PostgreSQL only", () => {
         [db],
       );
       const id = await stores.audit.append(session("cam-1", ["true"]));
-      await stores.rollouts.delete("none");
+      await deleteRollout(stores.rollouts, "none");
       await stores.updates.write([{ node: "cam-1", version: "0.3.0", setAt: 1 }]);
       expect((await stores.audit.newest(10)).map((r) => r.id)).toEqual([id]);
       expect(await stores.updates.load()).toHaveLength(1);

@@ -5,6 +5,7 @@ import type { PodTemplateSpec } from "../../src/api/daemonset.ts";
 import type { StoredObject } from "../../src/hub/deploy/store.ts";
 import { freshRecord } from "../../src/hub/rollouts/spec.ts";
 import type { HubStores } from "../../src/hub/stores-sqlite.ts";
+import { deleteRollout, saveRollout } from "./rollout-store-contract.ts";
 
 const template = (image: string): PodTemplateSpec => ({
   metadata: { labels: { app: "web" } },
@@ -107,14 +108,16 @@ export async function rolloutScenario({ rollouts }: HubStores) {
     ["mid-2", 2],
     ["mid-10", 4],
   ] as const)
-    await rollouts.save({ name, spec: spec("0.2.0"), record: freshRecord(created), created });
-  await rollouts.save({
+    await saveRollout(rollouts, {
+      ...{ name, spec: spec("0.2.0"), record: freshRecord(created), created },
+    });
+  await saveRollout(rollouts, {
     name: "alpha",
     spec: spec("0.3.0"),
     record: { ...freshRecord(5, true), from: { "cam-1": "0.1.0", "cam-2": null } },
     created: 1_765_000_000_001,
   });
-  await rollouts.delete("zeta");
-  await rollouts.delete("never");
+  await deleteRollout(rollouts, "zeta");
+  await deleteRollout(rollouts, "never");
   return rollouts.load();
 }

@@ -19,3 +19,8 @@ export function advisoryLockRow(key: string): { classid: number; objid: number }
   const k = BigInt.asUintN(64, BigInt(key));
   return { classid: Number(k >> 32n), objid: Number(k & 0xffff_ffffn) };
 }
+
+/** With a name's hashtext, held (pg_advisory_xact_lock(int4, int4)) by a transaction writing
+ * the agent rollout of that name (rollouts/store-postgres.ts): two first writes of a name, which
+ * have no row to lock yet, wait for each other. */
+export const ROLLOUT_LOCK_CLASS = "1718379877"; // 0x666c_6565 ("flee")

@@ -7,6 +7,11 @@
 // it, the one that claimed last); the record is stored before the wishes it leads to are set
 // (a step's wishes in one write); passes and the operator's actions run one at a time;
 // a member the rollout did not move has no wish (a hand-set one is dropped when it is taken).
+// Hub replicas: an operator's change at any replica is made to the stored rollout (store.ts), and
+// every replica takes the others' from the change log (takeStored); the leader's pass writes only
+// its planner's record and `from`, and only over the rollout it planned with: one an operator
+// changed meanwhile (elsewhere) is taken as stored and planned again at the next pass. A replica
+// that does not lead shows the phase a pass would reach now (a dry run), as it runs none.
 import { parseLabelSelector } from "../../api/selectors.ts";
 import { StatusError } from "../../api/status.ts";
 import { jsonEqual } from "../../util/canonical.ts";
@@ -25,7 +30,7 @@ import {
   settingsOf,
 } from "./observe.ts";
 import { type AgentRollout, type AgentRolloutSpec, checkName, freshRecord } from "./spec.ts";
-import type { AgentRolloutStore } from "./store.ts";
+import type { AgentRolloutStore, RolloutChange } from "./store.ts";
 
 export interface AgentRolloutDeps {
   store: AgentRolloutStore;
@@ -54,6 +59,9 @@ export class AgentRollouts {
   private readonly serial = new Serial();
   /** The leader's term the rollouts were loaded in (leadTerm). */
   private loadedTerm: number | undefined;
+  /** Hub replicas: the change log's number of this replica's latest write of each rollout: an
+   * older row of another replica is passed over. */
+  private readonly rvs = new Map<string, number>();
 
   /** `loaded`: the store's rollouts (AgentRolloutStore.load). */
   constructor(
@@ -121,7 +129,10 @@ export class AgentRollouts {
 
   private viewOf(r: AgentRollout, members: readonly string[]): AgentRolloutView {
     const obs = members.map((n) => this.observe(n, r.spec.version));
-    return rolloutView(r, obs, this.phases.get(r.name) ?? "Rolling");
+    const phase = this.leads()
+      ? (this.phases.get(r.name) ?? "Rolling")
+      : this.phaseOf(structuredClone(r), members, new Map());
+    return rolloutView(r, obs, phase);
   }
 
   /** The view of rollout `name`. */
@@ -166,49 +177,85 @@ export class AgentRollouts {
   }
 
   private async putNow(name: string, spec: AgentRolloutSpec): Promise<PutResult> {
-    const old = this.rollouts.get(name);
-    if (old !== undefined && jsonEqual(old.spec, spec))
-      return { code: 200, view: this.view(name), result: "unchanged" };
     const now = this.deps.clock.now();
-    const claims = old?.spec.version !== spec.version || old.spec.selector !== spec.selector;
-    if (claims) this.checkClaim(name, spec.selector);
-    const record =
-      old === undefined
-        ? freshRecord(now)
-        : old.spec.version !== spec.version
-          ? freshRecord(now, old.record.paused)
-          : { ...old.record, undone: false, claimedAt: claims ? now : old.record.claimedAt };
-    const r: AgentRollout = { name, spec, record, created: old?.created ?? now };
-    await this.deps.store.save(r);
-    this.rollouts.set(name, r);
+    let old: AgentRollout | undefined;
+    const r = await this.write(name, (stored) => {
+      old = stored;
+      if (stored !== undefined && jsonEqual(stored.spec, spec)) return undefined;
+      const claims =
+        stored?.spec.version !== spec.version || stored.spec.selector !== spec.selector;
+      if (claims) this.checkClaim(name, spec.selector);
+      const record =
+        stored === undefined
+          ? freshRecord(now)
+          : stored.spec.version !== spec.version
+            ? freshRecord(now, stored.record.paused)
+            : {
+                ...stored.record,
+                undone: false,
+                claimedAt: claims ? now : stored.record.claimedAt,
+              };
+      return { name, spec, record, created: stored?.created ?? now };
+    });
+    if (r === old) return { code: 200, view: this.view(name), result: "unchanged" };
     if (old?.spec.version !== spec.version) this.phases.delete(name);
     await this.passNow();
     const result = old === undefined ? "created" : "configured";
     return { code: old === undefined ? 201 : 200, view: this.view(name), result };
   }
 
+  /** Changes rollout `name` in the store as `change` says from what is stored, then holds what
+   * is stored after it; gives that. */
+  private async write(
+    name: string,
+    change: RolloutChange,
+    byPass = false,
+  ): Promise<AgentRollout | undefined> {
+    const { stored, rv } = await this.deps.store.change(name, change, byPass);
+    if (rv !== undefined) this.rvs.set(name, rv);
+    if (stored === undefined) this.rollouts.delete(name);
+    else this.rollouts.set(name, stored);
+    return stored;
+  }
+
+  /** Takes rollout `name` as another replica stored it (null: deleted), numbered `rv` in the
+   * change log. */
+  takeStored(name: string, r: AgentRollout | null, rv: number): void {
+    if ((this.rvs.get(name) ?? 0) >= rv) return;
+    this.rvs.delete(name);
+    const old = this.rollouts.get(name);
+    if (r === null) this.rollouts.delete(name);
+    else this.rollouts.set(name, r);
+    if (r === null || old?.spec.version !== r.spec.version) this.phases.delete(name);
+  }
+
   /** Deletes rollout `name`; its members keep their wishes. */
   delete(name: string): Promise<AgentRollout> {
     return this.serial.run(async () => {
-      const r = this.find(name);
-      await this.deps.store.delete(name);
-      this.rollouts.delete(name);
+      let old: AgentRollout | undefined;
+      await this.write(name, (stored) => {
+        old = stored ?? this.find(name);
+        return null;
+      });
       this.phases.delete(name);
-      return r;
+      return old as AgentRollout;
     });
   }
 
   /** Pauses, resumes or undoes rollout `name`; stored, and a pass run, before it returns. */
   act(name: string, action: "pause" | "resume" | "undo"): Promise<AgentRolloutView> {
     return this.serial.run(async () => {
-      const r = this.find(name);
-      const record =
-        action === "undo"
-          ? { ...r.record, undone: true }
-          : { ...r.record, paused: action === "pause" };
-      const next = { ...r, record };
-      await this.deps.store.save(next);
-      this.rollouts.set(name, next);
+      await this.write(name, (stored) => {
+        // Not stored: deleted (at another replica, maybe), whatever this one holds.
+        if (stored === undefined)
+          throw new StatusError("NotFound", `agent rollout "${name}" not found`);
+        const r = stored;
+        const record =
+          action === "undo"
+            ? { ...r.record, undone: true }
+            : { ...r.record, paused: action === "pause" };
+        return { ...r, record };
+      });
       await this.passNow();
       return this.view(name);
     });
@@ -260,23 +307,37 @@ export class AgentRollouts {
 
   /** Steps rollout `r`: its record stored when it changed, then the wishes it leads to. */
   private async step(r: AgentRollout, members: readonly string[]): Promise<void> {
-    const before = structuredClone(r.record);
+    const before = structuredClone(r);
     const wishes = new Map<string, string | null>();
+    const phase = this.phaseOf(r, members, wishes);
+    const u = this.deps.updates;
+    const moves = [...wishes].some(([n, v]) => u.wantedFor(n)?.version !== (v ?? undefined));
+    if (!jsonEqual(before.record, r.record) || moves) {
+      const stored = await this.write(r.name, (s) => planned(s, before, r), true);
+      if (stored?.record !== r.record) return; // changed elsewhere: planned again next pass
+    }
+    for (const node of await u.setWishes(wishes)) this.deps.changed(node);
+    const last = this.phases.get(r.name);
+    this.phases.set(r.name, phase);
+    if (last !== phase)
+      this.deps.log.info("agent rollout", { rollout: r.name, version: r.spec.version, phase });
+  }
+
+  /** The phase rollout `r` is in, its record stepped and the wishes it leads to added. */
+  private phaseOf(
+    r: AgentRollout,
+    members: readonly string[],
+    wishes: Map<string, string | null>,
+  ): AgentRolloutPhase {
     for (const n of members)
       if (!moved(r, n) && this.deps.updates.wantedFor(n) !== undefined) wishes.set(n, null);
-    const phase = r.record.undone
+    return r.record.undone
       ? this.undo(r, members, wishes)
       : r.record.paused
         ? r.record.planner.failed?.hash === r.spec.version
           ? "Failed"
           : "Paused"
         : this.plan(r, members, wishes);
-    if (!jsonEqual(before, r.record)) await this.deps.store.save(r, true);
-    for (const node of await this.deps.updates.setWishes(wishes)) this.deps.changed(node);
-    const last = this.phases.get(r.name);
-    this.phases.set(r.name, phase);
-    if (last !== phase)
-      this.deps.log.info("agent rollout", { rollout: r.name, version: r.spec.version, phase });
   }
 
   /** Sends every member the rollout moved its `from` again. */
@@ -314,4 +375,18 @@ export class AgentRollouts {
     const idle = facts.every((d) => !d.online) && plan.record.stableHash === version;
     return plan.phase === "Rolling" && idle ? "Complete" : plan.phase;
   }
+}
+
+/** What the pass writes of rollout `r`, planned from `before`, over `stored`: its planner's record
+ * and `from`; nothing when the rollout is gone or an operator changed it since `before` (its
+ * spec, creation, pause, undo or claim). */
+function planned(
+  stored: AgentRollout | undefined,
+  before: AgentRollout,
+  r: AgentRollout,
+): AgentRollout | undefined {
+  if (stored === undefined) return undefined;
+  const mine = (x: AgentRollout) => ({ ...x, record: { ...x.record, planner: null, from: null } });
+  if (!jsonEqual(mine(stored), mine(before))) return undefined;
+  return r;
 }

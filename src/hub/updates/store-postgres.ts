@@ -1,9 +1,13 @@
 // The wanted releases of nodes (store.ts) in the hub's PostgreSQL database (migration 2's
 // `node_updates`). A write is one transaction of multi-row statements (pg/rows.ts), each
-// idempotent (an upsert, a delete), so it may be run again after its session ended.
+// idempotent (an upsert, a delete), so it may be run again after its session ended; its changes
+// go to the change log in the same transaction (shared.ts), as does what this replica shares of
+// an agent's update (not in a table). A copy (`hub migrate`) logs nothing.
 import type { SQL } from "bun";
+import { appendChanges, ChangeFeed, type ChangeRow } from "../pg/changes.ts";
 import { type Columns, deleteRows, lastByKey, upsertRows } from "../pg/rows.ts";
 import { type PgPool, transaction } from "../pg/transaction.ts";
+import { reportRow, type SharedReport, wishRow } from "./shared.ts";
 import type { UpdateStore, WantedChange, WantedRelease } from "./store.ts";
 
 const NODE_UPDATES: Columns = {
@@ -13,7 +17,11 @@ const NODE_UPDATES: Columns = {
 };
 
 export class PostgresUpdateStore implements UpdateStore {
-  constructor(private readonly pool: PgPool) {}
+  constructor(
+    private readonly pool: PgPool,
+    private readonly feed = new ChangeFeed(),
+    private readonly copy = false,
+  ) {}
 
   async load(): Promise<WantedRelease[]> {
     const rows = (await transaction(this.pool, (tx) =>
@@ -22,17 +30,36 @@ export class PostgresUpdateStore implements UpdateStore {
     return rows.map((r) => ({ node: r.node, version: r.version, setAt: Number(r.set_at) }));
   }
 
-  async write(changes: readonly WantedChange[]): Promise<void> {
-    if (changes.length === 0) return;
+  async write(changes: readonly WantedChange[]): Promise<number | undefined> {
+    if (changes.length === 0) return undefined;
     // A later change of one node wins.
     const last = lastByKey(changes, (c) => c.node);
     const puts = last.flatMap((c) =>
       c.version === null ? [] : [[c.node, c.version, String(c.setAt)]],
     );
     const deletes = last.filter((c) => c.version === null).map((c) => [c.node]);
-    await transaction(this.pool, async (tx: SQL) => {
+    return this.logged(last.map(wishRow), async (tx) => {
       await upsertRows(tx, NODE_UPDATES, puts);
       await deleteRows(tx, NODE_UPDATES, deletes);
     });
+  }
+
+  share(node: string, report: SharedReport): Promise<number | undefined> {
+    return this.logged([reportRow(node, report)]);
+  }
+
+  /** Runs `write` and appends `rows` to the change log in one transaction; tells the feed and
+   * gives the rows' highest number. */
+  private async logged(
+    rows: ChangeRow[],
+    write?: (tx: SQL) => Promise<void>,
+  ): Promise<number | undefined> {
+    const rv = await transaction(this.pool, async (tx: SQL) => {
+      await write?.(tx);
+      if (this.copy) return undefined;
+      return appendChanges(tx, rows, this.feed.origin, this.feed.now());
+    });
+    this.feed.committed(rv);
+    return rv;
   }
 }

@@ -18,8 +18,8 @@ export class SqliteUpdateStore implements UpdateStore {
     return rows.map((r) => ({ node: r.node, version: r.version, setAt: r.set_at }));
   }
 
-  async write(changes: readonly WantedChange[]): Promise<void> {
-    if (changes.length === 0) return;
+  async write(changes: readonly WantedChange[]): Promise<undefined> {
+    if (changes.length === 0) return undefined;
     const put = this.db.query(
       "INSERT OR REPLACE INTO node_updates (node, version, set_at) VALUES (?, ?, ?)",
     );
@@ -30,5 +30,6 @@ export class SqliteUpdateStore implements UpdateStore {
         else put.run(c.node, c.version, c.setAt);
       }
     })();
+    return undefined;
   }
 }

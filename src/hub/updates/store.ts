@@ -1,6 +1,7 @@
 // The wanted release of each node (docs/hub-releases.md, "Updating one node"): one row a node,
 // written before the API answers (and by agent rollouts' passes, a pass's wishes in one write),
-// read at start. The interface is asynchronous, as a database across the network is; SQLite's
+// read at start. Hub replicas share each write, and what the replica holding a node's agent hears
+// of its update, through the change log (shared.ts). The interface is asynchronous, as a database across the network is; SQLite's
 // implementation (store-sqlite.ts) does its work before its promise is returned.
 
 /** The release the operator wants node `node` to run, and when it was set (ms). */
@@ -13,9 +14,15 @@ export interface WantedRelease {
 /** A node's new wish: a release, or none (`version` null). */
 export type WantedChange = WantedRelease | { node: string; version: null };
 
+import type { SharedReport } from "./shared.ts";
+
 export interface UpdateStore {
   /** Every stored wish. */
   load(): Promise<WantedRelease[]>;
-  /** Stores each node's new wish (a later change of one node wins), in one write. */
-  write(changes: readonly WantedChange[]): Promise<void>;
+  /** Stores each node's new wish (a later change of one node wins), in one write; gives the
+   * change log's number of the write (hub replicas; undefined: none). */
+  write(changes: readonly WantedChange[]): Promise<number | undefined>;
+  /** Hub replicas: tells the other replicas what this one heard of node `node`'s update, and
+   * gives the change log's number of it (absent for a single hub, which hears it all itself). */
+  share?(node: string, report: SharedReport): Promise<number | undefined>;
 }

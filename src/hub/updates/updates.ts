@@ -2,6 +2,9 @@
 // operator wants each node to run (stored, see store.ts), the `update` offer sent to its agent,
 // and the latest `update.status` each agent reported (kept in memory: an agent reports again as
 // it goes). Agent rollouts (src/hub/rollouts/) drive this with setWishes and what it observed.
+// Hub replicas: every replica holds every wish (another's from the change log: takeWish) and what
+// the replica holding each agent heard of its update (share, takeReport; shared.ts); a row older
+// than this replica's own write of the same node is passed over (rvs).
 import { StatusError } from "../../api/status.ts";
 import {
   AGENT_FEATURES,
@@ -14,6 +17,7 @@ import { Serial } from "../../util/serial.ts";
 import type { Fleet } from "../fleet.ts";
 import type { Releases } from "../releases/store.ts";
 import { rfc3339 } from "../views.ts";
+import type { SharedReport } from "./shared.ts";
 import type { UpdateStore, WantedChange, WantedRelease } from "./store.ts";
 
 /** What the hub knows of a node for its update: absent when no such node joined. */
@@ -31,6 +35,8 @@ export interface NodeUpdatesDeps {
   now(): number;
   /** Shows a node's last status, "<phase> <version>", on its Node. */
   onReport?(node: string, text: string): void;
+  /** A share with the other replicas that failed (they hear it when the agent reports again). */
+  onShareFailed?(node: string, error: unknown): void;
 }
 
 /** One node's update as the API shows it (GET /api/v1/updates). */
@@ -79,6 +85,9 @@ export class NodeUpdates {
   private readonly firstOffered = new Map<string, { version: string; at: number }>();
   /** The wishes' writes, one at a time (memory follows each in the order it was stored). */
   private readonly writes = new Serial();
+  /** Hub replicas: the change log's number of this replica's latest write of each node's wish
+   * ("w:" + node) and share of its reports ("r:" + node): an older row of another is passed. */
+  private readonly rvs = new Map<string, number>();
 
   /** `loaded`: the store's wishes (UpdateStore.load). */
   constructor(
@@ -139,12 +148,76 @@ export class NodeUpdates {
   private write(changes: WantedChange[]): Promise<void> {
     if (changes.length === 0) return Promise.resolve();
     return this.writes.run(async () => {
-      await this.deps.store.write(changes);
+      const rv = await this.deps.store.write(changes);
       for (const c of changes) {
-        if (c.version === null) this.wanted.delete(c.node);
-        else this.wanted.set(c.node, c);
+        if (rv !== undefined) this.rvs.set(`w:${c.node}`, rv);
+        this.setWish(c);
       }
     });
+  }
+
+  private setWish(c: WantedChange): void {
+    if (c.version === null) this.wanted.delete(c.node);
+    else this.wanted.set(c.node, c);
+  }
+
+  /** Whether a row numbered `rv` of `key` is newer than what this replica wrote of it. */
+  private newer(key: string, rv: number): boolean {
+    if ((this.rvs.get(key) ?? 0) >= rv) return false;
+    this.rvs.delete(key);
+    return true;
+  }
+
+  /** Takes a wish another replica stored, numbered `rv` in the change log; whether it changed
+   * what this replica holds (then its agent, if connected here, is offered it). */
+  takeWish(c: WantedChange, rv: number): boolean {
+    if (!this.newer(`w:${c.node}`, rv)) return false;
+    const old = this.wanted.get(c.node);
+    this.setWish(c);
+    return (
+      old?.version !== (c.version ?? undefined) || old?.setAt !== this.wanted.get(c.node)?.setAt
+    );
+  }
+
+  /** Hub replicas: loads the stored wishes in place of those held (this replica fell behind
+   * the change log's trim); gives the nodes whose wish changed. */
+  async reloadWishes(): Promise<string[]> {
+    const loaded = await this.deps.store.load();
+    return this.writes.run(async () => {
+      const next = new Map(loaded.map((w) => [w.node, w]));
+      const changed = [...new Set([...this.wanted.keys(), ...next.keys()])].filter(
+        (n) =>
+          this.wanted.get(n)?.version !== next.get(n)?.version ||
+          this.wanted.get(n)?.setAt !== next.get(n)?.setAt,
+      );
+      this.wanted.clear();
+      for (const [n, w] of next) this.wanted.set(n, w);
+      for (const key of [...this.rvs.keys()]) if (key.startsWith("w:")) this.rvs.delete(key);
+      return changed;
+    });
+  }
+
+  /** Takes what the replica holding `node`'s agent heard of its update, numbered `rv`. */
+  takeReport(node: string, r: SharedReport, rv: number): void {
+    if (!this.newer(`r:${node}`, rv)) return;
+    if ("status" in r) {
+      this.reported.set(node, { status: r.status, at: r.at });
+      this.deps.onReport?.(node, `${r.status.phase} ${r.status.version}`);
+    } else if ("offered" in r) this.firstOffered.set(node, { version: r.offered, at: r.at });
+    else this.agents.set(node, r.agent);
+  }
+
+  /** Tells the other replicas (if any) what this one heard of `node`'s update. */
+  private share(node: string, r: SharedReport): void {
+    const share = this.deps.store.share;
+    if (share === undefined) return;
+    share.call(this.deps.store, node, r).then(
+      (rv) => {
+        if (rv !== undefined)
+          this.rvs.set(`r:${node}`, Math.max(rv, this.rvs.get(`r:${node}`) ?? 0));
+      },
+      (err: unknown) => this.deps.onShareFailed?.(node, err),
+    );
   }
 
   /** The last status the agent of `node` reported, if any. */
@@ -174,21 +247,24 @@ export class NodeUpdates {
     this.agents.delete(node);
     this.offered.delete(node);
     this.firstOffered.delete(node);
+    this.rvs.delete(`r:${node}`);
   }
 
   /** The agent of `node` said hello with `features`, running `version`. */
   hello(node: string, version: string, features: readonly string[] | undefined): void {
-    this.agents.set(node, {
-      version,
-      updates: features?.includes(AGENT_FEATURES.updates) === true,
-    });
+    const agent = { version, updates: features?.includes(AGENT_FEATURES.updates) === true };
+    this.agents.set(node, agent);
     this.offered.delete(node);
+    // Shared only for a node in an update: every agent's every hello would be a write.
+    if (this.wanted.has(node) || this.reported.has(node)) this.share(node, { agent });
   }
 
   /** The agent of `node` reported `status` (the latest wins). */
   report(node: string, status: UpdateStatus): void {
-    this.reported.set(node, { status, at: this.deps.now() });
+    const at = this.deps.now();
+    this.reported.set(node, { status, at });
     this.deps.onReport?.(node, `${status.phase} ${status.version}`);
+    this.share(node, { status, at });
   }
 
   /** The version `node`'s agent runs, as last known. */
@@ -214,8 +290,11 @@ export class NodeUpdates {
     if (r === undefined || this.wanted.get(node) !== w) return undefined;
     const path = `${RELEASES_PATH}/${encodeURIComponent(w.version)}/${arch}`;
     this.offered.add(node);
-    if (this.firstOffered.get(node)?.version !== w.version)
-      this.firstOffered.set(node, { version: w.version, at: this.deps.now() });
+    if (this.firstOffered.get(node)?.version !== w.version) {
+      const at = this.deps.now();
+      this.firstOffered.set(node, { version: w.version, at });
+      this.share(node, { offered: w.version, at });
+    }
     return { type: "update", version: w.version, arch, manifest: r.manifest, path };
   }
 

@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { rolloutWorld } from "../../lib/agent-rollouts.ts";
+import { saveRollout } from "../../lib/rollout-store-contract.ts";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -197,7 +198,7 @@ describe("failures", () => {
     expect(r?.record.from).toEqual({ "cam-1": "0.1.0" });
     // A rollout recorded before the node reported its version.
     if (r !== undefined)
-      await stored.save({ ...r, record: { ...r.record, from: { "cam-1": null } } });
+      await saveRollout(stored, { ...r, record: { ...r.record, from: { "cam-1": null } } });
     await w.reopen();
     w.report("cam-1", "0.2.0", "refused");
     await w.rollouts.pass();

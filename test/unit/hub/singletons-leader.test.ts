@@ -11,6 +11,7 @@ import { Deployer } from "../../../src/hub/deploy/deployer.ts";
 import { SqliteDeployStore } from "../../../src/hub/deploy/store-sqlite.ts";
 import { AgentRollouts } from "../../../src/hub/rollouts/controller.ts";
 import { parseSpec } from "../../../src/hub/rollouts/spec.ts";
+import type { AgentRolloutStore } from "../../../src/hub/rollouts/store.ts";
 import { SqliteAgentRolloutStore } from "../../../src/hub/rollouts/store-sqlite.ts";
 import { openHubDatabase } from "../../../src/hub/store-sqlite.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
@@ -67,13 +68,12 @@ test("agent rollouts step only in the term they loaded the store in", async () =
   const store = new SqliteAgentRolloutStore(openHubDatabase(join(dir, "hub.db")));
   let term: number | undefined;
   const saved: string[] = [];
-  const recording = {
+  const recording: AgentRolloutStore = {
     load: () => store.load(),
-    save: async (r: Parameters<typeof store.save>[0], byPass?: boolean) => {
+    change: async (name, change, byPass) => {
       saved.push(byPass === true ? "pass" : "operator");
-      await store.save(r);
+      return store.change(name, change);
     },
-    delete: (name: string) => store.delete(name),
   };
   const wishes: string[] = [];
   const rollouts = new AgentRollouts(

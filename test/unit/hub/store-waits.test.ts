@@ -135,8 +135,12 @@ describe("agent rollouts over a store that takes time", () => {
       {
         store: {
           load: async () => [],
-          save: (r) => gate.pass("save", async () => void saved.push(structuredClone(r))),
-          delete: (name) => gate.pass("delete", () => h.rolloutStore.delete(name)),
+          change: (_name, change) =>
+            gate.pass("save", async () => {
+              const r = change(saved.at(-1));
+              if (r) saved.push(structuredClone(r));
+              return { stored: r ?? undefined };
+            }),
         },
         nodes: () => [{ name: "cam-1", labels: { tier: "prod" } }],
         online: () => true,

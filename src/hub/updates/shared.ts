@@ -1,0 +1,51 @@
+// What hub replicas share of node updates through the change log (docs/hub-replicas.md, "Node
+// updates and agent rollouts"): a node's wish (kind "updates", written with the wish itself) and
+// what the replica holding its agent heard of the update (kind "updatereports", in the log only:
+// an agent reports again as it goes, so a replica that starts later hears it from the agent or
+// not at all, as a single hub after a restart). One encoding, used by the writer and the reader.
+import { type UpdateStatus, updateStatusSchema } from "../../protocol/index.ts";
+import type { ChangeRow } from "../pg/changes.ts";
+import type { WantedChange } from "./store.ts";
+
+export const WISH_KIND = "updates";
+export const REPORT_KIND = "updatereports";
+
+/** One thing the holder of a node's agent heard: its update.status, the first offer of a
+ * version, or its hello (only for a node in an update). */
+export type SharedReport =
+  | { status: UpdateStatus; at: number }
+  | { offered: string; at: number }
+  | { agent: { version: string; updates: boolean } };
+
+/** The change row of a wish. */
+export function wishRow(c: WantedChange): ChangeRow {
+  const object = c.version === null ? null : JSON.stringify({ version: c.version, setAt: c.setAt });
+  return { kind: WISH_KIND, key: c.node, deleted: c.version === null, object };
+}
+
+/** The wish a row of `node` gives (`object` null: none). */
+export function wishOf(node: string, object: string | null): WantedChange {
+  if (object === null) return { node, version: null };
+  const o = JSON.parse(object) as { version: string; setAt: number };
+  if (typeof o.version !== "string" || typeof o.setAt !== "number")
+    throw new Error(`not a wish: ${object}`);
+  return { node, version: o.version, setAt: o.setAt };
+}
+
+/** The change row of a report. */
+export function reportRow(node: string, r: SharedReport): ChangeRow {
+  return { kind: REPORT_KIND, key: node, deleted: false, object: JSON.stringify(r) };
+}
+
+/** The report a row gives (its status checked as an agent's is). */
+export function reportOf(object: string): SharedReport {
+  const o = JSON.parse(object) as Record<string, unknown>;
+  const at = typeof o.at === "number" ? o.at : undefined;
+  if (o.status !== undefined && at !== undefined)
+    return { status: updateStatusSchema.parse(o.status), at };
+  if (typeof o.offered === "string" && at !== undefined) return { offered: o.offered, at };
+  const agent = o.agent as { version?: unknown; updates?: unknown } | undefined;
+  if (typeof agent?.version === "string" && typeof agent.updates === "boolean")
+    return { agent: { version: agent.version, updates: agent.updates } };
+  throw new Error(`not an update report: ${object.slice(0, 200)}`);
+}
