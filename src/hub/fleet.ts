@@ -10,7 +10,7 @@ import type { DesiredAck, Hello, SequencedMessage } from "../protocol/index.ts";
 import { checkOwner, emptyNode } from "./fleet-checks.ts";
 import { HealthHistory } from "./health.ts";
 import { adoptSession, type StoredNode } from "./node-sessions.ts";
-import type { HubStore, LoadedState, NodeProgress, NodeRecord } from "./store.ts";
+import type { DesiredReport, HubStore, LoadedState, NodeProgress, NodeRecord } from "./store.ts";
 import { eventView, nodeView, podView, rfc3339 } from "./views.ts";
 
 export type WatchKind = "nodes" | "pods" | "events";
@@ -38,13 +38,6 @@ export interface FleetOptions {
 
 export type IngestResult = { ok: true } | { ok: false; reason: string };
 
-/** What an agent last said of its desired state, beyond the generation (kept in memory: agents
- * report it again after every welcome). */
-export interface DesiredReport {
-  refused?: { generation?: number; reason: string };
-  conflicts: { pod: string; uid: string; message: string }[];
-}
-
 export class Fleet {
   readonly nodes = new Map<string, NodeRecord>();
   private readonly pods = new Map<string, Map<string, Pod>>();
@@ -56,7 +49,6 @@ export class Fleet {
   protected readonly offlineSince = new Map<string, number>();
   /** The highest seq received per node (not yet necessarily stored). */
   protected readonly received = new Map<string, number>();
-  private readonly desiredReports = new Map<string, DesiredReport>();
   /** The clock skew shown per node (ms, device − hub), from its last hello or hb with a clock. */
   private readonly clockSkews = new Map<string, number>();
   /** Each node's last update.status, "<phase> <version>" (updates/updates.ts). */
@@ -225,7 +217,6 @@ export class Fleet {
       this.opts.onChange({ type: "DELETED", kind: "events", object: eventView(name, event) });
     this.pods.delete(name);
     this.events.delete(name);
-    this.desiredReports.delete(name);
     this.clockSkews.delete(name);
     this.updateNotes.delete(name);
     this.health.forget(name);
@@ -290,10 +281,12 @@ export class Fleet {
     const rec = this.nodes.get(name);
     if (rec === undefined) return;
     rec.ackedGeneration = ack.generation;
-    this.desiredReports.set(name, {
-      ...(ack.refused !== undefined && { refused: ack.refused }),
-      conflicts: ack.conflicts ?? [],
-    });
+    if (ack.refused === undefined && (ack.conflicts ?? []).length === 0) delete rec.desiredReport;
+    else
+      rec.desiredReport = {
+        ...(ack.refused !== undefined && { refused: ack.refused }),
+        conflicts: ack.conflicts ?? [],
+      };
     this.progress(rec);
   }
 
@@ -316,7 +309,7 @@ export class Fleet {
   }
 
   desiredReport(name: string): DesiredReport | undefined {
-    return this.desiredReports.get(name);
+    return this.nodes.get(name)?.desiredReport;
   }
 
   /** Records the node's desired generation and its content hash (queued for the store). */

@@ -48,6 +48,7 @@ const SESSION_FIELDS = [
   "connected",
   "features",
   "ackedGeneration",
+  "desiredReport",
 ] as const;
 /** And those moved over the connection with the agent (a rotated credential). */
 const CREDENTIAL_FIELDS = [

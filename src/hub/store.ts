@@ -32,6 +32,12 @@ export interface CredentialRecord {
   expiresAt: number;
 }
 
+/** What an agent said of its desired state, beyond the generation (desired.ack). */
+export interface DesiredReport {
+  refused?: { generation?: number; reason: string };
+  conflicts: { pod: string; uid: string; message: string }[];
+}
+
 /** What the hub knows of a node that joined. */
 export interface NodeRecord {
   name: string;
@@ -62,6 +68,10 @@ export interface NodeRecord {
   desiredHash?: string;
   /** What the agent announced in its last hello (AGENT_FEATURES). */
   features?: string[];
+  /** What the agent last said of its desired state beyond the generation (desired.ack), when it
+   * refused it or found conflicts: stored with the node, so that the leader's DaemonSet passes
+   * see it whichever replica holds the node. */
+  desiredReport?: DesiredReport;
   /** Whether the replica holding the node had it online, and since when not, as that replica
    * last stored it: what other replicas show (hub replicas; a single hub does not read it). */
   online?: boolean;

@@ -6,8 +6,7 @@ import { type DaemonSet, REVISION_HASH_LABEL } from "../../api/daemonset.ts";
 import { isDNS1123Subdomain } from "../../api/index.ts";
 import type { ContainerStatus, Pod } from "../../api/types.ts";
 import { AGENT_FEATURES } from "../../protocol/index.ts";
-import type { DesiredReport } from "../fleet.ts";
-import type { NodeRecord } from "../store.ts";
+import type { DesiredReport, NodeRecord } from "../store.ts";
 import type { DeviceFacts, PodFacts } from "./plan.ts";
 import { hubPodName, ownerDaemonSet } from "./pods.ts";
 

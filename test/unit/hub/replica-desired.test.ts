@@ -13,7 +13,8 @@ import { DesiredRefresh, type RefreshNodes } from "../../../src/hub/deploy/refre
 import type { DeployState } from "../../../src/hub/deploy/store.ts";
 import { SqliteDeployStore } from "../../../src/hub/deploy/store-sqlite.ts";
 import { ReplicaFleet } from "../../../src/hub/fleet-replica.ts";
-import type { NodeRecord } from "../../../src/hub/store.ts";
+import { keepHolderFields } from "../../../src/hub/node-sessions.ts";
+import type { NodeProgress, NodeRecord } from "../../../src/hub/store.ts";
 import { openHubDatabase, SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
 import { nullLogger } from "../../../src/util/log.ts";
@@ -37,8 +38,7 @@ const record = (name: string, generation: number, hash: string): NodeRecord => (
   online: true,
 });
 
-async function replicaFleet(nodes: NodeRecord[]) {
-  const store = new SqliteHubStore(":memory:");
+async function replicaFleet(nodes: NodeRecord[], store = new SqliteHubStore(":memory:")) {
   const loaded = { ...(await store.load()), nodes };
   const opts = { store, maxEventsPerNode: 10, offlineAfterMs: 3000, onChange: () => {} };
   return new ReplicaFleet({ ...opts, now: () => 0, storedOnline: true }, loaded);
@@ -64,6 +64,34 @@ describe("ReplicaFleet, a node's desired generation", () => {
     expect(fleet.nodes.get("cam-1")).toMatchObject({ desiredGeneration: 5, desiredHash: "h5" });
     fleet.applyStoredNode(record("cam-1", 6, "h6"));
     expect(fleet.nodes.get("cam-1")).toMatchObject({ desiredGeneration: 6, desiredHash: "h6" });
+  });
+
+  test("what the holder's agent said of its desired state (a refusal, conflicts) is stored with the node and seen by every replica", async () => {
+    const queued: NodeProgress[] = [];
+    const store = new SqliteHubStore(":memory:");
+    store.queueProgress = (p) => void queued.push(p);
+    const holder = await replicaFleet([record("cam-1", 2, "h2")], store);
+    const conflicts = [{ pod: "default/web-cam-1", uid: "u1", message: "a static pod has it" }];
+    const refused = { generation: 2, reason: "secrets not allowed" };
+    holder.setDesiredAck("cam-1", { generation: 1, refused, conflicts });
+    const report = { refused, conflicts };
+    expect(queued.at(-1)?.desiredReport).toEqual(report);
+    // The leader, which does not hold the node, reads it from the node's row.
+    const leader = await replicaFleet([record("cam-1", 2, "h2")]);
+    expect(leader.desiredReport("cam-1")).toBeUndefined();
+    leader.applyStoredNode({ ...record("cam-1", 2, "h2"), desiredReport: report });
+    expect(leader.desiredReport("cam-1")).toEqual(report);
+    // Another replica's write of the node (an operator's label) keeps the holder's report.
+    const mine = { ...record("cam-1", 2, "h2"), hubLabels: { site: "b" } };
+    const theirs = { ...record("cam-1", 2, "h2"), desiredReport: report };
+    expect(keepHolderFields(mine, theirs)).toMatchObject({
+      hubLabels: { site: "b" },
+      desiredReport: report,
+    });
+    // An ack with nothing to say clears it.
+    holder.setDesiredAck("cam-1", { generation: 2 });
+    expect(holder.desiredReport("cam-1")).toBeUndefined();
+    expect(queued.at(-1)?.desiredReport).toBeUndefined();
   });
 });
 
