@@ -14,6 +14,7 @@ import {
   joinTokenRequestSchema,
 } from "../protocol/index.ts";
 import { HUB_CA_PATH, joinTokenWithHash } from "../protocol/trust.ts";
+import { StreamFailure } from "../streams/types.ts";
 import type { Clock } from "../util/clock.ts";
 import type { AuditLog, AuditRecord, AuditStart } from "./audit.ts";
 import { handleDeployApi } from "./deploy/api.ts";
@@ -22,6 +23,7 @@ import type { Fleet } from "./fleet.ts";
 import { decodeSegment, readJson } from "./http.ts";
 import type { Identity } from "./identity.ts";
 import type { KubeApi } from "./kube/index.ts";
+import type { ReplicaStreams } from "./relay/replica.ts";
 import { handleReleases, isReleasePath, type ReleaseApiDeps } from "./releases/api.ts";
 import { handleAgentRolloutApi } from "./rollouts/api.ts";
 import type { AgentRollouts } from "./rollouts/index.ts";
@@ -52,6 +54,8 @@ export interface ApiDeps {
   updates: { updates: NodeUpdates; changed(node: string): void };
   /** The agent rollouts (rollouts/api.ts). */
   agentRollouts: AgentRollouts;
+  /** Hub replicas: asks the replica holding a node what only it holds (relay/replica.ts). */
+  holder?: Pick<ReplicaStreams, "ask">;
 }
 
 const DEFAULT_JOIN_TTL_MS = 24 * 3_600_000;
@@ -186,6 +190,25 @@ export async function revokeNode(deps: ApiDeps, name: string): Promise<Response>
   return json(deps.fleet.view(name));
 }
 
+/** GET /api/v1/nodes/NAME/health: the history this hub holds, or (hub replicas) the one the
+ * replica holding the node holds; a node no replica holds answers what this one has. */
+async function nodeHealth(deps: ApiDeps, name: string): Promise<Response> {
+  if (deps.fleet.view(name) === undefined)
+    throw new StatusError("NotFound", `node "${name}" not found`);
+  if (deps.holder === undefined || deps.fleet.holds(name) || !deps.fleet.isOnline(name))
+    return json(deps.fleet.health.view(name));
+  try {
+    return json((await deps.holder.ask(name, "health")) ?? deps.fleet.health.view(name));
+  } catch (err) {
+    if (err instanceof StreamFailure)
+      throw new StatusError(
+        "ServiceUnavailable",
+        `the health of node "${name}" is held by the hub replica its agent is connected to: ${err.message}`,
+      );
+    throw err;
+  }
+}
+
 /** POST /api/v1/nodes/NAME/revoke|forget, GET /api/v1/nodes/NAME/health. */
 async function nodeAction(
   deps: ApiDeps,
@@ -193,11 +216,7 @@ async function nodeAction(
   name: string,
   action: string,
 ): Promise<Response> {
-  if (req.method === "GET" && action === "health") {
-    if (deps.fleet.view(name) === undefined)
-      throw new StatusError("NotFound", `node "${name}" not found`);
-    return json(deps.fleet.health.view(name));
-  }
+  if (req.method === "GET" && action === "health") return nodeHealth(deps, name);
   if (req.method === "POST" && action === "revoke") return revokeNode(deps, name);
   if (req.method === "POST" && action === "forget") {
     deps.identity.releaseRevoked(name);

@@ -49,8 +49,6 @@ export class Fleet {
   protected readonly offlineSince = new Map<string, number>();
   /** The highest seq received per node (not yet necessarily stored). */
   protected readonly received = new Map<string, number>();
-  /** The clock skew shown per node (ms, device − hub), from its last hello or hb with a clock. */
-  private readonly clockSkews = new Map<string, number>();
   /** Each node's last update.status, "<phase> <version>" (updates/updates.ts). */
   private readonly updateNotes = new Map<string, string>();
   /** Each node's latest health report and a short history (health.ts). */
@@ -125,7 +123,7 @@ export class Fleet {
       online: this.isOnline(name),
       ...(offlineSince !== undefined && { offlineSince }),
       podCount: this.pods.get(name)?.size ?? 0,
-      ...(this.clockSkews.has(name) && { clockSkewMs: this.clockSkews.get(name) }),
+      ...(rec.clockSkewMs !== undefined && { clockSkewMs: rec.clockSkewMs }),
       ...(this.updateNotes.has(name) && { update: this.updateNotes.get(name) }),
     });
   }
@@ -217,7 +215,6 @@ export class Fleet {
       this.opts.onChange({ type: "DELETED", kind: "events", object: eventView(name, event) });
     this.pods.delete(name);
     this.events.delete(name);
-    this.clockSkews.delete(name);
     this.updateNotes.delete(name);
     this.health.forget(name);
     this.nodes.delete(name);
@@ -294,10 +291,12 @@ export class Fleet {
    * watchers hear of it) only when it moved by 2 s or more, so that the jitter of round trips
    * does not make every heartbeat a change. */
   setClockSkew(name: string, skewMs: number): void {
-    if (!this.nodes.has(name)) return;
-    const shown = this.clockSkews.get(name);
+    const rec = this.nodes.get(name);
+    if (rec === undefined) return;
+    const shown = rec.clockSkewMs;
     if (shown !== undefined && Math.abs(shown - skewMs) < 2_000) return;
-    this.clockSkews.set(name, skewMs);
+    rec.clockSkewMs = skewMs;
+    this.progress(rec);
     this.emitNode(name);
   }
 

@@ -191,6 +191,7 @@ function apiDepsOf(
     releases: { releases: state.releases, log: opts.log.with({ component: "releases" }) },
     updates: { updates: state.updates, changed: (n) => sessions.updateChanged(n) },
     agentRollouts: rollouts,
+    ...(opts.relay !== undefined && { holder: opts.relay }),
     kube: createKubeApi({
       fleet: state.fleet,
       deployer,
@@ -308,7 +309,9 @@ function agentSessions(
       deployer()?.desiredFor(node, agentGeneration, secure),
     onDesiredAck: () => deployer()?.markDirty(),
     broker,
-    ...(opts.relay !== undefined && { holding: holdingOf(opts.relay, broker) }),
+    ...(opts.relay !== undefined && {
+      holding: holdingOf(opts.relay, broker, (n) => state.fleet.health.view(n)),
+    }),
     updates: state.updates,
     ...(take !== undefined && { take }),
   });

@@ -49,6 +49,7 @@ const SESSION_FIELDS = [
   "features",
   "ackedGeneration",
   "desiredReport",
+  "clockSkewMs",
 ] as const;
 /** And those moved over the connection with the agent (a rotated credential). */
 const CREDENTIAL_FIELDS = [

@@ -81,8 +81,13 @@ export function nodeTaking(
   });
 }
 
-/** Serves the streams of the nodes whose agents are connected here to the other replicas. */
-export function holdingOf(relay: ReplicaStreams, broker: StreamBroker) {
+/** Serves the streams of the nodes whose agents are connected here to the other replicas, and
+ * their health history (`health`) to the others' GET /api/v1/nodes/NAME/health. */
+export function holdingOf(
+  relay: ReplicaStreams,
+  broker: StreamBroker,
+  health: (node: string) => unknown,
+) {
   return (node: string, here: boolean) =>
-    here ? relay.hold(node, broker.opener(node)) : relay.release(node);
+    here ? relay.hold(node, broker.opener(node), () => health(node)) : relay.release(node);
 }

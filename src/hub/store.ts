@@ -72,6 +72,9 @@ export interface NodeRecord {
    * refused it or found conflicts: stored with the node, so that the leader's DaemonSet passes
    * see it whichever replica holds the node. */
   desiredReport?: DesiredReport;
+  /** The skew of the device's clock (ms, device − hub) as its holder last showed it (it moved by
+   * 2 s or more): stored with the node, so that every replica shows it. */
+  clockSkewMs?: number;
   /** Whether the replica holding the node had it online, and since when not, as that replica
    * last stored it: what other replicas show (hub replicas; a single hub does not read it). */
   online?: boolean;

@@ -6,7 +6,8 @@
 // a test says otherwise. Shown: a release pushed at A serves at both; a per-node update set at A
 // is offered by B and shown at B; the agent's update.status at B shows at A; an agent rollout
 // created at B is run by the leader A to Complete; a pause at B holds the leader's rollout and a
-// resume at A lets it go on. The release is a signed copy of /usr/bin/true (as in
+// resume at A lets it go on; a device's health history and clock skew, reported to B, are
+// served at A. The release is a signed copy of /usr/bin/true (as in
 // hub-agent-rollouts.test.ts). Needs root (test PostgreSQL), Debian's postgresql and
 // nats-server, and dist/fleetlet (scripts/build); no containerd, no test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -15,6 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type NatsServer, startNatsServer } from "../../scripts/lib/nats.ts";
 import { PostgresCluster } from "../../scripts/lib/postgres.ts";
+import { HUB_ANNOTATIONS } from "../../src/protocol/index.ts";
 import { nodeArch, TestHub } from "../lib/hub.ts";
 import { startReplica } from "../lib/replicas.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
@@ -112,9 +114,11 @@ beforeAll(async () => {
     ["r-2", "r"],
     ["p-1", "p"],
     ["p-2", "p"],
+    ["h-1", "h"],
   ];
   for (const [name, fleet] of fleets) {
     const ag = new UpdateAgent(name, { fleet });
+    if (name === "h-1") ag.clockOffsetMs = -3_600_000; // an hour behind
     agents.set(name, ag);
     await ag.join(b);
     await ag.connect(b);
@@ -228,4 +232,33 @@ describe("agent updates and rollouts across hub replicas (compiled)", () => {
     expect(resumed.stdout).toBe("agentrollout/rp resumed\n");
     await agent("p-2").waitOffer(V, 10_000);
   }, 60_000);
+
+  test("a device's health history and clock skew, reported to B, are served at A", async () => {
+    const h1 = agent("h-1");
+    h1.health(1_000);
+    h1.health(2_000);
+    type Health = { node: string; latest?: { collectedAt: number }; history: unknown[] };
+    const health = await eventually(
+      "h-1's health at b",
+      async () => {
+        const { status, body } = await get<Health>(b, "/api/v1/nodes/h-1/health");
+        return status === 200 && body.history.length === 2 ? body : undefined;
+      },
+      5000,
+    );
+    const atA = await get<Health>(a, "/api/v1/nodes/h-1/health");
+    expect(atA.status).toBe(200);
+    expect(atA.body).toEqual(health);
+    expect(atA.body.latest?.collectedAt).toBe(2_000);
+    const skewAt = async (hub: TestHub) => {
+      const { body } = await get<{ metadata: { annotations?: Record<string, string> } }>(
+        hub,
+        "/api/v1/nodes/h-1",
+      );
+      return body.metadata.annotations?.[HUB_ANNOTATIONS.clockSkew];
+    };
+    const skew = await eventually("h-1's clock skew at b", () => skewAt(b), 5000);
+    expect(skew).toMatch(/^-(1h0m0s|59m59s)$/);
+    await eventually("h-1's clock skew at a", async () => (await skewAt(a)) === skew || undefined);
+  }, 30_000);
 });

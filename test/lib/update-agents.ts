@@ -12,6 +12,8 @@ import { eventually } from "./testbed.ts";
 export class UpdateAgent {
   client: ProtocolClient | undefined;
   credential = "";
+  /** How far its clock is from this machine's (ms), as its heartbeats say. */
+  clockOffsetMs = 0;
   private beat: ReturnType<typeof setInterval> | undefined;
 
   constructor(
@@ -43,7 +45,9 @@ export class UpdateAgent {
     });
     await c.waitFor("welcome");
     c.send(nodeReport(this.name, version));
-    this.beat = setInterval(() => c.send({ type: "hb", clock: Date.now() }), 2000);
+    const beat = () => c.send({ type: "hb", clock: Date.now() + this.clockOffsetMs });
+    beat();
+    this.beat = setInterval(beat, 2000);
   }
 
   /** The versions offered (`update` messages) on its current connection, in order. */
@@ -65,6 +69,14 @@ export class UpdateAgent {
   /** Sends update.status of `version` in `phase`. */
   report(version: string, phase: UpdatePhase, more: { bytes?: number; total?: number } = {}) {
     this.client?.send({ type: "update.status", version, phase, ...more });
+  }
+
+  /** Sends a health report collected at `collectedAt`. */
+  health(collectedAt: number): void {
+    this.client?.send({
+      type: "health",
+      health: { collectedAt, temperatures: [], filesystems: [], interfaces: [] },
+    });
   }
 
   close(): void {

@@ -3,6 +3,8 @@
 //   fleet.open.<name>          request: {"req": <stream.open>}  answer: accepted or refused
 //   fleet.stream.<id>.in       the requesting replica → the holder (input, credit for out, end)
 //   fleet.stream.<id>.out      the holder → the requesting replica (output, credit for in, end)
+//   fleet.ask.<name>           request: {"ask": "health"}  answer: {"ok": true, "value": …} or
+//                              refused (what the holder holds of the node: its health history)
 // Each message on a direction's subject is [type (1)][seq (4, from 0, one more each message)]
 // then, for data, [channel (1)][payload (1 byte to 256 KiB)], for control, a JSON object.
 import { z } from "zod";
@@ -28,6 +30,7 @@ const HEADER_BYTES = 5;
 // for the open's timeout instead of failing at once.
 export const openSubject = (node: string) => `fleet.open.${node}`;
 export const streamSubject = (id: string, dir: "in" | "out") => `fleet.stream.${id}.${dir}`;
+export const askSubject = (node: string) => `fleet.ask.${node}`;
 
 const streamId = z.string().regex(/^[0-9a-f]{32}$/);
 const bytes = z.int().min(0).max(0x7fffffff);
@@ -39,6 +42,17 @@ const openAnswerSchema = z.discriminatedUnion("ok", [
   z.object({ ok: z.literal(false), error: streamErrorSchema }),
 ]);
 export type OpenAnswer = z.output<typeof openAnswerSchema>;
+
+/** What one replica may ask the holder of a node. */
+export type NodeQuestion = "health";
+const askRequestSchema = z.object({ ask: z.literal("health") });
+const askAnswerSchema = z.discriminatedUnion("ok", [
+  z.object({ ok: z.literal(true), value: z.unknown() }),
+  z.object({ ok: z.literal(false), error: streamErrorSchema }),
+]);
+export type AskAnswer = z.output<typeof askAnswerSchema>;
+/** The largest answer to an ask (under NATS's default message limit of 1 MiB). */
+const MAX_ANSWER_BYTES = 1000 * 1024;
 
 const controlSchema = z.discriminatedUnion("t", [
   /** The reader may take `bytes` more of payload. */
@@ -67,9 +81,12 @@ export type RelayMessage =
 
 type Decoded<T> = { ok: true; value: T } | { ok: false; reason: string };
 
-function parseJson<S extends z.ZodType>(schema: S, data: Uint8Array): Decoded<z.output<S>> {
-  if (data.length > MAX_JSON_BYTES)
-    return { ok: false, reason: `over the limit of ${MAX_JSON_BYTES} bytes` };
+function parseJson<S extends z.ZodType>(
+  schema: S,
+  data: Uint8Array,
+  limit = MAX_JSON_BYTES,
+): Decoded<z.output<S>> {
+  if (data.length > limit) return { ok: false, reason: `over the limit of ${limit} bytes` };
   let value: unknown;
   try {
     value = JSON.parse(new TextDecoder().decode(data));
@@ -89,6 +106,21 @@ export const decodeOpenRequest = (data: Uint8Array): Decoded<StreamOpen> => {
 export const encodeOpenAnswer = (a: OpenAnswer): string => JSON.stringify(a);
 export const decodeOpenAnswer = (data: Uint8Array): Decoded<OpenAnswer> =>
   parseJson(openAnswerSchema, data);
+
+export const encodeAsk = (ask: NodeQuestion): string => JSON.stringify({ ask });
+export const decodeAsk = (data: Uint8Array): Decoded<NodeQuestion> => {
+  const d = parseJson(askRequestSchema, data);
+  return d.ok ? { ok: true, value: d.value.ask } : d;
+};
+/** The answer's text; refused when the value is over the limit. */
+export function encodeAskAnswer(a: AskAnswer): string {
+  const text = JSON.stringify(a);
+  if (text.length <= MAX_ANSWER_BYTES) return text;
+  const message = `the answer of ${text.length} bytes is over the limit of ${MAX_ANSWER_BYTES}`;
+  return JSON.stringify({ ok: false, error: { code: 500, reason: "InternalError", message } });
+}
+export const decodeAskAnswer = (data: Uint8Array): Decoded<AskAnswer> =>
+  parseJson(askAnswerSchema, data, MAX_ANSWER_BYTES);
 
 export function encodeData(seq: number, channel: number, payload: Uint8Array): Uint8Array {
   const out = new Uint8Array(HEADER_BYTES + 1 + payload.length);

@@ -17,10 +17,16 @@ import { type OpenStream, StreamFailure, type StreamWork } from "../../streams/t
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import {
+  askSubject,
+  decodeAsk,
+  decodeAskAnswer,
   decodeOpenAnswer,
   decodeOpenRequest,
+  encodeAsk,
+  encodeAskAnswer,
   encodeOpenAnswer,
   encodeOpenRequest,
+  type NodeQuestion,
   openSubject,
   streamSubject,
 } from "./codec.ts";
@@ -52,9 +58,13 @@ interface StreamRelayStats extends RelayCounters {
 export interface StreamRelay {
   /** Streams to `node` through whichever replica serves it. */
   opener(node: string): OpenStream;
-  /** Serves streams to `node` with `open` (the holder's); returns the way to stop serving
-   * (streams open go on). Each open reaches one of the replicas serving a node. */
-  serve(node: string, open: OpenStream): () => void;
+  /** Serves streams to `node` with `open` (the holder's), and the other replicas' questions
+   * about it with `answer` when given; returns the way to stop serving (streams open go on).
+   * Each open reaches one of the replicas serving a node. */
+  serve(node: string, open: OpenStream, answer?: (q: NodeQuestion) => unknown): () => void;
+  /** Asks the replica holding `node`: its answer, or undefined when no replica holds it (fails
+   * as an open does otherwise). */
+  ask(node: string, q: NodeQuestion): Promise<unknown>;
   stats(): StreamRelayStats;
 }
 
@@ -106,7 +116,8 @@ class Relay implements StreamRelay {
     });
   }
 
-  serve(node: string, open: OpenStream): () => void {
+  serve(node: string, open: OpenStream, answer?: (q: NodeQuestion) => unknown): () => void {
+    const asks = answer === undefined ? undefined : this.answer(node, answer);
     // One queue group: should two replicas serve a node at once (an agent that moved while its
     // old connection is not yet closed), an open reaches one of them, so its work runs once.
     const sub = this.o.nc.subscribe(openSubject(node), {
@@ -122,7 +133,58 @@ class Relay implements StreamRelay {
         });
       },
     });
-    return () => sub.unsubscribe();
+    return () => {
+      sub.unsubscribe();
+      asks?.unsubscribe();
+    };
+  }
+
+  /** Answers the questions about `node` with `answer`. */
+  private answer(node: string, answer: (q: NodeQuestion) => unknown) {
+    return this.o.nc.subscribe(askSubject(node), {
+      queue: "holders",
+      callback: (err, msg) => {
+        if (err !== null) return;
+        const q = decodeAsk(msg.data);
+        if (!q.ok) this.counts.malformed++;
+        const text = q.ok
+          ? encodeAskAnswer({ ok: true, value: answer(q.value) })
+          : encodeAskAnswer({
+              ok: false,
+              error: { code: 400, reason: "BadRequest", message: `a malformed ask: ${q.reason}` },
+            });
+        try {
+          msg.respond(text);
+        } catch (e) {
+          this.log.warn("cannot answer an ask", { node, error: e as Error });
+        }
+      },
+    });
+  }
+
+  async ask(node: string, q: NodeQuestion): Promise<unknown> {
+    let data: Uint8Array;
+    try {
+      data = await this.requestOf(node, askSubject(node), encodeAsk(q));
+    } catch (err) {
+      // requestOf fails with 503 only when no replica serves the node.
+      if (err instanceof StreamFailure && err.code === 503) return undefined;
+      throw err;
+    }
+    const a = decodeAskAnswer(data);
+    if (!a.ok) {
+      this.counts.malformed++;
+      throw new StreamFailure(
+        502,
+        "BadGateway",
+        `the hub replica holding node "${node}" answered a malformed ask: ${a.reason}`,
+      );
+    }
+    if (!a.value.ok) {
+      const e = a.value.error;
+      throw new StreamFailure(e.code, e.reason, e.message);
+    }
+    return a.value.value;
   }
 
   /** Opens the work of a request for `node`; the answer to send. */
@@ -229,10 +291,22 @@ class Relay implements StreamRelay {
 
   /** The holder's answer to an open, or the failure to tell the client. */
   private async request(node: string, req: StreamOpen) {
+    const data = await this.requestOf(node, openSubject(node), encodeOpenRequest(req));
+    const a = decodeOpenAnswer(data);
+    if (a.ok) return a.value;
+    this.counts.malformed++;
+    throw new StreamFailure(
+      502,
+      "BadGateway",
+      `the hub replica holding node "${node}" answered a malformed stream open: ${a.reason}`,
+    );
+  }
+
+  /** The holder's reply to a request on `subject`, or the failure to tell the client. */
+  private async requestOf(node: string, subject: string, body: string): Promise<Uint8Array> {
     const timeout = this.o.openTimeoutMs ?? 10_000;
-    let data: Uint8Array;
     try {
-      data = (await this.o.nc.request(openSubject(node), encodeOpenRequest(req), { timeout })).data;
+      return (await this.o.nc.request(subject, body, { timeout })).data;
     } catch (err) {
       if (err instanceof RequestError && err.isNoResponders())
         throw new StreamFailure(
@@ -246,13 +320,5 @@ class Relay implements StreamRelay {
         `the hub replica holding node "${node}" did not answer within ${timeout} ms: ${(err as Error).message}`,
       );
     }
-    const a = decodeOpenAnswer(data);
-    if (a.ok) return a.value;
-    this.counts.malformed++;
-    throw new StreamFailure(
-      502,
-      "BadGateway",
-      `the hub replica holding node "${node}" answered a malformed stream open: ${a.reason}`,
-    );
   }
 }

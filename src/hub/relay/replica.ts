@@ -1,6 +1,7 @@
 // The relay of one hub replica, on its bus's NATS connection (docs/hub-replicas.md, "Streams
 // across replicas"): the nodes whose agents are connected here are served to the other replicas,
-// and a stream to a node held elsewhere is opened through the replica that serves it.
+// and a stream to a node held elsewhere is opened through the replica that serves it; so is a
+// question about the node that only its holder can answer (its health history).
 //
 // Invariants:
 // - Every node held here is served on the bus's current connection from the moment that
@@ -13,6 +14,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { type OpenStream, StreamFailure } from "../../streams/types.ts";
 import type { Clock } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
+import type { NodeQuestion } from "./codec.ts";
 import { createStreamRelay, type StreamRelay, type StreamRelayOptions } from "./index.ts";
 
 /** The part of the NATS bus (bus-nats.ts) the relay rides on. */
@@ -26,8 +28,13 @@ export interface RelayBus {
 export interface ReplicaStreams {
   /** Streams to `node` through the replica that holds it (503 when none does). */
   opener(node: string): OpenStream;
-  /** The agent of `node` is connected here: serve it with `open` until release(). */
-  hold(node: string, open: OpenStream): void;
+  /** The agent of `node` is connected here: serve it with `open`, and the questions about it with
+   * `answer`, until release(). */
+  hold(node: string, open: OpenStream, answer?: (q: NodeQuestion) => unknown): void;
+  /** Asks the replica holding `node`: its answer, or undefined when no replica holds it (rejects
+   * with a StreamFailure: 503 when this replica is not yet connected to NATS, 504 when the
+   * holder did not answer). */
+  ask(node: string, q: NodeQuestion): Promise<unknown>;
   /** The agent of `node` is no longer connected here. */
   release(node: string): void;
   /** Stops serving every node. */
@@ -45,6 +52,7 @@ export function createReplicaStreams(
 
 interface Held {
   open: OpenStream;
+  answer: ((q: NodeQuestion) => unknown) | undefined;
   /** Stops serving the node on the current relay (undefined: not served on it). */
   stop: (() => void) | undefined;
 }
@@ -71,12 +79,12 @@ class Replica implements ReplicaStreams {
     for (const h of this.held.values()) h.stop?.();
     const relay = createStreamRelay({ ...this.o, nc });
     this.current = { nc, relay };
-    for (const [node, h] of this.held) h.stop = this.serve(relay, node, h.open);
+    for (const [node, h] of this.held) h.stop = this.serve(relay, node, h);
   }
 
-  private serve(relay: StreamRelay, node: string, open: OpenStream): (() => void) | undefined {
+  private serve(relay: StreamRelay, node: string, h: Omit<Held, "stop">) {
     try {
-      return relay.serve(node, open);
+      return relay.serve(node, h.open, h.answer);
     } catch (err) {
       // The connection closed under us: the bus's next connection serves the node again.
       this.o.log.warn("cannot serve a node's streams to other replicas", { node, error: err });
@@ -87,22 +95,22 @@ class Replica implements ReplicaStreams {
   opener(node: string): OpenStream {
     return (req, out, signal) => {
       const relay = this.current?.relay;
-      if (relay === undefined)
-        return Promise.reject(
-          new StreamFailure(
-            503,
-            "ServiceUnavailable",
-            `node "${node}" is not connected to this hub replica, and the replica is not yet connected to NATS to reach the one that holds it`,
-          ),
-        );
+      if (relay === undefined) return Promise.reject(notConnected(node));
       return relay.opener(node)(req, out, signal);
     };
   }
 
-  hold(node: string, open: OpenStream): void {
+  ask(node: string, q: NodeQuestion): Promise<unknown> {
+    const relay = this.current?.relay;
+    if (relay === undefined) return Promise.reject(notConnected(node));
+    return relay.ask(node, q);
+  }
+
+  hold(node: string, open: OpenStream, answer?: (q: NodeQuestion) => unknown): void {
     if (this.held.has(node)) return;
     const relay = this.current?.relay;
-    this.held.set(node, { open, stop: relay && this.serve(relay, node, open) });
+    const h = { open, answer };
+    this.held.set(node, { ...h, stop: relay && this.serve(relay, node, h) });
   }
 
   release(node: string): void {
@@ -121,3 +129,10 @@ class Replica implements ReplicaStreams {
     for (const node of [...this.held.keys()]) this.release(node);
   }
 }
+
+const notConnected = (node: string) =>
+  new StreamFailure(
+    503,
+    "ServiceUnavailable",
+    `node "${node}" is not connected to this hub replica, and the replica is not yet connected to NATS to reach the one that holds it`,
+  );

@@ -1,10 +1,13 @@
 // The hub's view of each device's clock (docs/protocol.md, "Clock skew"): computed from the clock
-// an agent sends in hello and hb, kept on the node and shown as an annotation of its Node.
+// an agent sends in hello and hb, kept on the node (stored with it, so that every hub replica shows
+// it) and shown as an annotation of its Node.
 import { describe, expect, test } from "bun:test";
 import { clockSkew } from "../../../src/hub/agent-router.ts";
 import type { Change } from "../../../src/hub/fleet.ts";
+import { ReplicaFleet } from "../../../src/hub/fleet-replica.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { AgentSessions, type AgentSocket } from "../../../src/hub/sessions.ts";
+import type { NodeRecord } from "../../../src/hub/store.ts";
 import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { skewText } from "../../../src/hub/views.ts";
 import { HUB_ANNOTATIONS, PROTOCOL_VERSION } from "../../../src/protocol/index.ts";
@@ -48,7 +51,7 @@ async function hub() {
   const say = (m: object) => sessions.message(ws, JSON.stringify(m));
   const skew = () => fleet.view("cam-1")?.metadata.annotations?.[HUB_ANNOTATIONS.clockSkew];
   const nodeChanges = () => changes.filter((c) => c.kind === "nodes").length;
-  return { clock, say, skew, sent, nodeChanges };
+  return { clock, say, skew, sent, nodeChanges, store };
 }
 
 const hello = {
@@ -114,5 +117,28 @@ describe("the hub's clock skew of a node", () => {
     say({ type: "hb", clock: clock.now() + 33_000 });
     expect(skew()).toBe("33s");
     expect(nodeChanges()).toBe(before + 1);
+  });
+
+  test("is stored with the node, and a replica that does not hold it shows it from the row", async () => {
+    const { clock, say, store } = await hub();
+    const queued: (number | undefined)[] = [];
+    const queue = store.queueProgress.bind(store);
+    store.queueProgress = (p, seqOnly) => {
+      queued.push(p.clockSkewMs);
+      queue(p, seqOnly);
+    };
+    say({ ...hello, clock: clock.now() - 3 * HOUR });
+    expect(queued.at(-1)).toBe(-3 * HOUR);
+    await store.flush();
+    const rec = (await store.load()).nodes.find((n) => n.name === "cam-1");
+    const other = new ReplicaFleet(
+      {
+        ...{ store: new SqliteHubStore(":memory:"), maxEventsPerNode: 10, offlineAfterMs: 30_000 },
+        ...{ onChange: () => {}, now: () => clock.now(), storedOnline: true },
+      },
+      { ...(await new SqliteHubStore(":memory:").load()), nodes: [] },
+    );
+    other.applyStoredNode({ ...(rec as NodeRecord), online: true });
+    expect(other.view("cam-1")?.metadata.annotations?.[HUB_ANNOTATIONS.clockSkew]).toBe("-3h0m0s");
   });
 });

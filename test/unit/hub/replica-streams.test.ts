@@ -151,4 +151,28 @@ describe("createReplicaStreams()", () => {
     other.close();
     await Promise.all(buses.map((x) => x.close()));
   });
+
+  test("a question about a node is answered by the replica holding it; none holds it: undefined", async () => {
+    const holder = standInBus();
+    const asker = standInBus();
+    const held = createReplicaStreams(holder.bus, { clock: realClock, log });
+    const other = createReplicaStreams(asker.bus, { clock: realClock, log });
+    const history = { kind: "NodeHealth", node: "dev-6", history: [{ collectedAt: 1 }] };
+    held.hold("dev-6", device(6), (q) => (q === "health" ? history : undefined));
+    held.hold("dev-7", device(7)); // served for streams only
+    await expect(other.ask("dev-6", "health")).rejects.toMatchObject({
+      code: 503,
+      message: expect.stringContaining("not yet connected to NATS"),
+    });
+    await asker.connect("hub-b");
+    await holder.connect("hub-a");
+    expect(await other.ask("dev-6", "health")).toEqual(history);
+    expect(await other.ask("dev-7", "health")).toBeUndefined();
+    expect(await other.ask("dev-8", "health")).toBeUndefined();
+    held.release("dev-6");
+    await holder.bus.connection()?.flush();
+    expect(await other.ask("dev-6", "health")).toBeUndefined();
+    held.close();
+    other.close();
+  });
 });
