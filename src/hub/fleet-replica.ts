@@ -2,8 +2,9 @@
 // report (fleet.ts), what other replicas stored, read from the shared change log (follow-view.ts)
 // and set here without being written back. A node this replica holds (its agent is connected
 // here) is left as this replica has it (its own state is newer than what another stored), but
-// for the hub's labels an operator set at another replica and the desired generation the leader
-// raised there (the holder sends it). A desired generation never goes down in this view.
+// for what an operator or the leader set at another replica: the hub's labels, a revoke (the
+// holder then closes the agent's connection) and a higher desired generation (the holder sends
+// it). A desired generation never goes down in this view.
 import type { Event, Pod } from "../api/types.ts";
 import { Fleet } from "./fleet.ts";
 import type { LoadedState, NodeRecord } from "./store.ts";
@@ -11,12 +12,23 @@ import { eventView, podView } from "./views.ts";
 
 export class ReplicaFleet extends Fleet {
   /** Takes node `rec` as stored, unless this replica holds the node (its own state is newer);
-   * gives the record it replaced (undefined: none, or not taken), and `desired` when this
-   * replica holds the node and took from the row a higher desired generation (to send it). */
-  applyStoredNode(rec: NodeRecord): { taken: boolean; old?: NodeRecord; desired?: true } {
+   * gives the record it replaced (undefined: none, or not taken), and, when this replica holds
+   * the node, `desired` when it took a higher desired generation from the row (to send it) and
+   * `revoked` when it took a revoke (to close the agent's connection). */
+  applyStoredNode(rec: NodeRecord): {
+    taken: boolean;
+    old?: NodeRecord;
+    desired?: true;
+    revoked?: true;
+  } {
     if (this.online.has(rec.name)) {
       this.takeHubLabels(rec);
-      return this.takeDesired(rec) ? { taken: false, desired: true } : { taken: false };
+      const revoked = this.takeRevoke(rec);
+      return {
+        taken: false,
+        ...(this.takeDesired(rec) && { desired: true as const }),
+        ...(revoked && { revoked: true as const }),
+      };
     }
     const old = this.nodes.get(rec.name);
     if (old !== undefined && old.desiredGeneration > rec.desiredGeneration) {
@@ -40,6 +52,17 @@ export class ReplicaFleet extends Fleet {
     if (mine === undefined || sameLabels(mine.hubLabels, rec.hubLabels)) return;
     mine.hubLabels = { ...rec.hubLabels };
     this.emitNode(rec.name);
+  }
+
+  /** Takes a revoke of a node this replica holds from another replica's row (an operator's):
+   * its credential is refused from now on, and the holder's next write of the node keeps it. */
+  private takeRevoke(rec: NodeRecord): boolean {
+    const mine = this.nodes.get(rec.name);
+    if (mine === undefined || rec.revokedAt === undefined || mine.revokedAt !== undefined)
+      return false;
+    mine.revokedAt = rec.revokedAt;
+    this.emitNode(rec.name);
+    return true;
   }
 
   /** Takes the desired generation and content hash of a node this replica holds from another

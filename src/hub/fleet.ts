@@ -29,6 +29,8 @@ export interface FleetOptions {
   onChange: (change: Change) => void;
   /** An event let go of without a watch event (past its node's limit), as served. */
   onEventDropped?: (event: Event) => void;
+  /** A node's progress was queued for the store beyond its acknowledged seq (flusher.soon). */
+  onQueued?: () => void;
   /** The hub's clock (ms): when a pod reported without a creationTimestamp was first seen. */
   now(): number;
   /** Hub replicas: a node this replica does not hold is shown online or offline as the replica
@@ -150,6 +152,7 @@ export class Fleet {
   /** Queues the node's progress; `seqOnly`: only its acknowledged seq changed. */
   private progress(rec: NodeRecord, seqOnly = false): void {
     this.opts.store.queueProgress(this.progressOf(rec), seqOnly);
+    if (!seqOnly) this.opts.onQueued?.();
   }
 
   /** What the store keeps of `rec`: its identity fields and seqs, with its online state. */

@@ -56,6 +56,13 @@ export class Flusher {
     this.cancel ??= this.deps.clock.setTimer(this.deps.intervalMs, () => this.flush());
   }
 
+  /** The store queued what no agent sent (a node went offline, its agent acknowledged a desired
+   * state): flush within the interval, so that it does not wait for the next report (other hub
+   * replicas see it only once stored). */
+  soon(): void {
+    this.cancel ??= this.deps.clock.setTimer(this.deps.intervalMs, () => this.flush());
+  }
+
   /** Writes what is queued now and sends the acks (the flush loop's iteration). A flush asked
    * for while one writes runs once that one ended; the promise settles when this one did. */
   flush(): Promise<void> {

@@ -30,6 +30,8 @@ export interface ViewDeps {
   object(row: ObjectRow): void;
   /** A node held here whose desired generation was raised by another replica (the leader). */
   desired?(node: string): void;
+  /** A node held here that an operator revoked at another replica: its agent is let go. */
+  revoked?(node: string): void;
   log: Logger;
 }
 
@@ -98,6 +100,7 @@ export class ViewApplier {
         const r = fleet.applyStoredNode(rec);
         if (r.taken) identity.nodeStored(r.old, rec);
         if (r.desired === true) this.deps.desired?.(rec.name);
+        if (r.revoked === true) this.deps.revoked?.(rec.name);
       }
       return undefined;
     }

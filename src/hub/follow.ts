@@ -42,6 +42,8 @@ interface FollowDeps {
   options?: ChangeLogOptions;
   /** The rows of node updates and agent rollouts (follow-updates.ts). */
   updates?: UpdateFollowing;
+  /** The agents' sessions here: a node revoked at another replica is let go. */
+  sessions?: { revoked(node: string): void };
 }
 
 /** A deploy object's row handed to the deployer (a Secret's body opened here). */
@@ -91,6 +93,7 @@ export function startFollower(d: FollowDeps): ChangeFollower | undefined {
         if (d.updates?.take(row) !== true) takeObject(d, row);
       },
       desired: (node) => d.deployer.storedDesired(node),
+      revoked: (node) => d.sessions?.revoked(node),
       log,
     },
     follow.known,

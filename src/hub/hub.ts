@@ -336,9 +336,14 @@ function flusherOf(opts: HubOptions, state: HubState, ack: (node: string, seq: n
 
 export async function startHub(opts: HubOptions): Promise<Hub> {
   let deployer: Deployer | undefined;
-  const state = await openState(opts, () => deployer?.markDirty());
+  let flusher: Flusher | undefined;
+  const state = await openState(
+    opts,
+    () => deployer?.markDirty(),
+    () => flusher?.soon(),
+  );
   let sessions: AgentSessions | undefined;
-  const flusher = flusherOf(opts, state, (name, seq) => sessions?.ack(name, seq));
+  flusher = flusherOf(opts, state, (name, seq) => sessions?.ack(name, seq));
   const flush = () => flusher.flush();
   const broker = new StreamBroker({
     log: opts.log.with({ component: "streams" }),
@@ -351,7 +356,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   deployer = await startDeployer(opts, state, sessions, flush, stopDeploy.signal);
   let rollouts: AgentRollouts | undefined;
   const updates = followUpdates(state.updates, () => rollouts, sessions);
-  const follower = followChanges(opts, state, deployer, updates);
+  const follower = followChanges(opts, state, deployer, { updates, sessions });
   const liveness = startLiveness(opts, state.fleet, sessions);
   const everyMs = opts.rolloutIntervalMs ?? HUB_DEFAULTS.rolloutIntervalMs;
   rollouts = await startAgentRollouts(state, sessions, opts, everyMs, stopDeploy.signal);

@@ -41,12 +41,12 @@ export function followChanges(
   opts: Wiring,
   state: HubState,
   deployer: Deployer,
-  updates: UpdateFollowing,
+  parts: { updates: UpdateFollowing; sessions: { revoked(node: string): void } },
 ) {
   return startFollower({
     state,
     deployer,
-    updates,
+    ...parts,
     bus: opts.bus ?? createLocalBus(),
     clock: opts.clock,
     log: opts.log,

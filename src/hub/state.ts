@@ -82,7 +82,13 @@ async function openStores(
 }
 
 /** The hub's state: its store and what is loaded from it, and the parts that keep it. */
-export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void) {
+/** `onPodOfDaemonSet`: a pod a DaemonSet owns changed; `onQueued`: the fleet queued a node's
+ * progress for the store (FleetOptions.onQueued). */
+export async function openState(
+  opts: StateOptions,
+  onPodOfDaemonSet: () => void,
+  onQueued?: () => void,
+) {
   if (!existsSync(opts.dataDir)) mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   const stores = await openStores(opts);
   const store = stores.hub;
@@ -104,6 +110,7 @@ export async function openState(opts: StateOptions, onPodOfDaemonSet: () => void
         if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined) onPodOfDaemonSet();
       },
       onEventDropped: (event) => changes.forget("events", event as KubeObject),
+      ...(onQueued !== undefined && { onQueued }),
       now: () => opts.clock.now(),
       storedOnline: replicated,
     },

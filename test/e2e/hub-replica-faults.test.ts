@@ -303,8 +303,11 @@ describe("hub replicas under faults (needs root and the test bed)", () => {
     expect(closed.reason).toContain("connected to another hub replica");
     expect(await holder(name)).toEqual({ replica: idB, epoch: 2 });
     // A does not mark the node offline, now or once it was silent there past the offline time
-    // (three heartbeats of 1 s): it is online at B.
+    // (three heartbeats of 1 s): it is online at B, where its agent goes on with heartbeats (B
+    // would mark a silent one offline, and store it: A would show that).
+    const beat = setInterval(() => atB.send({ type: "hb" }), 500);
     await Bun.sleep(4_000);
+    clearInterval(beat);
     const atAView = (await (await a.api(`/api/v1/nodes/${name}`)).json()) as Node;
     expect(atAView.metadata.annotations?.[ONLINE]).toBe("true");
     expect(atB.closed).toBeUndefined();

@@ -208,6 +208,43 @@ describe("the hub's other stores, on PostgreSQL only", () => {
     }
   });
 
+  test("what a replica shares of an agent's update is kept a row a node, each kind in its columns, and goes with the node", async () => {
+    const url = await cluster().createDatabase();
+    const stores = await openPostgresStores(url, undefined, quiet);
+    try {
+      const updates = stores.updates;
+      const status = { type: "update.status", version: "0.2.0", phase: "failed" } as const;
+      const healthy = { ...status, phase: "healthy" } as const;
+      expect(await updates.loadReports?.()).toEqual([]);
+      await updates.share?.("cam-1", { offered: "0.2.0", at: 10 });
+      await updates.share?.("cam-1", { status, at: 11 });
+      await updates.share?.("cam-1", { agent: { version: "0.1.0", updates: true } });
+      await updates.share?.("cam-1", { status: healthy, at: 12 });
+      await updates.share?.("cam-2", { agent: { version: "0.1.0", updates: false } });
+      const byNode = async () =>
+        ((await updates.loadReports?.()) ?? []).sort((x, y) => x.node.localeCompare(y.node));
+      expect(await byNode()).toEqual([
+        {
+          node: "cam-1",
+          status: { status: healthy, at: 12 },
+          offered: { version: "0.2.0", at: 10 },
+          agent: { version: "0.1.0", updates: true },
+        },
+        { node: "cam-2", agent: { version: "0.1.0", updates: false } },
+      ]);
+      const progress = { name: "cam-1", credentialHash: "c", hubLabels: {}, joinedAt: 5 };
+      await stores.hub.saveNodeNow({
+        ...progress,
+        ...{ ackedSeq: 0, connected: false, desiredGeneration: 0, ackedGeneration: 0 },
+      });
+      await stores.hub.forgetNodeNow("cam-1");
+      expect((await byNode()).map((r) => r.node)).toEqual(["cam-2"]);
+    } finally {
+      await stores.hub.close();
+      await cluster().dropDatabase(url);
+    }
+  });
+
   test("writes after the server ended every session of the pool are stored once", async () => {
     const url = await cluster().createDatabase();
     const stores = await openPostgresStores(url, undefined, quiet, { max: 3 });

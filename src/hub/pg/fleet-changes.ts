@@ -90,6 +90,7 @@ export async function forgetNode(tx: SQL, name: string): Promise<ChangeRow[]> {
   )) as { name: string; event: string }[];
   const node = (await nodeObjects(tx, [name])).get(name);
   await tx.unsafe("DELETE FROM nodes WHERE name = $1", [name]);
+  await tx.unsafe("DELETE FROM node_update_reports WHERE node = $1", [name]);
   return [
     ...pods.map((p) => ({ kind: "pods", key: podKey(name, p.uid), deleted: true, object: p.pod })),
     ...events.map((e) => ({

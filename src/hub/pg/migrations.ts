@@ -123,6 +123,17 @@ export const MIGRATIONS: readonly Migration[] = [
       "CREATE INDEX node_sessions_origin ON node_sessions (origin)",
     ],
   },
+  {
+    version: 8,
+    name: "what the holder of an agent heard of its update: node_update_reports",
+    statements: [
+      // A row a node (updates/shared.ts): its agent's last update.status and when it came, the
+      // version first offered it and when, its hello (version, takes updates), each written by
+      // the replica holding the agent, so a replica that starts later (and may lead) has them.
+      `CREATE TABLE node_update_reports (node text PRIMARY KEY, status json, status_at bigint,
+        offered text, offered_at bigint, agent json)`,
+    ],
+  },
 ];
 
 /** Runs the migrations missing from the database under the migration lock; gives the versions

@@ -1,8 +1,8 @@
 // What hub replicas share of node updates through the change log (docs/hub-replicas.md, "Node
 // updates and agent rollouts"): a node's wish (kind "updates", written with the wish itself) and
-// what the replica holding its agent heard of the update (kind "updatereports", in the log only:
-// an agent reports again as it goes, so a replica that starts later hears it from the agent or
-// not at all, as a single hub after a restart). One encoding, used by the writer and the reader.
+// what the replica holding its agent heard of its update (kind "updatereports", also kept in
+// node_update_reports, so that a replica that starts later, and may lead, has it). One encoding,
+// used by the writer and the reader.
 import { type UpdateStatus, updateStatusSchema } from "../../protocol/index.ts";
 import type { ChangeRow } from "../pg/changes.ts";
 import type { WantedChange } from "./store.ts";
@@ -16,6 +16,14 @@ export type SharedReport =
   | { status: UpdateStatus; at: number }
   | { offered: string; at: number }
   | { agent: { version: string; updates: boolean } };
+
+/** Everything shared of one node's update, as a replica that starts loads it. */
+export interface StoredReports {
+  node: string;
+  status?: { status: UpdateStatus; at: number };
+  offered?: { version: string; at: number };
+  agent?: { version: string; updates: boolean };
+}
 
 /** The change row of a wish. */
 export function wishRow(c: WantedChange): ChangeRow {

@@ -2,12 +2,14 @@
 // `node_updates`). A write is one transaction of multi-row statements (pg/rows.ts), each
 // idempotent (an upsert, a delete), so it may be run again after its session ended; its changes
 // go to the change log in the same transaction (shared.ts), as does what this replica shares of
-// an agent's update (not in a table). A copy (`hub migrate`) logs nothing.
+// an agent's update (kept in node_update_reports, a column pair a kind of report). A copy
+// (`hub migrate`) logs nothing.
 import type { SQL } from "bun";
+import type { UpdateStatus } from "../../protocol/index.ts";
 import { appendChanges, ChangeFeed, type ChangeRow } from "../pg/changes.ts";
 import { type Columns, deleteRows, lastByKey, upsertRows } from "../pg/rows.ts";
 import { type PgPool, transaction } from "../pg/transaction.ts";
-import { reportRow, type SharedReport, wishRow } from "./shared.ts";
+import { reportRow, type SharedReport, type StoredReports, wishRow } from "./shared.ts";
 import type { UpdateStore, WantedChange, WantedRelease } from "./store.ts";
 
 const NODE_UPDATES: Columns = {
@@ -45,7 +47,28 @@ export class PostgresUpdateStore implements UpdateStore {
   }
 
   share(node: string, report: SharedReport): Promise<number | undefined> {
-    return this.logged([reportRow(node, report)]);
+    return this.logged([reportRow(node, report)], (tx) => keepReport(tx, node, report));
+  }
+
+  async loadReports(): Promise<StoredReports[]> {
+    const rows = (await transaction(this.pool, (tx) =>
+      tx.unsafe(
+        "SELECT node, status, status_at, offered, offered_at, agent FROM node_update_reports",
+      ),
+    )) as {
+      node: string;
+      status: UpdateStatus | null;
+      status_at: string | null;
+      offered: string | null;
+      offered_at: string | null;
+      agent: { version: string; updates: boolean } | null;
+    }[];
+    return rows.map((r) => ({
+      node: r.node,
+      ...(r.status !== null && { status: { status: r.status, at: Number(r.status_at) } }),
+      ...(r.offered !== null && { offered: { version: r.offered, at: Number(r.offered_at) } }),
+      ...(r.agent !== null && { agent: r.agent }),
+    }));
   }
 
   /** Runs `write` and appends `rows` to the change log in one transaction; tells the feed and
@@ -62,4 +85,29 @@ export class PostgresUpdateStore implements UpdateStore {
     this.feed.committed(rv);
     return rv;
   }
+}
+
+/** Keeps `r` in the node's row of node_update_reports (only its own columns change). */
+async function keepReport(tx: SQL, node: string, r: SharedReport): Promise<void> {
+  const [cols, values] =
+    "status" in r
+      ? [
+          ["status", "status_at"],
+          [JSON.stringify(r.status), r.at],
+        ]
+      : "offered" in r
+        ? [
+            ["offered", "offered_at"],
+            [r.offered, r.at],
+          ]
+        : [["agent"], [JSON.stringify(r.agent)]];
+  const casts = cols.map((c, i) =>
+    c === "status" || c === "agent" ? `$${i + 2}::text::json` : `$${i + 2}`,
+  );
+  const sets = cols.map((c) => `${c} = excluded.${c}`).join(", ");
+  await tx.unsafe(
+    `INSERT INTO node_update_reports (node, ${cols.join(", ")}) VALUES ($1, ${casts.join(", ")})
+     ON CONFLICT (node) DO UPDATE SET ${sets}`,
+    [node, ...values],
+  );
 }

@@ -14,7 +14,7 @@ export interface WantedRelease {
 /** A node's new wish: a release, or none (`version` null). */
 export type WantedChange = WantedRelease | { node: string; version: null };
 
-import type { SharedReport } from "./shared.ts";
+import type { SharedReport, StoredReports } from "./shared.ts";
 
 export interface UpdateStore {
   /** Every stored wish. */
@@ -25,4 +25,7 @@ export interface UpdateStore {
   /** Hub replicas: tells the other replicas what this one heard of node `node`'s update, and
    * gives the change log's number of it (absent for a single hub, which hears it all itself). */
   share?(node: string, report: SharedReport): Promise<number | undefined>;
+  /** Hub replicas: what was shared of each node's update (kept, so that a replica that starts
+   * later has it). */
+  loadReports?(): Promise<StoredReports[]>;
 }

@@ -17,7 +17,7 @@ import { Serial } from "../../util/serial.ts";
 import type { Fleet } from "../fleet.ts";
 import type { Releases } from "../releases/store.ts";
 import { rfc3339 } from "../views.ts";
-import type { SharedReport } from "./shared.ts";
+import type { SharedReport, StoredReports } from "./shared.ts";
 import type { UpdateStore, WantedChange, WantedRelease } from "./store.ts";
 
 /** What the hub knows of a node for its update: absent when no such node joined. */
@@ -89,12 +89,22 @@ export class NodeUpdates {
    * ("w:" + node) and share of its reports ("r:" + node): an older row of another is passed. */
   private readonly rvs = new Map<string, number>();
 
-  /** `loaded`: the store's wishes (UpdateStore.load). */
+  /** `loaded`: the store's wishes (UpdateStore.load); `reports`: what replicas shared of each
+   * node's update (UpdateStore.loadReports). */
   constructor(
     private readonly deps: NodeUpdatesDeps,
     loaded: readonly WantedRelease[],
+    reports: readonly StoredReports[] = [],
   ) {
     for (const w of loaded) this.wanted.set(w.node, w);
+    for (const r of reports) {
+      if (r.status !== undefined) {
+        this.reported.set(r.node, r.status);
+        deps.onReport?.(r.node, `${r.status.status.phase} ${r.status.status.version}`);
+      }
+      if (r.offered !== undefined) this.firstOffered.set(r.node, r.offered);
+      if (r.agent !== undefined) this.agents.set(r.node, r.agent);
+    }
   }
 
   /** The release wanted for `node`, if any. */
@@ -372,7 +382,7 @@ export async function openNodeUpdates(
     now: () => clock.now(),
     onReport: (node, text) => fleet.setUpdateNote(node, text),
   };
-  return new NodeUpdates(deps, await store.load());
+  return new NodeUpdates(deps, await store.load(), (await store.loadReports?.()) ?? []);
 }
 
 type FleetNodes = Fleet["nodes"];

@@ -1,15 +1,19 @@
 import { describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { type Change, Fleet } from "../../../src/hub/fleet.ts";
+import { Flusher } from "../../../src/hub/flusher.ts";
 import { Identity } from "../../../src/hub/identity.ts";
 import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
 import { HUB_ANNOTATIONS, PROTOCOL_VERSION } from "../../../src/protocol/index.ts";
 import { FakeClock } from "../../../src/util/clock.ts";
+import { nullLogger } from "../../../src/util/log.ts";
 import { makePod } from "../../lib/builders.ts";
+import { settle } from "../../lib/hub-updates.ts";
 
 async function setup(store = new SqliteHubStore(":memory:"), clock = new FakeClock()) {
   const changes: Change[] = [];
   const dropped: string[] = [];
+  let queued = 0;
   const loaded = await store.load();
   const fleet = new Fleet(
     {
@@ -18,12 +22,13 @@ async function setup(store = new SqliteHubStore(":memory:"), clock = new FakeClo
       offlineAfterMs: 30_000,
       onChange: (c) => changes.push(c),
       onEventDropped: (e) => dropped.push(`events ${e.metadata.name} ${e.source.host}`),
+      onQueued: () => queued++,
       now: () => clock.now(),
     },
     loaded,
   );
   const identity = new Identity({ store, nodes: fleet.nodes }, loaded);
-  return { store, fleet, identity, changes, dropped };
+  return { store, fleet, identity, changes, dropped, queued: () => queued };
 }
 
 const hello = (streamId = "s1") => ({
@@ -48,6 +53,29 @@ const pod = (name: string, nodeName = "cam-1") =>
   makePod({ name, spec: { nodeName }, status: { phase: "Running" } });
 
 describe("Fleet", () => {
+  test("a node going offline is stored within the flush interval, with no report to carry it", async () => {
+    const clock = new FakeClock();
+    const { store, fleet, queued } = await joined(clock);
+    const flusher = new Flusher({
+      ...{ fleet, store, clock, log: nullLogger, intervalMs: 50 },
+      ack: () => {},
+    });
+    fleet.connect("cam-1", hello(), clock.now());
+    await flusher.flush();
+    const before = queued();
+    const at = clock.now();
+    fleet.setOffline("cam-1", at);
+    expect(queued()).toBe(before + 1);
+    flusher.soon();
+    flusher.soon(); // one flush for both
+    clock.step(49);
+    await settle();
+    expect((await store.load()).nodes[0]?.online).toBe(true);
+    clock.step(1);
+    await settle();
+    expect((await store.load()).nodes[0]).toMatchObject({ online: false, offlineSince: at });
+  });
+
   test("checkLiveness() marks a node offline after the silence limit, and a message brings it back", async () => {
     const clock = new FakeClock();
     const { fleet } = await joined(clock);

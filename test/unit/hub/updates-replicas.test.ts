@@ -130,6 +130,36 @@ describe("what the holder of an agent hears of its update", () => {
     expect(changed).toEqual([]);
   });
 
+  test("a replica that starts loads what was shared before (a rollout's leader to be needs it)", () => {
+    const status = { type: "update.status", version: "0.2.0", phase: "failed" } as const;
+    const notes: string[] = [];
+    const updates = new NodeUpdates(
+      {
+        store: { load: async () => [], write: async () => undefined },
+        releases: new FakeReleases(),
+        node: () => ({ arch: "arm64", version: "0.1.0" }),
+        now: () => 0,
+        onReport: (node, text) => notes.push(`${node}: ${text}`),
+      },
+      [],
+      [
+        {
+          node: "cam-1",
+          status: { status, at: 7 },
+          offered: { version: "0.2.0", at: 5 },
+          agent: { version: "0.1.5", updates: true },
+        },
+        { node: "cam-2", offered: { version: "0.2.0", at: 6 } },
+      ],
+    );
+    expect(updates.lastStatus("cam-1")).toEqual(status);
+    expect(updates.offeredAt("cam-1", "0.2.0")).toBe(5);
+    expect(updates.offeredAt("cam-2", "0.2.0")).toBe(6);
+    expect(updates.running("cam-1")).toBe("0.1.5");
+    expect(updates.lastStatus("cam-2")).toBeUndefined();
+    expect(notes).toEqual(["cam-1: failed 0.2.0"]);
+  });
+
   test("a row that is not a report is refused with what it held", () => {
     const { updates } = sharedUpdates();
     const follow = followUpdates(updates, () => undefined, { updateChanged: () => {} });

@@ -1,4 +1,5 @@
-// Agent updates and agent rollouts across two compiled replicas (docs/hub-replicas.md,
+// Devices held by one replica, handled at another: agent updates, agent rollouts, device facts and
+// a revoke across two compiled replicas (docs/hub-replicas.md, "Node updates and agent rollouts";
 // docs/hub-releases.md) on a real PostgreSQL and nats-server: A leads (started first), B does
 // not, and every device's agent is connected to B only, spoken at the protocol level
 // (test/lib/update-agents.ts: it announces "updates", records the `update` offers and reports
@@ -7,7 +8,7 @@
 // is offered by B and shown at B; the agent's update.status at B shows at A; an agent rollout
 // created at B is run by the leader A to Complete; a pause at B holds the leader's rollout and a
 // resume at A lets it go on; a device's health history and clock skew, reported to B, are
-// served at A. The release is a signed copy of /usr/bin/true (as in
+// served at A; a device revoked at A is let go by B, refused there, and stays revoked. The release is a signed copy of /usr/bin/true (as in
 // hub-agent-rollouts.test.ts). Needs root (test PostgreSQL), Debian's postgresql and
 // nats-server, and dist/fleetlet (scripts/build); no containerd, no test bed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -17,7 +18,7 @@ import { join } from "node:path";
 import { type NatsServer, startNatsServer } from "../../scripts/lib/nats.ts";
 import { PostgresCluster } from "../../scripts/lib/postgres.ts";
 import { HUB_ANNOTATIONS } from "../../src/protocol/index.ts";
-import { nodeArch, TestHub } from "../lib/hub.ts";
+import { nodeArch, ProtocolClient, TestHub } from "../lib/hub.ts";
 import { startReplica } from "../lib/replicas.ts";
 import { eventually, fleetletBin } from "../lib/testbed.ts";
 import { archKnownAt, UpdateAgent } from "../lib/update-agents.ts";
@@ -115,6 +116,7 @@ beforeAll(async () => {
     ["p-1", "p"],
     ["p-2", "p"],
     ["h-1", "h"],
+    ["v-1", "v"],
   ];
   for (const [name, fleet] of fleets) {
     const ag = new UpdateAgent(name, { fleet });
@@ -134,7 +136,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 }, 60_000);
 
-describe("agent updates and rollouts across hub replicas (compiled)", () => {
+describe("devices held by replica B, handled at replica A (compiled)", () => {
   test("a release pushed at A is listed and served at both replicas", async () => {
     const pushed = readFileSync(`${exe}.sig`, "utf8");
     for (const hub of [a, b]) {
@@ -260,5 +262,30 @@ describe("agent updates and rollouts across hub replicas (compiled)", () => {
     const skew = await eventually("h-1's clock skew at b", () => skewAt(b), 5000);
     expect(skew).toMatch(/^-(1h0m0s|59m59s)$/);
     await eventually("h-1's clock skew at a", async () => (await skewAt(a)) === skew || undefined);
+  }, 30_000);
+
+  test("a device revoked at A is let go by B, refused there, and stays revoked at both", async () => {
+    const v1 = agent("v-1");
+    const client = v1.client as ProtocolClient;
+    const revoke = await a.api("/api/v1/nodes/v-1/revoke", { method: "POST" });
+    expect(revoke.status).toBe(200);
+    const closed = await client.waitClosed(5000);
+    console.log(`B closed v-1's connection: ${JSON.stringify(closed)}`);
+    const again = new ProtocolClient(b.url, v1.credential, b.caPem);
+    const refused = await again.opened.then(
+      () => again.waitClosed(5000),
+      () => ({ code: 0, reason: "upgrade refused" }),
+    );
+    expect(refused).toBeDefined();
+    expect(again.received.find((m) => m.type === "welcome")).toBeUndefined();
+    // B's own writes of the node since (offline) do not take the revoke back.
+    type NodeView = { metadata: { annotations?: Record<string, string> } };
+    const offlineAtA = await eventually("v-1 offline at a", async () => {
+      const { body } = await get<NodeView>(a, "/api/v1/nodes/v-1");
+      return body.metadata.annotations?.[HUB_ANNOTATIONS.online] === "false" ? body : undefined;
+    });
+    expect(offlineAtA.metadata.annotations?.[HUB_ANNOTATIONS.revoked]).toBeDefined();
+    const atB = await get<NodeView>(b, "/api/v1/nodes/v-1");
+    expect(atB.body.metadata.annotations?.[HUB_ANNOTATIONS.revoked]).toBeDefined();
   }, 30_000);
 });
