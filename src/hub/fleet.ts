@@ -116,6 +116,15 @@ export class Fleet {
     }
   }
 
+  /** When node `name` was last heard from, as this hub can tell. A hub replica holding a node
+   * stores when it last heard from it only with its other writes of the node (not at every
+   * heartbeat), so a node another replica holds and stores as online was heard from within the
+   * offline time (its holder would have stored it offline): it is shown as seen now. */
+  lastSeen(name: string): number | undefined {
+    if (this.onlineElsewhere.has(name)) return this.opts.now();
+    return this.nodes.get(name)?.lastSeen;
+  }
+
   /** The Node served for `name`, or undefined when no such node joined. */
   view(name: string): Node | undefined {
     const rec = this.nodes.get(name);
@@ -125,6 +134,7 @@ export class Fleet {
       online: this.isOnline(name),
       ...(offlineSince !== undefined && { offlineSince }),
       podCount: this.pods.get(name)?.size ?? 0,
+      lastSeen: this.lastSeen(name),
       ...(rec.clockSkewMs !== undefined && { clockSkewMs: rec.clockSkewMs }),
       ...(this.updateNotes.has(name) && { update: this.updateNotes.get(name) }),
     });

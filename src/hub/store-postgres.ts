@@ -13,7 +13,7 @@ import { appendChanges, ChangeFeed, type ChangeRow, loggedRv } from "./pg/change
 import { ClaimBatcher } from "./pg/claim-batch.ts";
 import { ClaimGate } from "./pg/claim-gate.ts";
 import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/connect.ts";
-import { batchChanges, forgetNode, podTombstones } from "./pg/fleet-changes.ts";
+import { batchChanges, forgetNode, podTombstones, setCredential } from "./pg/fleet-changes.ts";
 import { putJoinToken, type TokenRow, tokenFromRow, useJoinToken } from "./pg/join-tokens.ts";
 import { claimNodes, fenceBatch, nodesOf } from "./pg/node-sessions.ts";
 import { beat, holderOrigins, type Released, releaseDead } from "./pg/replicas.ts";
@@ -166,13 +166,13 @@ export class PostgresHubStore
   async saveJoinNow(t: JoinTokenRecord, progress: NodeProgress, now: number): Promise<void> {
     await this.writeNodeNow(
       progress,
-      async () => {},
+      (tx) => setCredential(tx, progress),
       (tx) => useJoinToken(tx, t, progress, now),
     );
   }
 
   async saveNodeNow(progress: NodeProgress): Promise<void> {
-    await this.writeNodeNow(progress, async () => {});
+    await this.writeNodeNow(progress, async () => undefined);
   }
 
   /** Queues `progress` and writes it with everything queued and `also`, in one transaction;
@@ -180,16 +180,13 @@ export class PostgresHubStore
    * meanwhile). */
   private async writeNodeNow(
     progress: NodeProgress,
-    also: (tx: SQL) => Promise<void>,
+    also: (tx: SQL) => Promise<ChangeRow[] | undefined>,
     first?: (tx: SQL) => Promise<void>,
   ) {
     const before = this.queue.queuedProgress(progress.name);
     this.queue.progress(progress);
     try {
-      await this.writeQueued(async (tx) => {
-        await also(tx);
-        return undefined;
-      }, first);
+      await this.writeQueued(also, first);
     } catch (err) {
       if (this.queue.queuedProgress(progress.name) === progress)
         this.queue.restoreProgress(progress.name, before);

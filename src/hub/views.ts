@@ -32,6 +32,8 @@ export interface NodeFacts {
   clockSkewMs?: number;
   /** The agent's last update.status as "<phase> <version>", when it sent one. */
   update?: string;
+  /** When the device was last heard from, as this hub can tell (Fleet.lastSeen). */
+  lastSeen?: number;
 }
 
 /** A signed duration rounded to the second, as Go prints it: "-3h0m12s", "45s", "0s". */
@@ -58,7 +60,8 @@ export function nodeView(rec: NodeRecord, facts: NodeFacts): Node {
     [HUB_ANNOTATIONS.online]: String(facts.online),
     [HUB_ANNOTATIONS.pods]: String(facts.podCount),
   };
-  if (rec.lastSeen !== undefined) annotations[HUB_ANNOTATIONS.lastSeen] = rfc3339(rec.lastSeen);
+  const lastSeen = facts.lastSeen ?? rec.lastSeen;
+  if (lastSeen !== undefined) annotations[HUB_ANNOTATIONS.lastSeen] = rfc3339(lastSeen);
   if (rec.revokedAt !== undefined) annotations[HUB_ANNOTATIONS.revoked] = rfc3339(rec.revokedAt);
   if (facts.clockSkewMs !== undefined)
     annotations[HUB_ANNOTATIONS.clockSkew] = skewText(facts.clockSkewMs);
@@ -118,10 +121,10 @@ function microTime(ms: number): string {
 }
 
 /** The node's Lease as its kubelet would keep it, renewed at each message the hub receives
- * from the device; undefined for a node that never connected. Its resourceVersion is the renew
- * time in milliseconds. */
-export function leaseView(rec: NodeRecord): Lease | undefined {
-  if (rec.lastSeen === undefined) return undefined;
+ * from the device (`lastSeen`: as Fleet.lastSeen tells it); undefined for a node that never
+ * connected. Its resourceVersion is the renew time in milliseconds. */
+export function leaseView(rec: NodeRecord, lastSeen = rec.lastSeen): Lease | undefined {
+  if (lastSeen === undefined) return undefined;
   return {
     apiVersion: "coordination.k8s.io/v1",
     kind: "Lease",
@@ -130,13 +133,13 @@ export function leaseView(rec: NodeRecord): Lease | undefined {
       namespace: NODE_LEASE_NAMESPACE,
       uid: derivedUid("Lease", rec.name, String(rec.joinedAt)),
       creationTimestamp: rfc3339(rec.joinedAt),
-      resourceVersion: String(rec.lastSeen),
+      resourceVersion: String(lastSeen),
       ownerReferences: [{ apiVersion: "v1", kind: "Node", name: rec.name, uid: nodeUid(rec) }],
     },
     spec: {
       holderIdentity: rec.name,
       leaseDurationSeconds: NODE_LEASE_DURATION_SECONDS,
-      renewTime: microTime(rec.lastSeen),
+      renewTime: microTime(lastSeen),
     },
   };
 }

@@ -130,6 +130,41 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     }
   }, 30_000);
 
+  test("a join at a non-holder (the node's credential expired) stores its new credential, with the holder's session fields", async () => {
+    const { url, a, b } = await twoReplicas();
+    const sql = new SQL(url, { max: 1 });
+    try {
+      await b.claim("cam-1", "hub-b");
+      b.queueProgress({ ...progress("cam-1", 7, "stream-b"), credentialExpiresAt: 10 });
+      await b.flush();
+      const token = {
+        ...{ id: "t1", hash: "tok-hash", expiresAt: Date.now() + 60_000, labels: {} },
+        ...{ revoked: false, createdAt: 1, used: 0 },
+      };
+      await a.saveJoinToken(token);
+      const joined = {
+        ...progress("cam-1", 0, "stream-old"),
+        ...{ credentialHash: "cred-new", credentialIssuedAt: 20, credentialExpiresAt: 30 },
+      };
+      await a.saveJoinNow(token, joined, 20);
+      const [node] = (await stored(url)).nodes;
+      expect(node).toMatchObject({
+        ...{ credentialHash: "cred-new", credentialIssuedAt: 20, credentialExpiresAt: 30 },
+        ...{ ackedSeq: 7, streamId: "stream-b" },
+      });
+      // Other replicas follow the change log: its last row of the node has the new credential.
+      const [row] = (await sql.unsafe(
+        "SELECT object FROM changes WHERE kind = 'nodes' AND key = 'cam-1' ORDER BY rv DESC LIMIT 1",
+      )) as { object: string }[];
+      expect(JSON.parse(row?.object ?? "{}").progress.credentialHash).toBe("cred-new");
+    } finally {
+      await sql.close();
+      await a.close();
+      await b.close();
+      await cluster().dropDatabase(url);
+    }
+  }, 30_000);
+
   test("a non-holder's change waits for the holder's write in flight and keeps its newer seq", async () => {
     const { url, a, b } = await twoReplicas();
     const holderTx = new SQL(url, { max: 1 });

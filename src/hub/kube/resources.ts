@@ -70,7 +70,7 @@ const READ = ["get", "list", "watch"];
 const WRITE = ["create", "delete", "get", "list", "patch", "update", "watch"];
 
 export interface ResourceDeps {
-  fleet: Pick<Fleet, "nodes" | "view" | "allPods" | "allEvents">;
+  fleet: Pick<Fleet, "nodes" | "view" | "allPods" | "allEvents" | "lastSeen">;
   deployer: Pick<Deployer, "list" | "get" | "objects" | "catalog">;
 }
 
@@ -150,7 +150,7 @@ function leases(d: ResourceDeps): KubeResource {
       ? []
       : [...d.fleet.nodes.values()]
           .sort((a, b) => a.name.localeCompare(b.name))
-          .flatMap((rec) => leaseView(rec) ?? []);
+          .flatMap((rec) => leaseView(rec, d.fleet.lastSeen(rec.name)) ?? []);
   return {
     name: "leases",
     singular: "lease",

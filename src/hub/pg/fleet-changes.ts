@@ -8,6 +8,7 @@
 // An event trimmed by the per-node limit is a tombstone without object (watchers were not told).
 import type { SQL } from "bun";
 import type { ReportBatch } from "../report-queue.ts";
+import type { NodeProgress } from "../store.ts";
 import type { ChangeRow } from "./changes.ts";
 
 export const podKey = (node: string, uid: string) => `${node}/${uid}`;
@@ -40,6 +41,30 @@ async function nodeObjects(tx: SQL, names: string[]): Promise<Map<string, string
   return new Map(
     rows.map((r) => [r.name, `{"progress":${r.progress},"node":${r.node ?? "null"}}`]),
   );
+}
+
+/**
+ * Sets node `p.name`'s stored credential to `p`'s (a join: the new credential is the joining
+ * replica's to write, whichever replica's session the node last had, whose fields the fence
+ * keeps otherwise); a rotation still pending is dropped. Gives the node's change row.
+ */
+export async function setCredential(tx: SQL, p: NodeProgress): Promise<ChangeRow[]> {
+  const creds = {
+    credentialHash: p.credentialHash,
+    ...(p.credentialIssuedAt !== undefined && { credentialIssuedAt: p.credentialIssuedAt }),
+    ...(p.credentialExpiresAt !== undefined && { credentialExpiresAt: p.credentialExpiresAt }),
+  };
+  const rows = (await tx.unsafe(
+    `UPDATE nodes SET progress = ((progress::jsonb - 'pendingCredential') || $2::text::jsonb)::json
+     WHERE name = $1 RETURNING progress::text AS progress, node::text AS node`,
+    [p.name, JSON.stringify(creds)],
+  )) as { progress: string; node: string | null }[];
+  return rows.map((r) => ({
+    kind: "nodes",
+    key: p.name,
+    deleted: false,
+    object: `{"progress":${r.progress},"node":${r.node ?? "null"}}`,
+  }));
 }
 
 /** The rows of a batch written in `tx` (after the write): the cleared pods' tombstones, the

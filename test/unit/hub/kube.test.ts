@@ -150,7 +150,10 @@ describe("ChangeLog", () => {
 
 describe("discovery", () => {
   const resources = hubResources({
-    fleet: { nodes: new Map(), view: () => undefined, allPods: () => [], allEvents: () => [] },
+    fleet: {
+      ...{ nodes: new Map(), view: () => undefined, allPods: () => [], allEvents: () => [] },
+      lastSeen: () => undefined,
+    },
     deployer: {
       list: () => [],
       get: () => undefined,

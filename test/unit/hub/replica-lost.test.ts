@@ -5,6 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { ReplicaFleet } from "../../../src/hub/fleet-replica.ts";
 import type { NodeRecord } from "../../../src/hub/store.ts";
 import { SqliteHubStore } from "../../../src/hub/store-sqlite.ts";
+import { leaseView } from "../../../src/hub/views.ts";
 
 const record = (online: boolean): NodeRecord => ({
   ...{ name: "cam-1", credentialHash: "c", hubLabels: {}, joinedAt: 0, ackedSeq: 0 },
@@ -30,5 +31,24 @@ describe("ReplicaFleet, a node lost to another replica or released", () => {
     expect(fleet.applyStoredNode(record(false)).taken).toBe(true);
     expect(fleet.isOnline("cam-1")).toBe(false);
     expect(fleet.view("cam-1")?.metadata.annotations?.["hub.fleetlet.io/online"]).toBe("false");
+  });
+
+  test("a node another replica stores online is shown seen now (its holder stores when only with other writes); offline: when stored", async () => {
+    const store = new SqliteHubStore(":memory:");
+    let now = 100_000;
+    const loaded = { ...(await store.load()), nodes: [{ ...record(true), lastSeen: 1_000 }] };
+    const opts = { store, maxEventsPerNode: 10, offlineAfterMs: 3000, onChange: () => {} };
+    const fleet = new ReplicaFleet({ ...opts, now: () => now, storedOnline: true }, loaded);
+    const seen = () => fleet.view("cam-1")?.metadata.annotations?.["hub.fleetlet.io/last-seen"];
+    expect(seen()).toBe(new Date(100_000).toISOString().replace(/\.\d+Z$/, "Z"));
+    expect(
+      leaseView(fleet.nodes.get("cam-1") as NodeRecord, fleet.lastSeen("cam-1"))?.spec,
+    ).toMatchObject({
+      renewTime: new Date(100_000).toISOString().replace("Z", "000Z"),
+    });
+    now = 200_000;
+    fleet.applyStoredNode({ ...record(false), lastSeen: 4_000 });
+    expect(seen()).toBe(new Date(4_000).toISOString().replace(/\.\d+Z$/, "Z"));
+    expect(fleet.lastSeen("cam-1")).toBe(4_000);
   });
 });
