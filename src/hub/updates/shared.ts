@@ -3,27 +3,12 @@
 // what the replica holding its agent heard of its update (kind "updatereports", also kept in
 // node_update_reports, so that a replica that starts later, and may lead, has it). One encoding,
 // used by the writer and the reader.
-import { type UpdateStatus, updateStatusSchema } from "../../protocol/index.ts";
+import { updateStatusSchema } from "../../protocol/index.ts";
 import type { ChangeRow } from "../pg/changes.ts";
-import type { WantedChange } from "./store.ts";
+import type { SharedReport, WantedChange } from "./store.ts";
 
 export const WISH_KIND = "updates";
 export const REPORT_KIND = "updatereports";
-
-/** One thing the holder of a node's agent heard: its update.status, the first offer of a
- * version, or its hello (only for a node in an update). */
-export type SharedReport =
-  | { status: UpdateStatus; at: number }
-  | { offered: string; at: number }
-  | { agent: { version: string; updates: boolean } };
-
-/** Everything shared of one node's update, as a replica that starts loads it. */
-export interface StoredReports {
-  node: string;
-  status?: { status: UpdateStatus; at: number };
-  offered?: { version: string; at: number };
-  agent?: { version: string; updates: boolean };
-}
 
 /** The change row of a wish. */
 export function wishRow(c: WantedChange): ChangeRow {

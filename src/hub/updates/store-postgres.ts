@@ -9,8 +9,14 @@ import type { UpdateStatus } from "../../protocol/index.ts";
 import { appendChanges, ChangeFeed, type ChangeRow } from "../pg/changes.ts";
 import { type Columns, deleteRows, lastByKey, upsertRows } from "../pg/rows.ts";
 import { type PgPool, transaction } from "../pg/transaction.ts";
-import { reportRow, type SharedReport, type StoredReports, wishRow } from "./shared.ts";
-import type { UpdateStore, WantedChange, WantedRelease } from "./store.ts";
+import { reportRow, wishRow } from "./shared.ts";
+import type {
+  SharedReport,
+  StoredReports,
+  UpdateStore,
+  WantedChange,
+  WantedRelease,
+} from "./store.ts";
 
 const NODE_UPDATES: Columns = {
   table: "node_updates",

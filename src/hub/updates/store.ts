@@ -14,7 +14,22 @@ export interface WantedRelease {
 /** A node's new wish: a release, or none (`version` null). */
 export type WantedChange = WantedRelease | { node: string; version: null };
 
-import type { SharedReport, StoredReports } from "./shared.ts";
+import type { UpdateStatus } from "../../protocol/index.ts";
+
+/** One thing the holder of a node's agent heard: its update.status, the first offer of a
+ * version, or its hello (only for a node in an update). */
+export type SharedReport =
+  | { status: UpdateStatus; at: number }
+  | { offered: string; at: number }
+  | { agent: { version: string; updates: boolean } };
+
+/** Everything shared of one node's update, as a replica that starts loads it. */
+export interface StoredReports {
+  node: string;
+  status?: { status: UpdateStatus; at: number };
+  offered?: { version: string; at: number };
+  agent?: { version: string; updates: boolean };
+}
 
 export interface UpdateStore {
   /** Every stored wish. */

@@ -17,8 +17,13 @@ import { Serial } from "../../util/serial.ts";
 import type { Fleet } from "../fleet.ts";
 import type { Releases } from "../releases/store.ts";
 import { rfc3339 } from "../views.ts";
-import type { SharedReport, StoredReports } from "./shared.ts";
-import type { UpdateStore, WantedChange, WantedRelease } from "./store.ts";
+import type {
+  SharedReport,
+  StoredReports,
+  UpdateStore,
+  WantedChange,
+  WantedRelease,
+} from "./store.ts";
 
 /** What the hub knows of a node for its update: absent when no such node joined. */
 interface UpdateNodeFacts {

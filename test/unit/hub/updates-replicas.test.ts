@@ -9,13 +9,8 @@ import { followUpdates } from "../../../src/hub/follow-updates.ts";
 import { type AgentRollout, freshRecord, parseSpec } from "../../../src/hub/rollouts/spec.ts";
 import { ROLLOUT_KIND, rolloutText } from "../../../src/hub/rollouts/store.ts";
 import { openHubDatabase } from "../../../src/hub/store-sqlite.ts";
-import {
-  REPORT_KIND,
-  reportRow,
-  type SharedReport,
-  WISH_KIND,
-  wishRow,
-} from "../../../src/hub/updates/shared.ts";
+import { REPORT_KIND, reportRow, WISH_KIND, wishRow } from "../../../src/hub/updates/shared.ts";
+import type { SharedReport } from "../../../src/hub/updates/store.ts";
 import { SqliteUpdateStore } from "../../../src/hub/updates/store-sqlite.ts";
 import { NodeUpdates } from "../../../src/hub/updates/updates.ts";
 import { AGENT_FEATURES } from "../../../src/protocol/index.ts";
