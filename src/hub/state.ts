@@ -20,7 +20,7 @@ import type { KubeObject } from "./kube/resources.ts";
 import { alwaysLeader, type Leadership } from "./leader.ts";
 import { ReleaseStore, type Releases } from "./releases/store.ts";
 import { type HubStores, openSqliteStores } from "./stores-sqlite.ts";
-import { openNodeUpdates } from "./updates/updates.ts";
+import { openNodeUpdates } from "./updates/open.ts";
 import { WatchHub } from "./watch.ts";
 
 export const DEFAULT_HEARTBEAT_MS = 10_000;
@@ -132,7 +132,7 @@ export async function openState(
   if (createdOperatorToken !== undefined) saveOperatorToken(opts.dataDir, createdOperatorToken);
   const audit = new AuditLog(stores.audit, () => opts.clock.now());
   const releases = stores.releases;
-  const updates = await openNodeUpdates(stores.updates, releases, fleet, opts.clock);
+  const updates = await openNodeUpdates(stores.updates, releases, fleet, opts.clock, opts.log);
   return {
     ...{ store, deployStore: stores.deploy, rolloutStore: stores.rollouts, watch, changes },
     nodeSessions: stores.sessions,

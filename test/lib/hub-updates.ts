@@ -10,8 +10,8 @@ import type { ReleaseInfo, StoredRelease } from "../../src/hub/releases/store.ts
 import { SqliteAgentRolloutStore } from "../../src/hub/rollouts/store-sqlite.ts";
 import { AgentSessions, type AgentSocket } from "../../src/hub/sessions.ts";
 import { openHubDatabase, SqliteHubStore } from "../../src/hub/store-sqlite.ts";
+import { openNodeUpdates } from "../../src/hub/updates/open.ts";
 import { SqliteUpdateStore } from "../../src/hub/updates/store-sqlite.ts";
-import { openNodeUpdates } from "../../src/hub/updates/updates.ts";
 import { AGENT_FEATURES, PROTOCOL_VERSION } from "../../src/protocol/index.ts";
 import { FakeClock } from "../../src/util/clock.ts";
 import { nullLogger } from "../../src/util/log.ts";

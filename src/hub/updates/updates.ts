@@ -14,7 +14,6 @@ import {
   type UpdateStatus,
 } from "../../protocol/index.ts";
 import { Serial } from "../../util/serial.ts";
-import type { Fleet } from "../fleet.ts";
 import type { Releases } from "../releases/store.ts";
 import { rfc3339 } from "../views.ts";
 import type {
@@ -26,7 +25,7 @@ import type {
 } from "./store.ts";
 
 /** What the hub knows of a node for its update: absent when no such node joined. */
-interface UpdateNodeFacts {
+export interface UpdateNodeFacts {
   /** node.status.nodeInfo.architecture, once reported. */
   arch?: string;
   /** The agent's version from its Node (nodeInfo.kubeletVersion without "fleetlet/"). */
@@ -71,12 +70,6 @@ export interface NodeUpdateView {
 interface Reported {
   status: UpdateStatus;
   at: number;
-}
-
-/** The agent version a node's nodeInfo.kubeletVersion names ("fleetlet/0.2.0" → "0.2.0"). */
-function versionFromKubelet(kubeletVersion: string | undefined): string | undefined {
-  if (kubeletVersion === undefined || !kubeletVersion.startsWith("fleetlet/")) return undefined;
-  return kubeletVersion.slice("fleetlet/".length);
 }
 
 export class NodeUpdates {
@@ -370,37 +363,5 @@ function statusFields(r: Reported, wanted: string | undefined): Partial<NodeUpda
     ...(s.message !== undefined && { message: s.message }),
     ...(s.version !== wanted && { staleVersion: s.version }),
     reportedAt: rfc3339(r.at),
-  };
-}
-
-/** The node updates over `store` (its wishes loaded), the hub's releases and its fleet. */
-export async function openNodeUpdates(
-  store: UpdateStore,
-  releases: NodeUpdatesDeps["releases"],
-  fleet: Pick<Fleet, "nodes" | "setUpdateNote">,
-  clock: { now(): number },
-): Promise<NodeUpdates> {
-  const deps: NodeUpdatesDeps = {
-    store,
-    releases,
-    node: (name) => nodeFactsOf(fleet.nodes, name),
-    now: () => clock.now(),
-    onReport: (node, text) => fleet.setUpdateNote(node, text),
-  };
-  return new NodeUpdates(deps, await store.load(), (await store.loadReports?.()) ?? []);
-}
-
-type FleetNodes = Fleet["nodes"];
-
-/** The update facts of node `name` from the fleet's records (undefined: no such node). */
-function nodeFactsOf(nodes: FleetNodes, name: string): UpdateNodeFacts | undefined {
-  const rec = nodes.get(name);
-  if (rec === undefined) return undefined;
-  const info = rec.node?.status?.nodeInfo;
-  const version = versionFromKubelet(info?.kubeletVersion);
-  return {
-    ...(info?.architecture !== undefined &&
-      info.architecture !== "" && { arch: info.architecture }),
-    ...(version !== undefined && { version }),
   };
 }
