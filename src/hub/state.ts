@@ -87,7 +87,7 @@ async function openStores(
 export async function openState(
   opts: StateOptions,
   onPodOfDaemonSet: () => void,
-  onQueued?: () => void,
+  onQueued: () => void,
 ) {
   if (!existsSync(opts.dataDir)) mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   const stores = await openStores(opts);
@@ -110,7 +110,7 @@ export async function openState(
         if (c.kind === "pods" && ownerDaemonSet(c.object as Pod) !== undefined) onPodOfDaemonSet();
       },
       onEventDropped: (event) => changes.forget("events", event as KubeObject),
-      ...(onQueued !== undefined && { onQueued }),
+      onQueued,
       now: () => opts.clock.now(),
       storedOnline: replicated,
     },
