@@ -5,6 +5,7 @@ import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import type { Bus } from "./bus.ts";
 import type { Deployer } from "./deploy/deployer.ts";
+import { ASSIGN_KIND, PRUNE_KIND, STATUS_KIND, shownOf, splitPair } from "./deploy/shared.ts";
 import type { RevisionRecord } from "./deploy/store.ts";
 import { ReplicaFleet } from "./fleet-replica.ts";
 import type { UpdateFollowing } from "./follow-updates.ts";
@@ -78,6 +79,21 @@ function takeObject(d: FollowDeps, row: ObjectRow): void {
     );
 }
 
+/** A row of what the leader's deploy pass decided (deploy/shared.ts), handed to the deployer;
+ * whether it was one. */
+function takeDecided(deployer: Deployer, row: ObjectRow): boolean {
+  if (row.kind === STATUS_KIND) {
+    if (row.object !== null) deployer.takeShown(shownOf(row.key, row.object));
+  } else if (row.kind === ASSIGN_KIND) {
+    const [dsUid, node] = splitPair(row.key);
+    deployer.takeAssignment(dsUid, node, row.object);
+  } else if (row.kind === PRUNE_KIND) {
+    const [dsUid, hash] = splitPair(row.key);
+    deployer.takePruned(dsUid, hash);
+  } else return false;
+  return true;
+}
+
 /** Starts following the change log, on PostgreSQL; undefined for a single hub. */
 export function startFollower(d: FollowDeps): ChangeFollower | undefined {
   const { follow, fleet } = d.state;
@@ -90,7 +106,8 @@ export function startFollower(d: FollowDeps): ChangeFollower | undefined {
       identity: d.state.identity,
       changes: d.state.changes,
       object: (row) => {
-        if (d.updates?.take(row) !== true) takeObject(d, row);
+        if (takeDecided(d.deployer, row) || d.updates?.take(row) === true) return;
+        takeObject(d, row);
       },
       desired: (node) => d.deployer.storedDesired(node),
       revoked: (node) => d.sessions?.revoked(node),

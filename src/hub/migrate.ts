@@ -101,6 +101,7 @@ async function copyDeploy(d: DeployState, to: HubStores): Promise<void> {
     rollouts: d.rollouts,
     assignments: d.assignments,
     pruned: [],
+    statuses: d.statuses,
   });
 }
 

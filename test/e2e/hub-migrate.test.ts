@@ -127,6 +127,7 @@ function sorted(x: HubSnapshot): HubSnapshot {
       revisions: order(x.deploy.revisions),
       rollouts: order(x.deploy.rollouts),
       assignments: order(x.deploy.assignments),
+      statuses: order(x.deploy.statuses),
     },
     updates: order(x.updates),
     rollouts: order(x.rollouts),
@@ -209,6 +210,7 @@ describe("fleetlet hub migrate (needs root, PostgreSQL and the compiled fleetlet
     ]);
     expect(fromSqlite.deploy.revisions).toHaveLength(1);
     expect(fromSqlite.deploy.assignments).toHaveLength(1);
+    expect(fromSqlite.deploy.statuses).toHaveLength(1);
     expect(fromSqlite.updates.map((u) => u.node)).toEqual([NODE]);
     expect(fromSqlite.rollouts.map((r) => r.name)).toEqual(["ar"]);
     expect(fromSqlite.audit.map((a) => a.kind)).toEqual(["release", "update", "agentrollout"]);

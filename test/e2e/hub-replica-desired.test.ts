@@ -3,7 +3,8 @@
 // A leads and runs the DaemonSet passes, the compiled agent is connected to B only. A DaemonSet
 // applied at A reaches the device through B, so does its rollout to a new image, and the device's
 // desired generation stops moving once it runs (no replica raises it again and again), also when
-// the agent is started again and welcomed at B. Needs root, the test bed (containerd), Debian's
+// the agent is started again and welcomed at B. B serves the status and the rollout view the
+// leader's passes decided. Needs root, the test bed (containerd), Debian's
 // postgresql and nats-server, and scripts/build.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -12,6 +13,7 @@ import { join } from "node:path";
 import { SQL } from "bun";
 import { type NatsServer, startNatsServer } from "../../scripts/lib/nats.ts";
 import { PostgresCluster } from "../../scripts/lib/postgres.ts";
+import type { DaemonSetStatus } from "../../src/api/daemonset.ts";
 import type { Pod } from "../../src/api/types.ts";
 import { TestAgent } from "../lib/agent.ts";
 import { daemonSetYaml, tempManifest } from "../lib/deploy.ts";
@@ -103,6 +105,30 @@ test("a DaemonSet applied at the leader reaches a device held by the other repli
     expect(cli(a, ["apply", "-f", tempManifest("app.yaml", v(img2))])).toMatchObject({ code: 0 });
     await agent.waitPod("app", `running ${img2}`, (p) => runs(p, img2), 60_000);
     expect(b.output).not.toContain(LEADING);
+    // B does not lead: it serves the DaemonSet with the status A stored, and the rollout view
+    // with A's phase; `rollout status` ends at B as at A.
+    const path = "/apis/apps/v1/namespaces/default/daemonsets/app";
+    const status = async (h: TestHub) =>
+      ((await (await h.api(path)).json()) as { status?: DaemonSetStatus }).status;
+    await eventually(
+      "the rollout's status at b",
+      async () => {
+        const s = await status(b);
+        const done = s?.observedGeneration === 2 && s.updatedNumberScheduled === 1;
+        return done && s.numberAvailable === 1 ? true : undefined;
+      },
+      30_000,
+    );
+    expect(await status(b)).toEqual(await status(a));
+    const view = await (await b.api(`${path}/rollout`)).json();
+    expect(view).toMatchObject({
+      phase: "Complete",
+      devices: [{ name: agent.nodeName, revision: 2, running: 2, state: "Updated" }],
+    });
+    expect(view).toEqual(await (await a.api(`${path}/rollout`)).json());
+    const rollout = cli(b, ["rollout", "status", "daemonset/app", "--timeout", "20s"]);
+    expect(rollout).toMatchObject({ code: 0 });
+    expect(rollout.output).toContain("successfully rolled out");
     // Once the device runs it, its generation stays where it is.
     const first = await storedGeneration(agent.nodeName);
     await Bun.sleep(4000);

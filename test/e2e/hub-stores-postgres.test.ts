@@ -208,6 +208,44 @@ describe("the hub's other stores, on PostgreSQL only", () => {
     }
   });
 
+  test("a pass logs what it decided, in its order: assignments (removed ones as tombstones), pruned revisions, statuses", async () => {
+    const url = await cluster().createDatabase();
+    const stores = await openPostgresStores(url, undefined, quiet);
+    const admin = new SQL(url, { max: 1 });
+    try {
+      const status = { ...{ desiredNumberScheduled: 1, currentNumberScheduled: 1 } };
+      const shown = {
+        ...{ dsUid: "u1", phase: "Complete" as const, since: 5, record: { stableHash: "h2" } },
+        status: { ...status, numberMisscheduled: 0, numberReady: 1, observedGeneration: 2 },
+      };
+      await stores.deploy.writePass({
+        rollouts: [{ dsUid: "u1", record: { stableHash: "h2" } }],
+        assignments: [
+          { dsUid: "u1", node: "cam-1", hash: "h2", at: 5 },
+          { dsUid: "u1", node: "cam-2", hash: null, at: 5 },
+        ],
+        pruned: [{ dsUid: "u1", hash: "h1" }],
+        statuses: [shown],
+      });
+      const rows = (await admin.unsafe(
+        "SELECT kind, key, deleted, object FROM changes ORDER BY rv",
+      )) as { kind: string; key: string; deleted: boolean; object: string | null }[];
+      expect(rows.map((r) => [r.kind, r.key, r.deleted])).toEqual([
+        ["dsassign", "u1/cam-1", false],
+        ["dsassign", "u1/cam-2", true],
+        ["dsprune", "u1/h1", true],
+        ["dsstatus", "u1", false],
+      ]);
+      expect(rows[0]?.object).toBe("h2");
+      const { dsUid: _, ...body } = shown;
+      expect(JSON.parse(rows[3]?.object ?? "null")).toEqual(body);
+    } finally {
+      await admin.close();
+      await stores.hub.close();
+      await cluster().dropDatabase(url);
+    }
+  });
+
   test("what a replica shares of an agent's update is kept a row a node, each kind in its columns, and goes with the node", async () => {
     const url = await cluster().createDatabase();
     const stores = await openPostgresStores(url, undefined, quiet);

@@ -38,7 +38,7 @@ export async function deployScenario({ deploy }: HubStores) {
     rev("uid-web", "h2", 2, "web:2"),
   );
   await deploy.putObject(object("DaemonSet", "cam"), 5, rev("uid-cam", "c1", 1, "cam:1"));
-  await deploy.putObject(object("ConfigMap", "cfg", { data: { a: "2" } }), 6);
+  const beforePasses = await deploy.putObject(object("ConfigMap", "cfg", { data: { a: "2" } }), 6);
   await deploy.writePass({
     rollouts: [
       { dsUid: "uid-web", record: { stableHash: "h1" } },
@@ -52,9 +52,11 @@ export async function deployScenario({ deploy }: HubStores) {
       { dsUid: "uid-cam", node: "cam-1", hash: "c1", at: 12 },
     ],
     pruned: [],
+    statuses: [],
   });
   await deploy.writePass({
     rollouts: [],
+    statuses: [],
     assignments: [
       { dsUid: "uid-web", node: "cam-2", hash: null, at: 13 },
       { dsUid: "uid-web", node: "cam-3", hash: "h2", at: 13 },
@@ -67,9 +69,15 @@ export async function deployScenario({ deploy }: HubStores) {
   });
   const middle = await deploy.load();
   await deploy.deleteObject({ kind: "DaemonSet", namespace: "default", name: "cam" }, 7, "uid-cam");
-  await deploy.deleteObject({ kind: "ConfigMap", namespace: "default", name: "gone" }, 8);
-  return [middle, await deploy.load()].map((s) => ({
-    resourceVersion: s.resourceVersion,
+  const last = await deploy.deleteObject(
+    { kind: "ConfigMap", namespace: "default", name: "gone" },
+    8,
+  );
+  // The counter is the number each write gave back: the one asked for, or on PostgreSQL the
+  // change log's when higher (a pass's logged rows draw from it too).
+  const gave = [beforePasses, last];
+  return [middle, await deploy.load()].map((s, i) => ({
+    resourceVersion: s.resourceVersion === gave[i],
     objects: byKey(s.objects, (o) => `${o.kind}/${o.name}`),
     revisions: byKey(s.revisions, (r) => `${r.dsUid}/${r.hash}`),
     rollouts: byKey(s.rollouts, (r) => r.dsUid),

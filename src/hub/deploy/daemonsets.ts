@@ -93,6 +93,13 @@ export class DaemonSetCatalog {
         this.revisionsOf(r.dsUid).push({ ...r, template: applyPodTemplateDefaults(r.template) });
   }
 
+  /** Forgets a revision another replica (the leader) pruned. */
+  dropRevision(dsUid: string, hash: string): void {
+    const list = this.revisions.get(dsUid);
+    const at = list?.findIndex((r) => r.hash === hash) ?? -1;
+    if (at >= 0) list?.splice(at, 1);
+  }
+
   private keepRevision(revision: RevisionRecord): void {
     const list = this.revisionsOf(revision.dsUid);
     const found = list.findIndex((r) => r.hash === revision.hash);

@@ -3,8 +3,8 @@
 // fails with a clear Status; what the loop decides on its own (rollout records, per-device
 // assignments, pruned revisions) is kept when the write fails (the data disk full) and written
 // by the next pass that can, so that the loop goes on from memory and loses nothing.
-// Invariants: a kept write is replaced by a newer one of the same key (rollout: the DaemonSet;
-// assignment: DaemonSet and device; pruned revision: DaemonSet and hash); removing a DaemonSet
+// Invariants: a kept write is replaced by a newer one of the same key (rollout and status: the
+// DaemonSet; assignment: DaemonSet and device; pruned revision: DaemonSet and hash); removing a DaemonSet
 // drops what was kept of it, and storing a revision drops a kept prune of it; failures are
 // logged once a minute. The caller does not run two calls at once (the deployer's passes and
 // operator actions run one at a time).
@@ -17,6 +17,7 @@ import type {
   DeployStore,
   PassWrites,
   RevisionRecord,
+  ShownStatus,
   StoredObject,
 } from "./store.ts";
 
@@ -31,6 +32,8 @@ export class DeferredDeployWrites implements DeployStore {
   private readonly assignments = new Map<string, AssignmentChange>();
   /** Pruned revisions not deleted yet, by DaemonSet uid and hash. */
   private readonly pruned = new Map<string, { dsUid: string; hash: string }>();
+  /** Statuses not written yet, by DaemonSet uid. */
+  private readonly statuses = new Map<string, ShownStatus>();
   /** When a failure was last logged. */
   private saidAt = Number.NEGATIVE_INFINITY;
 
@@ -42,7 +45,7 @@ export class DeferredDeployWrites implements DeployStore {
 
   /** Writes kept from failed passes. */
   get waiting(): number {
-    return this.rollouts.size + this.assignments.size + this.pruned.size;
+    return this.rollouts.size + this.assignments.size + this.pruned.size + this.statuses.size;
   }
 
   /** The store's state; what was kept is dropped (a replica taking the lead starts from what
@@ -56,6 +59,7 @@ export class DeferredDeployWrites implements DeployStore {
     this.rollouts.clear();
     this.assignments.clear();
     this.pruned.clear();
+    this.statuses.clear();
   }
 
   async putObject(o: StoredObject, resourceVersion: number, revision?: RevisionRecord) {
@@ -72,6 +76,7 @@ export class DeferredDeployWrites implements DeployStore {
     const stored = await this.inner.deleteObject(key, resourceVersion, daemonSetUid);
     if (daemonSetUid === undefined) return stored;
     this.rollouts.delete(daemonSetUid);
+    this.statuses.delete(daemonSetUid);
     for (const m of [this.assignments, this.pruned])
       for (const [k, c] of m) if (c.dsUid === daemonSetUid) m.delete(k);
     return stored;
@@ -84,11 +89,13 @@ export class DeferredDeployWrites implements DeployStore {
     for (const r of p.rollouts) this.rollouts.set(r.dsUid, r.record);
     for (const c of p.assignments) this.assignments.set(pairKey(c.dsUid, c.node), c);
     for (const r of p.pruned) this.pruned.set(pairKey(r.dsUid, r.hash), r);
+    for (const s of p.statuses) this.statuses.set(s.dsUid, s);
     if (this.waiting === 0) return;
     const batch: PassWrites = {
       rollouts: [...this.rollouts].map(([dsUid, record]) => ({ dsUid, record })),
       assignments: [...this.assignments.values()],
       pruned: [...this.pruned.values()],
+      statuses: [...this.statuses.values()],
     };
     try {
       await this.inner.writePass(batch);
@@ -108,6 +115,8 @@ export class DeferredDeployWrites implements DeployStore {
       if (this.assignments.get(k) === c) this.assignments.delete(k);
     }
     for (const r of batch.pruned) this.pruned.delete(pairKey(r.dsUid, r.hash));
+    for (const s of batch.statuses)
+      if (this.statuses.get(s.dsUid) === s) this.statuses.delete(s.dsUid);
   }
 
   private failed(err: unknown): void {

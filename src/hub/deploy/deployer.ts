@@ -5,11 +5,10 @@
 // Invariants: an assignment is stored (or kept to store, deferred-store.ts) before any device is
 // sent it; a generation is stored before its message leaves the hub; a revision assigned or
 // running is never pruned; passes and operator actions run one at a time, in the order asked.
-import type { DaemonSet, DaemonSetStatus } from "../../api/daemonset.ts";
+import type { DaemonSet } from "../../api/daemonset.ts";
 import { DEFAULT_NAMESPACE } from "../../api/index.ts";
-import { type ConfigObject, objectKeyOf, objectsUsedBy } from "../../api/pod-objects.ts";
+import { type ConfigObject, objectKeyOf } from "../../api/pod-objects.ts";
 import { StatusError } from "../../api/status.ts";
-import { jsonEqual } from "../../util/canonical.ts";
 import { type Clock, sleepQuietly } from "../../util/clock.ts";
 import type { Logger } from "../../util/log.ts";
 import { Serial } from "../../util/serial.ts";
@@ -18,22 +17,11 @@ import { NotLeaderError } from "../leader.ts";
 import { type ApplyResult, DaemonSetCatalog } from "./daemonsets.ts";
 import { type AssignedPod, DesiredStates, type DesiredWriter } from "./desired.ts";
 import { ConfigObjectCatalog } from "./objects.ts";
-import {
-  type FleetReader,
-  type ObservedDevice,
-  observeDevices,
-  ReadinessTracker,
-} from "./observe.ts";
-import { planRollout, type RolloutPhase, type RolloutRecord } from "./plan.ts";
+import type { FleetReader } from "./observe.ts";
 import { DesiredRefresh, type RefreshNodes } from "./refresh.ts";
-import { daemonSetStatus, type RolloutView, rolloutSettings, rolloutView } from "./status.ts";
-import type {
-  AssignmentChange,
-  DeployState,
-  DeployStore,
-  PassWrites,
-  StoredChange,
-} from "./store.ts";
+import { RolloutState } from "./rollout-state.ts";
+import type { RolloutView } from "./status.ts";
+import type { DeployState, DeployStore, PassWrites, ShownStatus, StoredChange } from "./store.ts";
 
 export interface DeployerDeps {
   store: DeployStore;
@@ -56,27 +44,17 @@ export interface DeployerDeps {
 /** The pause before a replica that does not lead reads the store again after a failed read. */
 const REFRESH_RETRY_MS = 2000;
 
-function rfc3339(ms: number): string {
-  return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
-}
-
 export class Deployer {
   /** Replaced only by reload(). */
   catalog: DaemonSetCatalog;
   objects: ConfigObjectCatalog;
   /** Devices last sent their state without its Secrets (connection neither TLS nor loopback). */
   private readonly withheld = new Set<string>();
-  private readonly records = new Map<string, RolloutRecord>();
-  /** dsUid → node → assigned hash. */
-  private readonly assignments = new Map<string, Map<string, string>>();
-  /** dsUid\0node → the hash and the device generation that first carried it. */
-  private readonly carried = new Map<string, { hash: string; generation: number; at?: number }>();
-  private readonly shown = new Map<
-    string,
-    { view: RolloutView; status: DaemonSetStatus; phase: RolloutPhase; since: number }
-  >();
+  private readonly state: RolloutState;
+  /** At a replica that does not lead, while it reads the store for the refresh: what it took
+   * of the leader's decisions meanwhile, to take again over what the read gave. */
+  private takenDuringLoad: (() => void)[] | undefined;
   private readonly dirtyNodes = new Set<string>();
-  private readonly tracker = new ReadinessTracker();
   readonly desired: DesiredStates;
   private soon: (() => void) | undefined;
   private lastPassMs = 0;
@@ -88,6 +66,11 @@ export class Deployer {
   private readonly refresh: DesiredRefresh;
 
   constructor(private readonly deps: DeployerDeps) {
+    this.state = new RolloutState({
+      fleet: deps.fleet,
+      log: deps.log,
+      withheld: (node) => this.withheld.has(node),
+    });
     [this.catalog, this.objects] = this.take(deps.loaded);
     this.desired = new DesiredStates(
       deps.fleet,
@@ -96,7 +79,7 @@ export class Deployer {
     );
     this.loadedTerm = deps.leadTerm === undefined ? 0 : deps.leadTerm();
     this.refresh = new DesiredRefresh({
-      load: () => this.deps.store.load(),
+      load: () => this.loadForRefresh(),
       take: (loaded, nodes) => this.serial.run(() => this.takeDesired(loaded, nodes)),
       clock: deps.clock,
       log: deps.log,
@@ -112,9 +95,7 @@ export class Deployer {
       next: () => catalog.nextResourceVersion(),
       used: (rv) => catalog.usedResourceVersion(rv),
     });
-    for (const m of [this.records, this.assignments, this.carried, this.shown]) m.clear();
-    for (const r of loaded.rollouts) this.records.set(r.dsUid, r.record);
-    for (const a of loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
+    this.state.reset(loaded);
     for (const node of this.deps.fleet.nodes.keys()) this.dirtyNodes.add(node);
     return [catalog, objects];
   }
@@ -125,20 +106,11 @@ export class Deployer {
     return term !== undefined && term === this.loadedTerm;
   }
 
-  private assignedOf(dsUid: string): Map<string, string> {
-    let m = this.assignments.get(dsUid);
-    if (m === undefined) {
-      m = new Map();
-      this.assignments.set(dsUid, m);
-    }
-    return m;
-  }
-
   private assignedPods(node: string): AssignedPod[] {
     const out: AssignedPod[] = [];
     for (const ds of this.catalog.list()) {
       const uid = ds.metadata.uid ?? "";
-      const hash = this.assignments.get(uid)?.get(node);
+      const hash = this.state.hashOf(uid, node);
       const rev = hash === undefined ? undefined : this.catalog.revision(uid, hash);
       if (hash !== undefined && rev !== undefined) out.push({ ds, hash, template: rev.template });
     }
@@ -168,13 +140,7 @@ export class Deployer {
 
   /** Drops what is held of a deleted DaemonSet; its devices are rebuilt by the next pass. */
   private forgetDaemonSet(uid: string): void {
-    for (const node of this.assignments.get(uid)?.keys() ?? []) {
-      this.dirtyNodes.add(node);
-      this.carried.delete(`${uid}\u0000${node}`);
-    }
-    this.assignments.delete(uid);
-    this.records.delete(uid);
-    this.shown.delete(uid);
+    for (const node of this.state.forget(uid)) this.dirtyNodes.add(node);
   }
 
   /** A DaemonSet, ConfigMap or Secret as another replica stored it with resourceVersion `rv`
@@ -227,8 +193,7 @@ export class Deployer {
 
   /** Every device with a pod may use a changed object: rebuild them (only real changes count). */
   private objectsChanged(): Promise<void> {
-    for (const nodes of this.assignments.values())
-      for (const n of nodes.keys()) this.dirtyNodes.add(n);
+    for (const n of this.state.assignedNodes()) this.dirtyNodes.add(n);
     return this.pass();
   }
 
@@ -257,8 +222,12 @@ export class Deployer {
   async rollout(namespace: string, name: string): Promise<RolloutView> {
     const ds = this.catalog.get(namespace, name);
     if (ds === undefined) throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
-    if (!this.shown.has(ds.metadata.uid ?? "")) await this.reconcile();
-    const view = this.shown.get(ds.metadata.uid ?? "")?.view;
+    const uid = ds.metadata.uid ?? "";
+    const { shown } = this.state;
+    if (this.leads() && shown.view(uid) === undefined) await this.reconcile();
+    const view = this.leads()
+      ? shown.view(uid)
+      : this.state.followedViews(this.catalog, this.deps.clock.now()).get(uid);
     if (view === undefined && !this.leads())
       throw new StatusError(
         "ServiceUnavailable",
@@ -269,8 +238,42 @@ export class Deployer {
   }
 
   private withStatus(ds: DaemonSet): DaemonSet {
-    const status = this.shown.get(ds.metadata.uid ?? "")?.status;
+    const status = this.state.shown.status(ds.metadata.uid ?? "");
     return status === undefined ? ds : { ...ds, status };
+  }
+
+  // ---- what the leader decided, at a replica that does not lead (the change log) ----
+
+  /** A DaemonSet's status as the leader stored it. */
+  takeShown(s: ShownStatus): void {
+    if (!this.leads()) this.state.shown.take(s);
+  }
+
+  /** A device's assignment as the leader stored it (`hash` null: removed). */
+  takeAssignment(dsUid: string, node: string, hash: string | null): void {
+    if (this.leads()) return;
+    const take = () => this.state.assign(dsUid, node, hash);
+    this.takenDuringLoad?.push(take);
+    take();
+  }
+
+  /** A revision the leader pruned. */
+  takePruned(dsUid: string, hash: string): void {
+    if (this.leads()) return;
+    const take = () => this.catalog.dropRevision(dsUid, hash);
+    this.takenDuringLoad?.push(take);
+    take();
+  }
+
+  /** The store's state for the refresh; the rows taken until it is taken are kept. */
+  private async loadForRefresh(): Promise<DeployState> {
+    this.takenDuringLoad = [];
+    try {
+      return await this.deps.store.load();
+    } catch (err) {
+      this.takenDuringLoad = undefined;
+      throw err;
+    }
   }
 
   // ---- what sessions ask ----
@@ -293,10 +296,12 @@ export class Deployer {
    * agent runs as desiredFor does. */
   private async takeDesired(loaded: DeployState, nodes: RefreshNodes): Promise<void> {
     if (!this.leads()) {
-      this.assignments.clear();
-      for (const a of loaded.assignments) this.assignedOf(a.dsUid).set(a.node, a.hash);
+      this.state.replaceAssignments(loaded.assignments);
       this.catalog.keepMissingRevisions(loaded.revisions);
+      // What was taken while the store was read may be newer than what it gave.
+      for (const take of this.takenDuringLoad ?? []) take();
     }
+    this.takenDuringLoad = undefined;
     const send: string[] = [];
     let raised = false;
     for (const [node, agentGeneration] of nodes) {
@@ -397,9 +402,17 @@ export class Deployer {
     if (!this.leads()) return;
     const started = performance.now();
     const now = this.deps.clock.now();
-    const writes: PassWrites = { rollouts: [], assignments: [], pruned: [] };
-    for (const ds of this.catalog.list()) this.reconcileOne(ds, now, writes);
-    this.tracker.sweep();
+    const writes: PassWrites = { rollouts: [], assignments: [], pruned: [], statuses: [] };
+    const step = {
+      ...{ catalog: this.catalog, now, writes },
+      changed: (node: string) => this.dirtyNodes.add(node),
+      gone: (node: string) => {
+        this.desired.forget(node);
+        this.withheld.delete(node);
+      },
+    };
+    for (const ds of this.catalog.list()) this.state.step(ds, step);
+    this.state.endPass();
     try {
       await this.deps.store.writePass(writes);
     } catch (err) {
@@ -411,7 +424,7 @@ export class Deployer {
     for (const node of this.dirtyNodes) {
       const generation = this.desired.rebuild(node);
       if (generation === undefined) continue;
-      this.noteCarried(node, generation);
+      this.state.noteCarried(node, generation);
       sent.push(node);
     }
     this.dirtyNodes.clear();
@@ -420,121 +433,5 @@ export class Deployer {
       for (const node of sent) this.deps.bus.publish({ type: "desired", node });
     }
     this.lastPassMs = performance.now() - started;
-  }
-
-  /** Remembers the generation that first carries each of the device's assignments. */
-  private noteCarried(node: string, generation: number): void {
-    for (const [uid, nodes] of this.assignments) {
-      const hash = nodes.get(node);
-      const key = `${uid}\u0000${node}`;
-      if (hash === undefined) this.carried.delete(key);
-      else if (this.carried.get(key)?.hash !== hash) this.carried.set(key, { hash, generation });
-    }
-  }
-
-  private deliveredAt(uid: string, node: string, hash: string, now: number): number | undefined {
-    const rec = this.deps.fleet.nodes.get(node);
-    if (rec === undefined) return undefined;
-    const key = `${uid}\u0000${node}`;
-    let c = this.carried.get(key);
-    if (c === undefined || c.hash !== hash) {
-      c = { hash, generation: rec.desiredGeneration };
-      this.carried.set(key, c);
-    }
-    if (rec.ackedGeneration < c.generation) return undefined;
-    c.at ??= now;
-    return c.at;
-  }
-
-  private reconcileOne(ds: DaemonSet, now: number, writes: PassWrites): void {
-    const changes = writes.assignments;
-    const uid = ds.metadata.uid ?? "";
-    const current = this.catalog.current(ds);
-    const assigned = this.assignedOf(uid);
-    for (const node of [...assigned.keys()]) {
-      if (this.deps.fleet.nodes.has(node)) continue;
-      this.setAssignment(uid, node, null, now, changes);
-      this.desired.forget(node);
-      this.withheld.delete(node);
-    }
-    const minReadyMs = (ds.spec.minReadySeconds ?? 0) * 1000;
-    const used = [
-      ...objectsUsedBy({
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: { name: ds.metadata.name, namespace: ds.metadata.namespace ?? DEFAULT_NAMESPACE },
-        spec: ds.spec.template.spec,
-      }),
-    ];
-    const observed = observeDevices(ds, {
-      usesObjects: used.length > 0,
-      usesSecrets: used.some((k) => k.startsWith("Secret/")),
-      withheld: (node) => this.withheld.has(node),
-      fleet: this.deps.fleet,
-      tracker: this.tracker,
-      now,
-      minReadyMs,
-      assigned: (node) => assigned.get(node),
-      deliveredAt: (node) => {
-        const hash = assigned.get(node);
-        return hash === undefined ? undefined : this.deliveredAt(uid, node, hash, now);
-      },
-    });
-    const settings = rolloutSettings(ds, observed);
-    const record = this.records.get(uid) ?? {};
-    const plan = planRollout({ update: current.hash, record, devices: observed, settings, now });
-    for (const [node, hash] of plan.assign) this.setAssignment(uid, node, hash, now, changes);
-    if (!jsonEqual(plan.record, record)) {
-      this.records.set(uid, plan.record);
-      writes.rollouts.push({ dsUid: uid, record: plan.record });
-    }
-    const devices: ObservedDevice[] = observed.map((d) => {
-      const next = plan.assign.get(d.name);
-      if (next === undefined) return d;
-      const { assigned: _old, ...rest } = d;
-      return next === null ? rest : { ...rest, assigned: next };
-    });
-    this.show(ds, devices, current.hash, plan.record, plan.phase, settings, now);
-    const inUse = new Set([...assigned.values(), ...devices.flatMap((d) => [...d.pods.keys()])]);
-    for (const hash of this.catalog.prune(ds, inUse)) writes.pruned.push({ dsUid: uid, hash });
-  }
-
-  private setAssignment(
-    uid: string,
-    node: string,
-    hash: string | null,
-    now: number,
-    changes: AssignmentChange[],
-  ): void {
-    const assigned = this.assignedOf(uid);
-    if (hash === null) assigned.delete(node);
-    else assigned.set(node, hash);
-    changes.push({ dsUid: uid, node, hash, at: now });
-    this.dirtyNodes.add(node);
-  }
-
-  private show(
-    ds: DaemonSet,
-    devices: ObservedDevice[],
-    update: string,
-    record: RolloutRecord,
-    phase: RolloutPhase,
-    settings: ReturnType<typeof rolloutSettings>,
-    now: number,
-  ): void {
-    const uid = ds.metadata.uid ?? "";
-    const revisionOf = (hash: string | undefined) =>
-      hash === undefined ? undefined : this.catalog.revision(uid, hash)?.revision;
-    const view = rolloutView({ ds, devices, update, record, phase, settings, revisionOf });
-    const last = this.shown.get(uid);
-    const since = last !== undefined && last.phase === phase ? last.since : now;
-    if (last?.phase !== phase)
-      this.deps.log.info("daemonset rollout", {
-        daemonset: `${ds.metadata.namespace}/${ds.metadata.name}`,
-        phase,
-        message: view.message,
-      });
-    const status = daemonSetStatus(ds, devices, update, view, rfc3339(since));
-    this.shown.set(uid, { view, status, phase, since });
   }
 }

@@ -9,11 +9,12 @@
 import type { SQL } from "bun";
 import type { PodTemplateSpec } from "../../api/daemonset.ts";
 import type { Logger } from "../../util/log.ts";
-import { appendAt, ChangeFeed, drawRv } from "../pg/changes.ts";
+import { appendAt, appendChanges, ChangeFeed, type ChangeRow, drawRv } from "../pg/changes.ts";
 import { type Columns, deleteRows, lastByKey, upsertRows } from "../pg/rows.ts";
 import { type PgPool, transaction } from "../pg/transaction.ts";
 import type { RolloutRecord } from "./plan.ts";
 import type { SecretSealer } from "./sealing.ts";
+import { assignRow, pruneRow, shownOf, shownText, statusRow } from "./shared.ts";
 import type {
   DeployState,
   DeployStore,
@@ -31,6 +32,11 @@ const ASSIGNMENTS: Columns = {
   table: "assignments",
   key: ["ds_uid", "node"],
   types: { ds_uid: "text", node: "text", hash: "text", assigned_at: "bigint" },
+};
+const STATUSES: Columns = {
+  table: "ds_statuses",
+  key: ["ds_uid"],
+  types: { ds_uid: "text", body: "json" },
 };
 const REVISIONS: Columns = {
   table: "revisions",
@@ -195,6 +201,10 @@ export class PostgresDeployStore implements DeployStore {
           hash: string;
           assigned_at: string;
         }[],
+        statuses: (await tx.unsafe("SELECT ds_uid, body::text AS body FROM ds_statuses")) as {
+          ds_uid: string;
+          body: string;
+        }[],
       }),
       "ISOLATION LEVEL REPEATABLE READ READ ONLY",
     );
@@ -213,6 +223,7 @@ export class PostgresDeployStore implements DeployStore {
         ...{ dsUid: a.ds_uid, node: a.node, hash: a.hash },
         at: Number(a.assigned_at),
       })),
+      statuses: read.statuses.map((r) => shownOf(r.ds_uid, r.body)),
     };
   }
 
@@ -254,7 +265,7 @@ export class PostgresDeployStore implements DeployStore {
       ]);
       await setResourceVersion(tx, rv);
       if (daemonSetUid !== undefined)
-        for (const table of ["revisions", "rollouts", "assignments"])
+        for (const table of ["revisions", "rollouts", "assignments", "ds_statuses"])
           await tx.unsafe(`DELETE FROM ${table} WHERE ds_uid = $1`, [daemonSetUid]);
       if (key.kind !== "") await this.logged(tx, rv, key);
       return rv;
@@ -262,12 +273,15 @@ export class PostgresDeployStore implements DeployStore {
     return this.committed(rv);
   }
 
-  async writePass({ rollouts, assignments, pruned }: PassWrites): Promise<void> {
-    if (rollouts.length + assignments.length + pruned.length === 0) return;
+  /** One transaction, under the leader's fence; logs what it wrote (not in a copy), so the
+   * replicas that do not lead hold the assignments, prunes and statuses (shared.ts). */
+  async writePass({ rollouts, assignments, pruned, statuses }: PassWrites): Promise<void> {
+    if (rollouts.length + assignments.length + pruned.length + statuses.length === 0) return;
     const records = lastByKey(rollouts, (r) => r.dsUid);
     const changes = lastByKey(assignments, (c) => `${c.dsUid}\n${c.node}`);
     const gone = lastByKey(pruned, (r) => `${r.dsUid}\n${r.hash}`);
-    await transaction(this.pool, async (tx) => {
+    const shown = lastByKey(statuses, (s) => s.dsUid);
+    const rv = await transaction(this.pool, async (tx) => {
       await this.pool.leaderFence?.(tx);
       await upsertRows(
         tx,
@@ -289,7 +303,21 @@ export class PostgresDeployStore implements DeployStore {
         REVISIONS,
         gone.map((r) => [r.dsUid, r.hash]),
       );
+      await upsertRows(
+        tx,
+        STATUSES,
+        shown.map((s) => [s.dsUid, shownText(s)]),
+      );
+      if (this.numbering.copy) return undefined;
+      const rows: ChangeRow[] = [
+        ...changes.map(assignRow),
+        ...gone.map(pruneRow),
+        ...shown.map(statusRow),
+      ];
+      const { feed } = this.numbering;
+      return appendChanges(tx, rows, feed.origin, feed.now());
     });
+    this.numbering.feed.committed(rv);
   }
 }
 

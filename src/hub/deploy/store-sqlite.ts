@@ -4,6 +4,7 @@ import type { Database } from "bun:sqlite";
 import type { PodTemplateSpec } from "../../api/daemonset.ts";
 import type { Logger } from "../../util/log.ts";
 import type { SecretSealer } from "./sealing.ts";
+import { shownOf, shownText } from "./shared.ts";
 import type {
   DeployState,
   DeployStore,
@@ -21,6 +22,7 @@ CREATE TABLE IF NOT EXISTS revisions (ds_uid TEXT NOT NULL, hash TEXT NOT NULL, 
 CREATE TABLE IF NOT EXISTS rollouts (ds_uid TEXT PRIMARY KEY, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS assignments (ds_uid TEXT NOT NULL, node TEXT NOT NULL, hash TEXT NOT NULL,
   assigned_at INTEGER NOT NULL, PRIMARY KEY (ds_uid, node));
+CREATE TABLE IF NOT EXISTS ds_statuses (ds_uid TEXT PRIMARY KEY, body TEXT NOT NULL);
 `;
 
 /** The name a sealed Secret's body is bound to. */
@@ -107,6 +109,10 @@ export class SqliteDeployStore implements DeployStore {
       hash: string;
       assigned_at: number;
     }[];
+    const statuses = this.db.query("SELECT ds_uid, body FROM ds_statuses").all() as {
+      ds_uid: string;
+      body: string;
+    }[];
     return {
       resourceVersion: rv === null ? 0 : Number(rv.value),
       objects: objects.map((o) => ({
@@ -130,6 +136,7 @@ export class SqliteDeployStore implements DeployStore {
         hash: a.hash,
         at: a.assigned_at,
       })),
+      statuses: statuses.map((r) => shownOf(r.ds_uid, r.body)),
     };
   }
 
@@ -161,7 +168,7 @@ export class SqliteDeployStore implements DeployStore {
         .run(key.kind, key.namespace, key.name);
       this.setResourceVersion(resourceVersion);
       if (daemonSetUid !== undefined)
-        for (const table of ["revisions", "rollouts", "assignments"])
+        for (const table of ["revisions", "rollouts", "assignments", "ds_statuses"])
           this.db.query(`DELETE FROM ${table} WHERE ds_uid = ?`).run(daemonSetUid);
     })();
     return resourceVersion;
@@ -180,8 +187,9 @@ export class SqliteDeployStore implements DeployStore {
       );
   }
 
-  async writePass({ rollouts, assignments, pruned }: PassWrites): Promise<void> {
-    if (rollouts.length + assignments.length + pruned.length === 0) return;
+  async writePass({ rollouts, assignments, pruned, statuses }: PassWrites): Promise<void> {
+    if (rollouts.length + assignments.length + pruned.length + statuses.length === 0) return;
+    const putStatus = this.db.query("INSERT OR REPLACE INTO ds_statuses VALUES (?, ?)");
     const putRollout = this.db.query("INSERT OR REPLACE INTO rollouts VALUES (?, ?)");
     const put = this.db.query("INSERT OR REPLACE INTO assignments VALUES (?, ?, ?, ?)");
     const del = this.db.query("DELETE FROM assignments WHERE ds_uid = ? AND node = ?");
@@ -193,6 +201,7 @@ export class SqliteDeployStore implements DeployStore {
         else put.run(c.dsUid, c.node, c.hash, c.at);
       }
       for (const r of pruned) prune.run(r.dsUid, r.hash);
+      for (const st of statuses) putStatus.run(st.dsUid, shownText(st));
     })();
   }
 }

@@ -4,8 +4,8 @@
 // SqliteDeployStore (store-sqlite.ts) is the embedded default, on the hub's database, and does
 // its work before its promise is returned. Every write is stored when its promise resolves, and
 // each call is one transaction. Secrets are stored sealed (sealing.ts).
-import type { PodTemplateSpec } from "../../api/daemonset.ts";
-import type { RolloutRecord } from "./plan.ts";
+import type { DaemonSetStatus, PodTemplateSpec } from "../../api/daemonset.ts";
+import type { RolloutPhase, RolloutRecord } from "./plan.ts";
 
 /** An applied object, as stored: apiVersion, kind, metadata (with uid, resourceVersion). */
 export interface StoredObject {
@@ -37,6 +37,18 @@ export interface DeployState {
   revisions: RevisionRecord[];
   rollouts: { dsUid: string; record: RolloutRecord }[];
   assignments: AssignmentRecord[];
+  /** Each DaemonSet's status as last shown (hub replicas: by the leader). */
+  statuses: ShownStatus[];
+}
+
+/** A DaemonSet's status as the leader shows it (shown.ts): its Kubernetes status, the rollout's
+ * phase and since when (hub time), and the rollout's record it was made with. */
+export interface ShownStatus {
+  dsUid: string;
+  status: DaemonSetStatus;
+  phase: RolloutPhase;
+  since: number;
+  record: RolloutRecord;
 }
 
 /** An assignment's change: `hash` null when the device's assignment is removed. */
@@ -59,6 +71,9 @@ export interface PassWrites {
   assignments: AssignmentChange[];
   /** Revisions pruned (beyond the DaemonSet's revisionHistoryLimit). */
   pruned: { dsUid: string; hash: string }[];
+  /** Statuses that changed (a hub started again, or a replica that does not lead, serves them
+   * until a pass of its own shows them). */
+  statuses: ShownStatus[];
 }
 
 export interface DeployStore {
@@ -77,6 +92,6 @@ export interface DeployStore {
     resourceVersion: number,
     daemonSetUid?: string,
   ): Promise<number>;
-  /** Writes what a pass decided (rollout records, assignments, pruned revisions). */
+  /** Writes what a pass decided (rollout records, assignments, pruned revisions, statuses). */
   writePass(p: PassWrites): Promise<void>;
 }

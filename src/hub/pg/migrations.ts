@@ -134,6 +134,15 @@ export const MIGRATIONS: readonly Migration[] = [
         offered text, offered_at bigint, agent json)`,
     ],
   },
+  {
+    version: 9,
+    name: "each DaemonSet's status as the leader shows it: ds_statuses",
+    statements: [
+      // A row a DaemonSet (deploy/shared.ts): its status, the rollout's phase, since when, and
+      // the record, written by the leader's passes, so a replica that does not lead serves them.
+      "CREATE TABLE ds_statuses (ds_uid text PRIMARY KEY, body json NOT NULL)",
+    ],
+  },
 ];
 
 /** Runs the migrations missing from the database under the migration lock; gives the versions

@@ -117,6 +117,7 @@ test("asks made while a load is under way are taken together by the next load; a
     resourceVersion: 0,
     objects: [],
     revisions: [],
+    statuses: [],
     rollouts: [],
     assignments: [],
   };

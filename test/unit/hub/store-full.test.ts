@@ -273,6 +273,7 @@ describe("the hub store on a full disk", () => {
       rollouts: [{ dsUid, record: { stableHash: hash } }],
       assignments: [{ dsUid, node: "cam-1", hash, at: 1 }],
       pruned: [],
+      statuses: [],
     });
     fill(db);
     await store.writePass(pass("ds1"));
@@ -281,7 +282,7 @@ describe("the hub store on a full disk", () => {
     await store.deleteObject({ kind: "DaemonSet", namespace: "default", name: "b" }, 1, "ds2");
     expect(store.waiting).toBe(2);
     free(db);
-    await store.writePass({ rollouts: [], assignments: [], pruned: [] });
+    await store.writePass({ rollouts: [], assignments: [], pruned: [], statuses: [] });
     expect(store.waiting).toBe(0);
     const stored = await inner.load();
     expect(stored.assignments.map((a) => [a.dsUid, a.node])).toEqual([["ds1", "cam-1"]]);

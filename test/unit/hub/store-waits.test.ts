@@ -96,11 +96,12 @@ describe("the deployer over a store that takes time", () => {
     expect(deployer.list()).toEqual([]);
     gate.open();
     await Promise.all([applied, pass, changed]);
-    // The first apply's object, then its pass's new rollout record; the pass between and the
-    // second apply's pass (no device) had nothing new to write.
+    // The first apply's object, then its pass's new rollout record and status; the pass between
+    // had nothing new to write; the second apply's object, then its pass's status (its
+    // observedGeneration; no device).
     expect(gate.log).toEqual([
       ...["putObject start", "putObject end", "writePass start", "writePass end"],
-      ...["putObject start", "putObject end"],
+      ...["putObject start", "putObject end", "writePass start", "writePass end"],
     ]);
     expect(deployer.get("default", "web")?.metadata.generation).toBe(2);
   });
