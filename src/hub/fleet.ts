@@ -320,6 +320,17 @@ export class Fleet {
     this.emitNode(name);
   }
 
+  /** Whether `name` was last sent its desired state without its Secrets; whether that changed
+   * (then it is queued for the store). */
+  setSecretsWithheld(name: string, withheld: boolean): boolean {
+    const rec = this.nodes.get(name);
+    if (rec === undefined || (rec.secretsWithheld === true) === withheld) return false;
+    if (withheld) rec.secretsWithheld = true;
+    else delete rec.secretsWithheld;
+    this.progress(rec);
+    return true;
+  }
+
   desiredReport(name: string): DesiredReport | undefined {
     return this.nodes.get(name)?.desiredReport;
   }

@@ -50,6 +50,7 @@ const SESSION_FIELDS = [
   "ackedGeneration",
   "desiredReport",
   "clockSkewMs",
+  "secretsWithheld",
 ] as const;
 /** And those moved over the connection with the agent (a rotated credential). */
 const CREDENTIAL_FIELDS = [

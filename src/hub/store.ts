@@ -75,6 +75,10 @@ export interface NodeRecord {
   /** The skew of the device's clock (ms, device − hub) as its holder last showed it (it moved by
    * 2 s or more): stored with the node, so that every replica shows it. */
   clockSkewMs?: number;
+  /** The device was last sent its desired state without its Secrets (its connection neither TLS
+   * nor loopback): stored with the node, so that the leader's DaemonSet passes show
+   * SecretsWithheld whichever replica holds the node. */
+  secretsWithheld?: true;
   /** Whether the replica holding the node had it online, and since when not, as that replica
    * last stored it: what other replicas show (hub replicas; a single hub does not read it). */
   online?: boolean;

@@ -48,8 +48,6 @@ export class Deployer {
   /** Replaced only by reload(). */
   catalog: DaemonSetCatalog;
   objects: ConfigObjectCatalog;
-  /** Devices last sent their state without its Secrets (connection neither TLS nor loopback). */
-  private readonly withheld = new Set<string>();
   private readonly state: RolloutState;
   /** At a replica that does not lead, while it reads the store for the refresh: what it took
    * of the leader's decisions meanwhile, to take again over what the read gave. */
@@ -69,7 +67,7 @@ export class Deployer {
     this.state = new RolloutState({
       fleet: deps.fleet,
       log: deps.log,
-      withheld: (node) => this.withheld.has(node),
+      withheld: (node) => deps.fleet.nodes.get(node)?.secretsWithheld === true,
     });
     [this.catalog, this.objects] = this.take(deps.loaded);
     this.desired = new DesiredStates(
@@ -338,14 +336,11 @@ export class Deployer {
       else if (agentGeneration === rec.desiredGeneration) return undefined;
     }
     const m = this.desired.message(node, secure);
-    if (m?.withheld === true) {
-      if (!this.withheld.has(node))
-        this.deps.log.warn(
-          "Secrets withheld: the device's connection is neither TLS nor loopback",
-          { node },
-        );
-      this.withheld.add(node);
-    } else this.withheld.delete(node);
+    const withheld = m?.withheld === true;
+    if (this.deps.fleet.setSecretsWithheld(node, withheld) && withheld)
+      this.deps.log.warn("Secrets withheld: the device's connection is neither TLS nor loopback", {
+        node,
+      });
     return m?.text;
   }
 
@@ -406,10 +401,7 @@ export class Deployer {
     const step = {
       ...{ catalog: this.catalog, now, writes },
       changed: (node: string) => this.dirtyNodes.add(node),
-      gone: (node: string) => {
-        this.desired.forget(node);
-        this.withheld.delete(node);
-      },
+      gone: (node: string) => this.desired.forget(node),
     };
     for (const ds of this.catalog.list()) this.state.step(ds, step);
     this.state.endPass();

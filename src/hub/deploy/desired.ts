@@ -21,6 +21,9 @@ export interface DesiredWriter {
   readonly nodes: ReadonlyMap<string, NodeRecord>;
   /** Records a new generation and content hash for the node (persisted by the caller). */
   setDesired(name: string, generation: number, hash: string): void;
+  /** Records whether the node was last sent its state without its Secrets; whether that
+   * changed. */
+  setSecretsWithheld(name: string, withheld: boolean): boolean;
 }
 
 /** Message texts up to this size are kept between sends; larger ones are made for each send. */

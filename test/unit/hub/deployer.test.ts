@@ -361,6 +361,14 @@ describe("Deployer with ConfigMaps and Secrets", () => {
     await h.deployer.reconcile();
     const device = (await h.deployer.rollout("default", "web")).devices[0];
     expect(device?.message).toContain("SecretsWithheld");
+    // Kept with the node (so the leader sees it whichever replica holds the device); a secure
+    // send clears it.
+    expect(h.fleet.nodes.get("cam-1")?.secretsWithheld).toBe(true);
+    expect(message(h, "cam-1").secrets?.map((o) => o.metadata.name)).toEqual(["creds"]);
+    expect(h.fleet.nodes.get("cam-1")?.secretsWithheld).toBeUndefined();
+    await h.deployer.reconcile();
+    const after = (await h.deployer.rollout("default", "web")).devices[0];
+    expect(after?.message ?? "").not.toContain("SecretsWithheld");
   });
 
   test("a changed ConfigMap raises the generation of the devices using it, and only theirs", async () => {

@@ -93,6 +93,26 @@ describe("ReplicaFleet, a node's desired generation", () => {
     expect(holder.desiredReport("cam-1")).toBeUndefined();
     expect(queued.at(-1)?.desiredReport).toBeUndefined();
   });
+
+  test("that the holder sent its device's state without its Secrets is stored with the node, seen by the leader, and kept by other replicas' writes", async () => {
+    const queued: NodeProgress[] = [];
+    const store = new SqliteHubStore(":memory:");
+    store.queueProgress = (p) => void queued.push(p);
+    const holder = await replicaFleet([record("cam-1", 2, "h2")], store);
+    expect(holder.setSecretsWithheld("cam-1", true)).toBe(true);
+    expect(holder.setSecretsWithheld("cam-1", true)).toBe(false);
+    expect(queued).toHaveLength(1);
+    expect(queued[0]?.secretsWithheld).toBe(true);
+    const leader = await replicaFleet([record("cam-1", 2, "h2")]);
+    leader.applyStoredNode({ ...record("cam-1", 2, "h2"), secretsWithheld: true });
+    expect(leader.nodes.get("cam-1")?.secretsWithheld).toBe(true);
+    const mine = { ...record("cam-1", 2, "h2"), hubLabels: { site: "b" } };
+    const theirs = { ...record("cam-1", 2, "h2"), secretsWithheld: true as const };
+    expect(keepHolderFields(mine, theirs).secretsWithheld).toBe(true);
+    // Sent with them again (a TLS connection): cleared and stored.
+    expect(holder.setSecretsWithheld("cam-1", false)).toBe(true);
+    expect(queued.at(-1)?.secretsWithheld).toBeUndefined();
+  });
 });
 
 test("asks made while a load is under way are taken together by the next load; a failed load is tried again", async () => {
