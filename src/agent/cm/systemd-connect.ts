@@ -26,7 +26,9 @@ export interface SystemdConnectOptions {
   clock: Clock;
   logger: Logger;
   sockets?: readonly SystemdSocket[];
-  /** Deadline for connecting and authenticating (default 5 s). */
+  /** Deadline for connecting and authenticating on each socket (default 15 s: a device busy
+   * starting its pods answered after more than 5 s, and missing the private socket's deadline
+   * moves the agent to the system bus for good; a missing socket fails at once). */
   connectTimeoutMs?: number;
   /** Deadline of each call (default 10 s). */
   callTimeoutMs?: number;
@@ -82,7 +84,7 @@ class SystemdLink implements SystemdUnits {
         conn = await connectDBus({
           ...socket,
           clock,
-          timeoutMs: this.opts.connectTimeoutMs ?? 5_000,
+          timeoutMs: this.opts.connectTimeoutMs ?? 15_000,
         });
         const manager = await SystemdManager.create({
           conn,
