@@ -51,6 +51,7 @@ export class ReplicaFleet extends Fleet {
     const mine = this.nodes.get(rec.name);
     if (mine === undefined || sameLabels(mine.hubLabels, rec.hubLabels)) return;
     mine.hubLabels = { ...rec.hubLabels };
+    if (rec.hubLabelsAt !== undefined) mine.hubLabelsAt = rec.hubLabelsAt;
     this.emitNode(rec.name);
   }
 

@@ -9,7 +9,7 @@ import type { Event, Pod } from "../api/types.ts";
 import type { DesiredAck, Hello, SequencedMessage } from "../protocol/index.ts";
 import { checkOwner, emptyNode } from "./fleet-checks.ts";
 import { HealthHistory } from "./health.ts";
-import { adoptSession, type StoredNode } from "./node-sessions.ts";
+import { adoptSession, labelStamp, type StoredNode } from "./node-sessions.ts";
 import type { DesiredReport, HubStore, LoadedState, NodeProgress, NodeRecord } from "./store.ts";
 import { eventView, nodeView, podView, rfc3339 } from "./views.ts";
 
@@ -349,8 +349,10 @@ export class Fleet {
   async setHubLabels(name: string, labels: Record<string, string>): Promise<boolean> {
     const rec = this.nodes.get(name);
     if (rec === undefined) return false;
-    await this.opts.store.saveNodeNow(this.progressOf({ ...rec, hubLabels: labels }));
+    const hubLabelsAt = labelStamp(rec, this.opts.now());
+    await this.opts.store.saveNodeNow(this.progressOf({ ...rec, hubLabels: labels, hubLabelsAt }));
     rec.hubLabels = labels;
+    rec.hubLabelsAt = hubLabelsAt;
     this.emitNode(name);
     return true;
   }

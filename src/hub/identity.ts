@@ -9,6 +9,7 @@ import { isDNS1123Subdomain } from "../api/index.ts";
 import { StatusError } from "../api/status.ts";
 import type { JoinRequest, JoinTokenResponse } from "../protocol/index.ts";
 import { parseJoinToken } from "../protocol/trust.ts";
+import { labelStamp } from "./node-sessions.ts";
 import type {
   CredentialRecord,
   HubStore,
@@ -201,14 +202,16 @@ export class Identity {
     const credential = this.newToken("credential");
     const cred = this.newCredential(credential, now);
     const hubLabels = { ...existing?.hubLabels, ...token.labels, ...req.labels };
+    const hubLabelsAt = labelStamp(existing ?? {}, now);
     // A node whose credential expired keeps its history (streams, generations) under the new one.
     const rec: NodeRecord =
       existing?.connected === true
-        ? { ...existing, hubLabels }
+        ? { ...existing, hubLabels, hubLabelsAt }
         : {
             name: req.nodeName,
             credentialHash: cred.hash,
             hubLabels,
+            hubLabelsAt,
             joinedAt: now,
             ackedSeq: 0,
             connected: false,

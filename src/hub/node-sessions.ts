@@ -86,6 +86,12 @@ export function keepHolderFields(mine: NodeProgress, stored: NodeProgress): Node
   return out;
 }
 
+/** The stamp of hub labels set now on `rec` (NodeRecord.hubLabelsAt): the hub's time, or one
+ * above the stamp this replica saw when its clock is behind the replica that set that one. */
+export function labelStamp(rec: Pick<NodeProgress, "hubLabelsAt">, now: number): number {
+  return Math.max(now, (rec.hubLabelsAt ?? 0) + 1);
+}
+
 /** Sets the session fields of `rec` to those of `stored` (a replica taking a node from another
  * keeps its own identity fields, which follow the identity's own changes). */
 export function adoptSession(rec: NodeProgress, stored: NodeProgress): void {

@@ -16,6 +16,7 @@ import { connectPostgres, POOL_SIZE, type PostgresConnectOptions } from "./pg/co
 import { batchChanges, forgetNode, podTombstones, setCredential } from "./pg/fleet-changes.ts";
 import { putJoinToken, type TokenRow, tokenFromRow, useJoinToken } from "./pg/join-tokens.ts";
 import { claimNodes, fenceBatch, nodesOf } from "./pg/node-sessions.ts";
+import { keepOperatorFields } from "./pg/operator-fields.ts";
 import { beat, holderOrigins, type Released, releaseDead } from "./pg/replicas.ts";
 import { type Columns, deleteRows, updateJson, upsertRows } from "./pg/rows.ts";
 import { type PgPool, transaction } from "./pg/transaction.ts";
@@ -236,6 +237,7 @@ export class PostgresHubStore
       rv = await this.transaction(async (tx) => {
         await first?.(tx);
         fenced = await fenceBatch(tx, batch, epochs);
+        await keepOperatorFields(tx, batch, new Set(fenced));
         if (this.copy) {
           await writeBatch(tx, batch);
           await after?.(tx);

@@ -44,6 +44,9 @@ export interface NodeRecord {
   credentialHash: string;
   /** Labels given at join (join token's and the join request's). */
   hubLabels: Record<string, string>;
+  /** When `hubLabels` were last set (hub time, above the stamp the setter saw): a replica's write
+   * of the node keeps labels stored with a later stamp (pg/operator-fields.ts). */
+  hubLabelsAt?: number;
   /** When `credentialHash` was issued and expires (ms); absent on records stored before
    * credentials had a lifetime (the hub gives them one on start: Identity.adoptLegacy). */
   credentialIssuedAt?: number;

@@ -130,6 +130,46 @@ describe("node_sessions: who holds a node, and the fence of a flush", () => {
     }
   }, 30_000);
 
+  test("the holder's write from a view older than another replica's revoke and labels keeps them; its own later labels win", async () => {
+    const { url, a, b } = await twoReplicas();
+    try {
+      await b.claim("cam-1", "hub-b");
+      b.queueProgress({ ...progress("cam-1", 3), hubLabels: { site: "old" }, hubLabelsAt: 10 });
+      await b.flush();
+      // A, which does not hold the node, revokes it and sets its labels; B has not followed
+      // that row yet and writes the node from what it holds.
+      await a.saveNodeNow({
+        ...progress("cam-1", 3),
+        ...{ hubLabels: { site: "north" }, hubLabelsAt: 20, revokedAt: 99 },
+      });
+      b.queueProgress({ ...progress("cam-1", 8), hubLabels: { site: "old" }, hubLabelsAt: 10 });
+      await b.flush();
+      const [node] = (await stored(url)).nodes;
+      expect(node).toMatchObject({ ackedSeq: 8, revokedAt: 99, hubLabels: { site: "north" } });
+      // B's operator sets labels after it saw A's (a later stamp): they are stored.
+      await b.saveNodeNow({
+        ...progress("cam-1", 9),
+        ...{ hubLabels: { site: "south" }, hubLabelsAt: 21, revokedAt: 99 },
+      });
+      expect((await stored(url)).nodes[0]?.hubLabels).toEqual({ site: "south" });
+      // A, which does not hold it, sets labels from a view that never had the revoke: the
+      // revoke stays.
+      await a.saveNodeNow({
+        ...progress("cam-1", 3),
+        hubLabels: { site: "east" },
+        hubLabelsAt: 30,
+      });
+      expect((await stored(url)).nodes[0]).toMatchObject({
+        revokedAt: 99,
+        hubLabels: { site: "east" },
+      });
+    } finally {
+      await a.close();
+      await b.close();
+      await cluster().dropDatabase(url);
+    }
+  }, 30_000);
+
   test("a join at a non-holder (the node's credential expired) stores its new credential, with the holder's session fields", async () => {
     const { url, a, b } = await twoReplicas();
     const sql = new SQL(url, { max: 1 });

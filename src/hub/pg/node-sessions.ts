@@ -8,6 +8,7 @@ import type { Event, Pod } from "../../api/types.ts";
 import { keepHolderFields, type NodeClaim, type StoredNode } from "../node-sessions.ts";
 import type { ReportBatch } from "../report-queue.ts";
 import type { NodeProgress } from "../store.ts";
+import { withOperatorFields } from "./operator-fields.ts";
 
 /** Takes the nodes `held` names (distinct) for `holder` (the replica's name and its process's
  * origin, whose beat shows it alive: pg/replicas.ts) in the transaction `tx`, in one
@@ -94,8 +95,10 @@ function dropReports(b: ReportBatch, fenced: Set<string>): void {
  * Fences the batch `b` in the transaction that writes it: a node whose stored epoch is not the
  * one in `epochs` (the epochs this replica held its nodes with when the batch was taken; absent:
  * not held) was taken by another replica, so its reports are dropped from `b` and its progress
- * keeps the holder's fields as stored (an operator's change of it is still written). Nodes no
- * replica took (or forgotten since) pass. Returns the fenced nodes.
+ * keeps the holder's fields as stored, and what operators stored later (operator-fields.ts; an
+ * operator's change of it is still written). Nodes no replica took (or forgotten since) pass.
+ * The session rows are locked (FOR UPDATE): two replicas' writes of one node are one after the
+ * other, each reading what the other committed. Returns the fenced nodes.
  */
 export async function fenceBatch(
   tx: SQL,
@@ -106,7 +109,7 @@ export async function fenceBatch(
   if (names.length === 0) return [];
   const rows = (await tx.unsafe(
     `SELECT node, epoch::text AS epoch FROM node_sessions WHERE node = ANY($1::text[])
-     ORDER BY node FOR SHARE`,
+     ORDER BY node FOR UPDATE`,
     [names],
   )) as { node: string; epoch: string }[];
   const fenced = new Set(
@@ -128,7 +131,7 @@ export async function fenceBatch(
       const mine = b.progress.get(name);
       // No stored row (the node was forgotten): nothing of a holder's to keep.
       if (theirs !== undefined && mine !== undefined)
-        b.progress.set(name, keepHolderFields(mine, theirs));
+        b.progress.set(name, withOperatorFields(keepHolderFields(mine, theirs), theirs));
     }
   }
   return [...fenced];
