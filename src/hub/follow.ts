@@ -5,13 +5,14 @@ import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import type { Bus } from "./bus.ts";
 import type { Deployer } from "./deploy/deployer.ts";
-import { ASSIGN_KIND, PRUNE_KIND, STATUS_KIND, shownOf, splitPair } from "./deploy/shared.ts";
+import { ASSIGN_KIND, PRUNE_KIND, STATUS_KIND, shownOf } from "./deploy/shared.ts";
 import type { RevisionRecord } from "./deploy/store.ts";
 import { ReplicaFleet } from "./fleet-replica.ts";
 import type { UpdateFollowing } from "./follow-updates.ts";
 import { type ObjectRow, ViewApplier } from "./follow-view.ts";
 import { ChangeFollower } from "./follower.ts";
 import { readChanges, trimChanges } from "./pg/changes.ts";
+import { splitKey } from "./pg/fleet-changes.ts";
 import type { HubState } from "./state.ts";
 
 /** How the change log is followed and trimmed. */
@@ -85,10 +86,10 @@ function takeDecided(deployer: Deployer, row: ObjectRow): boolean {
   if (row.kind === STATUS_KIND) {
     if (row.object !== null) deployer.takeShown(shownOf(row.key, row.object));
   } else if (row.kind === ASSIGN_KIND) {
-    const [dsUid, node] = splitPair(row.key);
+    const [dsUid, node] = splitKey(row.key);
     deployer.takeAssignment(dsUid, node, row.object);
   } else if (row.kind === PRUNE_KIND) {
-    const [dsUid, hash] = splitPair(row.key);
+    const [dsUid, hash] = splitKey(row.key);
     deployer.takePruned(dsUid, hash);
   } else return false;
   return true;

@@ -78,7 +78,13 @@ export async function updateHub(path = ":memory:", arch: string | null = "arm64"
   }
   reportNode(fleet.nodes.get("cam-1"), arch);
   const releases = new FakeReleases();
-  const updates = await openNodeUpdates(new SqliteUpdateStore(db), releases, fleet, clock);
+  const updates = await openNodeUpdates(
+    new SqliteUpdateStore(db),
+    releases,
+    fleet,
+    clock,
+    nullLogger,
+  );
   const audit = new AuditLog(new SqliteAuditStore(db), () => clock.now());
   const sessions = new AgentSessions({
     fleet,

@@ -4,9 +4,9 @@
 // assignments, pruned revisions) is kept when the write fails (the data disk full) and written
 // by the next pass that can, so that the loop goes on from memory and loses nothing.
 // Invariants: a kept write is replaced by a newer one of the same key (rollout and status: the
-// DaemonSet; assignment: DaemonSet and device; pruned revision: DaemonSet and hash); removing a DaemonSet
-// drops what was kept of it, and storing a revision drops a kept prune of it; failures are
-// logged once a minute. The caller does not run two calls at once (the deployer's passes and
+// DaemonSet; assignment: DaemonSet and device; pruned revision: DaemonSet and hash); removing a
+// DaemonSet drops what was kept of it, and storing a revision drops a kept prune of it; failures
+// are logged once a minute. The caller does not run two calls at once (the deployer's passes and
 // operator actions run one at a time).
 import type { Logger } from "../../util/log.ts";
 import { NotLeaderError } from "../leader.ts";

@@ -221,12 +221,13 @@ export class Deployer {
     const ds = this.catalog.get(namespace, name);
     if (ds === undefined) throw new StatusError("NotFound", `daemonsets.apps "${name}" not found`);
     const uid = ds.metadata.uid ?? "";
+    const leads = this.leads();
     const { shown } = this.state;
-    if (this.leads() && shown.view(uid) === undefined) await this.reconcile();
-    const view = this.leads()
+    if (leads && shown.view(uid) === undefined) await this.reconcile();
+    const view = leads
       ? shown.view(uid)
       : this.state.followedViews(this.catalog, this.deps.clock.now()).get(uid);
-    if (view === undefined && !this.leads())
+    if (view === undefined && !leads)
       throw new StatusError(
         "ServiceUnavailable",
         `the rollout of daemonset "${name}" is run by the leading replica, and this one has not seen it yet: ask again or ask another replica`,

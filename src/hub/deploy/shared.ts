@@ -61,10 +61,3 @@ export const pruneRow = (r: { dsUid: string; hash: string }): ChangeRow => ({
   deleted: true,
   object: null,
 });
-
-/** A key "<uid>/<rest>" split at its first slash (a uid has none). */
-export function splitPair(key: string): [string, string] {
-  const at = key.indexOf("/");
-  if (at <= 0 || at === key.length - 1) throw new Error(`not a "<uid>/<name>" key: ${key}`);
-  return [key.slice(0, at), key.slice(at + 1)];
-}

@@ -8,12 +8,9 @@
 import type { DaemonSetStatus } from "../../api/daemonset.ts";
 import { jsonEqual } from "../../util/canonical.ts";
 import type { Logger } from "../../util/log.ts";
+import { rfc3339 } from "../views.ts";
 import { daemonSetStatus, type RolloutView, rolloutView, type ViewInput } from "./status.ts";
 import type { ShownStatus } from "./store.ts";
-
-function rfc3339(ms: number): string {
-  return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
-}
 
 /** What a view is made of besides the rollout's phase and record. */
 export type Observation = Omit<ViewInput, "phase" | "record">;

@@ -19,7 +19,7 @@ export async function openNodeUpdates(
   releases: NodeUpdatesDeps["releases"],
   fleet: Pick<Fleet, "nodes" | "setUpdateNote">,
   clock: { now(): number },
-  log?: Logger,
+  log: Logger,
 ): Promise<NodeUpdates> {
   const deps: NodeUpdatesDeps = {
     store,
@@ -28,7 +28,7 @@ export async function openNodeUpdates(
     now: () => clock.now(),
     onReport: (node, text) => fleet.setUpdateNote(node, text),
     onShareFailed: (node, error) =>
-      log?.warn("what an agent said of its update was not shared with the other hub replicas", {
+      log.warn("what an agent said of its update was not shared with the other hub replicas", {
         node,
         error: error instanceof Error ? error.message : String(error),
       }),
